@@ -1,0 +1,8 @@
+"""Hierarchical Kernel Transformer (HKT) benchmark library.
+
+Importable without Snakemake: attention modules (``hkt.attention``), models
+(``hkt.models``), data (``hkt.data``), training (``hkt.train``), analyses
+(``hkt.analysis``) and reporting (``hkt.report``).
+"""
+
+__version__ = "0.1.0"

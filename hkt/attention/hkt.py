@@ -1,0 +1,354 @@
+"""Hierarchical Kernel Transformer attention (arXiv 2604.08829), DESIGN.md section 2.
+
+Levels l = 0..L-1. X^(0) = X; X^(l) = GELU(LayerNorm(DWConv_l(X^(l-1)))), a causal depthwise
+convolution with stride s. Each level has its own query/key projections; values stay at full
+resolution. Per-level scores S^(l) = Q^(l) K^(l)^T / sqrt(d) are upsampled to T×T,
+Ŝ^(l) = U_l S^(l) U_l^T, fused with convex weights λ, and one softmax attends:
+
+    Y = softmax(Σ_l λ_l ⊙ Ŝ^(l) + mask) V.
+
+Two implementations with identical parameters:
+
+* ``impl="reference"`` materialises every S^(l), interpolates it and fuses: the paper, line by
+  line. O(T²) memory; for correctness checks and analysis.
+* ``impl="fused"`` uses the exact factorisation Ŝ^(l) = (U_l Q^(l)) (U_l K^(l))^T / sqrt(d) and
+  λ depending only on the query: with q̃_i = [λ_l(i) (U_l Q^(l))_i]_l and k̃_j = [(U_l K^(l))_j]_l,
+  S = q̃ k̃^T / sqrt(d), so the whole layer is one ``scaled_dot_product_attention`` call with
+  query/key width L·d. No T×T tensor anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from hkt.attention.base import (
+    AttentionInternals,
+    check_dropout,
+    check_heads,
+    check_key_mask,
+    merge_heads,
+    sdpa_mask,
+    split_heads,
+)
+from hkt.attention.registry import register
+
+FUSIONS = ("dynamic", "static")
+UPSAMPLES = ("nearest", "linear")
+IMPLS = ("fused", "reference")
+
+
+class PyramidLevel(nn.Module):
+    """One pyramid step: X^(l) = GELU(LayerNorm(DWConv(X^(l-1)))).
+
+    The depthwise convolution has stride s and kernel k >= s and is padded on the left only, so
+    output position p sees inputs at positions <= p·s (causal). Padded positions are zeroed first
+    so that the result does not depend on how much padding a batch carries.
+    """
+
+    def __init__(self, d_model: int, stride: int, kernel_size: int, norm_eps: float) -> None:
+        super().__init__()
+        self.stride, self.kernel_size = stride, kernel_size
+        self.conv = nn.Conv1d(d_model, d_model, kernel_size, stride=stride, groups=d_model)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        """x: (B, T, D) with T a multiple of the stride -> (B, T / s, D)."""
+        if mask is not None:
+            x = x * mask.unsqueeze(-1).to(x.dtype)
+        h = F.pad(x.transpose(1, 2), (self.kernel_size - 1, 0))
+        return F.gelu(self.norm(self.conv(h).transpose(1, 2)))
+
+
+class StaticFusion(nn.Module):
+    """λ = softmax(w) per head: one convex combination of the levels for every token."""
+
+    def __init__(self, n_heads: int, levels: int) -> None:
+        super().__init__()
+        self.logits = nn.Parameter(torch.zeros(n_heads, levels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Fusion logits broadcastable to (B, H, T, L): here (1, H, 1, L)."""
+        return self.logits[None, :, None, :]
+
+
+class DynamicFusion(nn.Module):
+    """λ_l(i) = softmax_l(G x_i + b) per head and query token i (the paper's "for each token")."""
+
+    def __init__(self, d_model: int, n_heads: int, levels: int) -> None:
+        super().__init__()
+        self.n_heads, self.levels = n_heads, levels
+        self.gate = nn.Linear(d_model, n_heads * levels)
+        # Start from uniform λ: every level contributes equally until training says otherwise.
+        nn.init.zeros_(self.gate.weight)
+        nn.init.zeros_(self.gate.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Fusion logits (B, H, T, L)."""
+        b, t, _ = x.shape
+        return self.gate(x).view(b, t, self.n_heads, self.levels).transpose(1, 2)
+
+
+@register("hkt")
+class HKTAttention(nn.Module):
+    """Multi-scale HKT attention.
+
+    Args:
+        d_model: model width D.
+        n_heads: heads H; head width d = D / H.
+        levels: L >= 1 pyramid levels (L = 1 is standard attention).
+        stride: s >= 2, downsampling factor between consecutive levels.
+        kernel_size: k >= s, width of the depthwise convolutions (default: s).
+        fusion: ``"dynamic"`` (λ per query token and head) or ``"static"`` (λ per head).
+        upsample: ``"nearest"`` or ``"linear"`` interpolation of the coarse scores.
+        causal: query i sees only keys j <= i (requires nearest upsampling).
+        impl: ``"fused"`` (one SDPA call) or ``"reference"`` (materialised scores).
+        dropout: dropout on the attention probabilities (training only).
+        bias: whether the projections have biases.
+        norm_eps: LayerNorm epsilon in the pyramid.
+
+    Set ``active_levels`` to L' < L to keep only levels < L' (λ renormalised over them): the
+    level-truncation analysis.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        levels: int = 3,
+        stride: int = 2,
+        kernel_size: int | None = None,
+        fusion: str = "dynamic",
+        upsample: str = "nearest",
+        causal: bool = False,
+        impl: str = "fused",
+        dropout: float = 0.0,
+        bias: bool = True,
+        norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.head_dim = check_heads(d_model, n_heads)
+        check_dropout(dropout)
+        kernel_size = stride if kernel_size is None else kernel_size
+        if levels < 1:
+            raise ValueError(f"levels must be >= 1 (1 = standard attention), got {levels}")
+        if stride < 2:
+            raise ValueError(f"stride must be >= 2 (each level halves the length or more), got {stride}")
+        if kernel_size < stride:
+            raise ValueError(
+                f"kernel_size ({kernel_size}) must be >= stride ({stride}), "
+                "otherwise the convolution skips tokens"
+            )
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
+        if upsample not in UPSAMPLES:
+            raise ValueError(f"upsample must be one of {UPSAMPLES}, got {upsample!r}")
+        if impl not in IMPLS:
+            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        if causal and upsample == "linear":
+            raise ValueError(
+                "upsample='linear' cannot be causal: interpolation mixes the next block into a "
+                "token's coarse scores; use upsample='nearest' with causal=True"
+            )
+        self.d_model, self.n_heads, self.levels, self.stride = d_model, n_heads, levels, stride
+        self.kernel_size, self.fusion_kind, self.upsample = kernel_size, fusion, upsample
+        self.causal, self.impl, self.dropout = causal, impl, dropout
+        self.active_levels: int | None = None
+
+        self.q_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
+        self.k_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.pyramid = nn.ModuleList(
+            PyramidLevel(d_model, stride, kernel_size, norm_eps) for _ in range(levels - 1)
+        )
+        self.fusion: nn.Module | None = None
+        if levels > 1:
+            self.fusion = (
+                DynamicFusion(d_model, n_heads, levels)
+                if fusion == "dynamic"
+                else StaticFusion(n_heads, levels)
+            )
+
+    # ----------------------------------------------------------------------------- geometry
+    def padded_length(self, seq_len: int) -> int:
+        """Internal length: a multiple of s^(L-1), so that every level has an integer length.
+
+        Linear upsampling interpolates a token between its coarse block and the next one; one
+        extra coarse block keeps that neighbour inside the grid for every real token, so results
+        never depend on whether the grid happens to end at the sequence's end.
+        """
+        block = self.stride ** (self.n_levels - 1)
+        blocks = -(-seq_len // block)
+        if self.upsample == "linear" and self.n_levels > 1:
+            blocks += 1
+        return blocks * block
+
+    @property
+    def n_levels(self) -> int:
+        """Levels in use: ``active_levels`` if set, else all."""
+        if self.active_levels is None:
+            return self.levels
+        if not 1 <= self.active_levels <= self.levels:
+            raise ValueError(f"active_levels must be in 1..{self.levels}, got {self.active_levels}")
+        return self.active_levels
+
+    # ----------------------------------------------------------------------------- pieces
+    def _pyramid(
+        self, x: Tensor, key_mask: Tensor | None, n_levels: int
+    ) -> tuple[list[Tensor], list[Tensor | None], int]:
+        """Levels X^(0..n-1) on the padded grid, their masks, and the padded length."""
+        b, t, _ = x.shape
+        t_pad = self.padded_length(t)
+        mask = key_mask
+        if t_pad != t:
+            x = F.pad(x, (0, 0, 0, t_pad - t))
+            if mask is None:
+                mask = torch.ones(b, t, dtype=torch.bool, device=x.device)
+            mask = F.pad(mask, (0, t_pad - t), value=False)
+        features, masks = [x], [mask]
+        for level in range(1, n_levels):
+            x = self.pyramid[level - 1](x, mask)
+            # Coarse position p is real when the last input it sees, p·s, is real.
+            mask = None if mask is None else mask[:, :: self.stride]
+            features.append(x)
+            masks.append(mask)
+        return features, masks, t_pad
+
+    def _fusion_weights(self, x: Tensor, n_levels: int) -> Tensor:
+        """λ: (1 or B, H, 1 or T, n_levels), convex over the last axis."""
+        if self.fusion is None or n_levels == 1:
+            return x.new_ones(1, self.n_heads, 1, 1)
+        return torch.softmax(self.fusion(x)[..., :n_levels], dim=-1)
+
+    def _upsample(self, z: Tensor, level: int, t_pad: int, t: int) -> Tensor:
+        """U_l z along the time axis: (B, H, T_l, d) -> (B, H, T, d)."""
+        if level == 0:
+            return z[:, :, :t]
+        factor = self.stride**level
+        if self.upsample == "nearest":
+            return z.repeat_interleave(factor, dim=2)[:, :, :t]
+        b, h, t_l, d = z.shape
+        flat = z.permute(0, 1, 3, 2).reshape(b * h, d, t_l)
+        up = F.interpolate(flat, size=t_pad, mode="linear", align_corners=False)
+        return up[:, :, :t].reshape(b, h, d, t).permute(0, 1, 3, 2)
+
+    def _upsample_scores(self, s: Tensor, level: int, t_pad: int, t: int) -> Tensor:
+        """Ŝ^(l) = U_l S^(l) U_l^T through ``F.interpolate``: (B, H, T_l, T_l) -> (B, H, T, T)."""
+        if level > 0:
+            mode = "nearest" if self.upsample == "nearest" else "bilinear"
+            extra = {} if mode == "nearest" else {"align_corners": False}
+            s = F.interpolate(s, size=(t_pad, t_pad), mode=mode, **extra)
+        return s[:, :, :t, :t]
+
+    # ----------------------------------------------------------------------------- forward
+    def forward(
+        self, x: Tensor, key_mask: Tensor | None = None, *, return_internals: bool = False
+    ) -> Tensor | tuple[Tensor, AttentionInternals]:
+        """x: (B, T, D); key_mask: (B, T) bool, True at real tokens. Returns (B, T, D)."""
+        check_key_mask(key_mask, x)
+        b, t, _ = x.shape
+        n_levels, h = self.n_levels, self.n_heads
+        features, masks, t_pad = self._pyramid(x, key_mask, n_levels)
+        queries = [split_heads(self.q_proj[l](features[l]), h) for l in range(n_levels)]
+        keys = [split_heads(self.k_proj[l](features[l]), h) for l in range(n_levels)]
+        lam = self._fusion_weights(x, n_levels)
+        v = split_heads(self.v_proj(x), h)
+        dropout_p = self.dropout if self.training else 0.0
+        if self.impl == "fused":
+            y = self._attend_fused(queries, keys, lam, v, key_mask, t_pad, dropout_p)
+        else:
+            y = self._attend_reference(queries, keys, lam, v, key_mask, t_pad, dropout_p)
+        out = self.out_proj(merge_heads(y))
+        if not return_internals:
+            return out
+        return out, self._internals(features, masks, queries, keys, lam, t)
+
+    def _attend_fused(
+        self,
+        queries: list[Tensor],
+        keys: list[Tensor],
+        lam: Tensor,
+        v: Tensor,
+        key_mask: Tensor | None,
+        t_pad: int,
+        dropout_p: float,
+    ) -> Tensor:
+        """One SDPA call on q̃ = [λ_l U_l Q^(l)]_l, k̃ = [U_l K^(l)]_l (width L·d)."""
+        t, d, n_levels = v.shape[2], self.head_dim, len(queries)
+        q_tilde = torch.cat(
+            [lam[..., l : l + 1] * self._upsample(q, l, t_pad, t) for l, q in enumerate(queries)],
+            dim=-1,
+        )
+        k_tilde = torch.cat([self._upsample(k, l, t_pad, t) for l, k in enumerate(keys)], dim=-1)
+        # The fused CPU/GPU kernels want equal query and value widths: zero-pad V to L·d and
+        # drop the padded output columns (exact: zero columns of V give zero outputs).
+        v_wide = F.pad(v, (0, (n_levels - 1) * d)) if n_levels > 1 else v
+        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
+        y = F.scaled_dot_product_attention(
+            q_tilde,
+            k_tilde,
+            v_wide,
+            attn_mask=attn_mask,
+            dropout_p=dropout_p,
+            is_causal=is_causal,
+            scale=1.0 / math.sqrt(d),
+        )
+        return y[..., :d]
+
+    def _attend_reference(
+        self,
+        queries: list[Tensor],
+        keys: list[Tensor],
+        lam: Tensor,
+        v: Tensor,
+        key_mask: Tensor | None,
+        t_pad: int,
+        dropout_p: float,
+    ) -> Tensor:
+        """The paper line by line: S = Σ_l λ_l ⊙ U_l S^(l) U_l^T; Y = softmax(S + mask) V."""
+        t = v.shape[2]
+        scale = 1.0 / math.sqrt(self.head_dim)
+        fused = 0.0
+        for l, (q, k) in enumerate(zip(queries, keys)):
+            s_l = (q @ k.transpose(-1, -2)) * scale  # S^(l): (B, H, T_l, T_l)
+            fused = fused + lam[..., l : l + 1] * self._upsample_scores(s_l, l, t_pad, t)
+        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
+        if is_causal:
+            attn_mask = torch.ones(t, t, dtype=torch.bool, device=v.device).tril()
+        if attn_mask is not None:
+            fused = fused.masked_fill(~attn_mask, float("-inf"))
+        probs = F.dropout(torch.softmax(fused, dim=-1), p=dropout_p)
+        return probs @ v
+
+    def _internals(
+        self,
+        features: list[Tensor],
+        masks: list[Tensor | None],
+        queries: list[Tensor],
+        keys: list[Tensor],
+        lam: Tensor,
+        t: int,
+    ) -> AttentionInternals:
+        lengths = [-(-t // self.stride**l) for l in range(len(queries))]
+        qs = [q[:, :, :n] for q, n in zip(queries, lengths)]
+        ks = [k[:, :, :n] for k, n in zip(keys, lengths)]
+        b = features[0].shape[0]
+        return AttentionInternals(
+            features=[f[:, :n] for f, n in zip(features, lengths)],
+            queries=qs,
+            keys=ks,
+            scores=[q @ k.transpose(-1, -2) / math.sqrt(self.head_dim) for q, k in zip(qs, ks)],
+            lambdas=lam.expand(b, self.n_heads, t, lam.shape[-1]),
+            level_masks=[None if m is None else m[:, :n] for m, n in zip(masks, lengths)],
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, levels={self.levels}, "
+            f"stride={self.stride}, kernel_size={self.kernel_size}, fusion={self.fusion_kind!r}, "
+            f"upsample={self.upsample!r}, causal={self.causal}, impl={self.impl!r}"
+        )

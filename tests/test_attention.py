@@ -1,0 +1,243 @@
+"""Behaviour of the attention modules that users rely on: equalities, invariances, errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from hkt.attention import (
+    ATTENTION,
+    HKTAttention,
+    MultiHeadAttention,
+    build_attention,
+    score_cost_limit,
+    score_cost_ratio,
+)
+
+D, H = 16, 2
+
+
+def make_hkt(seed: int = 0, **kwargs) -> HKTAttention:
+    """An HKT layer in float64 with non-trivial fusion weights (zero-init would hide bugs)."""
+    torch.manual_seed(seed)
+    m = HKTAttention(D, H, **kwargs).double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return m
+
+
+def random_input(b: int = 2, t: int = 23, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, t, D, dtype=torch.float64, generator=g)
+
+
+def prefix_mask(lengths: list[int], t: int) -> torch.Tensor:
+    return torch.arange(t)[None, :] < torch.tensor(lengths)[:, None]
+
+
+COMBOS = [
+    (fusion, upsample, causal, levels, stride, masked)
+    for fusion, upsample, causal, levels, stride, masked in itertools.product(
+        ("dynamic", "static"), ("nearest", "linear"), (False, True), (1, 2, 3, 4), (2, 4), (False, True)
+    )
+    if not (causal and upsample == "linear")
+]
+
+
+@pytest.mark.parametrize("fusion,upsample,causal,levels,stride,masked", COMBOS)
+def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked):
+    """The factorised single-SDPA path computes exactly the paper's materialised scores."""
+    t = 23  # not a multiple of any stride^(levels-1) > 1
+    m = make_hkt(levels=levels, stride=stride, kernel_size=stride + 1, fusion=fusion,
+                 upsample=upsample, causal=causal)
+    x = random_input(t=t).requires_grad_(True)
+    mask = prefix_mask([t, 15], t) if masked else None
+
+    outputs, grads = [], []
+    for impl in ("fused", "reference"):
+        m.impl = impl
+        m.zero_grad()
+        x.grad = None
+        y = m(x, mask)
+        weight = torch.randn_like(y, generator=torch.Generator().manual_seed(3))
+        (y * weight).sum().backward()
+        outputs.append(y.detach())
+        grads.append([x.grad.clone()] + [p.grad.clone() for p in m.parameters() if p.grad is not None])
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=0)
+    assert len(grads[0]) == len(grads[1])
+    for g_fused, g_ref in zip(*grads):
+        torch.testing.assert_close(g_fused, g_ref, atol=1e-6, rtol=0)
+
+
+def test_fused_and_reference_share_parameters():
+    fused = HKTAttention(D, H, levels=3, impl="fused")
+    ref = HKTAttention(D, H, levels=3, impl="reference")
+    assert fused.state_dict().keys() == ref.state_dict().keys()
+    ref.load_state_dict(fused.state_dict())
+    x = torch.randn(2, 20, D)
+    torch.testing.assert_close(fused(x), ref(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_one_level_is_mha(causal, masked):
+    """HKT with L=1 and the weights of an MHA is that MHA."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, causal=causal).double()
+    hkt = HKTAttention(D, H, levels=1, causal=causal).double()
+    for name in ("q_proj", "k_proj"):
+        getattr(hkt, name)[0].load_state_dict(getattr(mha, name).state_dict())
+    hkt.v_proj.load_state_dict(mha.v_proj.state_dict())
+    hkt.out_proj.load_state_dict(mha.out_proj.state_dict())
+    x = random_input(t=19)
+    mask = prefix_mask([19, 7], 19) if masked else None
+    for impl in ("fused", "reference"):
+        hkt.impl = impl
+        torch.testing.assert_close(hkt(x, mask), mha(x, mask), atol=1e-10, rtol=0)
+
+
+HKT_VARIANTS = [
+    dict(levels=3, stride=2, fusion="dynamic", upsample="nearest"),
+    dict(levels=3, stride=2, fusion="static", upsample="linear"),
+    dict(levels=2, stride=4, kernel_size=6, fusion="dynamic", upsample="linear"),
+    dict(levels=4, stride=2, kernel_size=3, fusion="dynamic", upsample="nearest", causal=True),
+]
+
+
+@pytest.mark.parametrize("impl", ["fused", "reference"])
+@pytest.mark.parametrize("kwargs", HKT_VARIANTS)
+def test_padding_invariance(kwargs, impl):
+    """Outputs at real positions do not depend on how much padding the batch carries."""
+    m = make_hkt(impl=impl, **kwargs)
+    x = random_input(b=1, t=13)
+    base = m(x, prefix_mask([13], 13))
+    for extra in (1, 3, 8, 20):
+        padded = torch.cat([x, 5.0 * torch.randn(1, extra, D, dtype=x.dtype)], dim=1)
+        y = m(padded, prefix_mask([13], 13 + extra))
+        torch.testing.assert_close(y[:, :13], base, atol=1e-9, rtol=0)
+    # No mask at all is the same as an all-true mask.
+    torch.testing.assert_close(m(x), base, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["mha", "hkt"])
+def test_causal_gradients(name):
+    """In causal mode ∂y_i/∂x_j = 0 for every j > i."""
+    torch.manual_seed(0)
+    kwargs = dict(levels=3, stride=2, kernel_size=3) if name == "hkt" else {}
+    m = build_attention(name, d_model=D, n_heads=H, causal=True, **kwargs).double()
+    t = 21
+    x = random_input(b=1, t=t)
+    jac = torch.autograd.functional.jacobian(lambda inp: m(inp).sum(-1), x)  # (1, T, 1, T, D)
+    dep = jac[0, :, 0].abs().sum(-1)  # (T query, T input)
+    future = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+    assert dep[future].max().item() == 0.0
+    assert dep[~future].max().item() > 0.0  # the test can see dependence when there is some
+
+
+@pytest.mark.parametrize("fusion", ["dynamic", "static"])
+def test_fusion_weights_are_convex(fusion):
+    m = make_hkt(levels=3, fusion=fusion)
+    x = random_input(t=17)
+    _, internals = m(x, return_internals=True)
+    lam = internals.lambdas
+    assert lam.shape == (2, H, 17, 3)
+    assert (lam >= 0).all()
+    torch.testing.assert_close(lam.sum(-1), torch.ones_like(lam[..., 0]), atol=1e-12, rtol=0)
+    if fusion == "static":  # one λ per head, shared by all tokens and sequences
+        assert torch.equal(lam, lam[:1, :, :1].expand_as(lam))
+    else:
+        assert not torch.allclose(lam[:, :, :1], lam)
+
+
+def test_internals_expose_per_level_scores():
+    m = make_hkt(levels=3, stride=2)
+    x = random_input(t=17)
+    y, internals = m(x, return_internals=True)
+    torch.testing.assert_close(y, m(x), atol=0, rtol=0)  # the flag does not change the output
+    assert [s.shape[-1] for s in internals.scores] == [17, 9, 5]
+    assert [q.shape[2] for q in internals.queries] == [17, 9, 5]
+    q, k = internals.queries[1], internals.keys[1]
+    torch.testing.assert_close(internals.scores[1], q @ k.transpose(-1, -2) / (D // H) ** 0.5)
+
+
+def test_level_truncation_renormalises():
+    """Keeping all levels is the full model; keeping one level is attention on level 0 only."""
+    m = make_hkt(levels=3)
+    x = random_input(t=16)
+    full = m(x)
+    m.active_levels = 3
+    torch.testing.assert_close(m(x), full, atol=0, rtol=0)
+    m.active_levels = 1
+    _, internals = m(x, return_internals=True)
+    assert internals.lambdas.shape[-1] == 1
+    torch.testing.assert_close(internals.lambdas, torch.ones_like(internals.lambdas))
+    m.impl = "reference"
+    torch.testing.assert_close(m(x), m.__class__.forward(m, x), atol=0, rtol=0)
+    m.active_levels = 5
+    with pytest.raises(ValueError, match="active_levels"):
+        m(x)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(levels=0), "levels"),
+        (dict(stride=1), "stride"),
+        (dict(stride=2, kernel_size=1), "kernel_size"),
+        (dict(upsample="linear", causal=True), "linear.*causal|causal"),
+        (dict(fusion="mean"), "fusion"),
+        (dict(upsample="cubic"), "upsample"),
+        (dict(impl="triton"), "impl"),
+        (dict(dropout=1.5), "dropout"),
+    ],
+)
+def test_bad_arguments_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        HKTAttention(D, H, **kwargs)
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, HKTAttention])
+def test_heads_must_divide_width(cls):
+    with pytest.raises(ValueError, match="d_model .*n_heads"):
+        cls(10, 3)
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, HKTAttention])
+def test_bad_mask_raises(cls):
+    m = cls(D, H)
+    x = torch.randn(2, 8, D)
+    with pytest.raises(ValueError, match="key_mask must have shape"):
+        m(x, torch.ones(2, 9, dtype=torch.bool))
+    with pytest.raises(ValueError, match="key_mask must be a bool"):
+        m(x, torch.ones(2, 8))
+
+
+def test_registry_builds_by_name_and_rejects_unknown():
+    assert {"mha", "hkt"} <= set(ATTENTION)
+    assert isinstance(build_attention("hkt", d_model=D, n_heads=H, levels=2), HKTAttention)
+    with pytest.raises(ValueError, match="unknown attention 'nope'"):
+        build_attention("nope", d_model=D, n_heads=H)
+
+
+def test_score_cost_ratio():
+    assert score_cost_ratio(1, 2) == 1.0
+    assert score_cost_ratio(3, 2) == 1.3125
+    assert score_cost_ratio(2, 4) == 1.0625
+    assert score_cost_ratio(40, 2) == pytest.approx(4 / 3, abs=1e-12)
+    assert all(score_cost_ratio(n, 2) < score_cost_limit(2) for n in range(1, 12))
+    with pytest.raises(ValueError, match="levels"):
+        score_cost_ratio(0, 2)
+
+
+@pytest.mark.parametrize("name", ["mha", "hkt"])
+def test_bf16_autocast_runs(name):
+    """The path the GPU uses (bf16 autocast) also runs on CPU, with finite outputs and grads."""
+    m = build_attention(name, d_model=D, n_heads=H)
+    x = torch.randn(2, 33, D, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = m(x, prefix_mask([33, 20], 33))
+    y.float().sum().backward()
+    assert torch.isfinite(y.float()).all() and torch.isfinite(x.grad).all()

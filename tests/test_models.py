@@ -1,0 +1,77 @@
+"""The encoder classifier: padding invariance of logits, config building, argument errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hkt.models import EncoderClassifier, build_model
+
+CONFIG = Path(__file__).resolve().parents[1] / "config" / "model"
+
+
+def model_cfg(name: str, **overrides) -> dict:
+    cfg = yaml.safe_load((CONFIG / f"{name}.yaml").read_text())
+    cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
+    cfg.update(overrides)
+    return cfg
+
+
+@pytest.mark.parametrize("name", ["mha", "hkt"])
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+def test_logits_ignore_padding(name, pooling, positional):
+    torch.manual_seed(0)
+    model = build_model(model_cfg(name, pooling=pooling, positional=positional),
+                        vocab_size=12, num_classes=5, max_length=64).double().eval()
+    tokens = torch.randint(1, 12, (1, 21))
+    base = model(tokens, torch.ones(1, 21, dtype=torch.bool))
+    for extra in (1, 7, 30):
+        padded = torch.cat([tokens, torch.zeros(1, extra, dtype=torch.long)], dim=1)
+        mask = padded != 0
+        torch.testing.assert_close(model(padded, mask), base, atol=1e-10, rtol=0)
+
+
+def test_batch_equals_single_sequences():
+    """A padded batch gives each sequence the logits it gets alone."""
+    torch.manual_seed(0)
+    model = build_model(model_cfg("hkt"), vocab_size=12, num_classes=5, max_length=64).double().eval()
+    seqs = [torch.randint(1, 12, (n,)) for n in (5, 17, 30)]
+    batch = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+    logits = model(batch, batch != 0)
+    for i, s in enumerate(seqs):
+        alone = model(s[None], torch.ones(1, len(s), dtype=torch.bool))
+        torch.testing.assert_close(logits[i : i + 1], alone, atol=1e-10, rtol=0)
+
+
+def test_hkt_and_mha_differ_only_in_attention():
+    mha = build_model(model_cfg("mha"), vocab_size=12, num_classes=5, max_length=64)
+    hkt = build_model(model_cfg("hkt"), vocab_size=12, num_classes=5, max_length=64)
+    non_attn = lambda m: {k for k in m.state_dict() if ".attn." not in k}  # noqa: E731
+    assert non_attn(mha) == non_attn(hkt)
+    assert sum(p.numel() for p in hkt.parameters()) > sum(p.numel() for p in mha.parameters())
+
+
+def test_errors_name_the_argument():
+    cfg = model_cfg("hkt")
+    with pytest.raises(ValueError, match="pooling"):
+        build_model({**cfg, "pooling": "max"}, vocab_size=12, num_classes=5, max_length=64)
+    with pytest.raises(ValueError, match="positional"):
+        build_model({**cfg, "positional": "rope"}, vocab_size=12, num_classes=5, max_length=64)
+    with pytest.raises(ValueError, match="levels"):
+        build_model({**cfg, "attention": {**cfg["attention"], "levels": 0}},
+                    vocab_size=12, num_classes=5, max_length=64)
+    with pytest.raises(ValueError, match="num_classes"):
+        build_model(cfg, vocab_size=12, num_classes=1, max_length=64)
+    model = build_model(cfg, vocab_size=12, num_classes=5, max_length=8)
+    with pytest.raises(ValueError, match="max_length"):
+        model(torch.ones(1, 9, dtype=torch.long))
+
+
+def test_attention_modules_listed():
+    model = EncoderClassifier("hkt", vocab_size=12, num_classes=3, max_length=16, d_model=16,
+                              n_layers=3, n_heads=2, d_ffn=32)
+    assert len(model.attention_modules()) == 3
