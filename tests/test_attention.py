@@ -57,8 +57,10 @@ def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked
     mask = prefix_mask([t, 15], t) if masked else None
 
     outputs, grads = [], []
-    for impl in ("fused", "reference"):
-        m.impl = impl
+    # fused through the CPU kernel wrapper, fused through plain autograd SDPA (the GPU path),
+    # and the materialised reference
+    for impl, cpu_kernel in (("fused", True), ("fused", False), ("reference", True)):
+        m.impl, m.use_cpu_kernel = impl, cpu_kernel
         m.zero_grad()
         x.grad = None
         y = m(x, mask)
@@ -66,10 +68,11 @@ def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked
         (y * weight).sum().backward()
         outputs.append(y.detach())
         grads.append([x.grad.clone()] + [p.grad.clone() for p in m.parameters() if p.grad is not None])
-    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=0)
-    assert len(grads[0]) == len(grads[1])
-    for g_fused, g_ref in zip(*grads):
-        torch.testing.assert_close(g_fused, g_ref, atol=1e-6, rtol=0)
+    for other in (1, 2):
+        torch.testing.assert_close(outputs[0], outputs[other], atol=1e-6, rtol=0)
+        assert len(grads[0]) == len(grads[other])
+        for g_fused, g_other in zip(grads[0], grads[other]):
+            torch.testing.assert_close(g_fused, g_other, atol=1e-6, rtol=0)
 
 
 def test_fused_and_reference_share_parameters():

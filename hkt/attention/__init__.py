@@ -7,6 +7,7 @@ from hkt.attention.registry import ATTENTION, build_attention, register
 # Importing the modules registers them.
 from hkt.attention.mha import MultiHeadAttention  # noqa: E402  (registration order)
 from hkt.attention.hkt import HKTAttention  # noqa: E402
+from hkt.attention.conv import CausalConvMixer  # noqa: E402,F401
 
 __all__ = [
     "ATTENTION",

@@ -24,6 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from hkt.attention.base import (
     AttentionInternals,
@@ -34,6 +35,7 @@ from hkt.attention.base import (
     sdpa_mask,
     split_heads,
 )
+from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.registry import register
 
 FUSIONS = ("dynamic", "static")
@@ -109,6 +111,8 @@ class HKTAttention(nn.Module):
         dropout: dropout on the attention probabilities (training only).
         bias: whether the projections have biases.
         norm_eps: LayerNorm epsilon in the pyramid.
+        chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
+            this many MiB (smaller saves memory, larger saves per-block overhead).
 
     Set ``active_levels`` to L' < L to keep only levels < L' (λ renormalised over them): the
     level-truncation analysis.
@@ -128,9 +132,12 @@ class HKTAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         norm_eps: float = 1e-5,
+        chunk_mib: float = 32.0,
     ) -> None:
         super().__init__()
         self.head_dim = check_heads(d_model, n_heads)
+        if chunk_mib <= 0:
+            raise ValueError(f"chunk_mib must be > 0, got {chunk_mib}")
         check_dropout(dropout)
         kernel_size = stride if kernel_size is None else kernel_size
         if levels < 1:
@@ -156,7 +163,11 @@ class HKTAttention(nn.Module):
         self.d_model, self.n_heads, self.levels, self.stride = d_model, n_heads, levels, stride
         self.kernel_size, self.fusion_kind, self.upsample = kernel_size, fusion, upsample
         self.causal, self.impl, self.dropout = causal, impl, dropout
+        self.chunk_bytes = chunk_mib * 2**20
         self.active_levels: int | None = None
+        # On CPU the fused path runs the chunked, memory-lean kernel wrapper (fused_cpu.py);
+        # False forces plain autograd through scaled_dot_product_attention (as on GPU).
+        self.use_cpu_kernel = True
 
         self.q_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
         self.k_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
@@ -211,7 +222,13 @@ class HKTAttention(nn.Module):
             mask = F.pad(mask, (0, t_pad - t), value=False)
         features, masks = [x], [mask]
         for level in range(1, n_levels):
-            x = self.pyramid[level - 1](x, mask)
+            step = self.pyramid[level - 1]
+            if torch.is_grad_enabled() and x.requires_grad:
+                # Recompute the cheap conv/LayerNorm/GELU in backward instead of keeping their
+                # intermediate activations: only the level outputs X^(l) stay alive.
+                x = checkpoint(step, x, mask, use_reentrant=False)
+            else:
+                x = step(x, mask)
             # Coarse position p is real when the last input it sees, p·s, is real.
             mask = None if mask is None else mask[:, :: self.stride]
             features.append(x)
@@ -235,6 +252,20 @@ class HKTAttention(nn.Module):
         flat = z.permute(0, 1, 3, 2).reshape(b * h, d, t_l)
         up = F.interpolate(flat, size=t_pad, mode="linear", align_corners=False)
         return up[:, :, :t].reshape(b, h, d, t).permute(0, 1, 3, 2)
+
+    def _upsample_adjoint(self, g: Tensor, level: int, t_l: int, t_pad: int) -> Tensor:
+        """U_l^T g: the gradient of ``_upsample`` with respect to its coarse input."""
+        t = g.shape[2]
+        if level == 0:
+            return F.pad(g, (0, 0, 0, t_l - t)) if t_l != t else g
+        if self.upsample == "nearest":
+            factor = self.stride**level
+            g = F.pad(g, (0, 0, 0, t_l * factor - t))
+            return g.unflatten(2, (t_l, factor)).sum(3)
+        with torch.enable_grad():
+            z = g.new_zeros(g.shape[0], g.shape[1], t_l, g.shape[3], requires_grad=True)
+            (grad,) = torch.autograd.grad(self._upsample(z, level, t_pad, t), z, g)
+        return grad
 
     def _upsample_scores(self, s: Tensor, level: int, t_pad: int, t: int) -> Tensor:
         """Ŝ^(l) = U_l S^(l) U_l^T through ``F.interpolate``: (B, H, T_l, T_l) -> (B, H, T, T)."""
@@ -279,6 +310,15 @@ class HKTAttention(nn.Module):
     ) -> Tensor:
         """One SDPA call on q̃ = [λ_l U_l Q^(l)]_l, k̃ = [U_l K^(l)]_l (width L·d)."""
         t, d, n_levels = v.shape[2], self.head_dim, len(queries)
+        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
+        if self.use_cpu_kernel and cpu_kernel_applies(v, dropout_p):
+            return hkt_flash_cpu(
+                queries, keys, lam, v,
+                upsample=lambda z, l: self._upsample(z, l, t_pad, t),
+                adjoint=lambda g, l, t_l: self._upsample_adjoint(g, l, t_l, t_pad),
+                mask=attn_mask, is_causal=is_causal, scale=1.0 / math.sqrt(d),
+                chunk_bytes=self.chunk_bytes,
+            )
         q_tilde = torch.cat(
             [lam[..., l : l + 1] * self._upsample(q, l, t_pad, t) for l, q in enumerate(queries)],
             dim=-1,
@@ -287,7 +327,6 @@ class HKTAttention(nn.Module):
         # The fused CPU/GPU kernels want equal query and value widths: zero-pad V to L·d and
         # drop the padded output columns (exact: zero columns of V give zero outputs).
         v_wide = F.pad(v, (0, (n_levels - 1) * d)) if n_levels > 1 else v
-        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
         y = F.scaled_dot_product_attention(
             q_tilde,
             k_tilde,

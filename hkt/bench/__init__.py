@@ -1,0 +1,1 @@
+"""Benchmarks: each prints a Markdown table and writes CSV + Markdown under results/bench/."""

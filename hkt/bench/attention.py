@@ -1,0 +1,164 @@
+"""``hkt bench attention``: forward+backward time and peak memory of MHA vs HKT over T.
+
+Variants: ``mha`` (the baseline), ``hkt-fused`` (one fused kernel call; on CPU through the
+chunked wrapper of ``hkt/attention/fused_cpu.py``), ``hkt-fused-plain`` (the same
+factorisation through plain autograd SDPA, as on GPU) and ``hkt-reference`` (materialised
+scores; stops when over its time or memory budget). Timings interleave the variants
+repetition by repetition so that machine noise hits them alike; the median is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from hkt.attention import build_attention, score_cost_ratio
+from hkt.bench.common import (
+    device_description,
+    markdown_table,
+    median,
+    peak_memory_bytes,
+    resolve_device,
+    time_call,
+    write_outputs,
+)
+from hkt.config import config_dir
+
+VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=None,
+                        help="benchmark settings (default: config/bench/attention.yaml)")
+    parser.add_argument("--lengths", type=int, nargs="+", help="sequence lengths T")
+    parser.add_argument("--batch", type=int, help="batch size")
+    parser.add_argument("--repeats", type=int, help="timed repetitions per point")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--out", type=Path, default=Path("results/bench"), help="output directory")
+
+
+def load_settings(args: argparse.Namespace) -> dict[str, Any]:
+    path = args.config or config_dir() / "bench" / "attention.yaml"
+    settings = yaml.safe_load(path.read_text())
+    for key in ("lengths", "batch", "repeats"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    return settings
+
+
+def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> torch.nn.Module:
+    d_model = settings["heads"] * settings["head_dim"]
+    if name == "mha":
+        module = build_attention("mha", d_model=d_model, n_heads=settings["heads"])
+    else:
+        impl = "reference" if name == "hkt-reference" else "fused"
+        module = build_attention("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
+                                 **settings["hkt"])
+        module.use_cpu_kernel = name != "hkt-fused-plain"
+    return module.to(device)
+
+
+def step_fn(module: torch.nn.Module, x: torch.Tensor, device: torch.device):
+    """One forward+backward, under bf16 autocast on CUDA."""
+
+    def step() -> None:
+        x.grad = None
+        module.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            y = module(x)
+        y.float().sum().backward()
+
+    return step
+
+
+def run_benchmark(settings: dict[str, Any], variants: list[str], device: torch.device) -> list[dict[str, Any]]:
+    torch.manual_seed(0)
+    modules = {name: build_variant(name, settings, device) for name in variants}
+    d_model = settings["heads"] * settings["head_dim"]
+    budget = settings["reference"]
+    ratio = score_cost_ratio(settings["hkt"]["levels"], settings["hkt"]["stride"])
+    rows: list[dict[str, Any]] = []
+    reference_on = "hkt-reference" in variants
+    for t in settings["lengths"]:
+        x = torch.randn(settings["batch"], t, d_model, device=device, requires_grad=True)
+        active = [v for v in variants if v != "hkt-reference" or reference_on]
+        if "hkt-reference" in active:
+            score_bytes = 4.0 * settings["batch"] * settings["heads"] * t * t * (settings["hkt"]["levels"] + 3)
+            if score_bytes > budget["max_gib"] * 2**30:
+                active.remove("hkt-reference")
+                reference_on = False
+        steps = {v: step_fn(modules[v], x, device) for v in active}
+        for v in active:
+            for _ in range(settings["warmup"]):
+                steps[v]()
+        times: dict[str, list[float]] = {v: [] for v in active}
+        for _ in range(settings["repeats"]):
+            for v in active:
+                times[v].append(time_call(steps[v], device))
+        memory = {v: peak_memory_bytes(steps[v], device) for v in active}
+        base_time, base_mem = median(times.get("mha", [])), memory.get("mha", float("nan"))
+        for v in active:
+            ms = 1000 * median(times[v])
+            rows.append(dict(
+                T=t, variant=v, ms=ms, ms_min=1000 * min(times[v]), peak_mib=memory[v] / 2**20,
+                time_ratio=ms / (1000 * base_time) if base_time == base_time else float("nan"),
+                memory_ratio=memory[v] / base_mem if base_mem else float("nan"),
+                analytic_score_ratio=1.0 if v == "mha" else ratio,
+            ))
+            print(f"T={t:5d} {v:16s} {ms:9.1f} ms  peak {memory[v] / 2**20:8.1f} MiB", flush=True)
+        if reference_on and median(times.get("hkt-reference", [0.0])) > budget["max_seconds"]:
+            reference_on = False
+    return rows
+
+
+def report(rows: list[dict[str, Any]], settings: dict[str, Any], device: torch.device) -> str:
+    hkt = settings["hkt"]
+    header = ["T", "variant", "ms (median)", "peak MiB", "time / MHA", "memory / MHA", "analytic score cost"]
+    table = markdown_table(header, [
+        [r["T"], r["variant"], r["ms"], r["peak_mib"], r["time_ratio"], r["memory_ratio"],
+         r["analytic_score_ratio"]] for r in rows
+    ])
+    growth = []
+    fused = {r["T"]: r["peak_mib"] for r in rows if r["variant"] == "hkt-fused"}
+    lengths = sorted(fused)
+    for a, b in zip(lengths, lengths[1:]):
+        growth.append(f"{a}→{b}: ×{fused[b] / fused[a]:.2f} memory for ×{b / a:.0f} length")
+    lines = [
+        "# Attention benchmark: forward + backward of one layer",
+        "",
+        f"Device: {device_description(device)}; torch {torch.__version__}; "
+        f"batch {settings['batch']}, {settings['heads']} heads × {settings['head_dim']}, "
+        f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}; median of {settings['repeats']} runs. "
+        f"HKT: levels={hkt['levels']}, stride={hkt['stride']}, fusion={hkt['fusion']}, "
+        f"upsample={hkt['upsample']}.",
+        "",
+        table,
+        "",
+        "HKT-fused memory growth: " + ("; ".join(growth) if growth else "n/a"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    device = resolve_device(args.device)
+    rows = run_benchmark(settings, list(args.variants), device)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) + ["device"])
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({**r, "device": device_description(device)})
+    markdown = report(rows, settings, device)
+    csv_path, md_path = write_outputs(args.out, "attention", buf.getvalue(), markdown)
+    print()
+    print(markdown)
+    print(f"wrote {csv_path} and {md_path}")
+    return 0
