@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser, module_name = found
     skip = 2 if argv[0] == "bench" else 1
-    args = parser.parse_args(argv[skip:])
+    args = parser.parse_intermixed_args(argv[skip:])
     module = importlib.import_module(module_name)
     try:
         return int(module.run(args) or 0)

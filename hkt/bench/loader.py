@@ -1,0 +1,184 @@
+"""``hkt bench loader``: data-loader throughput beside the consumption rate of a training step.
+
+The loader (``hkt.data.load.make_loader``) must never be the bottleneck: it should deliver
+batches at least 20x faster than the smallest model trains on them. This benchmark reads a
+prepared split (``--data DIR``; default: a ListOps paper-setting subset generated into a
+temporary directory), times full passes of the loader with the training settings (shuffled,
+padded to a multiple, with and without length bucketing), then times training steps (forward,
+cross-entropy, backward, clipping, AdamW) of the MHA model with the sizes of the smallest
+profile (``--profile smoke``) on real batches from the same loader. Prints a Markdown table
+and writes ``loader_throughput.{csv,md}`` under ``--out`` (default ``results/bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("what", "samples_per_s", "ms_per_batch", "batch_size", "mean_padded_len", "ratio_to_step",
+           "split", "task", "device", "threads")
+REQUIRED_RATIO = 20.0  # the loader must be at least this many times faster than a training step
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", help="prepared-data directory (default: generate a ListOps subset)")
+    parser.add_argument("--split", default="train", help="split to read (default train)")
+    parser.add_argument("--task", default="listops",
+                        help="task config to generate when --data is absent (default listops)")
+    parser.add_argument("--examples", type=int, default=20000,
+                        help="training examples to generate when --data is absent (default 20000)")
+    parser.add_argument("--profile", default="smoke", help="model sizes of this profile (default smoke: the "
+                                                           "smallest model, the hardest test for the loader)")
+    parser.add_argument("--model", default="mha", help="model config (default mha)")
+    parser.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
+    parser.add_argument("--pad-multiple", type=int, default=8)
+    parser.add_argument("--max-batches", type=int, default=1000, help="loader batches timed per setting")
+    parser.add_argument("--num-workers", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=10, help="timed training steps (default 10)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed training steps first")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="results/bench", help="output directory (default results/bench)")
+
+
+def time_loader(loader: Any, max_batches: int) -> dict[str, float]:
+    """Samples/s and ms/batch of iterating ``loader`` (at most ``max_batches`` batches)."""
+    n = batches = padded = 0
+    t0 = time.perf_counter()
+    for batch in loader:
+        n += batch["tokens"].shape[0]
+        padded += batch["tokens"].shape[1]
+        batches += 1
+        if batches >= max_batches:
+            break
+    dt = time.perf_counter() - t0
+    return {"samples_per_s": n / dt, "ms_per_batch": 1000 * dt / max(batches, 1),
+            "mean_padded_len": padded / max(batches, 1)}
+
+
+def time_steps(model: Any, batches: list[dict[str, Any]], *, steps: int, warmup: int, device: Any) -> list[float]:
+    """Seconds per training step on the given batches (cycled)."""
+    import torch
+    import torch.nn.functional as F
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+    times = []
+    for i in range(warmup + steps):
+        b = batches[i % len(batches)]
+        tokens, mask, labels = (b[k].to(device) for k in ("tokens", "mask", "labels"))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(tokens, mask).float(), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def _model(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
+    from omegaconf import OmegaConf
+
+    from hkt.config import compose
+    from hkt.models import build_model
+
+    cfg = compose("train", [f"profile={args.profile}", f"model={args.model}", "tracking.enabled=false"])
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    return build_model(model_cfg, vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
+                       max_length=int(meta["max_length"])), model_cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from hkt.data.load import TokenDataset, make_loader
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        from hkt.errors import ConfigError
+
+        raise ConfigError("--device cuda: no CUDA device available")
+    tmp = None
+    if args.data:
+        data_dir = Path(args.data)
+    else:
+        from hkt.data.prepare import prepare_task
+
+        tmp = tempfile.TemporaryDirectory(prefix="hkt-bench-loader-")
+        data_dir = Path(tmp.name)
+        t0 = time.perf_counter()
+        prepare_task(args.task, data_dir, overrides=[f"prepare.splits.train={args.examples}",
+                                                     "prepare.splits.val=100", "prepare.splits.test=100"])
+        print(f"generated {args.examples:,} {args.task} examples in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+    try:
+        ds = TokenDataset(data_dir / f"{args.split}.parquet")
+        rows = []
+        for bucket in (False, True):
+            loader = make_loader(ds, batch_size=args.batch_size, shuffle=True, seed=args.seed,
+                                 pad_multiple=args.pad_multiple, bucket=bucket, drop_last=True,
+                                 num_workers=args.num_workers)
+            r = time_loader(loader, args.max_batches)
+            rows.append({"what": f"loader ({'bucketed' if bucket else 'shuffled'}, {args.num_workers} workers)",
+                         **r})
+        torch.manual_seed(args.seed)
+        model, model_cfg = _model(args, ds.meta)
+        model = model.to(device)
+        loader = make_loader(ds, batch_size=args.batch_size, shuffle=True, seed=args.seed,
+                             pad_multiple=args.pad_multiple, drop_last=True)
+        batches = []
+        for b in loader:
+            batches.append(b)
+            if len(batches) >= args.steps + args.warmup:
+                break
+        times = time_steps(model, batches, steps=args.steps, warmup=args.warmup, device=device)
+        med = statistics.median(times)
+        step_rate = args.batch_size / med
+        size = f"{model_cfg['d_model']}x{model_cfg['n_layers']}, {model_cfg['n_heads']} heads"
+        rows.append({"what": f"training step ({args.model}, {args.profile} profile: {size})",
+                     "samples_per_s": step_rate, "ms_per_batch": 1000 * med,
+                     "mean_padded_len": statistics.mean(b["tokens"].shape[1] for b in batches)})
+        dev = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        for r in rows:
+            r.update({"ratio_to_step": r["samples_per_s"] / step_rate, "batch_size": args.batch_size,
+                      "split": args.split, "task": ds.meta.get("task_config", ds.meta.get("task")),
+                      "device": dev, "threads": torch.get_num_threads()})
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    worst = min(r["ratio_to_step"] for r in rows[:-1])
+    ok = worst >= REQUIRED_RATIO
+    lines = [f"Loader throughput vs training-step consumption ({rows[0]['task']} {args.split}, batch "
+             f"{args.batch_size}, {dev}, {torch.get_num_threads()} threads)", "",
+             "| what | samples/s | ms/batch | mean padded T | × step rate |", "| --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r['what']} | {r['samples_per_s']:,.0f} | {r['ms_per_batch']:.2f} | "
+                     f"{r['mean_padded_len']:.0f} | {r['ratio_to_step']:.1f} |")
+    lines += ["", f"{'PASS' if ok else 'FAIL'}: the loader is {worst:.0f}x faster than the training step "
+              f"(required: >= {REQUIRED_RATIO:.0f}x)."]
+    md = "\n".join(lines) + "\n"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "loader_throughput.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k in COLUMNS})
+    (out / "loader_throughput.md").write_text(md)
+    print(md, end="")
+    return 0 if ok else 1

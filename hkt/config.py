@@ -1,0 +1,225 @@
+"""Find the Hydra config directory and compose configs with one clear error per mistake.
+
+Every command that reads ``config/`` (``hkt prepare``, ``hkt train``, the benchmarks) goes
+through :func:`compose`, so a bad override fails the same way everywhere: a
+:class:`hkt.errors.ConfigError` whose message names the key, before any work starts.
+
+Hydra catches unknown group options and unknown keys; it does not catch wrong types, because
+YAML configs are untyped. :func:`compose` therefore composes twice: once with only the group
+choices (the *baseline*) and once with every override, and checks that each value overridden
+keeps the type of the baseline value it replaces (``model.d_model=abc`` fails, ``optim.lr=1``
+is accepted as ``1.0``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from hkt.errors import ConfigError
+
+__all__ = ["config_dir", "compose", "flatten", "describe_type"]
+
+
+def config_dir() -> Path:
+    """The Hydra config directory: ``$HKT_CONFIG_DIR`` or ``config/`` beside the package."""
+    env = os.environ.get("HKT_CONFIG_DIR")
+    path = Path(env) if env else Path(__file__).resolve().parent.parent / "config"
+    if not path.is_dir():
+        where = "HKT_CONFIG_DIR" if env else "the default location"
+        raise ConfigError(f"config directory {path} (from {where}) does not exist; "
+                          "set HKT_CONFIG_DIR to the repository's config/ directory")
+    return path.resolve()
+
+
+def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = True,
+            check_types: bool = True) -> DictConfig:
+    """Compose ``config_name`` from :func:`config_dir` with Hydra command-line ``overrides``.
+
+    Returns the config (struct mode, interpolations resolved unless ``resolve=False``).
+    Raises :class:`ConfigError` naming the key for unknown group options, unknown keys,
+    unparsable overrides, broken interpolations and (``check_types``) values whose type
+    differs from the value they override.
+    """
+    overrides = [str(o) for o in overrides]
+    cdir = config_dir()
+    if not (cdir / f"{config_name}.yaml").is_file():
+        raise ConfigError(f"no config named '{config_name}' in {cdir}")
+    cfg = _compose(cdir, config_name, overrides)
+    if resolve:
+        _resolve(cfg)
+    if check_types:
+        key_overrides = _key_overrides(cdir, overrides)
+        if key_overrides:
+            group_overrides = [o for o in overrides if o not in key_overrides]
+            base = _compose(cdir, config_name, group_overrides)
+            _resolve(base)
+            _check_types(cfg, base, key_overrides)
+    return cfg
+
+
+def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten a (resolved) config into ``{"a.b.c": leaf}``; lists are leaves."""
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    out: dict[str, Any] = {}
+    if isinstance(cfg, dict):
+        if not cfg and prefix:
+            out[prefix] = {}
+        for k, v in cfg.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict):
+                out.update(flatten(v, key))
+            else:
+                out[key] = v
+    else:
+        out[prefix] = cfg
+    return out
+
+
+def describe_type(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _compose(cdir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(version_base=None, config_dir=str(cdir)):
+            return hydra_compose(config_name=config_name, overrides=overrides)
+    except MissingConfigException as exc:
+        raise ConfigError(_missing_message(exc, cdir)) from None
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_composition_message(exc, overrides)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _resolve(cfg: DictConfig) -> None:
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        OmegaConf.resolve(cfg)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None)
+        first = str(exc).splitlines()[0]
+        raise ConfigError(f"config key '{key}': cannot resolve its value: {first}"
+                          if key else f"cannot resolve the config: {first}") from None
+
+
+def _missing_message(exc: Exception, cdir: Path) -> str:
+    text = str(exc)
+    m = re.search(r"Could not find '([^']+)'", text)
+    if m and "/" in m.group(1):
+        group, _, option = m.group(1).rpartition("/")
+        options = getattr(exc, "options", None) or sorted(
+            p.stem for p in (cdir / group).glob("*.yaml"))
+        return (f"{group}={option}: no such option in config group '{group}' "
+                f"(available: {', '.join(options) or 'none'})")
+    return " ".join(text.split())
+
+
+def _composition_message(exc: Exception, overrides: list[str]) -> str:
+    text = str(exc)
+    cause = exc.__cause__ or exc.__context__
+    m = re.search(r"Could not override '([^']+)'", text)
+    if m:
+        key = m.group(1)
+        why = str(cause).splitlines()[0] if cause else ""
+        if "not in struct" in why or "Could not append" in text or "Key '" in why:
+            return (f"unknown config key '{key}' (from override "
+                    f"'{_override_for(key, overrides)}'); check the spelling, "
+                    f"or see the keys with: hkt train --cfg")
+        return f"config key '{key}': {why or ' '.join(text.split())}"
+    m = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
+    if m:
+        return f"config key '{m.group(1)}' already exists: override it without the leading '+'"
+    m = re.search(r"Could not delete from config. (?:The value of )?'([^']+)'", text)
+    if m:
+        return f"cannot delete config key '{m.group(1)}': it does not exist"
+    if "Error parsing override" in text:
+        bad = re.search(r"Error parsing override '([^']*)'", text)
+        return (f"cannot parse override '{bad.group(1) if bad else '?'}': "
+                "write overrides as key=value (e.g. model.d_model=128, task=imdb)")
+    return " ".join(text.split())
+
+
+def _override_for(key: str, overrides: list[str]) -> str:
+    for o in overrides:
+        if o.lstrip("+~").split("=", 1)[0] == key:
+            return o
+    return key
+
+
+def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
+    """The overrides that set values (not group choices, not deletions)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides=overrides)
+    except HydraException as exc:
+        raise ConfigError(_composition_message(exc, overrides)) from None
+    out = []
+    for o, raw in zip(parsed, overrides):
+        key = o.key_or_group
+        if o.is_delete() or (cdir / key).is_dir():
+            continue
+        out.append(raw)
+    return out
+
+
+def _check_types(cfg: DictConfig, base: DictConfig, key_overrides: list[str]) -> None:
+    full, ref = flatten(cfg), flatten(base)
+    keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
+    for key in sorted(keys):
+        # an override of a whole node (model.attention={...}) checks each leaf below it
+        leaves = [k for k in full if k == key or k.startswith(key + ".")]
+        for leaf in leaves:
+            if leaf not in ref:
+                raise ConfigError(f"unknown config key '{leaf}' (from override "
+                                  f"'{_override_for(key, key_overrides)}')")
+            _check_value(leaf, full[leaf], ref[leaf])
+
+
+def _check_value(key: str, value: Any, expected: Any) -> None:
+    if expected is None or value is None:
+        return  # null means "unset / automatic": any type may replace it, and it may be unset
+    if isinstance(expected, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(expected, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(expected, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(expected, str):
+        ok = isinstance(value, str)
+    elif isinstance(expected, list):
+        if not isinstance(value, list):
+            ok = False
+        elif len(value) != len(expected):
+            raise ConfigError(f"config key '{key}': expected a list of {len(expected)} items, "
+                              f"got {len(value)}: {value}")
+        else:
+            for i, (v, e) in enumerate(zip(value, expected)):
+                _check_value(f"{key}[{i}]", v, e)
+            return
+    elif isinstance(expected, dict):
+        ok = isinstance(value, dict)
+    else:
+        ok = True
+    if not ok:
+        raise ConfigError(f"config key '{key}': expected {describe_type(expected)} "
+                          f"(like {expected!r}), got {describe_type(value)} {value!r}")

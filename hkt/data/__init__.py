@@ -1,0 +1,14 @@
+"""Benchmark data: preparation (generate, download, verify, convert to Parquet) and loading.
+
+* ``hkt.data.prepare.prepare_task(task, out, source=None, overrides=())`` — what
+  ``hkt prepare`` runs; task configs live in ``config/task/`` (``hkt.data.config``).
+* ``hkt.data.load`` — the torch loading path: ``TokenDataset``, ``BucketBatchSampler``,
+  ``make_loader`` (padded batches with masks and lengths, resumable mid-epoch).
+* ``hkt.data.parquet`` — the file layout (``read_metadata``), ``hkt.data.sources`` — downloads,
+  the offline mirror (``HKT_DATA_MIRROR``) and safe archive reading.
+
+Nothing here imports torch except ``hkt.data.load``.
+"""
+
+TASK_FAMILIES = ("listops", "imdb", "cifar10")
+SPLITS = ("train", "val", "test")

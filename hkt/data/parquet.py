@@ -1,0 +1,197 @@
+"""Prepared-data files: Parquet writing with the ``hkt`` metadata, reading it back, the data card.
+
+Layout (docs/contracts.md): ``DIR/{train,val,test}.parquet``, zstd, columns ``id`` (string,
+stable), ``tokens`` (list<uint16>, no padding), ``label`` (int64), ``length`` (int32); file
+metadata key ``hkt`` holding JSON with ``task`` (the family, = the config's ``task.name``),
+``task_config`` (the config file, e.g. ``listops_lra``), ``split``, ``vocab`` (index = id),
+``vocab_size``, ``pad_id`` (0, or null for CIFAR-10 where 0 is a pixel value), ``num_classes``,
+``class_names``, ``max_length``, ``tokenizer``, ``source`` (URL/file + checksums, or generator
+parameters), ``params`` (the content-defining config), ``num_examples`` and ``code_version``.
+Files are written atomically and byte-reproducibly (no timestamps, no local paths).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hkt.errors import DataError
+
+SPLITS = ("train", "val", "test")
+METADATA_KEY = b"hkt"
+COMPRESSION = "zstd"
+SCHEMA = pa.schema([
+    ("id", pa.string()),
+    ("tokens", pa.list_(pa.uint16())),
+    ("label", pa.int64()),
+    ("length", pa.int32()),
+])
+
+
+@dataclass
+class SplitData:
+    """One split in columnar form: example ``i`` has tokens ``flat[offsets[i]:offsets[i+1]]``."""
+
+    ids: list[str]
+    flat: np.ndarray            # all tokens concatenated (uint16)
+    offsets: np.ndarray         # int64, len(ids) + 1, starting at 0
+    labels: np.ndarray          # int64
+    stats: dict[str, Any] = field(default_factory=dict)  # extra numbers for the data card
+
+    def __post_init__(self) -> None:
+        self.flat = np.ascontiguousarray(self.flat, dtype=np.uint16)
+        self.offsets = np.ascontiguousarray(self.offsets, dtype=np.int64)
+        self.labels = np.ascontiguousarray(self.labels, dtype=np.int64)
+        n = len(self.ids)
+        if self.offsets.shape != (n + 1,) or self.labels.shape != (n,) or self.offsets[0] != 0 \
+                or self.offsets[-1] != self.flat.size:
+            raise ValueError("inconsistent SplitData arrays")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def take(self, index: np.ndarray) -> "SplitData":
+        """Rows ``index`` (in that order) as a new SplitData."""
+        index = np.asarray(index, dtype=np.int64)
+        lens = self.lengths[index]
+        ids = [self.ids[i] for i in index.tolist()]
+        width = int(lens[0]) if lens.size else 0
+        if lens.size and self.flat.size == width * len(self) and np.all(self.lengths == width):
+            # equal lengths (CIFAR-10): a row gather, no per-token index arrays
+            flat = self.flat.reshape(len(self), width)[index].reshape(-1)
+            return SplitData(ids, flat, np.arange(index.size + 1, dtype=np.int64) * width,
+                             self.labels[index], dict(self.stats))
+        offsets = np.zeros(index.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        starts = self.offsets[:-1][index]
+        gather = np.repeat(starts - offsets[:-1], lens) + np.arange(offsets[-1], dtype=np.int64)
+        return SplitData(ids, self.flat[gather], offsets, self.labels[index], dict(self.stats))
+
+    def tokens(self, i: int) -> np.ndarray:
+        return self.flat[self.offsets[i]:self.offsets[i + 1]]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def to_table(data: SplitData) -> pa.Table:
+    lengths = data.lengths
+    if lengths.size and lengths.max() >= 2**31:
+        raise ValueError("sequence too long")
+    tokens = pa.ListArray.from_arrays(pa.array(data.offsets.astype(np.int32)), pa.array(data.flat, pa.uint16()))
+    return pa.Table.from_arrays(
+        [pa.array(data.ids, pa.string()), tokens, pa.array(data.labels, pa.int64()),
+         pa.array(lengths.astype(np.int32), pa.int32())],
+        schema=SCHEMA,
+    )
+
+
+def write_split(path: str | os.PathLike, data: SplitData, meta: dict[str, Any]) -> str:
+    """Write one split atomically with metadata ``hkt`` = JSON(meta); return the file's SHA-256."""
+    path = Path(path)
+    table = to_table(data)
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression=COMPRESSION, row_group_size=max(1, len(data)))
+    os.replace(tmp, path)
+    return sha256_file(path)
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``hkt`` metadata (a dict) of a prepared Parquet file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"prepared data file {path} does not exist (run `hkt prepare TASK --out {path.parent}`)")
+    try:
+        md = pq.read_schema(path).metadata or {}
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path} is not a readable Parquet file: {exc}") from None
+    if METADATA_KEY not in md:
+        raise DataError(f"{path} has no 'hkt' metadata: not written by `hkt prepare`")
+    return json.loads(md[METADATA_KEY])
+
+
+def decode(tokens: Any, vocab: list[str], sep: str = " ") -> str:
+    """Token ids → their vocabulary strings joined by ``sep`` (for inspection)."""
+    return sep.join(vocab[int(t)] for t in tokens)
+
+
+# ---- data card ---------------------------------------------------------------------------
+
+def _length_summary(lengths: np.ndarray) -> str:
+    if lengths.size == 0:
+        return "-"
+    q = np.percentile(lengths, [50, 95])
+    return (f"{int(lengths.min())} / {lengths.mean():.1f} / {q[0]:.0f} / {q[1]:.0f} / "
+            f"{int(lengths.max())}")
+
+
+def _histogram(splits: dict[str, SplitData], max_length: int, bins: int = 8) -> list[str]:
+    edges = np.unique(np.linspace(0, max_length, bins + 1).astype(np.int64))
+    edges[-1] = max_length + 1  # the last bin includes max_length
+    lines = ["| length | " + " | ".join(splits) + " |", "| --- |" + " ---: |" * len(splits)]
+    counts = {s: np.histogram(d.lengths, bins=edges)[0] for s, d in splits.items()}
+    for b in range(len(edges) - 1):
+        lines.append(f"| {edges[b]}–{edges[b + 1] - 1} | "
+                     + " | ".join(f"{int(counts[s][b]):,}" for s in splits) + " |")
+    return lines
+
+
+def data_card(*, task: str, cfg: dict[str, Any], meta: dict[str, Any], splits: dict[str, SplitData],
+              checksums: dict[str, str], notes: list[str], location: str | None = None) -> str:
+    """The Markdown data card: counts, label balance, lengths, source, checksums, notes."""
+    names = meta.get("class_names") or [str(i) for i in range(meta["num_classes"])]
+    src = meta["source"]
+    out = [f"# Data card: `{task}`", "",
+           f"Prepared by `hkt prepare {task}` (hkt {meta['code_version']}). Task family `{meta['task']}`, "
+           f"{meta['num_classes']} classes, context T = {meta['max_length']}, vocabulary of "
+           f"{meta['vocab_size']} ids ({meta['tokenizer']}).", "", "## Source", ""]
+    for key in sorted(src):
+        value = src[key]
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        out.append(f"- {key}: `{value}`")
+    if location:
+        out.append(f"- read from: `{location}`")
+    out += ["", "## Splits", "",
+            "| split | examples | tokens | length min / mean / median / p95 / max | truncated | SHA-256 of the file |",
+            "| --- | ---: | ---: | --- | ---: | --- |"]
+    for s, d in splits.items():
+        out.append(f"| {s} | {len(d):,} | {int(d.flat.size):,} | {_length_summary(d.lengths)} | "
+                   f"{int(d.stats.get('truncated', 0)):,} | `{checksums[s]}` |")
+    out += ["", "## Label balance", "", "| label | class | " + " | ".join(splits) + " |",
+            "| ---: | --- |" + " ---: |" * len(splits)]
+    for c, name in enumerate(names):
+        cells = []
+        for d in splits.values():
+            k = int((d.labels == c).sum())
+            cells.append(f"{k:,} ({100.0 * k / max(len(d), 1):.1f}%)")
+        out.append(f"| {c} | {name} | " + " | ".join(cells) + " |")
+    out += ["", "## Length distribution", "", *_histogram(splits, meta["max_length"])]
+    out += ["", "## Notes", "", *[f"- {n}" for n in notes]]
+    out += ["", "## Parameters", "", "```json", json.dumps(cfg, indent=2, sort_keys=True), "```", ""]
+    return "\n".join(out)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,428 @@
+"""Where raw data comes from: verified downloads, the offline mirror, local archives, safe reading.
+
+* :func:`download` fetches a URL with ``urllib`` into ``DEST.part``, resuming with an HTTP
+  ``Range`` request after a dropped connection (or restarting when the server ignores it),
+  showing progress, and verifying size and checksums before renaming to ``DEST``. A mismatch or a
+  truncated download raises :class:`DataError` naming the file, the expected and the actual
+  values, and deletes the partial file. A verified ``DEST`` that is already present is reused.
+* :func:`resolve_source` picks the raw source of a task: ``--source`` (or ``prepare.source``),
+  else the mirror ``$HKT_DATA_MIRROR/<family>/`` (or ``prepare.mirror``), else the download.
+  An official file is always checked against the official checksums; anything else is used
+  with a warning and its own SHA-256 is recorded.
+* :func:`iter_files` reads the regular files of a directory, a tar archive (any compression)
+  or a zip archive, streaming, without extracting. Every tar member is checked with the
+  standard library's ``tarfile.data_filter`` (``..``, links leaving the target, device files are
+  refused), plus a refusal of absolute names (which ``data_filter`` would silently make
+  relative); :func:`extract_archive` extracts with the same filter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import logging
+import os
+import stat
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from hkt.errors import DataError
+
+log = logging.getLogger("hkt.data")
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
+IGNORED_MIRROR_FILES = {"readme", "readme.md", "readme.txt", "sha256sums", "md5sums", "checksums"}
+_CHUNK = 1 << 20
+
+
+# ---- checksums ---------------------------------------------------------------------------
+
+def file_digests(path: str | os.PathLike, algorithms: tuple[str, ...] = ("sha256", "md5")) -> dict[str, str]:
+    """Hex digests of a file in one pass."""
+    hs = {a: hashlib.new(a) for a in algorithms}
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_CHUNK), b""):
+            for h in hs.values():
+                h.update(block)
+    return {a: h.hexdigest() for a, h in hs.items()}
+
+
+def verify_file(path: Path, expected: dict[str, str | None], *, delete_on_mismatch: bool = False,
+                what: str | None = None) -> dict[str, str]:
+    """Check ``path`` against ``expected`` (algorithm → hex digest or None); return all digests.
+
+    Always returns the SHA-256 (and the MD5). Raises DataError naming the file, the expected and
+    the actual checksums on a mismatch (deleting the file first if ``delete_on_mismatch``).
+    """
+    algos = tuple(dict.fromkeys(["sha256", "md5", *[a for a, v in expected.items() if v]]))
+    actual = file_digests(path, algos)
+    for algo, want in expected.items():
+        if want and actual[algo] != want.lower():
+            if delete_on_mismatch:
+                path.unlink(missing_ok=True)
+            raise DataError(
+                f"checksum mismatch for {what or path}: expected {algo.upper()} {want.lower()}, got "
+                f"{actual[algo]}" + (" (the file was deleted; run again to download it anew)" if delete_on_mismatch
+                                     else " (a corrupt or different file: replace it with the official one)"))
+    return actual
+
+
+# ---- downloads ---------------------------------------------------------------------------
+
+class _Progress:
+    def __init__(self, name: str, total: int | None, start: int, enabled: bool) -> None:
+        self.name, self.total, self.done = name, total, start
+        self.t0 = self.last = time.monotonic()
+        self.start = start
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+
+    def update(self, n: int, final: bool = False) -> None:
+        self.done += n
+        now = time.monotonic()
+        if not self.enabled or (not final and now - self.last < (0.5 if self.tty else 5.0)):
+            return
+        self.last = now
+        rate = (self.done - self.start) / max(now - self.t0, 1e-9) / 1e6
+        of = f"/{self.total / 1e6:.1f}" if self.total else ""
+        pct = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
+        line = f"downloading {self.name}: {self.done / 1e6:.1f}{of} MB{pct} {rate:.1f} MB/s"
+        if self.tty:
+            print("\r" + line + ("\n" if final else ""), end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+
+def download(url: str, dest: Path, *, sha256: str | None = None, md5: str | None = None,
+             size: int | None = None, retries: int = 3, timeout: float = 60.0,
+             progress: bool = True) -> dict[str, str]:
+    """Download ``url`` to ``dest`` (verified); return its digests. Skips a verified existing file.
+
+    The data go to ``dest.part`` first. After a dropped connection the download resumes with a
+    ``Range`` request (up to ``retries`` times); a server that ignores ``Range`` restarts it.
+    A partial file left by an interrupted run is resumed the same way. The finished file's size
+    and checksums are checked before it is renamed to ``dest``.
+    """
+    if not (sha256 or md5):
+        raise DataError(f"refusing to download {url} without an expected checksum (set sha256 or md5)")
+    expected = {"sha256": sha256, "md5": md5}
+    dest = Path(dest)
+    if dest.is_file():
+        try:
+            digests = verify_file(dest, expected, what=str(dest))
+            log.info("using verified %s", dest)
+            return digests
+        except DataError as exc:
+            log.warning("%s; deleting it and downloading again", exc)
+            dest.unlink()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    attempt = 0
+    total = size
+    while True:
+        have = part.stat().st_size if part.exists() else 0
+        req = urllib.request.Request(url, headers={"User-Agent": "hkt-bench"})
+        if have:
+            req.add_header("Range", f"bytes={have}-")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                status = getattr(resp, "status", 200)
+                length = resp.headers.get("Content-Length")
+                if have and status == 206:
+                    mode = "ab"
+                    crange = resp.headers.get("Content-Range", "")
+                    if total is None and "/" in crange and crange.rsplit("/", 1)[1].isdigit():
+                        total = int(crange.rsplit("/", 1)[1])
+                    elif total is None and length is not None:
+                        total = have + int(length)
+                else:
+                    if have:
+                        log.info("%s: server ignored the resume request; restarting", dest.name)
+                    have, mode = 0, "wb"
+                    if length is not None:
+                        n = int(length)
+                        if size is not None and n != size:
+                            log.warning("%s: server announces %d bytes, expected %d", dest.name, n, size)
+                        total = total or n
+                bar = _Progress(dest.name, total, have, progress)
+                with open(part, mode) as f:
+                    while True:
+                        block = resp.read(_CHUNK)
+                        if not block:
+                            break
+                        f.write(block)
+                        bar.update(len(block))
+                bar.update(0, final=True)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and have:  # range not satisfiable: the partial file is complete or bad
+                pass
+            else:
+                raise DataError(f"downloading {url} failed: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError, OSError) as exc:
+            attempt += 1
+            if attempt > retries:
+                got = part.stat().st_size if part.exists() else 0
+                part.unlink(missing_ok=True)
+                raise DataError(f"downloading {url} failed after {retries} retries ({exc}); got {got} bytes "
+                                f"of {total if total else 'unknown'}; the partial file was deleted") from None
+            log.warning("%s: %s; retrying (%d/%d)", dest.name, exc, attempt, retries)
+            time.sleep(min(2.0 ** attempt, 10.0) * 0.1)
+            continue
+        got = part.stat().st_size if part.exists() else 0
+        if total is not None and got < total:
+            attempt += 1
+            if attempt <= retries:
+                log.warning("%s: connection closed at %d of %d bytes; resuming (%d/%d)",
+                            dest.name, got, total, attempt, retries)
+                continue
+            algo = "sha256" if sha256 else "md5"
+            actual = file_digests(part, (algo,))[algo]
+            part.unlink(missing_ok=True)
+            raise DataError(f"truncated download of {dest.name} from {url}: expected {total} bytes, got {got} "
+                            f"after {retries} retries; expected {algo.upper()} {sha256 or md5}, got {actual}; "
+                            "the partial file was deleted")
+        if total is not None and got > total:
+            part.unlink(missing_ok=True)
+            raise DataError(f"download of {dest.name} from {url} is larger than expected ({got} > {total} bytes); "
+                            "the partial file was deleted")
+        break
+    digests = verify_file(part, expected, delete_on_mismatch=True, what=f"{dest.name} (downloaded from {url})")
+    os.replace(part, dest)
+    return digests
+
+
+def default_download_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hkt"
+
+
+# ---- choosing the source -----------------------------------------------------------------
+
+@dataclass
+class Source:
+    """A resolved raw source: ``path`` (file or directory) and what we know about it."""
+
+    path: Path
+    official: bool
+    origin: str                          # "argument", "config", "mirror" or "download"
+    digests: dict[str, str] = field(default_factory=dict)  # of the file (empty for a directory)
+
+    def describe(self) -> dict[str, Any]:
+        """Content-only description for the Parquet metadata (no local paths)."""
+        d: dict[str, Any] = {"file": self.path.name, "official": self.official,
+                             "layout": "directory" if self.path.is_dir() else "archive"}
+        d.update(self.digests)
+        return d
+
+
+def _is_archive(p: Path) -> bool:
+    return p.is_file() and p.name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def _mirror_checksums(mirror: Path) -> dict[str, str]:
+    """``SHA256SUMS`` at the mirror root (``<sha256>  <relative path>`` per line), if present."""
+    sums: dict[str, str] = {}
+    f = mirror / "SHA256SUMS"
+    if f.is_file():
+        for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+            parts = line.strip().split(None, 1)
+            if len(parts) == 2 and len(parts[0]) == 64:
+                sums[parts[1].lstrip("*").strip()] = parts[0].lower()
+    return sums
+
+
+def _check_local(path: Path, prep: dict[str, Any], origin: str, expected_sha: str | None = None) -> Source:
+    """Classify a local file or directory as the official archive or an alternative."""
+    official_name = prep.get("filename")
+    official = {"sha256": prep.get("sha256"), "md5": prep.get("md5")}
+    if not path.exists():
+        raise DataError(f"source {path} does not exist")
+    if path.is_dir():
+        log.warning("using the directory %s, not the official %s: its content is recorded by a digest "
+                    "of the files used", path, official_name)
+        return Source(path, official=False, origin=origin)
+    if not _is_archive(path):
+        raise DataError(f"source {path} is neither a directory nor an archive ({', '.join(ARCHIVE_SUFFIXES)})")
+    if path.name == official_name:  # claims to be the official file: it must verify
+        digests = verify_file(path, official, what=f"{path} (the official {official_name})")
+        return Source(path, official=True, origin=origin, digests=digests)
+    digests = file_digests(path)
+    if any(official[a] and digests[a] == official[a] for a in official):
+        return Source(path, official=True, origin=origin, digests=digests)
+    if expected_sha and digests["sha256"] != expected_sha:
+        raise DataError(f"checksum mismatch for {path}: the mirror's SHA256SUMS expects SHA-256 {expected_sha}, "
+                        f"got {digests['sha256']}")
+    log.warning("using %s, which is not the official %s (SHA-256 %s is recorded in the data card)",
+                path, official_name, digests["sha256"])
+    return Source(path, official=False, origin=origin, digests=digests)
+
+
+def mirror_source(mirror: Path, family: str, prep: dict[str, Any]) -> Source | None:
+    """The source in ``mirror/<family>/``: the official file, or the single alternative there."""
+    d = mirror / family
+    if not mirror.is_dir():
+        raise DataError(f"data mirror {mirror} (HKT_DATA_MIRROR or prepare.mirror) is not a directory")
+    if not d.is_dir():
+        raise DataError(f"data mirror {mirror} has no {family}/ folder: expected {d}/ holding "
+                        f"{prep.get('filename')} or one alternative archive or directory")
+    official = d / prep["filename"]
+    if official.exists():
+        return _check_local(official, prep, "mirror")
+    cands = sorted(p for p in d.iterdir()
+                   if not p.name.startswith(".") and p.name.lower() not in IGNORED_MIRROR_FILES
+                   and (p.is_dir() or _is_archive(p)))
+    if not cands:
+        raise DataError(f"data mirror folder {d} holds neither the official {prep['filename']} nor an "
+                        f"archive ({', '.join(ARCHIVE_SUFFIXES)}) or directory")
+    if len(cands) > 1:
+        raise DataError(f"data mirror folder {d} holds several candidates ({', '.join(p.name for p in cands)}); "
+                        "keep exactly one archive or directory there")
+    rel = f"{family}/{cands[0].name}"
+    return _check_local(cands[0], prep, "mirror", expected_sha=_mirror_checksums(mirror).get(rel))
+
+
+def resolve_source(family: str, prep: dict[str, Any], source: Path | None = None,
+                   progress: bool = True) -> Source:
+    """The raw source of a downloadable task (see the module docstring for the order)."""
+    if source is not None:
+        return _check_local(Path(source).expanduser(), prep, "argument")
+    if prep.get("source"):
+        return _check_local(Path(prep["source"]).expanduser(), prep, "config")
+    if prep.get("mirror"):
+        found = mirror_source(Path(prep["mirror"]).expanduser(), family, prep)
+        if found is not None:
+            return found
+    ddir = Path(prep["download_dir"]).expanduser() if prep.get("download_dir") else default_download_dir()
+    dest = ddir / prep["filename"]
+    digests = download(prep["url"], dest, sha256=prep.get("sha256"), md5=prep.get("md5"), size=prep.get("size"),
+                       retries=prep.get("retries", 3), timeout=prep.get("timeout_s", 60), progress=progress)
+    return Source(dest, official=True, origin="download", digests=digests)
+
+
+# ---- reading archives and directories ----------------------------------------------------
+
+_FAKE_ROOT = "/nonexistent-hkt-extract-root"
+
+
+def strict_filter(member: tarfile.TarInfo, dest_path: str) -> tarfile.TarInfo:
+    """``tarfile.data_filter``, plus refusing absolute names (which ``data_filter`` would only
+    make relative)."""
+    if member.name.startswith(("/", "\\")) or (len(member.name) > 1 and member.name[1] == ":"):
+        raise tarfile.AbsolutePathError(member)
+    return tarfile.data_filter(member, dest_path)
+
+
+def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
+    """Refuse what :func:`strict_filter` refuses. Plain relative files and directories without
+    ``..`` are accepted without the (slow, filesystem-touching) filter call; everything else, links
+    included, goes through the filter."""
+    name = member.name
+    if ((member.isfile() or member.isdir()) and not name.startswith(("/", "\\"))
+            and ".." not in name.replace("\\", "/").split("/")):
+        return
+    try:
+        strict_filter(member, _FAKE_ROOT)
+    except tarfile.FilterError as exc:
+        raise DataError(f"unsafe member in archive {archive}: {member.name!r} ({exc}); refusing to read it") from None
+
+
+def _check_zip_name(archive: Path, info: zipfile.ZipInfo) -> None:
+    name = info.filename
+    p = PurePosixPath(name.replace("\\", "/"))
+    mode = info.external_attr >> 16
+    if p.is_absolute() or ".." in p.parts or (len(name) > 1 and name[1] == ":") or stat.S_ISLNK(mode):
+        raise DataError(f"unsafe member in archive {archive}: {name!r} (absolute path, '..' or link); "
+                        "refusing to read it")
+
+
+def iter_files(path: Path, select: Callable[[PurePosixPath], bool],
+               tree_hash: Any = None) -> Iterator[tuple[PurePosixPath, bytes]]:
+    """Yield ``(relative path, content)`` of the regular files under ``path`` that ``select`` keeps.
+
+    ``path`` is a directory, a tar archive (gz/bz2/xz/none) or a zip archive. Order: sorted for
+    directories; archive order for archives. Unsafe archive members raise DataError. For a
+    directory, ``tree_hash`` (a hashlib object) is updated with each yielded path and content's
+    SHA-256, giving a digest of the files used.
+    """
+    path = Path(path)
+    if path.is_dir():
+        for rel, data in _iter_dir(path, select):
+            if tree_hash is not None:
+                tree_hash.update(str(rel).encode() + b"\0" + hashlib.sha256(data).digest())
+            yield rel, data
+        return
+    yield from _iter_archive(path, select)
+
+
+def _iter_dir(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterator[tuple[PurePosixPath, bytes]]:
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = Path(root) / name
+            rel = PurePosixPath(full.relative_to(path).as_posix())
+            if select(rel):
+                try:
+                    yield rel, full.read_bytes()
+                except OSError as exc:
+                    raise DataError(f"cannot read {full}: {exc}") from None
+
+
+def _iter_archive(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterator[tuple[PurePosixPath, bytes]]:
+    if not path.is_file():
+        raise DataError(f"source {path} does not exist")
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                _check_zip_name(path, info)
+                if info.is_dir():
+                    continue
+                rel = PurePosixPath(info.filename)
+                if select(rel):
+                    yield rel, zf.read(info)
+        return
+    try:
+        tf = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError) as exc:
+        raise DataError(f"cannot open archive {path}: {exc} (expected a tar or zip archive)") from None
+    with tf:
+        try:
+            for member in tf:
+                _check_member(path, member)
+                if not (member.isfile() or member.islnk()):
+                    continue
+                rel = PurePosixPath(member.name)
+                if select(rel):
+                    fobj = tf.extractfile(member)
+                    if fobj is None:
+                        continue
+                    yield rel, fobj.read()
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+            raise DataError(f"archive {path} is corrupt or truncated: {exc}") from None
+
+
+def extract_archive(archive: Path, dest: Path) -> None:
+    """Extract a tar or zip archive into ``dest`` safely (tar: :func:`strict_filter`)."""
+    archive, dest = Path(archive), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                _check_zip_name(archive, info)
+            zf.extractall(dest)
+        return
+    try:
+        with tarfile.open(archive, "r:*") as tf:
+            tf.extractall(dest, filter=strict_filter)
+    except tarfile.FilterError as exc:
+        raise DataError(f"unsafe member in archive {archive}: {exc}; extraction stopped") from None
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise DataError(f"cannot extract {archive}: {exc}") from None

@@ -1,0 +1,240 @@
+"""Downloads (local HTTP server only), checksums, the mirror, safe archive reading."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fixtures_data import FileServer, add_bytes
+from hkt.data import sources
+from hkt.data.sources import download, extract_archive, iter_files, mirror_source, resolve_source
+from hkt.errors import DataError
+
+PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
+SHA = hashlib.sha256(PAYLOAD).hexdigest()
+MD5 = hashlib.md5(PAYLOAD).hexdigest()
+
+
+@pytest.fixture
+def server():
+    with FileServer({"/data.bin": PAYLOAD}) as s:
+        yield s
+
+
+def test_download_verifies_and_skips_when_present(server, tmp_path):
+    dest = tmp_path / "data.bin"
+    digests = download(f"{server.url}/data.bin", dest, sha256=SHA, md5=MD5, progress=False)
+    assert dest.read_bytes() == PAYLOAD and digests["sha256"] == SHA
+    assert not (tmp_path / "data.bin.part").exists()
+    n = len(server.requests)
+    download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False)
+    assert len(server.requests) == n  # verified file present: no request
+
+
+def test_download_resumes_a_partial_file(server, tmp_path):
+    dest = tmp_path / "data.bin"
+    (tmp_path / "data.bin.part").write_bytes(PAYLOAD[:300_000])
+    download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False)
+    assert dest.read_bytes() == PAYLOAD
+    assert server.requests[-1]["range"] == "bytes=300000-"
+
+
+def test_download_restarts_when_range_is_ignored(server, tmp_path):
+    server.honour_range = False
+    dest = tmp_path / "data.bin"
+    (tmp_path / "data.bin.part").write_bytes(b"garbage" * 1000)
+    download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False)
+    assert dest.read_bytes() == PAYLOAD
+
+
+def test_dropped_connection_is_resumed(server, tmp_path):
+    server.truncate_at = 400_000
+    dest = tmp_path / "data.bin"
+
+    # the server drops every first response at 400 kB; the retry resumes with Range and succeeds
+    download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False, retries=2)
+    assert dest.read_bytes() == PAYLOAD
+    assert any(r["range"] == "bytes=400000-" for r in server.requests)
+
+
+def test_truncated_download_fails_and_deletes_partial(server, tmp_path):
+    server.truncate_at = 400_000
+    server.honour_range = False  # every attempt restarts and is cut again
+    dest = tmp_path / "data.bin"
+    with pytest.raises(DataError) as err:
+        download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False, retries=1)
+    msg = str(err.value)
+    assert "truncated" in msg and "data.bin" in msg and SHA in msg and str(len(PAYLOAD)) in msg
+    assert not dest.exists() and not (tmp_path / "data.bin.part").exists()
+
+
+def test_wrong_checksum_fails_and_deletes(server, tmp_path):
+    dest = tmp_path / "data.bin"
+    wrong = "0" * 64
+    with pytest.raises(DataError) as err:
+        download(f"{server.url}/data.bin", dest, sha256=wrong, progress=False)
+    msg = str(err.value)
+    assert "data.bin" in msg and wrong in msg and SHA in msg
+    assert not dest.exists() and not (tmp_path / "data.bin.part").exists()
+
+
+def test_corrupt_cached_file_is_replaced(server, tmp_path, caplog):
+    dest = tmp_path / "data.bin"
+    dest.write_bytes(b"corrupt")
+    with caplog.at_level(logging.WARNING, logger="hkt.data"):
+        download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False)
+    assert dest.read_bytes() == PAYLOAD and "checksum mismatch" in caplog.text
+
+
+def test_http_error_and_no_checksum(server, tmp_path):
+    with pytest.raises(DataError, match="HTTP 404"):
+        download(f"{server.url}/missing.bin", tmp_path / "m.bin", sha256=SHA, progress=False)
+    with pytest.raises(DataError, match="without an expected checksum"):
+        download(f"{server.url}/data.bin", tmp_path / "m.bin", progress=False)
+
+
+def _prep(**kw):
+    base = {"url": "http://127.0.0.1:9/never", "filename": "official.tar.gz", "sha256": SHA, "md5": None,
+            "size": None, "source": None, "mirror": None, "download_dir": None, "retries": 0, "timeout_s": 5}
+    base.update(kw)
+    return base
+
+
+def _tgz(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in members.items():
+            add_bytes(tf, name, data)
+    return path
+
+
+def test_resolve_source_downloads_through_the_config(server, tmp_path):
+    arch = _tgz(tmp_path / "src.tar.gz", {"x/a.txt": b"a"})
+    server.files["/official.tar.gz"] = arch.read_bytes()
+    prep = _prep(url=f"{server.url}/official.tar.gz", sha256=hashlib.sha256(arch.read_bytes()).hexdigest(),
+                 download_dir=str(tmp_path / "dl"))
+    src = resolve_source("task", prep, progress=False)
+    assert src.official and src.origin == "download" and src.path == tmp_path / "dl" / "official.tar.gz"
+
+
+def test_mirror_official_alternative_and_errors(tmp_path, caplog):
+    mirror = tmp_path / "mirror"
+    (mirror / "task").mkdir(parents=True)
+    alt = _tgz(mirror / "task" / "alternative.tar.gz", {"x/a.txt": b"a"})
+    (mirror / "task" / "README.md").write_text("ignored")
+    with caplog.at_level(logging.WARNING, logger="hkt.data"):
+        src = mirror_source(mirror, "task", _prep())
+    assert not src.official and src.path == alt and "not the official" in caplog.text
+    assert src.digests["sha256"] == hashlib.sha256(alt.read_bytes()).hexdigest()
+
+    # SHA256SUMS at the mirror root is honoured
+    (mirror / "SHA256SUMS").write_text(f"{'1' * 64}  task/alternative.tar.gz\n")
+    with pytest.raises(DataError, match="SHA256SUMS"):
+        mirror_source(mirror, "task", _prep())
+    (mirror / "SHA256SUMS").unlink()
+
+    # two candidates: ambiguous
+    (mirror / "task" / "other").mkdir()
+    with pytest.raises(DataError, match="several candidates"):
+        mirror_source(mirror, "task", _prep())
+
+    # the official name wins and must verify against the official checksum
+    official = mirror / "task" / "official.tar.gz"
+    official.write_bytes(b"not really")
+    with pytest.raises(DataError) as err:
+        mirror_source(mirror, "task", _prep())
+    assert "official.tar.gz" in str(err.value) and SHA in str(err.value)
+    assert hashlib.sha256(b"not really").hexdigest() in str(err.value)
+    official.write_bytes(PAYLOAD)
+    assert mirror_source(mirror, "task", _prep()).official
+
+    with pytest.raises(DataError, match="no missing/ folder"):
+        mirror_source(mirror, "missing", _prep())
+
+
+def test_mirror_from_environment_via_config(tmp_path, monkeypatch):
+    from hkt.data.config import load_task_config
+
+    monkeypatch.setenv("HKT_DATA_MIRROR", str(tmp_path))
+    assert load_task_config("imdb")["prepare"]["mirror"] == str(tmp_path)
+    monkeypatch.delenv("HKT_DATA_MIRROR")
+    assert load_task_config("imdb")["prepare"]["mirror"] is None
+
+
+def _evil_archives(tmp_path: Path) -> dict[str, Path]:
+    out = {}
+    for kind in ("absolute", "dotdot", "symlink", "hardlink", "device"):
+        p = tmp_path / f"{kind}.tar.gz"
+        with tarfile.open(p, "w:gz") as tf:
+            add_bytes(tf, "root/train/pos/0_9.txt", b"fine")
+            if kind == "absolute":
+                add_bytes(tf, "/tmp/evil.txt", b"x")
+            elif kind == "dotdot":
+                add_bytes(tf, "root/../../evil.txt", b"x")
+            elif kind in ("symlink", "hardlink"):
+                info = tarfile.TarInfo("root/train/pos/1_9.txt")
+                info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
+                info.linkname = "/etc/passwd" if kind == "symlink" else "../../../etc/passwd"
+                tf.addfile(info)
+            else:
+                info = tarfile.TarInfo("root/dev")
+                info.type = tarfile.CHRTYPE
+                tf.addfile(info)
+        out[kind] = p
+    return out
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink", "hardlink", "device"])
+def test_malicious_tar_members_are_refused(tmp_path, kind):
+    arch = _evil_archives(tmp_path)[kind]
+    with pytest.raises(DataError, match="unsafe member"):
+        list(iter_files(arch, lambda rel: True))
+    with pytest.raises(DataError, match="unsafe member"):
+        extract_archive(arch, tmp_path / "x")
+    assert not (tmp_path / "evil.txt").exists() and not Path("/tmp/evil.txt").exists()
+
+
+def test_zip_traversal_refused_and_zip_read(tmp_path):
+    good = tmp_path / "good.zip"
+    with zipfile.ZipFile(good, "w") as zf:
+        zf.writestr("root/a.txt", b"a")
+        zf.writestr("root/b.bin", b"b")
+    assert [(str(r), d) for r, d in iter_files(good, lambda r: r.suffix == ".txt")] == [("root/a.txt", b"a")]
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("../evil.txt", b"x")
+    with pytest.raises(DataError, match="unsafe member"):
+        list(iter_files(bad, lambda r: True))
+
+
+def test_iter_files_directory_and_tree_hash(tmp_path):
+    (tmp_path / "d" / "b").mkdir(parents=True)
+    (tmp_path / "d" / "b" / "2.txt").write_bytes(b"2")
+    (tmp_path / "d" / "1.txt").write_bytes(b"1")
+    h1, h2 = hashlib.sha256(), hashlib.sha256()
+    got = list(iter_files(tmp_path / "d", lambda r: True, tree_hash=h1))
+    assert got == [(PurePosixPath("1.txt"), b"1"), (PurePosixPath("b/2.txt"), b"2")]
+    list(iter_files(tmp_path / "d", lambda r: True, tree_hash=h2))
+    assert h1.hexdigest() == h2.hexdigest()
+
+
+def test_corrupt_archive_is_a_clear_error(tmp_path):
+    arch = _tgz(tmp_path / "a.tar.gz", {f"x/{i}.txt": bytes(1000) for i in range(50)})
+    data = arch.read_bytes()
+    (tmp_path / "cut.tar.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match="corrupt or truncated|cannot open"):
+        list(iter_files(tmp_path / "cut.tar.gz", lambda r: True))
+    (tmp_path / "junk.tar.gz").write_bytes(b"junk" * 100)
+    with pytest.raises(DataError):
+        list(iter_files(tmp_path / "junk.tar.gz", lambda r: True))
+
+
+def test_file_digests_match_hashlib(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(io.BytesIO(PAYLOAD).read())
+    assert sources.file_digests(p) == {"sha256": SHA, "md5": MD5}
