@@ -264,7 +264,9 @@ class Loader:
         if num_workers > 0:
             kwargs["prefetch_factor"] = prefetch_factor or 4
             kwargs["persistent_workers"] = False
+        # Its own generator: starting an iterator must not draw from the global torch RNG.
         self._loader = DataLoader(_Fetch(dataset, pad_multiple, max_length), batch_size=None,
+                                  generator=torch.Generator(),
                                   sampler=_Remaining(sampler), num_workers=num_workers, pin_memory=pin_memory,
                                   **kwargs)
 

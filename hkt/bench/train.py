@@ -1,0 +1,242 @@
+"""``hkt bench train``: training throughput of our MHA and HKT models beside ``nn.TransformerEncoder``.
+
+One training step = forward, cross-entropy, backward, gradient clipping, AdamW step, on random
+tokens of the benchmark shape (by default the ``cpu`` profile's: ListOps T=512, batch 32,
+width 64, 2 layers, 2 heads, FFN 128). The baseline is what a user would write with PyTorch's
+own layers: the same embedding, positions, pre-norm blocks, final norm, mean pooling and head,
+with ``nn.TransformerEncoder`` (``norm_first=True``, GELU) in the middle. All models get the
+same padding mask, as in training. Prints a Markdown table and writes
+``train_throughput.{csv,md}`` under ``--out`` (default ``results/bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("model", "seq_len", "batch_size", "d_model", "n_layers", "n_heads", "d_ffn",
+           "n_params", "ms_per_step", "ms_per_step_min", "samples_per_s", "speedup_vs_torch",
+           "steps", "threads", "device", "torch_version")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="cpu",
+                        help="take the default shapes from this profile (default: cpu)")
+    parser.add_argument("--task", default="listops", help="task config for T and classes (default: listops)")
+    parser.add_argument("--seq-len", type=int, help="sequence length T (default: the task's max_length)")
+    parser.add_argument("--batch-size", type=int, help="batch size (default: the profile's)")
+    parser.add_argument("--d-model", type=int)
+    parser.add_argument("--n-layers", type=int)
+    parser.add_argument("--n-heads", type=int)
+    parser.add_argument("--d-ffn", type=int)
+    parser.add_argument("--models", default="mha,hkt,torch,torch_fused",
+                        help="comma-separated: mha, hkt (our models), torch (nn.TransformerEncoder "
+                             "as a user writes it: `dropout` also drops attention probabilities), "
+                             "torch_fused (the same with attention dropout off)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per model (default 10)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="results/bench", help="output directory (default results/bench)")
+
+
+class TorchEncoderClassifier:
+    """Factory for the ``nn.TransformerEncoder`` baseline (a class built lazily: torch import)."""
+
+    @staticmethod
+    def build(vocab_size: int, num_classes: int, max_length: int, model_cfg: dict[str, Any]):
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                d = model_cfg["d_model"]
+                self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
+                self.pos = nn.Parameter(torch.randn(max_length, d) * 0.02)
+                self.emb_dropout = nn.Dropout(model_cfg.get("emb_dropout", 0.0))
+                layer = nn.TransformerEncoderLayer(
+                    d, model_cfg["n_heads"], dim_feedforward=model_cfg["d_ffn"],
+                    dropout=model_cfg.get("dropout", 0.0), activation="gelu", batch_first=True,
+                    norm_first=True, layer_norm_eps=model_cfg.get("norm_eps", 1e-5))
+                self.encoder = nn.TransformerEncoder(layer, model_cfg["n_layers"],
+                                                     enable_nested_tensor=False)
+                self.norm = nn.LayerNorm(d, eps=model_cfg.get("norm_eps", 1e-5))
+                self.head = nn.Linear(d, num_classes)
+
+            def forward(self, tokens, mask):
+                x = self.emb_dropout(self.embed(tokens) + self.pos[: tokens.shape[1]])
+                x = self.encoder(x, src_key_padding_mask=~mask)
+                x = self.norm(x)
+                w = mask.to(x.dtype).unsqueeze(-1)
+                return self.head((x * w).sum(1) / w.sum(1).clamp_min(1.0))
+
+        return Model()
+
+
+def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    from omegaconf import OmegaConf
+
+    from hkt.config import compose
+
+    cfg = compose("train", [f"profile={args.profile}", f"task={args.task}", "model=mha",
+                            "tracking.enabled=false"])
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    for key in ("d_model", "n_layers", "n_heads", "d_ffn"):
+        if getattr(args, key) is not None:
+            model[key] = getattr(args, key)
+    shape = {"seq_len": args.seq_len or int(cfg.task.max_length),
+             "batch_size": args.batch_size or int(cfg.train.batch_size),
+             "num_classes": int(cfg.task.num_classes), "vocab_size": 32,
+             "optim": OmegaConf.to_container(cfg.optim, resolve=True)}
+    return shape, model
+
+
+def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
+    from omegaconf import OmegaConf
+
+    from hkt.config import compose
+    from hkt.models import build_model
+
+    kw = dict(vocab_size=shape["vocab_size"], num_classes=shape["num_classes"],
+              max_length=shape["seq_len"])
+    if name in ("torch", "torch_fused"):
+        model = TorchEncoderClassifier.build(model_cfg=model_cfg, **kw).to(device)
+        if name == "torch_fused":  # attention-probability dropout off: SDPA's fused kernel
+            for layer in model.encoder.layers:
+                layer.self_attn.dropout = 0.0
+        return model
+    if name not in ("mha", "hkt"):
+        from hkt.errors import ConfigError
+
+        raise ConfigError(f"--models: unknown model {name!r} (mha, hkt, torch, torch_fused)")
+    base = OmegaConf.to_container(compose("train", [f"model={name}"]).model, resolve=True)
+    cfg = {**base, **{k: model_cfg[k] for k in ("d_model", "n_layers", "n_heads", "d_ffn")}}
+    return build_model(cfg, **kw).to(device)
+
+
+class _Trainer:
+    """One model's training step on fixed random inputs of the benchmark shape."""
+
+    def __init__(self, model, shape: dict[str, Any], device, seed: int):
+        import torch
+
+        g = torch.Generator().manual_seed(seed)
+        b, t = shape["batch_size"], shape["seq_len"]
+        self.model, self.device = model, device
+        self.tokens = torch.randint(1, shape["vocab_size"], (b, t), generator=g).to(device)
+        self.mask = torch.ones(b, t, dtype=torch.bool, device=device)
+        self.labels = torch.randint(0, shape["num_classes"], (b,), generator=g).to(device)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        model.train()
+
+    def step(self) -> float:
+        """Seconds for forward, loss, backward, clipping and the AdamW step."""
+        import torch
+        import torch.nn.functional as F
+
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(self.model(self.tokens, self.mask).float(), self.labels)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+
+def time_models(trainers: dict[str, _Trainer], *, steps: int, warmup: int) -> dict[str, list[float]]:
+    """Warm every model up, then time them round-robin, one step each per round, so that a
+    machine whose load drifts (shared CPUs) slows every model alike."""
+    for tr in trainers.values():
+        for _ in range(warmup):
+            tr.step()
+    times: dict[str, list[float]] = {name: [] for name in trainers}
+    for _ in range(steps):
+        for name, tr in trainers.items():
+            times[name].append(tr.step())
+    return times
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    r0 = rows[0]
+    head = (f"Training throughput, T={r0['seq_len']}, batch {r0['batch_size']}, width "
+            f"{r0['d_model']}, {r0['n_layers']} layers, {r0['n_heads']} heads, FFN {r0['d_ffn']} "
+            f"({r0['device']}, {r0['threads']} threads, torch {r0['torch_version']}; median of "
+            f"{r0['steps']} steps)")
+    lines = [head, "", "| model | params | ms/step | samples/s | speed-up vs nn.TransformerEncoder |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    label = {"mha": "ours: MHA", "hkt": "ours: HKT", "torch": "nn.TransformerEncoder",
+             "torch_fused": "nn.TransformerEncoder, no attention dropout"}
+    for r in rows:
+        sp = r["speedup_vs_torch"]
+        lines.append(f"| {label.get(r['model'], r['model'])} | {r['n_params']:,} | "
+                     f"{r['ms_per_step']:.1f} | {r['samples_per_s']:,.1f} | "
+                     f"{'' if sp is None else f'{sp:.2f}x'} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    threads = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return _run(args, torch)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(args: argparse.Namespace, torch) -> int:
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        from hkt.errors import ConfigError
+
+        raise ConfigError("--device cuda: no CUDA device available")
+    shape, model_cfg = _shapes(args)
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    trainers, n_params = {}, {}
+    for name in names:
+        torch.manual_seed(args.seed)
+        model = _build(name, shape, model_cfg, device)
+        n_params[name] = sum(p.numel() for p in model.parameters())
+        trainers[name] = _Trainer(model, shape, device, args.seed)
+    times = time_models(trainers, steps=args.steps, warmup=args.warmup)
+    rows = []
+    for name in names:
+        med = statistics.median(times[name])
+        rows.append({
+            "model": name, "seq_len": shape["seq_len"], "batch_size": shape["batch_size"],
+            **{k: model_cfg[k] for k in ("d_model", "n_layers", "n_heads", "d_ffn")},
+            "n_params": n_params[name],
+            "ms_per_step": 1000 * med, "ms_per_step_min": 1000 * min(times[name]),
+            "samples_per_s": shape["batch_size"] / med, "speedup_vs_torch": None,
+            "steps": args.steps, "threads": torch.get_num_threads(),
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
+            f"cpu ({platform.machine()})", "torch_version": torch.__version__,
+        })
+    ref = next((r for r in rows if r["model"] == "torch"), None)
+    for r in rows:
+        if ref is not None:
+            r["speedup_vs_torch"] = round(ref["ms_per_step"] / r["ms_per_step"], 3)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "train_throughput.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
+    md = markdown(rows)
+    (out / "train_throughput.md").write_text(md)
+    print(md, end="")
+    return 0

@@ -1,0 +1,109 @@
+"""Checkpoints that survive ``kill -9`` and load with ``torch.load(weights_only=True)``.
+
+Every file is written atomically: to a temporary file in the same directory, flushed and
+fsync'ed, then ``os.replace``'d over the target (and the directory fsync'ed), so a reader sees
+the old file or the new one, never half of one. Checkpoints hold only tensors and plain
+Python containers/scalars: RNG states are converted to tensors/lists here, so that loading
+needs no pickled objects.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from hkt.errors import TrainingError
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "save_checkpoint", "load_checkpoint",
+           "rng_state", "set_rng_state"]
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
+    """``torch.save`` ``state`` atomically (see the module docstring)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    data = buf.getvalue()
+    atomic_write_bytes(path, data)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True``; a clear error if it is corrupt."""
+    path = Path(path)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise TrainingError(f"no checkpoint at {path}") from None
+    except Exception as exc:  # unpickling errors, truncated files, foreign objects
+        raise TrainingError(f"cannot load checkpoint {path}: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}; delete it "
+                            "(and the run directory's other checkpoints) to start over") from None
+
+
+def rng_state() -> dict[str, Any]:
+    """Python, NumPy, torch CPU (and CUDA) RNG states as tensors and plain values."""
+    version, mt, gauss_next = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": {"version": int(version), "state": torch.tensor(mt, dtype=torch.int64),
+                   "gauss_next": gauss_next},
+        "numpy": {"name": str(np_name), "keys": torch.from_numpy(np_keys.astype(np.int64)),
+                  "pos": int(np_pos), "has_gauss": int(np_has_gauss),
+                  "cached_gaussian": float(np_cached)},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss_next"]))
+    n = state["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"],
+                         n["has_gauss"], n["cached_gaussian"]))
+    torch.set_rng_state(state["torch"].cpu())
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

@@ -1,0 +1,147 @@
+"""What training needs from a prepared-data directory (``hkt prepare``'s output).
+
+A thin adapter over :mod:`hkt.data.load` (docs/contracts.md, "Prepared data"): the split
+metadata, the sha256 of each Parquet file, a resumable shuffled training stream and
+deterministic evaluation batches. Checks that the data belong to the configured task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hkt.errors import DataError
+
+SPLITS = ("train", "val", "test")
+
+__all__ = ["SPLITS", "RunData"]
+
+
+class RunData:
+    """The three splits of a prepared-data directory, checked against the task config."""
+
+    def __init__(self, data_dir: str | Path, task_cfg: Any | None = None):
+        self.dir = Path(data_dir)
+        if not self.dir.is_dir():
+            raise DataError(f"data directory {self.dir} does not exist; create it with "
+                            "`hkt prepare TASK --out DIR`")
+        self.paths = {s: self.dir / f"{s}.parquet" for s in SPLITS}
+        missing = [str(p.name) for p in self.paths.values() if not p.is_file()]
+        if missing:
+            raise DataError(f"{self.dir} lacks {', '.join(missing)}; is it a directory written "
+                            "by `hkt prepare`?")
+        from hkt.data.load import read_split_metadata
+
+        self.meta = {s: read_split_metadata(self.dir, s) for s in SPLITS}
+        m = self.meta["train"]
+        for key in ("task", "vocab_size", "num_classes", "max_length"):
+            if key not in m:
+                raise DataError(f"{self.paths['train']}: metadata lacks '{key}'")
+        for s in ("val", "test"):
+            for key in ("task", "vocab_size", "num_classes"):
+                if self.meta[s].get(key) != m[key]:
+                    raise DataError(f"{self.dir}: split '{s}' has {key}={self.meta[s].get(key)!r} "
+                                    f"but 'train' has {m[key]!r}; re-run `hkt prepare`")
+        self.task = str(m["task"])
+        self.vocab_size = int(m["vocab_size"])
+        self.num_classes = int(m["num_classes"])
+        self.max_length = max(int(self.meta[s].get("max_length", m["max_length"])) for s in SPLITS)
+        if task_cfg is not None:
+            self.check_task(task_cfg)
+        self._checksums: dict[str, str] | None = None
+        self._datasets: dict[str, Any] = {}
+
+    def check_task(self, task_cfg: Any) -> None:
+        name = task_cfg.get("name")
+        if name != self.task:
+            raise DataError(f"{self.dir} holds '{self.task}' data but the config says "
+                            f"task={name}; pass task={self.task} or the right --data")
+        nc = task_cfg.get("num_classes")
+        if nc is not None and int(nc) != self.num_classes:
+            raise DataError(f"{self.dir} has {self.num_classes} classes but config key "
+                            f"'task.num_classes' is {nc}")
+        ml = task_cfg.get("max_length")
+        if ml is not None and int(ml) < self.max_length:
+            raise DataError(f"{self.dir} has sequences up to {self.max_length} tokens but config "
+                            f"key 'task.max_length' is {ml}; prepare the data with the same "
+                            "task settings")
+
+    @property
+    def checksums(self) -> dict[str, str]:
+        """split -> sha256 of its Parquet file (computed once)."""
+        if self._checksums is None:
+            from hkt.data.parquet import sha256_file
+
+            self._checksums = {s: sha256_file(p) for s, p in self.paths.items()}
+        return self._checksums
+
+    def dataset(self, split: str):
+        """The split as a :class:`hkt.data.load.TokenDataset` (read once, memory-mapped)."""
+        if split not in self._datasets:
+            from hkt.data.load import TokenDataset
+
+            self._datasets[split] = TokenDataset(self.paths[split])
+        return self._datasets[split]
+
+    def size(self, split: str) -> int:
+        return len(self.dataset(split))
+
+    def train_stream(self, batch_size: int, seed: int, *, bucket: bool = True,
+                     num_workers: int = 0) -> "TrainStream":
+        return TrainStream(self, batch_size, seed, bucket=bucket, num_workers=num_workers)
+
+    def eval_batches(self, split: str, batch_size: int,
+                     max_batches: int | None = None) -> Iterator[dict[str, Any]]:
+        """File-order batches of ``split`` (the first ``max_batches`` only, if given).
+
+        The whole split is read in length-bucketed order (less padding; order does not change
+        a sum); a prefix keeps file order, a random sample since `hkt prepare` shuffles rows.
+        """
+        from hkt.data.load import make_loader
+
+        loader = make_loader(self.dataset(split), batch_size=batch_size, shuffle=False,
+                             bucket=max_batches is None)
+        for i, batch in enumerate(loader):
+            if max_batches is not None and i >= max_batches:
+                break
+            yield batch
+
+
+class TrainStream:
+    """Endless shuffled training batches (epoch after epoch), resumable mid-epoch."""
+
+    def __init__(self, data: RunData, batch_size: int, seed: int, *, bucket: bool = True,
+                 num_workers: int = 0):
+        from hkt.data.load import make_loader
+
+        if data.size("train") < batch_size:
+            raise DataError(f"{data.paths['train']} has {data.size('train')} examples, fewer than "
+                            f"one batch (train.batch_size={batch_size}); lower train.batch_size")
+        self.loader = make_loader(data.dataset("train"), batch_size=batch_size, shuffle=True,
+                                  seed=seed, bucket=bucket, drop_last=True,
+                                  num_workers=num_workers)
+        self._it: Iterator[dict[str, Any]] | None = None
+
+    def next(self) -> dict[str, Any]:
+        import torch
+
+        # Fetching must not touch the global torch RNG (dropout draws from it): a DataLoader
+        # draws a base seed from it whenever an iterator starts, which happens at different
+        # steps in a resumed run than in an uninterrupted one.
+        with torch.random.fork_rng(devices=[]):
+            for _ in range(2):
+                if self._it is None:
+                    self._it = iter(self.loader)
+                try:
+                    return next(self._it)
+                except StopIteration:
+                    self._it = None  # epoch done: the loader moves on to the next epoch
+        raise DataError("the training split yields no batch; lower train.batch_size")
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._it = None
+        self.loader.load_state_dict(state)

@@ -1,0 +1,288 @@
+"""MLflow tracking for training runs, safe with many processes on one SQLite store.
+
+Default store: ``sqlite:///<results_dir>/mlflow.db`` with artifacts beside it in
+``<results_dir>/mlartifacts``; ``tracking.uri`` (default ``$MLFLOW_TRACKING_URI``) points runs
+at a tracking server instead. The workflow runs jobs in parallel, so every call to the store
+goes through :func:`with_retry` (exponential backoff with jitter on ``database is locked`` and
+similar transient errors), and the first creation of the database and of each experiment
+happens under a file lock beside the database (two processes must not both run MLflow's schema
+migrations on a fresh file).
+
+Metrics are buffered and written in batches (one transaction each): fewer writers contending
+for the SQLite lock. A resumed run reuses its MLflow run (the id is kept in
+``RUN_DIR/mlflow_run.json`` and in the checkpoint) and does not log again the per-step values
+that run already holds: the replayed steps are skipped by a per-metric step watermark read from
+the store at resume (the replay is deterministic, so the values would be the same).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hkt.errors import HKTError
+
+T = TypeVar("T")
+
+__all__ = ["default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
+           "NullTracker", "make_tracker", "STEP_METRICS"]
+
+# per-step series (skipped on replay after a resume); anything else is logged as given
+STEP_METRICS = ("train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
+
+_TRANSIENT = ("database is locked", "database table is locked", "database is busy",
+              "sqlite_busy", "unable to open database file", "disk i/o error",
+              "deadlock", "connection reset", "connection refused", "temporarily unavailable",
+              "timed out", "status code 503", "status code 502", "status code 504",
+              "status code 429")
+
+
+RETRIES = {"count": 0}  # transient failures retried in this process (diagnostics, tests)
+
+
+class TrackingError(HKTError):
+    """The tracking store cannot be reached or refuses the run (after retries)."""
+
+
+def default_tracking_uri(results_dir: str | Path) -> str:
+    path = Path(results_dir).expanduser().resolve() / "mlflow.db"
+    return f"sqlite:///{path}"
+
+
+def tracking_uri(tracking_cfg: Any) -> str:
+    """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
+    uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
+    if uri:
+        return str(uri)
+    return default_tracking_uri(tracking_cfg.get("results_dir") or "results")
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///"):])
+    return None
+
+
+def artifact_root(uri: str) -> str | None:
+    """Artifacts of a SQLite store go beside it (``mlartifacts/``); servers decide for themselves."""
+    db = _sqlite_path(uri)
+    if db is None:
+        return None
+    return (db.parent / "mlartifacts").resolve().as_uri()
+
+
+def _is_transient(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        text += f" {type(cause).__name__}: {cause}".lower()
+    return any(t in text for t in _TRANSIENT)
+
+
+def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
+               attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
+               **kwargs: Any) -> T:
+    """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff.
+
+    Delays grow as ``base_delay * 2**i`` (capped at ``max_delay``) with full jitter, so
+    contending processes spread out; about a minute in total before giving up.
+    """
+    for i in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - filtered by _is_transient
+            if not _is_transient(exc) or i == attempts - 1:
+                if _is_transient(exc):
+                    cause = exc.__cause__ or exc.__context__
+                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    if cause is not None:
+                        why += f" ({str(cause).splitlines()[0]})"
+                    raise TrackingError(f"{what} failed after {attempts} attempts: {why}; "
+                                        "is another process holding the store?") from exc
+                raise
+            RETRIES["count"] += 1
+            delay = min(max_delay, base_delay * 2 ** i)
+            time.sleep(delay / 2 + random.random() * delay / 2)
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def _store_lock(uri: str):
+    """Serialise store/experiment creation across processes (SQLite stores only)."""
+    db = _sqlite_path(uri)
+    if db is None:
+        yield
+        return
+    from filelock import FileLock
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".lock", timeout=300):
+        yield
+
+
+def _chunks(items: list[T], n: int) -> Iterable[list[T]]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+class NullTracker:
+    """Tracking disabled (``tracking.enabled=false``): same interface, does nothing."""
+
+    enabled = False
+    run_id: str | None = None
+    uri: str | None = None
+    experiment: str | None = None
+
+    def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
+              tags: dict[str, str] | None = None) -> str | None:
+        return None
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def log_final(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def set_tags(self, tags: dict[str, str]) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+
+    def finish(self, status: str = "FINISHED") -> None: ...
+
+
+class Tracker(NullTracker):
+    """One MLflow run, created or resumed, written through batched, retried calls."""
+
+    enabled = True
+
+    def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200):
+        from mlflow.tracking import MlflowClient
+
+        self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        self.flush_every = flush_every
+        with _store_lock(uri):  # the first client on a fresh SQLite file runs the migrations
+            self.client = with_retry(MlflowClient, tracking_uri=uri,
+                                     what=f"opening the MLflow store {uri}")
+        self._buffer: list[Any] = []
+        self._watermark: dict[str, int] = {}
+        self.run_id = None
+        self.experiment_id = None
+
+    # -- setup -----------------------------------------------------------------------------
+    def _experiment_id(self) -> str:
+        def get_or_create() -> str:
+            exp = self.client.get_experiment_by_name(self.experiment)
+            if exp is not None:
+                if exp.lifecycle_stage == "deleted":
+                    raise TrackingError(f"MLflow experiment '{self.experiment}' is deleted in "
+                                        f"{self.uri}; restore it or set tracking.experiment")
+                return exp.experiment_id
+            return self.client.create_experiment(self.experiment,
+                                                 artifact_location=artifact_root(self.uri))
+
+        with _store_lock(self.uri):
+            return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
+
+    def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
+              tags: dict[str, str] | None = None) -> str:
+        """Create a run, or resume ``run_id`` (if the store still has it); log params and tags."""
+        from mlflow.entities import Param
+        from mlflow.exceptions import MlflowException
+
+        self.experiment_id = self._experiment_id()
+        run = None
+        if run_id:
+            try:
+                run = with_retry(self.client.get_run, run_id, what="reading the MLflow run")
+            except MlflowException:
+                run = None  # not in this store (e.g. a different tracking URI): start afresh
+        if run is not None and run.info.lifecycle_stage != "deleted":
+            self.run_id = run.info.run_id
+            with_retry(self.client.update_run, self.run_id, status="RUNNING",
+                       what="resuming the MLflow run")
+            self._watermark = self._read_watermark()
+        else:
+            run = with_retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
+                             tags=dict(tags or {}), what="creating the MLflow run")
+            self.run_id = run.info.run_id
+        items = [Param(k, _param_value(v)) for k, v in (params or {}).items()]
+        existing = {} if run is None else dict(getattr(run.data, "params", {}) or {})
+        items = [p for p in items if existing.get(p.key) != p.value]
+        for chunk in _chunks(items, 100):
+            with_retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
+        if tags:
+            self.set_tags(tags)
+        return self.run_id
+
+    def _read_watermark(self) -> dict[str, int]:
+        marks = {}
+        for key in STEP_METRICS:
+            hist = with_retry(self.client.get_metric_history, self.run_id, key,
+                              what="reading metric history")
+            if hist:
+                marks[key] = max(m.step for m in hist)
+        return marks
+
+    # -- logging ---------------------------------------------------------------------------
+    def set_tags(self, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:8000]) for k, v in tags.items()]
+        for chunk in _chunks(items, 100):
+            with_retry(self.client.log_batch, self.run_id, tags=chunk, what="logging tags")
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        """Buffer per-step metrics; steps already in the store (replay after resume) are skipped."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for k, v in metrics.items():
+            if v is None or step <= self._watermark.get(k, -1):
+                continue
+            self._buffer.append(Metric(k, float(v), now, int(step)))
+        if len(self._buffer) >= self.flush_every:
+            self.flush()
+
+    def log_final(self, metrics: dict[str, float], step: int) -> None:
+        """Summary metrics (final accuracies, parameter count, timings): always logged."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._buffer.extend(Metric(k, float(v), now, int(step))
+                            for k, v in metrics.items() if v is not None)
+        self.flush()
+
+    def flush(self) -> None:
+        buf, self._buffer = self._buffer, []
+        for chunk in _chunks(buf, 1000):
+            with_retry(self.client.log_batch, self.run_id, metrics=chunk,
+                       what="logging metrics")
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        with_retry(self.client.log_artifact, self.run_id, str(path), artifact_path,
+                   what=f"logging artifact {Path(path).name}")
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.flush()
+        with_retry(self.client.set_terminated, self.run_id, status,
+                   what="closing the MLflow run")
+
+
+def _param_value(v: Any) -> str:
+    text = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return text[:6000]
+
+
+def make_tracker(cfg: Any) -> NullTracker:
+    """A :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when disabled)."""
+    t = cfg.tracking
+    if not t.enabled:
+        return NullTracker()
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return Tracker(tracking_uri(t), str(t.experiment), str(t.run_name))

@@ -1,0 +1,77 @@
+"""Shared pytest fixtures. Each section belongs to the part of the library named in its title."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+# =============================================================================================
+# training (hkt/train): tiny prepared-data directories and an isolated results/ + MLflow store
+# =============================================================================================
+
+TRAIN_FIXTURE_TASKS = {
+    # task: (vocab_size, num_classes, max_length) as the real task configs / `hkt prepare` say
+    "listops": (18, 10, 512),
+    "imdb": (257, 2, 1024),
+    "cifar10": (256, 10, 1024),
+}
+
+
+def write_prepared_data(out: Path, task: str, *, n_train: int = 64, n_eval: int = 32,
+                        min_len: int = 8, max_len: int = 48, seed: int = 0) -> Path:
+    """A tiny prepared-data directory in the contract's layout (docs/contracts.md).
+
+    Labels are a simple function of the tokens (learnable), lengths vary (padding is exercised).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    vocab_size, num_classes, max_length = TRAIN_FIXTURE_TASKS[task]
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    vocab = ["<pad>"] + [f"t{i}" for i in range(1, vocab_size)]
+    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
+        lengths = rng.integers(min_len, max_len + 1, size=n)
+        low = 0 if task == "cifar10" else 1
+        tokens = [rng.integers(low, vocab_size, size=int(L)).astype(np.uint16) for L in lengths]
+        labels = np.array([int(t[0]) % num_classes for t in tokens], dtype=np.int64)
+        table = pa.table({
+            "id": pa.array([f"{split}-{i:05d}" for i in range(n)], pa.string()),
+            "tokens": pa.array(tokens, pa.list_(pa.uint16())),
+            "label": pa.array(labels, pa.int64()),
+            "length": pa.array(lengths.astype(np.int32), pa.int32()),
+        })
+        meta = {"task": task, "split": split, "vocab": vocab, "vocab_size": vocab_size,
+                "num_classes": num_classes, "max_length": max_length,
+                "source": {"generator": "tests/conftest.py write_prepared_data", "seed": seed},
+                "code_version": "test"}
+        table = table.replace_schema_metadata({"hkt": json.dumps(meta)})
+        pq.write_table(table, out / f"{split}.parquet", compression="zstd")
+    return out
+
+
+@pytest.fixture
+def prepared_data(tmp_path_factory):
+    """prepared_data(task) -> directory with tiny {train,val,test}.parquet for that task."""
+    cache: dict[str, Path] = {}
+
+    def make(task: str = "listops", **kwargs) -> Path:
+        key = f"{task}-{sorted(kwargs.items())}"
+        if key not in cache:
+            cache[key] = write_prepared_data(tmp_path_factory.mktemp(f"data-{task}"), task, **kwargs)
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture
+def isolated_results(tmp_path, monkeypatch):
+    """A private results/ dir and MLflow SQLite store: tests never touch the repo's results/."""
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setenv("HKT_RESULTS_DIR", str(results))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return results

@@ -1,0 +1,25 @@
+"""`hkt bench train` on tiny shapes: the table, CSV and Markdown are written."""
+
+from __future__ import annotations
+
+import csv
+
+from hkt.cli import main
+
+
+def test_bench_train_writes_table(tmp_path, capsys):
+    code = main(["bench", "train", "--seq-len", "32", "--batch-size", "4", "--d-model", "16",
+                 "--n-heads", "2", "--d-ffn", "32", "--n-layers", "1", "--steps", "2",
+                 "--warmup", "1", "--threads", "1", "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "nn.TransformerEncoder" in out and "ours: HKT" in out
+    rows = list(csv.DictReader(open(tmp_path / "train_throughput.csv")))
+    assert [r["model"] for r in rows] == ["mha", "hkt", "torch", "torch_fused"]
+    for r in rows:
+        assert float(r["ms_per_step"]) > 0 and float(r["samples_per_s"]) > 0
+        assert r["seq_len"] == "32" and r["d_model"] == "16"
+    assert float(rows[2]["speedup_vs_torch"]) == 1.0
+    # same widths and depth: MHA and the PyTorch encoder have the same parameter count
+    assert rows[0]["n_params"] == rows[2]["n_params"]
+    assert (tmp_path / "train_throughput.md").read_text().startswith("Training throughput")

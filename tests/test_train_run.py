@@ -1,0 +1,212 @@
+"""End-to-end training runs on tiny fixtures: smoke runs, determinism, resume after kill -9,
+divergence, the run record and what MLflow holds for the run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from hkt.errors import DataError, TrainingError
+from hkt.train.config import load_config
+from hkt.train.loop import train
+from hkt.train.record import load_record, validate_record
+
+METRICS = ("steps", "best_step", "val_accuracy", "test_accuracy", "val_loss", "test_loss",
+           "n_params")
+
+
+def run(data: Path, out: Path, *overrides: str, tracking: bool = False) -> dict:
+    ov = ["profile=smoke", *overrides]
+    if not tracking:
+        ov.append("tracking.enabled=false")
+    if not any(o.startswith("task=") for o in ov):
+        import pyarrow.parquet as pq
+
+        meta = json.loads(pq.read_schema(Path(data) / "train.parquet").metadata[b"hkt"])
+        ov.append(f"task={meta['task']}")
+    return train(load_config(ov), data, out, stream=io.StringIO(), progress=False)
+
+
+def history(run_dir: Path) -> list[dict]:
+    with open(run_dir / "history.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("task", ["listops", "imdb", "cifar10"])
+@pytest.mark.parametrize("model", ["mha", "hkt"])
+def test_smoke_run_writes_a_valid_record(prepared_data, tmp_path, task, model):
+    t0 = time.perf_counter()
+    rec = run(prepared_data(task), tmp_path / "run", f"model={model}")
+    assert time.perf_counter() - t0 < 30
+    validate_record(rec)
+    assert load_record(tmp_path / "run") == json.loads((tmp_path / "run/record.json").read_text())
+    assert rec["task"] == task and rec["model"] == model and rec["profile"] == "smoke"
+    assert rec["steps"] == 12 and 0 <= rec["test_accuracy"] <= 1
+    assert rec["device"].startswith("cpu") and rec["mlflow_run_id"] is None
+    assert set(rec["data_checksums"]) == {"train", "val", "test"}
+    # checkpoints load without unpickling arbitrary objects; best.pt has model + config
+    for name in ("last.pt", "best.pt"):
+        ck = torch.load(tmp_path / "run/checkpoints" / name, weights_only=True)
+        assert "model" in ck and ck["config"]["model"]["name"] == model
+    rows = history(tmp_path / "run")
+    assert list(rows[0]) == ["step", "train_loss", "train_acc", "lr", "samples_per_s",
+                             "val_loss", "val_acc"]
+    assert [r["step"] for r in rows] == [str(i) for i in range(1, 13)]
+    assert rows[0]["val_acc"] == "" and rows[5]["val_acc"] != ""
+    assert (tmp_path / "run/learning_curve.png").stat().st_size > 1000
+
+
+def test_same_seed_same_metrics_and_other_seed_differs(prepared_data, tmp_path):
+    data = prepared_data("listops")
+    a = run(data, tmp_path / "a", "seed=3")
+    b = run(data, tmp_path / "b", "seed=3")
+    c = run(data, tmp_path / "c", "seed=4")
+    assert {k: a[k] for k in METRICS} == {k: b[k] for k in METRICS}
+    assert [r["train_loss"] for r in history(tmp_path / "a")] == \
+           [r["train_loss"] for r in history(tmp_path / "b")]
+    assert [r["train_loss"] for r in history(tmp_path / "a")] != \
+           [r["train_loss"] for r in history(tmp_path / "c")]
+
+
+def test_finished_run_only_reports(prepared_data, tmp_path):
+    data = prepared_data("listops")
+    rec = run(data, tmp_path / "r")
+    stamp = (tmp_path / "r/record.json").stat().st_mtime_ns
+    again = run(data, tmp_path / "r")
+    assert again == rec and (tmp_path / "r/record.json").stat().st_mtime_ns == stamp
+    with pytest.raises(TrainingError, match="seed"):
+        run(data, tmp_path / "r", "seed=9")
+
+
+def test_data_of_another_task_is_refused(prepared_data, tmp_path):
+    with pytest.raises(DataError, match="imdb"):
+        run(prepared_data("imdb"), tmp_path / "r", "task=listops")
+
+
+def test_divergence_stops_and_keeps_last_good_checkpoint(prepared_data, tmp_path, monkeypatch):
+    import hkt.train.loop as loop
+
+    real = loop.build_model
+
+    class NaNAfter(torch.nn.Module):
+        def __init__(self, inner, n):
+            super().__init__()
+            self.inner, self.n, self.calls = inner, n, 0
+
+        def forward(self, tokens, mask):
+            out = self.inner(tokens, mask)
+            if self.training:
+                self.calls += 1
+                if self.calls > self.n:
+                    out = out * float("nan")
+            return out
+
+    monkeypatch.setattr(loop, "build_model", lambda *a, **k: NaNAfter(real(*a, **k), 7))
+    with pytest.raises(TrainingError, match="non-finite loss") as err:
+        run(prepared_data("listops"), tmp_path / "r")
+    assert "step 8" in str(err.value) and "last.pt" in str(err.value)
+    ck = torch.load(tmp_path / "r/checkpoints/last.pt", weights_only=True)
+    assert ck["step"] == 6
+    assert all(torch.isfinite(v).all() for v in ck["model"].values() if v.is_floating_point())
+    assert not (tmp_path / "r/record.json").exists()
+
+
+def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
+    from mlflow.tracking import MlflowClient
+
+    rec = run(prepared_data("listops"), tmp_path / "r", "model=mha", tracking=True)
+    assert rec["mlflow_tracking_uri"] == f"sqlite:///{isolated_results.resolve()}/mlflow.db"
+    client = MlflowClient(rec["mlflow_tracking_uri"])
+    r = client.get_run(rec["mlflow_run_id"])
+    assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-default-s0"
+    assert client.get_experiment(r.info.experiment_id).name == rec["mlflow_experiment"] == "hkt-smoke-listops"
+    m = r.data.metrics
+    assert m["val_accuracy"] == rec["val_accuracy"] and m["test_accuracy"] == rec["test_accuracy"]
+    assert m["n_params"] == rec["n_params"] and m["best_step"] == rec["best_step"]
+    assert r.data.params["model.d_model"] == str(rec["config"]["model"]["d_model"])
+    assert r.data.params["seed"] == "0" and "tracking.uri" not in r.data.params
+    tags = r.data.tags
+    assert tags["profile"] == "smoke" and tags["device"] == rec["device"]
+    assert tags["torch_version"] == torch.__version__ and "hostname" in tags
+    assert tags["data_sha256.train"] == rec["data_checksums"]["train"]
+    assert tags["git_commit"] == str(rec["git_commit"])
+    arts = {a.path for a in client.list_artifacts(r.info.run_id)}
+    assert {"config.yaml", "record.json", "learning_curve.png", "history.csv"} <= arts
+    steps = [x.step for x in client.get_metric_history(r.info.run_id, "train_loss")]
+    assert steps == list(range(1, 13))
+    assert len(client.get_metric_history(r.info.run_id, "val_acc")) == 2
+    local = client.download_artifacts(r.info.run_id, "record.json", str(tmp_path))
+    assert json.loads(Path(local).read_text())["test_accuracy"] == rec["test_accuracy"]
+
+
+def _start_and_kill(cmd, env, last: Path, min_step: int) -> int:
+    """Start ``cmd``, SIGKILL it once last.pt holds a step >= min_step; return that step."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    seen = -1
+    while proc.poll() is None and time.monotonic() < deadline:
+        if last.exists():
+            try:
+                seen = torch.load(last, weights_only=True)["step"]
+            except Exception:  # noqa: BLE001 - replaced while we read it: read again
+                continue
+            if seen >= min_step:
+                break
+        time.sleep(0.002)
+    alive = proc.poll() is None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert alive, f"the run ended before it could be killed:\n{err[-2000:]}"
+    return torch.load(last, weights_only=True)["step"]
+
+
+@pytest.mark.slow
+def test_kill_9_then_rerun_resumes_to_identical_metrics(prepared_data, tmp_path, isolated_results,
+                                                       capsys):
+    data = prepared_data("listops")
+    budget = ["train.max_steps=48", "train.checkpoint_every=4", "train.eval_every=10",
+              "train.log_every=1"]
+    reference = run(data, tmp_path / "ref", *budget)
+
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "hkt.cli", "train", "--data", str(data), "--out", str(out),
+           "--no-progress", "profile=smoke", "task=listops", *budget]
+    env = {**os.environ, "HKT_RESULTS_DIR": str(isolated_results), "PYTHONUNBUFFERED": "1"}
+    last = out / "checkpoints/last.pt"
+    first = _start_and_kill(cmd, env, last, 1)       # right after the first checkpoint
+    run_id = json.loads((out / "mlflow_run.json").read_text())["run_id"]
+    second = _start_and_kill(cmd, env, last, first + 8)  # again, later, after resuming
+    assert first < second < 48 and not (out / "record.json").exists()
+
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resuming from {last} at step {second}" in done.stderr
+    rec = load_record(out)
+    assert {k: rec[k] for k in METRICS} == {k: reference[k] for k in METRICS}
+    assert [r["train_loss"] for r in history(out)] == \
+           [r["train_loss"] for r in history(tmp_path / "ref")]
+    # the same MLflow run continued, without duplicate steps
+    from mlflow.tracking import MlflowClient
+
+    assert rec["mlflow_run_id"] == run_id
+    client = MlflowClient(rec["mlflow_tracking_uri"])
+    steps = [m.step for m in client.get_metric_history(run_id, "train_loss")]
+    assert sorted(steps) == list(range(1, 49))
+    assert client.get_run(run_id).info.status == "FINISHED"
+    # and a further invocation only reports
+    from hkt.cli import main
+
+    assert main(cmd[3:]) == 0
+    assert "nothing to do" in capsys.readouterr().err

@@ -1,0 +1,111 @@
+"""MLflow tracking: store location, retries on a locked SQLite store, concurrent writers."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hkt.train.tracking import TrackingError, default_tracking_uri, tracking_uri, with_retry
+
+
+def test_default_store_is_sqlite_under_results_dir(tmp_path):
+    assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    assert tracking_uri({"uri": None, "results_dir": str(tmp_path)}) == default_tracking_uri(tmp_path)
+    assert tracking_uri({"uri": "http://127.0.0.1:5000", "results_dir": "x"}) == "http://127.0.0.1:5000"
+
+
+def test_retry_on_database_locked_then_success():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        return "ok"
+
+    assert with_retry(flaky, base_delay=0.001) == "ok" and len(calls) == 3
+
+
+def test_retry_wraps_cause_and_gives_up():
+    def locked():
+        try:
+            raise sqlite3.OperationalError("database is locked")
+        except sqlite3.OperationalError as exc:
+            raise RuntimeError("store call failed") from exc
+
+    with pytest.raises(TrackingError, match="database is locked"):
+        with_retry(locked, attempts=3, base_delay=0.001)
+
+
+def test_other_errors_are_not_retried():
+    calls = []
+
+    def bad():
+        calls.append(1)
+        raise ValueError("RESOURCE_DOES_NOT_EXIST: run 'a503' not found")
+
+    with pytest.raises(ValueError):
+        with_retry(bad, base_delay=0.001)
+    assert len(calls) == 1
+
+
+WORKER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from hkt.train.tracking import RETRIES, Tracker
+    uri, i, n, barrier = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    barrier.joinpath(f"ready{i}").touch()
+    while len(list(barrier.glob("ready*"))) < 4:   # start together on a fresh store
+        time.sleep(0.01)
+    t = Tracker(uri, "concurrency", f"worker-{i}", flush_every=1)
+    t.start(params={f"p{k}": k for k in range(30)}, tags={"worker": str(i)})
+    for step in range(1, n + 1):
+        t.log_metrics({"train_loss": 1.0 / step, "lr": i + step / 1000}, step)  # one write each
+    art = barrier / f"artifact{i}.txt"
+    art.write_text(f"worker {i}")
+    t.log_artifact(art)
+    t.log_final({"test_accuracy": i / 10}, n)
+    t.finish()
+    print(t.run_id)
+    print(f"retries {RETRIES['count']}", file=sys.stderr)
+""")
+
+
+@pytest.mark.slow
+def test_four_concurrent_processes_lose_nothing(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/store/mlflow.db"
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    n = 25
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, uri, str(i), str(n), str(barrier)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i in range(4)]
+    results = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, results):
+        assert p.returncode == 0, err[-3000:]
+    run_ids = {out.strip().splitlines()[-1] for out, _ in results}
+    retries = sum(int(err.rsplit("retries ", 1)[-1].split()[0]) for _, err in results)
+    print(f"{retries} transient store errors retried")
+    assert len(run_ids) == 4
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("concurrency")
+    runs = client.search_runs([exp.experiment_id])
+    assert {r.info.run_id for r in runs} == run_ids
+    for r in runs:
+        i = int(r.data.tags["worker"])
+        assert r.info.status == "FINISHED" and r.info.run_name == f"worker-{i}"
+        assert len(r.data.params) == 30
+        for key in ("train_loss", "lr"):
+            hist = client.get_metric_history(r.info.run_id, key)
+            assert sorted(m.step for m in hist) == list(range(1, n + 1))
+        assert r.data.metrics["test_accuracy"] == pytest.approx(i / 10)
+        assert [a.path for a in client.list_artifacts(r.info.run_id)] == [f"artifact{i}.txt"]
