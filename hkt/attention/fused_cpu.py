@@ -16,14 +16,12 @@ plain path to rounding. Other devices, dropout and autocast take the plain path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-Upsample = Callable[[Tensor, int], Tensor]  # (coarse (b, H, T_l, d), level) -> (b, H, T, d)
-Adjoint = Callable[[Tensor, int, int], Tensor]  # (grad (b, H, T, d), level, T_l) -> (b, H, T_l, d)
+from hkt.attention.upsample import Upsampler
 
 _FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -39,9 +37,9 @@ def cpu_kernel_applies(x: Tensor, dropout_p: float) -> bool:
     )
 
 
-# Tensors alive per chunk: q̃, k̃, padded V, output and its gradient, three input gradients
-# and the upsampled queries, each of the widened size.
-_WIDE_TENSORS_PER_CHUNK = 9
+# Widened tensors alive per block in backward: q̃, k̃, padded V, output and its gradient, and
+# the kernel's three input gradients.
+_WIDE_TENSORS_PER_CHUNK = 8
 
 
 def _chunks(v: Tensor, n_levels: int, chunk_bytes: float) -> list[tuple[slice, slice]]:
@@ -64,7 +62,7 @@ def _take(t: Tensor, block: tuple[slice, slice]) -> Tensor:
 
 class _HKTFlashCPU(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, up, adjoint, mask, is_causal, scale, chunk_bytes, lam, v, *coarse):  # type: ignore[override]
+    def forward(ctx, ups, mask, is_causal, scale, chunk_bytes, lam, v, *coarse):  # type: ignore[override]
         n_levels = len(coarse) // 2
         queries, keys = coarse[:n_levels], coarse[n_levels:]
         d = v.shape[-1]
@@ -72,16 +70,15 @@ class _HKTFlashCPU(torch.autograd.Function):
         lse = v.new_empty(v.shape[:3])
         blocks = _chunks(v, n_levels, chunk_bytes)
         for block in blocks:
-            q_tilde, k_tilde, v_wide = _widen(up, queries, keys, lam, v, block)
+            q_tilde, k_tilde = _widen(ups, queries, keys, _take(lam, block), block)
             o, lse_block = _FORWARD(
-                q_tilde, k_tilde, v_wide, 0.0, is_causal,
+                q_tilde, k_tilde, _pad(v[block], n_levels), 0.0, is_causal,
                 attn_mask=None if mask is None else _take(mask, block), scale=scale,
             )
             out[block] = o[..., :d]
             lse[block] = lse_block
-            del q_tilde, k_tilde, v_wide, o
-        ctx.up, ctx.adjoint, ctx.is_causal, ctx.scale = up, adjoint, is_causal, scale
-        ctx.n_levels, ctx.blocks = n_levels, blocks
+            del q_tilde, k_tilde, o
+        ctx.ups, ctx.is_causal, ctx.scale, ctx.n_levels, ctx.blocks = ups, is_causal, scale, n_levels, blocks
         ctx.save_for_backward(mask, lam, v, out, lse, *coarse)
         return out
 
@@ -89,46 +86,57 @@ class _HKTFlashCPU(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):  # type: ignore[override]
         mask, lam, v, out, lse, *coarse = ctx.saved_tensors
-        n_levels, up, adjoint = ctx.n_levels, ctx.up, ctx.adjoint
+        n_levels, ups = ctx.n_levels, ctx.ups
         queries, keys = coarse[:n_levels], coarse[n_levels:]
         d = v.shape[-1]
-        pad = (0, (n_levels - 1) * d)
         grad_v = torch.empty_like(v)
         grad_q = [torch.empty_like(q) for q in queries]
         grad_k = [torch.empty_like(k) for k in keys]
-        grad_lam = torch.zeros(v.shape[:3] + (n_levels,), dtype=v.dtype, device=v.device)
+        grad_lam = torch.empty(v.shape[:3] + (n_levels,), dtype=v.dtype, device=v.device)
         for block in ctx.blocks:
             lam_block = _take(lam, block)
-            up_q = [up(_take(q, block), l) for l, q in enumerate(queries)]
-            q_tilde = torch.cat([lam_block[..., l : l + 1] * u for l, u in enumerate(up_q)], dim=-1)
-            k_tilde = torch.cat([up(_take(k, block), l) for l, k in enumerate(keys)], dim=-1)
+            q_tilde, k_tilde = _widen(ups, queries, keys, lam_block, block)
             g_q, g_k, g_v = _BACKWARD(
-                F.pad(grad_out[block], pad), q_tilde, k_tilde, F.pad(v[block], pad),
-                F.pad(out[block], pad), lse[block], 0.0, ctx.is_causal,
+                _pad(grad_out[block], n_levels), q_tilde, k_tilde, _pad(v[block], n_levels),
+                _pad(out[block], n_levels), lse[block], 0.0, ctx.is_causal,
                 attn_mask=None if mask is None else _take(mask, block), scale=ctx.scale,
             )
             del q_tilde, k_tilde
             grad_v[block] = g_v[..., :d]
             for l in range(n_levels):
                 g_level = g_q[..., l * d : (l + 1) * d]
-                grad_lam[block][..., l : l + 1] = (g_level * up_q[l]).sum(-1, keepdim=True)
-                grad_q[l][block] = adjoint(g_level * lam_block[..., l : l + 1], l, queries[l].shape[2])
-                grad_k[l][block] = adjoint(g_k[..., l * d : (l + 1) * d], l, keys[l].shape[2])
-            del g_q, g_k, g_v, up_q
+                q_block, k_block = _take(queries[l], block), _take(keys[l], block)
+                grad_lam[block][..., l : l + 1] = ups.dot(g_level, q_block, l)
+                grad_q[l][block] = ups.adjoint(g_level, l, q_block.shape[2], lam_block[..., l : l + 1])
+                grad_k[l][block] = ups.adjoint(g_k[..., l * d : (l + 1) * d], l, k_block.shape[2])
+            del g_q, g_k, g_v
         grad_lam = grad_lam.sum_to_size(lam.shape)
-        return (None, None, None, None, None, None, grad_lam, grad_v, *grad_q, *grad_k)
+        return (None, None, None, None, None, grad_lam, grad_v, *grad_q, *grad_k)
+
+
+def _pad(x: Tensor, n_levels: int) -> Tensor:
+    """x (…, d) with zero columns appended to width L·d (the CPU kernel wants equal widths)."""
+    d = x.shape[-1]
+    wide = x.new_empty(x.shape[:-1] + (n_levels * d,))
+    wide[..., :d] = x
+    wide[..., d:] = 0
+    return wide
 
 
 def _widen(
-    up: Upsample, queries: Sequence[Tensor], keys: Sequence[Tensor], lam: Tensor, v: Tensor,
-    block: tuple[slice, slice],
-) -> tuple[Tensor, Tensor, Tensor]:
-    """q̃ = [λ_l U_l Q^(l)]_l, k̃ = [U_l K^(l)]_l and V zero-padded to width L·d, for one block."""
-    n_levels, d = len(queries), v.shape[-1]
-    lam = _take(lam, block)
-    q_tilde = torch.cat([lam[..., l : l + 1] * up(_take(q, block), l) for l, q in enumerate(queries)], dim=-1)
-    k_tilde = torch.cat([up(_take(k, block), l) for l, k in enumerate(keys)], dim=-1)
-    return q_tilde, k_tilde, F.pad(v[block], (0, (n_levels - 1) * d))
+    ups: Upsampler, queries: Sequence[Tensor], keys: Sequence[Tensor], lam: Tensor, block: tuple[slice, slice]
+) -> tuple[Tensor, Tensor]:
+    """q̃ = [λ_l U_l Q^(l)]_l and k̃ = [U_l K^(l)]_l (width L·d) for one block, built in place."""
+    n_levels = len(queries)
+    q0 = _take(queries[0], block)
+    b, h, _, d = q0.shape
+    q_tilde = q0.new_empty(b, h, ups.t, n_levels * d)
+    k_tilde = q0.new_empty(b, h, ups.t, n_levels * d)
+    for l in range(n_levels):
+        cols = slice(l * d, (l + 1) * d)
+        ups.up_into(q_tilde[..., cols], _take(queries[l], block), l, lam[..., l : l + 1])
+        ups.up_into(k_tilde[..., cols], _take(keys[l], block), l)
+    return q_tilde, k_tilde
 
 
 def hkt_flash_cpu(
@@ -137,8 +145,7 @@ def hkt_flash_cpu(
     lam: Tensor,
     v: Tensor,
     *,
-    upsample: Upsample,
-    adjoint: Adjoint,
+    upsampler: Upsampler,
     mask: Tensor | None,
     is_causal: bool,
     scale: float,
@@ -150,6 +157,4 @@ def hkt_flash_cpu(
     float_mask = None
     if mask is not None:
         float_mask = torch.zeros(mask.shape, dtype=v.dtype, device=v.device).masked_fill_(~mask, float("-inf"))
-    return _HKTFlashCPU.apply(
-        upsample, adjoint, float_mask, is_causal, scale, chunk_bytes, lam, v, *queries, *keys
-    )
+    return _HKTFlashCPU.apply(upsampler, float_mask, is_causal, scale, chunk_bytes, lam, v, *queries, *keys)

@@ -37,6 +37,7 @@ from hkt.attention.base import (
 )
 from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.registry import register
+from hkt.attention.upsample import Upsampler
 
 FUSIONS = ("dynamic", "static")
 UPSAMPLES = ("nearest", "linear")
@@ -241,32 +242,6 @@ class HKTAttention(nn.Module):
             return x.new_ones(1, self.n_heads, 1, 1)
         return torch.softmax(self.fusion(x)[..., :n_levels], dim=-1)
 
-    def _upsample(self, z: Tensor, level: int, t_pad: int, t: int) -> Tensor:
-        """U_l z along the time axis: (B, H, T_l, d) -> (B, H, T, d)."""
-        if level == 0:
-            return z[:, :, :t]
-        factor = self.stride**level
-        if self.upsample == "nearest":
-            return z.repeat_interleave(factor, dim=2)[:, :, :t]
-        b, h, t_l, d = z.shape
-        flat = z.permute(0, 1, 3, 2).reshape(b * h, d, t_l)
-        up = F.interpolate(flat, size=t_pad, mode="linear", align_corners=False)
-        return up[:, :, :t].reshape(b, h, d, t).permute(0, 1, 3, 2)
-
-    def _upsample_adjoint(self, g: Tensor, level: int, t_l: int, t_pad: int) -> Tensor:
-        """U_l^T g: the gradient of ``_upsample`` with respect to its coarse input."""
-        t = g.shape[2]
-        if level == 0:
-            return F.pad(g, (0, 0, 0, t_l - t)) if t_l != t else g
-        if self.upsample == "nearest":
-            factor = self.stride**level
-            g = F.pad(g, (0, 0, 0, t_l * factor - t))
-            return g.unflatten(2, (t_l, factor)).sum(3)
-        with torch.enable_grad():
-            z = g.new_zeros(g.shape[0], g.shape[1], t_l, g.shape[3], requires_grad=True)
-            (grad,) = torch.autograd.grad(self._upsample(z, level, t_pad, t), z, g)
-        return grad
-
     def _upsample_scores(self, s: Tensor, level: int, t_pad: int, t: int) -> Tensor:
         """Ŝ^(l) = U_l S^(l) U_l^T through ``F.interpolate``: (B, H, T_l, T_l) -> (B, H, T, T)."""
         if level > 0:
@@ -311,19 +286,14 @@ class HKTAttention(nn.Module):
         """One SDPA call on q̃ = [λ_l U_l Q^(l)]_l, k̃ = [U_l K^(l)]_l (width L·d)."""
         t, d, n_levels = v.shape[2], self.head_dim, len(queries)
         attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
+        ups = Upsampler(self.upsample, self.stride, t, t_pad)
         if self.use_cpu_kernel and cpu_kernel_applies(v, dropout_p):
             return hkt_flash_cpu(
-                queries, keys, lam, v,
-                upsample=lambda z, l: self._upsample(z, l, t_pad, t),
-                adjoint=lambda g, l, t_l: self._upsample_adjoint(g, l, t_l, t_pad),
-                mask=attn_mask, is_causal=is_causal, scale=1.0 / math.sqrt(d),
-                chunk_bytes=self.chunk_bytes,
+                queries, keys, lam, v, upsampler=ups, mask=attn_mask, is_causal=is_causal,
+                scale=1.0 / math.sqrt(d), chunk_bytes=self.chunk_bytes,
             )
-        q_tilde = torch.cat(
-            [lam[..., l : l + 1] * self._upsample(q, l, t_pad, t) for l, q in enumerate(queries)],
-            dim=-1,
-        )
-        k_tilde = torch.cat([self._upsample(k, l, t_pad, t) for l, k in enumerate(keys)], dim=-1)
+        q_tilde = torch.cat([lam[..., l : l + 1] * ups.up(q, l) for l, q in enumerate(queries)], dim=-1)
+        k_tilde = torch.cat([ups.up(k, l) for l, k in enumerate(keys)], dim=-1)
         # The fused CPU/GPU kernels want equal query and value widths: zero-pad V to L·d and
         # drop the padded output columns (exact: zero columns of V give zero outputs).
         v_wide = F.pad(v, (0, (n_levels - 1) * d)) if n_levels > 1 else v
