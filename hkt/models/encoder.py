@@ -110,7 +110,9 @@ class EncoderClassifier(nn.Module):
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value}")
         self.pooling, self.max_length = pooling, max_length
-        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=0)
+        # No padding_idx: padded positions are masked out of attention and pooling, so they get
+        # no gradient anyway, and for CIFAR-10 id 0 is a real pixel value that must learn.
+        self.embed = nn.Embedding(vocab_size, d_model)
         n_positions = max_length + (1 if pooling == "cls" else 0)
         if positional == "learned":
             self.pos = nn.Parameter(torch.zeros(n_positions, d_model))
