@@ -1,0 +1,91 @@
+"""Figures of ``hkt analyze``: κ per level, λ distributions, per-token λ, level truncation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from hkt.report.paper import KURTOSIS as PAPER_KAPPA  # noqa: E402
+
+
+def kappa_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
+    """κ per level (mean over layers and heads, min–max bars) vs Gaussian 1 and the paper's ≈33."""
+    kurt = table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for offset, quantity in zip((-0.2, 0.0, 0.2), ("scores", "queries", "keys")):
+        sub = kurt.filter(pl.col("quantity") == quantity).group_by("level").agg(
+            pl.col("value").mean().alias("mean"), pl.col("value").min().alias("lo"),
+            pl.col("value").max().alias("hi")).sort("level")
+        if sub.is_empty():
+            continue
+        x = sub["level"].to_numpy() + offset
+        mean = sub["mean"].to_numpy()
+        err = np.vstack([mean - sub["lo"].to_numpy(), sub["hi"].to_numpy() - mean])
+        ax.errorbar(x, mean, yerr=err, fmt="o", capsize=3, label=f"{quantity} (d={'1' if quantity == 'scores' else 'head'})")
+    ax.axhline(1.0, color="gray", ls="--", lw=1, label="Gaussian (κ = 1)")
+    ax.axhline(PAPER_KAPPA, color="tab:red", ls=":", lw=1, label=f"paper (κ ≈ {PAPER_KAPPA:g})")
+    ax.set_yscale("log")
+    ax.set_xlabel("level l")
+    ax.set_ylabel("normalised Mardia kurtosis κ")
+    ax.set_xticks(sorted(set(kurt["level"].to_list())))
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def lambda_distribution_figure(samples: dict[tuple[int, int], np.ndarray], path: Path, title: str) -> Path:
+    """Box plots of λ_l over real tokens, per layer (heads pooled)."""
+    layers = sorted({layer for layer, _ in samples})
+    fig, axes = plt.subplots(1, len(layers), figsize=(3.2 * len(layers), 3.2), squeeze=False)
+    for ax, layer in zip(axes[0], layers):
+        lam = np.concatenate([v for (ly, _), v in samples.items() if ly == layer])
+        ax.boxplot([lam[:, l] for l in range(lam.shape[1])], showfliers=False)
+        ax.set_xticks(range(1, lam.shape[1] + 1), [f"l={l}" for l in range(lam.shape[1])])
+        ax.set_ylim(0, 1)
+        ax.set_title(f"layer {layer}", fontsize=9)
+        ax.set_ylabel("λ_l")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def lambda_example_figure(lam: np.ndarray, path: Path, title: str) -> Path:
+    """λ_l(i) over the tokens of one sequence, first layer, one panel per head (stacked areas)."""
+    heads, t, levels = lam.shape
+    fig, axes = plt.subplots(heads, 1, figsize=(7, 1.6 * heads + 0.6), squeeze=False, sharex=True)
+    for h, ax in enumerate(axes[:, 0]):
+        ax.stackplot(np.arange(t), *[lam[h, :, l] for l in range(levels)], labels=[f"level {l}" for l in range(levels)])
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(f"head {h}")
+    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=levels)
+    axes[-1, 0].set_xlabel("token position i")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def truncation_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
+    sub = table.filter((pl.col("section") == "truncation") & (pl.col("metric") == "accuracy")).sort("level")
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    ax.plot(sub["level"].to_numpy(), 100 * sub["value"].to_numpy(), marker="o")
+    ax.set_xlabel("levels kept L′ (levels < L′)")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_xticks(sub["level"].to_list())
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

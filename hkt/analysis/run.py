@@ -1,0 +1,284 @@
+"""``hkt analyze``: the paper's analyses of one trained run, as one tidy table plus figures.
+
+Sections (DESIGN.md section 3), each a set of rows ``(section, layer, head, level, quantity,
+metric, value)``:
+
+- ``kurtosis``: Mardia's κ and test of the per-level score entries (d = 1) and of the
+  per-level query and key vectors (d = head width), on a fixed sample of the split.
+- ``kernel``: M = W_Q W_Kᵀ/√d per layer, head and level; antisymmetric share, spectrum of M_s,
+  whether the paper's PSD sufficient condition holds.
+- ``gram``: numerical rank of the symmetrised fused Gram on real inputs vs Σ_l rank(M_s^(l)).
+- ``fusion``: distribution of λ per level over real tokens (HKT only).
+- ``truncation``: accuracy when only levels < L′ are kept, L′ = 1..L (HKT only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hkt.analysis.capture import capture_internals
+from hkt.analysis.fusion import lambda_stats
+from hkt.analysis.kernel import decompose_bilinear, gram_rank_report, head_columns, psd_condition
+from hkt.analysis.kurtosis import mardia_test
+from hkt.attention import HKTAttention, MultiHeadAttention
+from hkt.data.load import TokenDataset, read_split_metadata
+from hkt.errors import DataError, HKTError
+from hkt.models import build_model
+from hkt.train.checkpoint import load_checkpoint
+from hkt.train.record import load_record
+
+QUANTITIES = ("scores", "queries", "keys")
+
+
+@dataclass
+class TrainedRun:
+    """A finished run: its record, its best-validation model and where its data are."""
+
+    run_dir: Path
+    record: dict[str, Any]
+    model: nn.Module
+    data_dir: Path
+
+
+def load_trained_run(run_dir: str | Path, *, data_dir: str | Path | None = None,
+                     device: torch.device | str = "cpu") -> TrainedRun:
+    """Load ``RUN_DIR/record.json`` and the best checkpoint into a model in eval mode."""
+    run_dir = Path(run_dir)
+    record = load_record(run_dir)
+    ckpt_path = run_dir / "checkpoints" / "best.pt"
+    if not ckpt_path.is_file():
+        raise HKTError(f"{ckpt_path} is missing: the run has a record but no best checkpoint; "
+                       "re-run `hkt train` for it")
+    data = Path(data_dir or record["data_dir"])
+    if not data.is_dir():
+        raise DataError(f"the run's data directory {data} does not exist; pass --data DIR")
+    meta = read_split_metadata(data, "train")
+    model = build_model(record["config"]["model"], vocab_size=int(meta["vocab_size"]),
+                        num_classes=int(meta["num_classes"]),
+                        max_length=int(record["config"]["task"]["max_length"]))
+    model.load_state_dict(load_checkpoint(ckpt_path)["model"])
+    return TrainedRun(run_dir, record, model.to(device).eval(), data)
+
+
+def _sample_rows(n: int, k: int | None, seed: int) -> np.ndarray:
+    """A sorted, seeded sample of k of n row numbers (all of them when k is None or ≥ n)."""
+    if k is None or k >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+def _batches(dataset: TokenDataset, rows: np.ndarray, batch_size: int, device: torch.device):
+    """Padded batches of the given rows, in order."""
+    for start in range(0, len(rows), batch_size):
+        batch = dataset.batch(rows[start : start + batch_size])
+        yield {k: v.to(device) for k, v in batch.items()}
+
+
+def _take(x: torch.Tensor, quota: int, gen: np.random.Generator) -> np.ndarray:
+    """At most ``quota`` rows of x (n, …), seeded, as float64 numpy."""
+    x = x.detach().double().cpu().numpy()
+    if len(x) > quota:
+        x = x[np.sort(gen.choice(len(x), size=quota, replace=False))]
+    return x
+
+
+class _Collector:
+    """Accumulates, batch by batch, the samples each statistic needs (bounded memory)."""
+
+    def __init__(self, cfg: Any, n_batches: int) -> None:
+        self.quota = max(1, math.ceil(int(cfg.kurtosis_max_samples) / max(1, n_batches)))
+        self.gen = np.random.default_rng(int(cfg.seed))
+        self.samples: dict[tuple[str, int, int, int], list[np.ndarray]] = {}
+        self.lambdas: dict[tuple[int, int], list[np.ndarray]] = {}
+        self.gram_inputs: list[dict[str, Any]] = []
+        self.example_lambdas: dict[int, np.ndarray] = {}
+
+    def add(self, key: tuple[str, int, int, int], x: torch.Tensor) -> None:
+        self.samples.setdefault(key, []).append(_take(x, self.quota, self.gen))
+
+    def collect(self, layer: int, internals, attn: nn.Module, mask: torch.Tensor) -> None:
+        n_levels, n_heads = len(internals.queries), internals.queries[0].shape[1]
+        causal = bool(getattr(attn, "causal", False))
+        for level in range(n_levels):
+            lmask = internals.level_masks[level]
+            q, k, s = internals.queries[level], internals.keys[level], internals.scores[level]
+            t_l = q.shape[2]
+            real = lmask if lmask is not None else torch.ones(q.shape[0], t_l, dtype=torch.bool, device=q.device)
+            pair = real[:, :, None] & real[:, None, :]
+            if causal:
+                pair = pair & torch.ones(t_l, t_l, dtype=torch.bool, device=q.device).tril()
+            for h in range(n_heads):
+                self.add(("queries", layer, h, level), q[:, h][real])
+                self.add(("keys", layer, h, level), k[:, h][real])
+                self.add(("scores", layer, h, level), s[:, h][pair])
+        lam = internals.lambdas  # (B, H, T, L)
+        for h in range(n_heads):
+            self.lambdas.setdefault((layer, h), []).append(lam[:, h][mask].detach().double().cpu().numpy())
+
+    def statistics(self, cfg: Any) -> list[dict[str, Any]]:
+        rows = []
+        for (quantity, layer, head, level), parts in sorted(self.samples.items()):
+            x = np.concatenate(parts)
+            if quantity == "scores":
+                x = x.reshape(-1)
+            res = mardia_test(x, max_samples=int(cfg.kurtosis_max_samples), seed=int(cfg.seed))
+            for metric in ("kappa", "b2", "z", "p_value", "n", "d"):
+                rows.append(_row("kurtosis", layer, head, level, quantity, metric, getattr(res, metric)))
+            rows.append(_row("kurtosis", layer, head, level, quantity, "singular", float(res.singular)))
+        return rows
+
+
+def _row(section: str, layer: int, head: int, level: int, quantity: str, metric: str, value: Any) -> dict[str, Any]:
+    return {"section": section, "layer": int(layer), "head": int(head), "level": int(level),
+            "quantity": quantity, "metric": metric, "value": float(value)}
+
+
+def _projections(attn: nn.Module, level: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if isinstance(attn, HKTAttention):
+        return attn.q_proj[level].weight, attn.k_proj[level].weight
+    return attn.q_proj.weight, attn.k_proj.weight
+
+
+def kernel_rows(model: nn.Module, rtol: float | None) -> tuple[list[dict[str, Any]], dict]:
+    """Decomposition of M^(l) per layer, head and level; returns rows and the parts."""
+    rows, parts = [], {}
+    for layer, attn in enumerate(model.attention_modules()):
+        n_levels = attn.levels if isinstance(attn, HKTAttention) else 1
+        d = attn.head_dim
+        for head in range(attn.n_heads):
+            for level in range(n_levels):
+                w_q, w_k = _projections(attn, level)
+                p = decompose_bilinear(head_columns(w_q, head, d), head_columns(w_k, head, d), d, rtol=rtol)
+                parts[(layer, head, level)] = p
+                for metric in ("antisym_share", "lambda_min", "lambda_max", "neg_mass_share", "rank"):
+                    rows.append(_row("kernel", layer, head, level, "M", metric, getattr(p, metric)))
+                rows.append(_row("kernel", layer, head, level, "M", "psd", float(p.psd)))
+            levels = [parts[(layer, head, lv)] for lv in range(n_levels)]
+            cond = psd_condition(levels, np.full(n_levels, 1.0 / n_levels), rtol=rtol)
+            rows.append(_row("kernel", layer, head, -1, "M", "psd_condition", float(bool(cond))))
+    return rows, parts
+
+
+def gram_rows(model: nn.Module, captured_first: list, parts: dict, cfg: Any,
+              mask: torch.Tensor) -> list[dict[str, Any]]:
+    """Rank of the symmetrised Gram on the first sequences of the sample vs the rank bound."""
+    rows = []
+    n_seq = min(int(cfg.gram_examples), mask.shape[0])
+    rtol = cfg.rank_rtol
+    for layer, (attn, internals) in enumerate(zip(model.attention_modules(), captured_first)):
+        n_levels = len(internals.features)
+        for i in range(n_seq):
+            n = min(int(mask[i].sum()), int(cfg.gram_max_length))
+            feats = []
+            for level, x in enumerate(internals.features):
+                z = x[i : i + 1, None]  # (1, 1, T_l, D)
+                if level > 0 and isinstance(attn, HKTAttention):
+                    factor = attn.stride**level
+                    if attn.upsample == "nearest":
+                        z = z.repeat_interleave(factor, dim=2)
+                    else:  # interpolation at the sequence's last block uses the cropped grid's edge
+                        z = F.interpolate(z[0].transpose(1, 2), scale_factor=factor, mode="linear",
+                                          align_corners=False).transpose(1, 2)[None]
+                feats.append(z[0, 0, :n].detach().double().cpu().numpy())
+            for head in range(attn.n_heads):
+                lam = internals.lambdas[i, head, :n].detach().double().cpu().numpy()
+                levels = [parts[(layer, head, lv)] for lv in range(n_levels)]
+                rep = gram_rank_report(feats, levels, lam if n_levels > 1 else lam[:, :1], rtol=rtol)
+                for metric, value in (("rank", rep.rank), ("rank_bound", rep.rank_bound),
+                                      ("lambda_min", rep.lambda_min), ("psd", float(rep.psd)),
+                                      ("length", n)):
+                    rows.append(_row("gram", layer, head, -1, f"example{i}", metric, value))
+    return rows
+
+
+def fusion_rows(collector: _Collector) -> list[dict[str, Any]]:
+    rows = []
+    for (layer, head), parts in sorted(collector.lambdas.items()):
+        stats = lambda_stats(np.concatenate(parts))
+        for r in stats.rows():
+            level = int(r.pop("level"))
+            for metric, value in r.items():
+                rows.append(_row("fusion", layer, head, level, "lambda", metric, value))
+        rows.append(_row("fusion", layer, head, -1, "lambda", "mean_entropy", stats.mean_entropy))
+        rows.append(_row("fusion", layer, head, -1, "lambda", "max_entropy", stats.max_entropy))
+    return rows
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, batch_size: int,
+             device: torch.device) -> float:
+    correct = 0
+    for batch in _batches(dataset, rows, batch_size, device):
+        correct += int((model(batch["tokens"], batch["mask"]).argmax(-1) == batch["labels"]).sum())
+    return correct / max(1, len(rows))
+
+
+def truncation_rows(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, cfg: Any,
+                    device: torch.device) -> list[dict[str, Any]]:
+    """Accuracy with levels < L′ kept (λ renormalised over them), L′ = 1..L."""
+    modules = [m for m in model.attention_modules() if isinstance(m, HKTAttention)]
+    if not modules:
+        return []
+    out = []
+    try:
+        for keep in range(1, max(m.levels for m in modules) + 1):
+            for m in modules:
+                m.active_levels = min(keep, m.levels)
+            acc = accuracy(model, dataset, rows, int(cfg.batch_size), device)
+            out.append(_row("truncation", -1, -1, keep, "accuracy", "accuracy", acc))
+            out.append(_row("truncation", -1, -1, keep, "accuracy", "examples", len(rows)))
+    finally:
+        for m in modules:
+            m.active_levels = None
+    return out
+
+
+@torch.no_grad()
+def analyze_run(run: TrainedRun, cfg: Any, device: torch.device) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """All sections for one run. Returns the rows and what the figures need."""
+    attn0 = run.model.attention_modules()[0]
+    if not isinstance(attn0, (HKTAttention, MultiHeadAttention)):
+        raise HKTError(f"hkt analyze reads attention internals; model '{run.record['model']}' uses "
+                       f"{type(attn0).__name__}, which exposes none (analyse mha or hkt runs)")
+    path = run.data_dir / f"{cfg.split}.parquet"
+    if not path.is_file():
+        raise DataError(f"{path} is missing: the analyses read the '{cfg.split}' split")
+    dataset = TokenDataset(path)
+    sample = _sample_rows(len(dataset), int(cfg.examples), int(cfg.seed))
+    n_batches = math.ceil(len(sample) / int(cfg.batch_size))
+    collector = _Collector(cfg, n_batches)
+    first = None
+    for b, batch in enumerate(_batches(dataset, sample, int(cfg.batch_size), device)):
+        with capture_internals(run.model) as captured:
+            run.model(batch["tokens"], batch["mask"])
+        pooled_mask = batch["mask"]
+        if run.model.cls is not None:  # internals see the prepended CLS token
+            pooled_mask = F.pad(pooled_mask, (1, 0), value=True)
+        for layer, (attn, calls) in enumerate(zip(run.model.attention_modules(), captured)):
+            collector.collect(layer, calls[0], attn, pooled_mask)
+        if b == 0:
+            first = ([calls[0] for calls in captured], pooled_mask)
+    rows = collector.statistics(cfg)
+    krows, parts = kernel_rows(run.model, cfg.rank_rtol)
+    rows += krows
+    rows += gram_rows(run.model, first[0], parts, cfg, first[1])
+    is_hkt = isinstance(attn0, HKTAttention)
+    if is_hkt:
+        rows += fusion_rows(collector)
+        trunc = _sample_rows(len(dataset), cfg.truncation_examples, int(cfg.seed))
+        rows += truncation_rows(run.model, dataset, trunc, cfg, device)
+    example = min(int(cfg.figure_example), first[1].shape[0] - 1)
+    n = int(first[1][example].sum())
+    figures = {
+        "example_lambdas": first[0][0].lambdas[example, :, :n].double().cpu().numpy() if is_hkt else None,
+        "lambda_samples": {k: np.concatenate(v) for k, v in collector.lambdas.items()} if is_hkt else {},
+    }
+    return rows, figures

@@ -1,0 +1,378 @@
+"""Non-neural reference baselines on prepared data: majority class and hashed n-gram logistic
+regression. An *external* baseline: it does not use ``hkt train``, only the two contracts, the
+prepared Parquet files in and a run record out, so it joins the tables like any training run.
+
+    python -m hkt.baselines.ngram --data DATA_DIR --out RUN_DIR --method ngram [--seed 0]
+        [--variant main] [--profile LABEL] [--orders 1 2 3] [--buckets 1048576]
+        [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [--tracking-uri URI]
+
+* ``majority``: predicts the most frequent training label (0 parameters). Its accuracy is the
+  class prior: the floor any model must clear.
+* ``ngram``: bag of token n-grams (orders 1..3 by default) hashed into ``buckets`` features,
+  weights log(1 + count) normalised to unit length per example, multinomial logistic regression
+  (an ``EmbeddingBag`` + bias trained with sparse Adam). The best epoch on validation is tested.
+
+Writes ``RUN_DIR/record.json`` (docs/contracts.md "Runs") and, with ``--tracking-uri``, logs
+the same numbers to MLflow (experiment ``hkt-<task>``); otherwise its MLflow fields are null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import hkt
+from hkt.errors import ConfigError, DataError, HKTError
+
+SPLITS = ("train", "val", "test")
+METHODS = ("majority", "ngram")
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
+_STEP = np.uint64(1_000_003)
+
+__all__ = ["Split", "read_split", "hashed_ngrams", "majority_baseline", "ngram_baseline",
+           "run_baseline", "main"]
+
+
+class Split:
+    """One prepared split in columnar form: example i is ``flat[offsets[i]:offsets[i+1]]``."""
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray, labels: np.ndarray,
+                 meta: dict[str, Any], path: Path):
+        self.flat, self.offsets, self.labels, self.meta, self.path = flat, offsets, labels, meta, path
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def head(self, n: int) -> "Split":
+        if n >= len(self):
+            return self
+        end = int(self.offsets[n])
+        return Split(self.flat[:end], self.offsets[: n + 1], self.labels[:n], self.meta, self.path)
+
+
+def read_split(data_dir: str | Path, split: str) -> Split:
+    """Read ``DATA_DIR/<split>.parquet`` as written by ``hkt prepare`` (columns tokens, label)."""
+    import pyarrow.parquet as pq
+
+    path = Path(data_dir) / f"{split}.parquet"
+    if not path.is_file():
+        raise DataError(f"{path} does not exist; prepare the data first with "
+                        "`hkt prepare TASK --out DIR`")
+    try:
+        table = pq.read_table(path, columns=["tokens", "label"])
+        raw = (pq.read_metadata(path).metadata or {}).get(b"hkt")
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"{path} is not a readable Parquet file: {exc}") from None
+    if raw is None:
+        raise DataError(f"{path} has no 'hkt' metadata: was it written by `hkt prepare`?")
+    meta = json.loads(raw)
+    tokens = table.column("tokens").combine_chunks()
+    offsets = np.asarray(tokens.offsets, dtype=np.int64)
+    flat = np.asarray(tokens.values, dtype=np.uint16)[offsets[0]: offsets[-1]]
+    offsets = offsets - offsets[0]
+    labels = np.asarray(table.column("label"), dtype=np.int64)
+    return Split(flat, offsets, labels, meta, path)
+
+
+def hashed_ngrams(split: Split, orders: tuple[int, ...], bits: int,
+                  chunk_tokens: int = 4_000_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per example, the distinct hashed n-grams and their weights (EmbeddingBag inputs).
+
+    Returns ``(ids int64, offsets int64 (n+1), weights float32)``: example i's features are
+    ``ids[offsets[i]:offsets[i+1]]`` with weights log(1 + count), scaled to unit L2 norm.
+    """
+    n = len(split)
+    lengths = np.diff(split.offsets)
+    out_ids, out_w, counts = [], [], np.zeros(n, dtype=np.int64)
+    start = 0
+    while start < n:  # chunks of examples bound the memory of the sort below
+        limit = split.offsets[start] + chunk_tokens
+        stop = max(start + 1, int(np.searchsorted(split.offsets, limit, side="right")) - 1)
+        stop = min(stop, n)
+        lo, hi = int(split.offsets[start]), int(split.offsets[stop])
+        flat = split.flat[lo:hi].astype(np.uint64)
+        rows = np.repeat(np.arange(stop - start, dtype=np.int64), lengths[start:stop])
+        pos = np.arange(hi - lo, dtype=np.int64) - (split.offsets[start:stop] - lo)[rows]
+        keys = []
+        for order in orders:
+            m = flat.size - order + 1
+            if m <= 0:
+                continue
+            valid = pos[:m] <= (lengths[start:stop][rows[:m]] - order)
+            h = np.full(m, np.uint64(order), dtype=np.uint64)
+            for k in range(order):
+                h = h * _STEP + flat[k: k + m]
+            bucket = ((h * _MIX) >> np.uint64(64 - bits)).astype(np.int64)
+            keys.append(rows[:m][valid] * (1 << bits) + bucket[valid])
+        if keys:
+            uniq, cnt = np.unique(np.concatenate(keys), return_counts=True)
+            r = uniq >> bits
+            out_ids.append(uniq & ((1 << bits) - 1))
+            w = np.log1p(cnt.astype(np.float64))
+            norm = np.sqrt(np.bincount(r, weights=w * w, minlength=stop - start))
+            out_w.append((w / np.maximum(norm[r], 1e-12)).astype(np.float32))
+            counts[start:stop] = np.bincount(r, minlength=stop - start)
+        start = stop
+    ids = np.concatenate(out_ids) if out_ids else np.zeros(0, dtype=np.int64)
+    weights = np.concatenate(out_w) if out_w else np.zeros(0, dtype=np.float32)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return ids, offsets, weights
+
+
+def majority_baseline(train: Split, val: Split, test: Split) -> dict[str, Any]:
+    """The most frequent training label, and its accuracy on val and test."""
+    label = int(np.bincount(train.labels).argmax())
+    return {"val_accuracy": float(np.mean(val.labels == label)),
+            "test_accuracy": float(np.mean(test.labels == label)),
+            "n_params": 0, "steps": 0, "best_step": 0, "history": [],
+            "train_time_s": 0.0, "extra": {"majority_label": label}}
+
+
+def ngram_baseline(train: Split, val: Split, test: Split, *, num_classes: int,
+                   orders: tuple[int, ...] = (1, 2, 3), bits: int = 20, epochs: int = 5,
+                   batch_size: int = 256, lr: float = 0.05, seed: int = 0) -> dict[str, Any]:
+    """Hashed n-gram multinomial logistic regression; the best validation epoch is tested."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    feats = {name: hashed_ngrams(s, orders, bits) for name, s in
+             (("train", train), ("val", val), ("test", test))}
+    emb = nn.EmbeddingBag(1 << bits, num_classes, mode="sum", sparse=True)
+    nn.init.zeros_(emb.weight)
+    bias = nn.Parameter(torch.zeros(num_classes))
+    opt_sparse = torch.optim.SparseAdam([emb.weight], lr=lr)
+    opt_dense = torch.optim.Adam([bias], lr=lr)
+
+    def batch(name: str, idx: np.ndarray):
+        ids, offs, w = feats[name]
+        starts, ends = offs[idx], offs[idx + 1]
+        lens = ends - starts
+        take = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(idx) else \
+            np.zeros(0, dtype=np.int64)
+        bag_offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        return (torch.from_numpy(ids[take]), torch.from_numpy(bag_offsets.astype(np.int64)),
+                torch.from_numpy(w[take]))
+
+    def logits(name: str, idx: np.ndarray) -> torch.Tensor:
+        i, o, w = batch(name, idx)
+        return emb(i, o, per_sample_weights=w) + bias
+
+    def accuracy(name: str, split: Split) -> float:
+        with torch.no_grad():
+            correct = 0
+            for s in range(0, len(split), 4096):
+                idx = np.arange(s, min(len(split), s + 4096))
+                pred = logits(name, idx).argmax(-1).numpy()
+                correct += int((pred == split.labels[idx]).sum())
+        return correct / max(1, len(split))
+
+    rng = np.random.default_rng(seed)
+    labels = torch.from_numpy(np.array(train.labels, dtype=np.int64))
+    best = {"val": -1.0, "state": None, "step": 0}
+    history, step, t0 = [], 0, time.perf_counter()
+    for _ in range(epochs):
+        order = rng.permutation(len(train))
+        for s in range(0, len(order), batch_size):
+            idx = order[s: s + batch_size]
+            loss = nn.functional.cross_entropy(logits("train", idx), labels[idx])
+            opt_sparse.zero_grad()
+            opt_dense.zero_grad()
+            loss.backward()
+            opt_sparse.step()
+            opt_dense.step()
+            step += 1
+        val_acc = accuracy("val", val)
+        history.append({"step": step, "val_acc": val_acc})
+        if val_acc > best["val"]:
+            best = {"val": val_acc, "step": step,
+                    "state": (emb.weight.detach().clone(), bias.detach().clone())}
+    train_time = time.perf_counter() - t0
+    with torch.no_grad():
+        emb.weight.copy_(best["state"][0])
+        bias.copy_(best["state"][1])
+    return {"val_accuracy": float(best["val"]), "test_accuracy": float(accuracy("test", test)),
+            "n_params": int(emb.weight.numel() + bias.numel()), "steps": step,
+            "best_step": int(best["step"]), "history": history, "train_time_s": train_time,
+            "extra": {}}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=root,
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+        return commit or None, dirty
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        out.update(_flatten(v, key) if isinstance(v, dict) else {key: v})
+    return out
+
+
+def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram", seed: int = 0,
+                 variant: str = "main", profile: str = "baseline",
+                 orders: tuple[int, ...] = (1, 2, 3), buckets: int = 1 << 20, epochs: int = 5,
+                 batch_size: int = 256, lr: float = 0.05, max_train: int | None = None,
+                 tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, Any]:
+    """Train ``method`` on the prepared data in ``data_dir``; write and return the run record."""
+    from hkt.train.record import RECORD_NAME, SCHEMA_VERSION, write_record
+
+    if method not in METHODS:
+        raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    bits = int(buckets).bit_length() - 1
+    if buckets < 2 or (1 << bits) != buckets:
+        raise ConfigError(f"--buckets must be a power of two >= 2, got {buckets}")
+    if not orders or min(orders) < 1 or max(orders) > 8:
+        raise ConfigError(f"--orders must be n-gram orders in 1..8, got {list(orders)}")
+    data_dir, out = Path(data_dir), Path(out)
+    t_start = time.perf_counter()
+    splits = {s: read_split(data_dir, s) for s in SPLITS}
+    meta = splits["train"].meta
+    task = str(meta.get("task") or data_dir.name)
+    num_classes = int(meta.get("num_classes") or int(max(splits["train"].labels.max(),
+                                                           splits["test"].labels.max())) + 1)
+    max_length = int(meta.get("max_length") or int(np.diff(splits["train"].offsets).max()))
+    train = splits["train"] if max_train is None else splits["train"].head(int(max_train))
+    if method == "majority":
+        res = majority_baseline(train, splits["val"], splits["test"])
+        model_cfg: dict[str, Any] = {"name": "majority"}
+        train_cfg: dict[str, Any] = {"max_train": max_train}
+    else:
+        res = ngram_baseline(train, splits["val"], splits["test"], num_classes=num_classes,
+                             orders=tuple(orders), bits=bits, epochs=epochs,
+                             batch_size=batch_size, lr=lr, seed=seed)
+        model_cfg = {"name": "ngram", "orders": list(orders), "buckets": int(buckets),
+                     "features": "log1p(count), unit L2 norm", "classifier": "logistic regression"}
+        train_cfg = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": "sparse adam",
+                     "max_train": max_train}
+    config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length},
+              "model": model_cfg, "train": {"profile": profile, **train_cfg},
+              "seed": seed, "variant": variant}
+    checksums = {s: _sha256(p.path) for s, p in splits.items()}
+    commit, dirty = _git_state()
+    steps = int(res["steps"])
+    ms_per_step = 1000 * res["train_time_s"] / steps if steps else None
+    sps = steps * batch_size / res["train_time_s"] if steps and res["train_time_s"] > 0 else None
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "task": task, "model": model_cfg["name"],
+        "variant": variant, "seed": int(seed), "profile": profile, "config": config,
+        "n_params": int(res["n_params"]), "steps": steps, "best_step": int(res["best_step"]),
+        "val_accuracy": res["val_accuracy"], "test_accuracy": res["test_accuracy"],
+        "val_loss": None, "test_loss": None, "test_examples": len(splits["test"]),
+        "wall_time_s": 0.0, "ms_per_step": None if ms_per_step is None else round(ms_per_step, 3),
+        "samples_per_s": None if sps is None else round(sps, 2), "device": "cpu",
+        "git_commit": commit, "git_dirty": dirty, "data_dir": str(data_dir.resolve()),
+        "data_checksums": checksums, "mlflow_run_id": None, "mlflow_tracking_uri": None,
+        "mlflow_experiment": None, "created_at": "", "hkt_version": hkt.__version__,
+        "external": "hkt.baselines.ngram", **res["extra"],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    if res["history"]:
+        lines = ["step,val_acc"] + [f"{h['step']},{h['val_acc']}" for h in res["history"]]
+        (out / "history.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if tracking_uri:
+        _log_mlflow(record, res["history"], tracking_uri, experiment or f"hkt-{task}")
+    record["wall_time_s"] = round(time.perf_counter() - t_start, 3)
+    record["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    write_record(record, out / RECORD_NAME)
+    return record
+
+
+def _log_mlflow(record: dict[str, Any], history: list[dict[str, Any]], uri: str,
+                experiment: str) -> None:
+    """Log the baseline as an MLflow run, the way ``hkt train`` logs its runs."""
+    from hkt.train.tracking import Tracker
+
+    r = record
+    tracker = Tracker(uri, experiment, f"{r['task']}-{r['model']}-{r['variant']}-s{r['seed']}")
+    tags = {"task": r["task"], "model": r["model"], "variant": r["variant"],
+            "seed": str(r["seed"]), "profile": r["profile"], "device": r["device"],
+            "hkt_version": r["hkt_version"], "git_commit": str(r["git_commit"]),
+            "external": r["external"],
+            **{f"data_sha256.{s}": h for s, h in r["data_checksums"].items()}}
+    params = {**_flatten(r["config"]), "n_params": r["n_params"]}
+    run_id = tracker.start(None, params=params, tags=tags)
+    for h in history:
+        tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
+    tracker.log_final({"val_accuracy": r["val_accuracy"], "test_accuracy": r["test_accuracy"],
+                       "n_params": r["n_params"], "best_step": r["best_step"],
+                       "ms_per_step": r["ms_per_step"]}, r["steps"])
+    tracker.finish("FINISHED")
+    r.update(mlflow_run_id=run_id, mlflow_tracking_uri=uri, mlflow_experiment=experiment)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, metavar="DATA_DIR",
+                        help="prepared data (what `hkt prepare` wrote)")
+    parser.add_argument("--out", required=True, metavar="RUN_DIR",
+                        help="run directory: record.json (and history.csv)")
+    parser.add_argument("--method", choices=METHODS, default="ngram")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variant", default="main", help="label in the tables (default: main)")
+    parser.add_argument("--profile", default="baseline",
+                        help="profile label written to the record (the workflow passes its own)")
+    parser.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3],
+                        help="n-gram orders (default: 1 2 3)")
+    parser.add_argument("--buckets", type=int, default=1 << 20,
+                        help="hashed feature count, a power of two (default: 2^20)")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--max-train", type=int, default=None,
+                        help="use only the first N training examples (default: all)")
+    parser.add_argument("--tracking-uri", default=None,
+                        help="log the run to this MLflow store too (default: no MLflow run)")
+    parser.add_argument("--experiment", default=None,
+                        help="MLflow experiment (default: hkt-<task>, as hkt train)")
+
+
+def run(args: argparse.Namespace) -> int:
+    rec = run_baseline(args.data, args.out, method=args.method, seed=args.seed,
+                       variant=args.variant, profile=args.profile, orders=tuple(args.orders),
+                       buckets=args.buckets, epochs=args.epochs, batch_size=args.batch_size,
+                       lr=args.lr, max_train=args.max_train, tracking_uri=args.tracking_uri,
+                       experiment=args.experiment)
+    print(f"{rec['task']} {rec['model']} seed {rec['seed']}: val {100 * rec['val_accuracy']:.2f}% "
+          f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / 'record.json'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hkt.baselines.ngram",
+                                     description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except HKTError as exc:
+        print(f"hkt.baselines.ngram: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

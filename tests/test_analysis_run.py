@@ -1,0 +1,96 @@
+"""`hkt analyze` on real (tiny) trained runs: the table, the figures, truncation, MLflow."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+import torch
+
+from hkt.analysis.capture import capture_internals
+from hkt.cli import main
+from hkt.models import build_model
+
+
+def _train(data, run_dir, model: str, *extra: str) -> dict:
+    rc = main(["train", "--data", str(data), "--out", str(run_dir), "profile=smoke",
+               f"model={model}", *extra])
+    assert rc == 0
+    return json.loads((run_dir / "record.json").read_text())
+
+
+@pytest.fixture
+def hkt_run(prepared_data, isolated_results, tmp_path_factory):
+    data = prepared_data("listops")
+    run_dir = tmp_path_factory.mktemp("run") / "hkt"
+    record = _train(data, run_dir, "hkt")
+    return run_dir, record
+
+
+def test_analyze_hkt_run(hkt_run, tmp_path):
+    run_dir, record = hkt_run
+    out = tmp_path / "analysis"
+    assert main(["analyze", str(run_dir), "--out", str(out), "examples=16", "gram_examples=2"]) == 0
+    table = pl.read_parquet(out / "analysis.parquet")
+    assert set(table["section"]) == {"kurtosis", "kernel", "gram", "fusion", "truncation"}
+    assert (table["task"] == "listops").all() and (table["model"] == "hkt").all()
+    levels = record["config"]["model"]["attention"]["levels"]
+    kappa = table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
+    assert set(kappa["level"]) == set(range(levels))
+    assert set(kappa["quantity"]) == {"scores", "queries", "keys"}
+    assert kappa["value"].is_finite().all() and (kappa["value"] > 0).all()
+    # the Gram's measured rank never exceeds the paper's bound Σ_l rank(M_s^(l))
+    gram = table.filter(pl.col("section") == "gram")
+    rank = gram.filter(pl.col("metric") == "rank").sort("layer", "head", "quantity")["value"]
+    bound = gram.filter(pl.col("metric") == "rank_bound").sort("layer", "head", "quantity")["value"]
+    assert (rank <= bound).all()
+    # truncation to all levels, on the whole test split, is the run's own test accuracy
+    trunc = table.filter((pl.col("section") == "truncation") & (pl.col("metric") == "accuracy")).sort("level")
+    assert trunc["level"].to_list() == list(range(1, levels + 1))
+    assert trunc["value"][-1] == pytest.approx(record["test_accuracy"], abs=1e-12)
+    # fusion weights: per level means sum to one
+    means = table.filter((pl.col("section") == "fusion") & (pl.col("metric") == "mean") & (pl.col("level") >= 0))
+    sums = means.group_by("layer", "head").agg(pl.col("value").sum())["value"]
+    assert ((sums - 1).abs() < 1e-6).all()  # float32 λ
+    for name in ("kappa_per_level.png", "lambda_distribution.png", "lambda_example.png", "truncation.png"):
+        assert (out / name).stat().st_size > 1000
+    # logged to the run's MLflow entry
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=record["mlflow_tracking_uri"])
+    artifacts = {a.path for a in client.list_artifacts(record["mlflow_run_id"], "analysis")}
+    assert "analysis/analysis.parquet" in artifacts
+    metrics = client.get_run(record["mlflow_run_id"]).data.metrics
+    assert metrics[f"analysis/truncation_acc_L{levels}"] == pytest.approx(record["test_accuracy"])
+
+
+def test_analyze_mha_and_conv(prepared_data, isolated_results, tmp_path):
+    data = prepared_data("listops")
+    _train(data, tmp_path / "mha", "mha", "tracking.enabled=false")
+    out = tmp_path / "an"
+    assert main(["analyze", str(tmp_path / "mha"), "--out", str(out), "examples=8", "gram_examples=1"]) == 0
+    table = pl.read_parquet(out / "analysis.parquet")
+    assert set(table["section"]) == {"kurtosis", "kernel", "gram"}  # no λ, no levels to truncate
+    assert set(table["level"].filter(table["level"] >= 0)) == {0}
+
+
+def test_bad_override_names_key(hkt_run, tmp_path, capsys):
+    run_dir, _ = hkt_run
+    assert main(["analyze", str(run_dir), "--out", str(tmp_path / "x"), "exampels=3"]) == 2
+    assert "exampels" in capsys.readouterr().err
+
+
+def test_capture_internals_restores_forward():
+    torch.manual_seed(0)
+    model = build_model({"name": "hkt", "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ffn": 32,
+                         "attention": {"levels": 2}}, vocab_size=10, num_classes=3, max_length=32)
+    tokens = torch.randint(1, 10, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.bool)
+    before = model(tokens, mask)
+    with capture_internals(model) as captured:
+        during = model(tokens, mask)
+    assert [len(c) for c in captured] == [1, 1]
+    assert captured[0][0].lambdas.shape == (2, 2, 12, 2)
+    torch.testing.assert_close(during, before)
+    assert all("forward" not in m.__dict__ for m in model.attention_modules())

@@ -1,0 +1,89 @@
+"""The causal depthwise-convolution mixer (hkt/attention/conv.py): a baseline made by recipe (a)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hkt.attention import ATTENTION, build_attention
+from hkt.models import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def conv_cfg(**overrides) -> dict:
+    cfg = yaml.safe_load((ROOT / "config" / "model" / "conv.yaml").read_text())
+    cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
+    cfg["attention"] = dict(cfg["attention"], kernel_size=5)
+    cfg.update(overrides)
+    return cfg
+
+
+def test_registered_by_name_and_config_matches():
+    assert "conv" in ATTENTION
+    cfg = yaml.safe_load((ROOT / "config" / "model" / "conv.yaml").read_text())
+    assert cfg["name"] == "conv"
+    # the model config's keys are the same as MHA's, so profiles size every model alike
+    mha = yaml.safe_load((ROOT / "config" / "model" / "mha.yaml").read_text())
+    assert set(cfg) == set(mha)
+
+
+def test_causal_by_gradients():
+    torch.manual_seed(0)
+    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=3).double()
+    x = torch.randn(1, 10, 8, dtype=torch.double, requires_grad=True)
+    y = mixer(x)
+    for i in range(10):
+        (g,) = torch.autograd.grad(y[0, i].sum(), x, retain_graph=True)
+        seen = g[0].abs().sum(-1) > 0
+        assert not seen[i + 1:].any(), f"position {i} sees the future"
+        assert seen[max(0, i - 2): i + 1].all(), f"position {i} misses its window"
+        assert not seen[: max(0, i - 2)].any(), f"position {i} sees beyond the kernel"
+
+
+def test_padding_does_not_leak():
+    torch.manual_seed(0)
+    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=4).double().eval()
+    x = torch.randn(2, 9, 8, dtype=torch.double)
+    mask = torch.ones(2, 9, dtype=torch.bool)
+    mask[1, 6:] = False
+    noisy = x.clone()
+    noisy[1, 6:] = 1e3 * torch.randn(3, 8, dtype=torch.double)
+    torch.testing.assert_close(mixer(x, mask)[1, :6], mixer(noisy, mask)[1, :6])
+
+
+def test_model_logits_ignore_padding():
+    torch.manual_seed(0)
+    model = build_model(conv_cfg(), vocab_size=12, num_classes=3, max_length=64).double().eval()
+    tokens = torch.randint(1, 12, (1, 21))
+    base = model(tokens, torch.ones(1, 21, dtype=torch.bool))
+    for extra in (1, 7, 30):
+        padded = torch.cat([tokens, torch.zeros(1, extra, dtype=torch.long)], dim=1)
+        torch.testing.assert_close(model(padded, padded != 0), base, atol=1e-10, rtol=0)
+
+
+def test_model_trains_and_differs_from_mha_only_in_mixer():
+    torch.manual_seed(0)
+    conv = build_model(conv_cfg(), vocab_size=12, num_classes=3, max_length=64)
+    mha_cfg = yaml.safe_load((ROOT / "config" / "model" / "mha.yaml").read_text())
+    mha_cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
+    mha = build_model(mha_cfg, vocab_size=12, num_classes=3, max_length=64)
+    non_mixer = lambda m: {k for k in m.state_dict() if ".attn." not in k}  # noqa: E731
+    assert non_mixer(conv) == non_mixer(mha)
+    tokens = torch.randint(1, 12, (4, 20))
+    loss = torch.nn.functional.cross_entropy(conv(tokens, tokens != 0), torch.tensor([0, 1, 2, 0]))
+    loss.backward()
+    assert all(p.grad is not None for p in conv.parameters() if p.requires_grad)
+
+
+def test_internals_and_bad_arguments_are_clear():
+    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=3)
+    with pytest.raises(NotImplementedError, match="attention models"):
+        mixer(torch.randn(1, 4, 8), return_internals=True)
+    with pytest.raises(ValueError, match="kernel_size"):
+        build_attention("conv", d_model=8, n_heads=2, kernel_size=0)
+    with pytest.raises(ValueError, match="activation"):
+        build_attention("conv", d_model=8, n_heads=2, activation="relu6")

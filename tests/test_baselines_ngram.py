@@ -1,0 +1,112 @@
+"""The external baseline (hkt.baselines.ngram) and the size-matched MHA (hkt.baselines.matched)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hkt.baselines import ngram
+from hkt.baselines.matched import matched_d_ffn
+from hkt.report import aggregate as agg
+from hkt.train.record import load_record
+
+
+def keyword_data(out: Path, n_train=600, n_eval=200, seed=0) -> Path:
+    """Prepared data (contract layout) whose label is whether token 7 occurs: n-grams can learn it."""
+    rng = np.random.default_rng(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
+        labels = rng.integers(0, 2, size=n)
+        tokens = []
+        for y in labels:
+            t = rng.integers(1, 7, size=int(rng.integers(5, 40))).astype(np.uint16)
+            if y:
+                t[rng.integers(0, len(t))] = 7
+            tokens.append(t)
+        table = pa.table({
+            "id": [f"{split}-{i}" for i in range(n)],
+            "tokens": pa.array(tokens, pa.list_(pa.uint16())),
+            "label": pa.array(labels.astype(np.int64)),
+            "length": pa.array([len(t) for t in tokens], pa.int32()),
+        })
+        meta = {"task": "keyword", "split": split, "vocab": [str(i) for i in range(8)],
+                "vocab_size": 8, "num_classes": 2, "max_length": 64, "source": "test",
+                "code_version": "test"}
+        pq.write_table(table.replace_schema_metadata({"hkt": json.dumps(meta)}),
+                       out / f"{split}.parquet", compression="zstd")
+    return out
+
+
+def test_ngrams_stay_inside_examples():
+    split = ngram.Split(np.array([1, 2, 3], dtype=np.uint16), np.array([0, 2, 3]),
+                        np.array([0, 1]), {}, Path("x"))
+    ids, offsets, weights = ngram.hashed_ngrams(split, (1, 2), bits=16)
+    assert offsets.tolist() == [0, 3, 4]  # example 0: "1", "2", "1 2"; example 1: "3" (no "2 3")
+    norms = np.sqrt(np.bincount(np.repeat([0, 1], np.diff(offsets)), weights=weights ** 2))
+    np.testing.assert_allclose(norms, 1.0, rtol=1e-6)
+    # the same n-gram hashes alike wherever it occurs, and orders differ
+    ids_a, _, _ = ngram.hashed_ngrams(split.head(1), (1,), bits=16)
+    assert set(ids_a) <= set(ids[:3])
+
+
+def test_majority_and_ngram_write_valid_records(tmp_path):
+    data = keyword_data(tmp_path / "data")
+    maj = ngram.run_baseline(data, tmp_path / "maj", method="majority", profile="smoke")
+    lr = ngram.run_baseline(data, tmp_path / "lr", method="ngram", orders=(1, 2),
+                            buckets=1 << 12, epochs=5, batch_size=32, seed=1,
+                            profile="smoke")
+    for rec, path in ((maj, tmp_path / "maj"), (lr, tmp_path / "lr")):
+        assert load_record(path) == rec  # schema-valid, and what was returned
+        assert rec["task"] == "keyword" and rec["config"]["task"]["max_length"] == 64
+        assert rec["mlflow_run_id"] is None
+        assert len(rec["data_checksums"]) == 3
+    assert maj["n_params"] == 0 and maj["model"] == "majority"
+    assert 0.3 < maj["test_accuracy"] < 0.7
+    assert lr["test_accuracy"] > 0.9 > maj["test_accuracy"] + 0.2
+    assert lr["n_params"] == (1 << 12) * 2 + 2
+    assert (tmp_path / "lr" / "history.csv").read_text().startswith("step,val_acc")
+    # the external-baseline recipe: its records join the tables like training runs
+    runs = agg.runs_from_records(agg.load_records([tmp_path / "maj", tmp_path / "lr"]))
+    main = agg.main_table(runs)
+    assert main["model"].to_list() == ["ngram", "majority"]
+
+
+def test_logs_to_mlflow_and_passes_the_audit(tmp_path):
+    data = keyword_data(tmp_path / "data", n_train=100, n_eval=40)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    rec = ngram.run_baseline(data, tmp_path / "run", method="ngram", buckets=1 << 10, epochs=1,
+                             tracking_uri=uri)
+    assert rec["mlflow_experiment"] == "hkt-keyword" and rec["mlflow_tracking_uri"] == uri
+    check = agg.check_mlflow(agg.load_records([tmp_path / "run"]))
+    assert check["status"].to_list() == ["ok"]
+    runs, _ = agg.runs_from_mlflow(uri)
+    assert runs["test_accuracy"].to_list() == [rec["test_accuracy"]]
+
+
+def test_command_line_errors_are_one_line(tmp_path, capsys):
+    assert ngram.main(["--data", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "hkt prepare" in err and "Traceback" not in err
+    data = keyword_data(tmp_path / "data", n_train=20, n_eval=10)
+    assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--buckets", "1000"]) == 2
+    assert "power of two" in capsys.readouterr().err
+    assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--method", "majority",
+                       "--max-train", "5"]) == 0
+    assert load_record(tmp_path / "o")["config"]["train"]["max_train"] == 5
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_matched_mha_has_hkt_parameter_count(profile):
+    m = matched_d_ffn([f"task=listops", f"profile={profile}"])
+    assert m["d_ffn"] > m["d_ffn_before"]
+    assert m["mha_params_before"] < m["hkt_params"]
+    from hkt.config import compose
+
+    cfg = compose("train", ["task=listops", f"profile={profile}", "model=mha"])
+    unit = int(cfg.model.n_layers) * (2 * int(cfg.model.d_model) + 1)
+    assert abs(m["mha_params"] - m["hkt_params"]) <= unit / 2

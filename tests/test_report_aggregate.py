@@ -1,0 +1,245 @@
+"""hkt.report: tables from run records and from MLflow, the MLflow audit, figures, `hkt aggregate`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from hkt.cli import main as hkt_main
+from hkt.report import aggregate as agg
+from hkt.report import figures, paper
+
+HKT_ATT = {"levels": 3, "stride": 2, "kernel_size": 2, "fusion": "dynamic", "upsample": "nearest",
+           "impl": "fused"}
+
+
+def make_record(task="listops", model="hkt", variant="main", seed=0, val=0.5, test=0.5,
+                length=512, n_params=1000, levels=None, created="2026-01-01T00:00:00+00:00",
+                **extra):
+    att = dict(HKT_ATT, levels=levels or 3) if model == "hkt" else {}
+    rec = {
+        "schema_version": 1, "task": task, "model": model, "variant": variant, "seed": seed,
+        "profile": "smoke",
+        "config": {"task": {"name": task, "max_length": length, "num_classes": 10},
+                   "model": {"name": model, "d_model": 16, "n_layers": 1, "d_ffn": 32,
+                             "attention": att}},
+        "n_params": n_params, "steps": 12, "best_step": 6, "val_accuracy": val,
+        "test_accuracy": test, "wall_time_s": 1.0, "ms_per_step": 10.0, "samples_per_s": 100.0,
+        "device": "cpu", "git_commit": None, "git_dirty": None, "data_dir": None,
+        "data_checksums": {}, "mlflow_run_id": None, "mlflow_tracking_uri": None,
+        "mlflow_experiment": None, "created_at": created, "hkt_version": "0.1.0",
+    }
+    rec.update(extra)
+    return rec
+
+
+def write_records(root: Path, records: list[dict]) -> Path:
+    for r in records:
+        d = root / r["task"] / r["model"] / r["variant"] / f"seed{r['seed']}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "record.json").write_text(json.dumps(r))
+        if r["model"] in ("hkt", "mha"):
+            (d / "history.csv").write_text(
+                "step,train_loss,train_acc,lr,samples_per_s,val_loss,val_acc\n"
+                f"3,1.0,0.1,0.001,10,,\n6,0.9,0.2,0.001,10,0.8,{r['val_accuracy'] / 2}\n"
+                f"12,0.8,0.3,0.001,10,0.7,{r['val_accuracy']}\n")
+    return root
+
+
+def suite_records() -> list[dict]:
+    recs = []
+    for seed, (h, m) in enumerate([(0.56, 0.50), (0.55, 0.51), (0.54, 0.49)]):
+        recs.append(make_record(model="hkt", seed=seed, val=h + 0.01, test=h, n_params=1200))
+        recs.append(make_record(model="mha", seed=seed, val=m + 0.01, test=m, n_params=1000))
+        recs.append(make_record(model="hkt", variant="levels1", seed=seed, levels=1, test=h - 0.2,
+                                val=h - 0.2))
+        recs.append(make_record(task="imdb", length=1024, model="hkt", seed=seed, test=0.7, val=0.7))
+        recs.append(make_record(task="imdb", length=1024, model="mha", seed=seed, test=0.6, val=0.6))
+    recs.append(make_record(model="majority", seed=0, test=0.1, val=0.1, n_params=0,
+                            external="hkt.baselines.ngram"))
+    return recs
+
+
+def test_main_table_means_stds_and_paper(tmp_path):
+    records = agg.load_records([write_records(tmp_path, suite_records())])
+    runs = agg.runs_from_records(records)
+    assert len(runs) == 16
+    main = agg.main_table(runs)
+    row = main.filter((pl.col("task") == "listops") & (pl.col("model") == "hkt")).row(0, named=True)
+    assert row["seeds"] == 3 and row["length"] == 512
+    assert row["test_mean"] == pytest.approx(55.0)
+    assert row["test_std"] == pytest.approx(1.0)  # sample std of 56, 55, 54
+    assert row["paper_mean"] == pytest.approx(55.10) and row["paper_std"] == pytest.approx(0.29)
+    assert row["delta_vs_paper"] == pytest.approx(55.0 - 55.10)
+    assert row["n_params"] == 1200
+    # order: tasks as the paper, models mha, hkt, then the rest
+    assert main.select("task", "model").rows()[:3] == [("listops", "mha"), ("listops", "hkt"),
+                                                      ("listops", "majority")]
+    maj = main.filter(pl.col("model") == "majority").row(0, named=True)
+    assert maj["paper_mean"] is None and maj["test_std"] is None  # one seed: no std
+    gap = agg.gap_table(main)
+    g = gap.filter(pl.col("task") == "listops").row(0, named=True)
+    assert g["ours_pp"] == pytest.approx(55.0 - 50.0)
+    assert g["paper_pp"] == pytest.approx(55.10 - 50.33)
+    assert g["difference_pp"] == pytest.approx(5.0 - 4.77)
+
+
+def test_ablation_table_deltas_and_paper_figure(tmp_path):
+    runs = agg.runs_from_records(agg.load_records([write_records(tmp_path, suite_records())]))
+    abl = agg.ablation_table(runs, "listops")
+    assert abl["variant"].to_list() == ["main", "levels1", "main"]
+    assert abl["model"].to_list() == ["hkt", "hkt", "mha"]
+    l1 = abl.row(1, named=True)
+    assert l1["delta_pp"] == pytest.approx(-20.0)
+    assert l1["paper_delta_pp"] == pytest.approx(paper.ABLATION_NO_HIERARCHY["delta_pp"])
+    assert abl.row(0, named=True)["delta_pp"] == pytest.approx(0.0)
+    assert l1["setting"].startswith("HKT L=1")
+
+
+def test_reruns_keep_the_latest_record(tmp_path):
+    old = make_record(seed=0, test=0.1, created="2026-01-01T00:00:00+00:00")
+    new = make_record(seed=0, test=0.9, created="2026-02-01T00:00:00+00:00")
+    write_records(tmp_path / "a", [old])
+    write_records(tmp_path / "b", [new])
+    runs = agg.runs_from_records(agg.load_records([tmp_path / "a", tmp_path / "b"]))
+    assert runs["test_accuracy"].to_list() == [0.9]
+
+
+def test_invalid_record_is_named(tmp_path):
+    bad = make_record()
+    del bad["test_accuracy"]
+    write_records(tmp_path, [bad])
+    with pytest.raises(Exception, match="test_accuracy"):
+        agg.load_records([tmp_path])
+    with pytest.raises(agg.AggregateError, match="no such file"):
+        agg.load_records([tmp_path / "missing"])
+
+
+def test_write_tables_and_figures(tmp_path):
+    records = agg.load_records([write_records(tmp_path / "runs", suite_records())])
+    runs, curves = agg.runs_from_records(records), agg.curves_from_records(records)
+    assert set(curves["model"].unique()) == {"hkt", "mha"}  # external baselines have no curve
+    main = agg.main_table(runs)
+    written = agg.write_table(main, agg.main_display(main), tmp_path / "out" / "main", "Main.")
+    md, csv, tex = (p.read_text() for p in written)
+    assert "55.00 ± 1.00" in md and "55.10 ± 0.29" in md
+    assert pl.read_csv(written[1]).height == len(main)
+    assert r"\begin{tabular}" in tex and r"$\pm$" in tex and "±" not in tex
+    for fn, args in ((figures.val_curves, (curves,)), (figures.main_bar, (runs,)),
+                     (figures.accuracy_vs_levels, (runs,))):
+        out = fn(*args, tmp_path / "fig" / f"{fn.__name__}.png")
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # without data every figure still exists (a workflow declares them up front)
+    empty = runs.clear()
+    out = figures.accuracy_vs_levels(empty, tmp_path / "fig" / "empty.png")
+    assert out.stat().st_size > 0
+
+
+def test_cli_writes_everything(tmp_path, capsys):
+    write_records(tmp_path / "runs", suite_records())
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    for t in ("main", "gap", "ablation"):
+        for ext in ("md", "csv", "tex"):
+            assert (out / "tables" / f"{t}.{ext}").is_file()
+    for f in ("val_curves", "accuracy_vs_levels", "main_bar"):
+        assert (out / "figures" / f"{f}.png").is_file()
+    summary = (out / "summary.md").read_text()
+    assert "## Main table" in summary and "(tables/main.md)" in summary
+    assert pl.read_csv(out / "tables" / "runs.csv").height == 16
+    # user errors: one line, exit 2
+    assert hkt_main(["aggregate", "--out", str(out)]) == 2
+    assert "nothing to aggregate" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def mlflow_store(tmp_path_factory):
+    """A SQLite MLflow store holding the suite's runs the way `hkt train` logs them."""
+    from mlflow.tracking import MlflowClient
+
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    records = suite_records()
+    for r in records:
+        name = f"hkt-{r['task']}"
+        exp = client.get_experiment_by_name(name)
+        exp_id = exp.experiment_id if exp else client.create_experiment(
+            name, artifact_location=(root / "art").as_uri())
+        tags = {"task": r["task"], "model": r["model"], "variant": r["variant"],
+                "seed": str(r["seed"]), "profile": r["profile"]}
+        if r.get("external"):
+            tags["external"] = r["external"]
+        run = client.create_run(exp_id, tags=tags)
+        rid = run.info.run_id
+        client.log_param(rid, "task.max_length", r["config"]["task"]["max_length"])
+        for k, v in r["config"]["model"].items():
+            if k != "attention":
+                client.log_param(rid, f"model.{k}", v)
+        for k, v in r["config"]["model"].get("attention", {}).items():
+            client.log_param(rid, f"model.attention.{k}", v)
+        for k in ("val_accuracy", "test_accuracy", "n_params", "ms_per_step"):
+            client.log_metric(rid, k, r[k], step=12)
+        client.log_metric(rid, "val_acc", r["val_accuracy"], step=12)
+        client.set_terminated(rid, "FINISHED")
+        r.update(mlflow_run_id=rid, mlflow_tracking_uri=uri, mlflow_experiment=name)
+    unfinished = client.create_run(client.get_experiment_by_name("hkt-listops").experiment_id,
+                                   tags={"task": "listops", "model": "hkt"})
+    assert unfinished.info.status == "RUNNING"  # not counted: no final metrics, not finished
+    return uri, records
+
+
+def test_tables_from_mlflow_match_tables_from_records(tmp_path, mlflow_store):
+    uri, records = mlflow_store
+    from_records = agg.main_table(agg.runs_from_records(
+        agg.load_records([write_records(tmp_path, records)])))
+    runs, curves = agg.runs_from_mlflow(uri)
+    from_mlflow = agg.main_table(runs)
+    cols = ["task", "length", "model", "seeds", "val_mean", "test_mean", "test_std", "n_params"]
+    assert from_mlflow.select(cols).equals(from_records.select(cols))
+    assert set(curves["model"].unique()) == {"hkt", "mha"}
+    only_imdb, _ = agg.runs_from_mlflow(uri, ["hkt-imdb"])
+    assert set(only_imdb["task"].unique()) == {"imdb"}
+    with pytest.raises(agg.AggregateError, match="no MLflow experiment"):
+        agg.runs_from_mlflow(uri, ["hkt-nope"])
+    a, b = tmp_path / "from_mlflow", tmp_path / "from_records"
+    assert hkt_main(["aggregate", "--mlflow", uri, "--out", str(a)]) == 0
+    assert hkt_main(["aggregate", str(tmp_path / "listops"), str(tmp_path / "imdb"),
+                     "--out", str(b)]) == 0
+    for table in ("main.md", "gap.md", "ablation.md"):
+        assert (a / "tables" / table).read_text() == (b / "tables" / table).read_text()
+
+
+def test_mlflow_audit_finds_missing_and_mismatched_runs(tmp_path, mlflow_store):
+    uri, records = mlflow_store
+    recs = [dict(r, _path=f"r{i}") for i, r in enumerate(records[:3])]
+    check = agg.check_mlflow(recs)
+    assert check["status"].to_list() == ["ok", "ok", "ok"]
+    recs[0]["test_accuracy"] = 0.123
+    recs[1]["mlflow_run_id"] = "0" * 32
+    recs[2] = dict(recs[2], mlflow_run_id=None, mlflow_tracking_uri=None)
+    check = agg.check_mlflow(recs)
+    assert check["status"].to_list() == ["mismatch", "missing", "no mlflow"]
+    assert "test_accuracy" in check["detail"][0]
+    # through the CLI: writes the audit table and fails with the reason
+    root = write_records(tmp_path / "runs", [{k: v for k, v in r.items() if k != "_path"}
+                                             for r in recs])
+    code = hkt_main(["aggregate", str(root), "--out", str(tmp_path / "o"), "--check-mlflow",
+                     "--no-tables"])
+    assert code == 2
+    table = (tmp_path / "o" / "tables" / "mlflow_check.md").read_text()
+    assert "mismatch" in table and "missing" in table
+
+
+def test_paper_numbers_are_the_design_notes():
+    assert {(r.task, r.length, r.model): (r.mean, r.std) for r in paper.MAIN} == {
+        ("listops", 512, "hkt"): (55.10, 0.29), ("listops", 512, "mha"): (50.33, 0.12),
+        ("cifar10", 1024, "hkt"): (35.45, 0.09), ("cifar10", 1024, "mha"): (34.01, 0.19),
+        ("imdb", 1024, "hkt"): (70.19, 0.57), ("imdb", 1024, "mha"): (62.72, 0.40)}
+    assert paper.paper_accuracy("listops", 2000, "hkt") is None
+    assert paper.SCORE_COST["levels3"] == 1.3125
+    assert math.isclose(paper.ABLATION_NO_HIERARCHY["delta_pp"], -18.4)

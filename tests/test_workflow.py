@@ -1,0 +1,133 @@
+"""The Snakemake workflow, fast checks: dry runs resolve every job (default config, the smoke suite,
+the SLURM profile), and a bad config.yaml stops the run naming the key."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEFILE = ROOT / "workflow" / "Snakefile"
+CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def snakemake(*args: str, cwd: Path, snakefile: Path = SNAKEFILE, timeout: int = 300,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run Snakemake with this Python (hkt importable, `hkt` on PATH) in directory ``cwd``."""
+    e = dict(os.environ if env is None else env)
+    e["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{e.get('PATH', '')}"
+    e.pop("MLFLOW_TRACKING_URI", None)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(cwd),
+           *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a (dry) run: rule -> count."""
+    m = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal\s+(\d+)", output, re.S)
+    assert m, output[-3000:]
+    stats = {}
+    for line in m.group(1).splitlines():
+        name, count = line.split()
+        stats[name] = int(count)
+    stats["total"] = int(m.group(2))
+    return stats
+
+
+def expected_counts(cfg: dict) -> dict[str, int]:
+    seeds = len(cfg["seeds"])
+    main = cfg["main"]
+    trains = {(t, m, "main", s) for t in main["tasks"] for m in main["models"]
+              for s in range(seeds)}
+    abl = cfg["ablation"]
+    if abl["enabled"]:
+        aseeds = len(abl["seeds"] or cfg["seeds"])
+        for s in range(aseeds):
+            trains |= {(abl["task"], "hkt", "main", s), (abl["task"], "mha", "main", s)}
+            trains |= {(abl["task"], v, v, s) for v in abl["include"]}
+    external = sum(len(spec.get("seeds") or [0]) * len(spec.get("tasks") or main["tasks"])
+                   for spec in cfg["external"].values() if spec.get("enabled", True))
+    tasks = set(main["tasks"]) | ({abl["task"]} if abl["enabled"] else set())
+    models = cfg["analyze"].get("models", ["hkt", "mha"])
+    analyze = len({j for j in trains if j[1] in models and j[2] in cfg["analyze"]["variants"]})
+    return {"train": len(trains), "prepare": len(tasks), "ngram_baseline": external,
+            "analyze": analyze if cfg["analyze"]["enabled"] else 0}
+
+
+def test_dry_run_of_the_default_config_resolves_every_job(tmp_path):
+    r = snakemake("-n", "--quiet", "rules", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stats = job_stats(r.stdout + r.stderr)
+    want = expected_counts(CONFIG)
+    for rule, n in want.items():
+        assert stats.get(rule, 0) == n, (rule, stats)
+    assert stats["train"] >= 27 + 7 * 3  # 3 tasks x 3 models x 3 seeds + 7 ablations x 3 seeds
+    for rule in ("match_params", "check_mlflow", "aggregate", "bench_attention", "all"):
+        assert stats[rule] == 1
+
+
+def test_dry_run_of_the_smoke_suite(tmp_path):
+    r = snakemake("-n", "-p", "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"),
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout + r.stderr
+    stats = job_stats(out)
+    assert stats["train"] == 3 * 3 + 7  # one seed: main grid + the ablation variants
+    assert "profile=smoke" in out and "train.test_batches=4" in out
+    assert "prepare.splits.train=2000" in out
+
+
+def test_lra_suite_adds_its_tasks(tmp_path):
+    cfg = tmp_path / "lra.yaml"
+    cfg.write_text("lra: {enabled: true}\n")
+    r = snakemake("-n", "--quiet", "rules", "--configfile", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stats = job_stats(r.stdout + r.stderr)
+    base = expected_counts(CONFIG)
+    assert stats["train"] == base["train"] + 2 * 2 * 3  # listops_lra, imdb_lra x mha, hkt x 3 seeds
+    assert stats["prepare"] == base["prepare"] + 2
+
+
+def test_slurm_profile_parses():
+    profile = yaml.safe_load((ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm"
+    assert profile["set-resources"]["train"]["gpu"] == 1
+    assert "slurm_partition" in profile["default-resources"]
+
+
+def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm",
+                        reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
+    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout + r.stderr
+    assert job_stats(out)["train"] == expected_counts(CONFIG)["train"]
+    train_resources = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
+    assert train_resources and all("gpu=1" in line for line in train_resources)
+    assert all("runtime=720" in line for line in train_resources)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"seeds": "abc"}, "seeds"),
+    ({"sedes": [0]}, "sedes"),
+    ({"profile": "fast"}, "profile 'fast'"),
+    ({"main": {"tasks": ["listops"], "models": ["transformer"]}}, "config/model/transformer.yaml"),
+    ({"main": {"tasks": ["pathfinder"], "models": ["hkt"]}}, "task 'pathfinder'"),
+    ({"ablation": {"include": ["levels9"]}}, "levels9"),
+    ({"external": {"ngram": {"seeds": [-1]}}}, "seeds"),
+    ({"train_overrides": ["model.d_model = 8"]}, "train_overrides"),
+])
+def test_bad_config_stops_with_the_key(tmp_path, bad, message):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump(bad))
+    r = snakemake("-n", "--configfile", str(cfg), cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert message in out, out[-3000:]
+    assert "Job stats" not in out  # stopped before building the DAG
