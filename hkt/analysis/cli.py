@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import polars as pl
-import torch
 from omegaconf import OmegaConf
 
 from hkt.analysis import figures
 from hkt.analysis.run import analyze_run, load_trained_run
+from hkt.bench.common import resolve_device
 from hkt.config import compose
 
 TABLE = "analysis.parquet"
@@ -23,12 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=None,
                         help="prepared-data directory (default: the one in the run record)")
     parser.add_argument("overrides", nargs="*", help="overrides of config/analysis.yaml, e.g. examples=64")
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def summarise(table: pl.DataFrame) -> str:
@@ -81,7 +75,7 @@ def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     cfg = compose("analysis", args.overrides)
-    device = _device(str(cfg.device))
+    device = resolve_device(str(cfg.device))
     trained = load_trained_run(args.run_dir, data_dir=args.data, device=device)
     rec = trained.record
     print(f"analysing {args.run_dir} ({rec['task']}/{rec['model']}/{rec['variant']} seed {rec['seed']}) on {device}")

@@ -27,8 +27,8 @@ import polars as pl
 
 from hkt.errors import HKTError
 from hkt.report import paper
+from hkt.train.record import RECORD_NAME
 
-RECORD_NAME = "record.json"
 
 #: The runs frame: one row per run.
 RUN_COLUMNS: dict[str, Any] = {
