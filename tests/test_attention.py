@@ -244,3 +244,36 @@ def test_bf16_autocast_runs(name):
         y = m(x, prefix_mask([33, 20], 33))
     y.float().sum().backward()
     assert torch.isfinite(y.float()).all() and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("chunk_mib", [1e-9, 0.002])  # one head per block; a few sequences per block
+@pytest.mark.parametrize("fusion", ["dynamic", "static"])
+def test_cpu_kernel_blocks_agree(chunk_mib, fusion):
+    """However the CPU wrapper splits (sequences, heads) into blocks, it computes the same."""
+    torch.manual_seed(0)
+    x = random_input(b=5, t=29).requires_grad_(True)
+    mask = prefix_mask([29, 3, 17, 29, 11], 29)
+    results = []
+    for impl, chunk in (("reference", 16.0), ("fused", chunk_mib)):
+        m = make_hkt(levels=3, stride=2, kernel_size=3, fusion=fusion, impl=impl, chunk_mib=chunk)
+        x.grad = None
+        y = m(x, mask)
+        (y * torch.randn_like(y, generator=torch.Generator().manual_seed(3))).sum().backward()
+        results.append((y.detach(), x.grad.clone(), [p.grad.clone() for p in m.parameters()]))
+    (y_ref, gx_ref, gp_ref), (y, gx, gp) = results
+    torch.testing.assert_close(y, y_ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(gx, gx_ref, atol=1e-6, rtol=0)
+    for a, b in zip(gp, gp_ref):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_cpu_kernel_block_layout():
+    from hkt.attention.fused_cpu import _chunks
+
+    v = torch.zeros(6, 4, 100, 8)
+    per_head = 8 * 100 * 3 * 8 * 4  # widened tensors per block × T × L·d × bytes
+    assert _chunks(v, 3, 1e9) == [(slice(0, 6), slice(0, 4))]
+    assert _chunks(v, 3, 8 * per_head)[:2] == [(slice(0, 2), slice(0, 4)), (slice(2, 4), slice(0, 4))]
+    assert _chunks(v, 3, 2 * per_head)[:3] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4)),
+                                               (slice(1, 2), slice(0, 2))]
+    assert len(_chunks(v, 3, 1.0)) == 6 * 4

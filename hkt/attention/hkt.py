@@ -133,7 +133,7 @@ class HKTAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         norm_eps: float = 1e-5,
-        chunk_mib: float = 32.0,
+        chunk_mib: float = 16.0,
     ) -> None:
         super().__init__()
         self.head_dim = check_heads(d_model, n_heads)
@@ -259,15 +259,25 @@ class HKTAttention(nn.Module):
         b, t, _ = x.shape
         n_levels, h = self.n_levels, self.n_heads
         features, masks, t_pad = self._pyramid(x, key_mask, n_levels)
-        queries = [split_heads(self.q_proj[l](features[l]), h) for l in range(n_levels)]
-        keys = [split_heads(self.k_proj[l](features[l]), h) for l in range(n_levels)]
         lam = self._fusion_weights(x, n_levels)
         v = split_heads(self.v_proj(x), h)
         dropout_p = self.dropout if self.training else 0.0
-        if self.impl == "fused":
-            y = self._attend_fused(queries, keys, lam, v, key_mask, t_pad, dropout_p)
+        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
+        ups = Upsampler(self.upsample, self.stride, t, t_pad)
+        queries = keys = None
+        if (self.impl == "fused" and self.use_cpu_kernel and not return_internals
+                and cpu_kernel_applies(v, dropout_p)):
+            # Projects per block inside the kernel wrapper: Q^(l), K^(l) never exist whole.
+            y = hkt_flash_cpu(
+                features, self.q_proj[:n_levels], self.k_proj[:n_levels], lam, v, upsampler=ups,
+                mask=attn_mask, is_causal=is_causal, scale=1.0 / math.sqrt(self.head_dim),
+                chunk_bytes=self.chunk_bytes,
+            )
         else:
-            y = self._attend_reference(queries, keys, lam, v, key_mask, t_pad, dropout_p)
+            queries = [split_heads(self.q_proj[l](features[l]), h) for l in range(n_levels)]
+            keys = [split_heads(self.k_proj[l](features[l]), h) for l in range(n_levels)]
+            attend = self._attend_fused if self.impl == "fused" else self._attend_reference
+            y = attend(queries, keys, lam, v, attn_mask, is_causal, ups, dropout_p)
         out = self.out_proj(merge_heads(y))
         if not return_internals:
             return out
@@ -279,19 +289,13 @@ class HKTAttention(nn.Module):
         keys: list[Tensor],
         lam: Tensor,
         v: Tensor,
-        key_mask: Tensor | None,
-        t_pad: int,
+        attn_mask: Tensor | None,
+        is_causal: bool,
+        ups: Upsampler,
         dropout_p: float,
     ) -> Tensor:
         """One SDPA call on q̃ = [λ_l U_l Q^(l)]_l, k̃ = [U_l K^(l)]_l (width L·d)."""
-        t, d, n_levels = v.shape[2], self.head_dim, len(queries)
-        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
-        ups = Upsampler(self.upsample, self.stride, t, t_pad)
-        if self.use_cpu_kernel and cpu_kernel_applies(v, dropout_p):
-            return hkt_flash_cpu(
-                queries, keys, lam, v, upsampler=ups, mask=attn_mask, is_causal=is_causal,
-                scale=1.0 / math.sqrt(d), chunk_bytes=self.chunk_bytes,
-            )
+        d, n_levels = self.head_dim, len(queries)
         q_tilde = torch.cat([lam[..., l : l + 1] * ups.up(q, l) for l, q in enumerate(queries)], dim=-1)
         k_tilde = torch.cat([ups.up(k, l) for l, k in enumerate(keys)], dim=-1)
         # The fused CPU/GPU kernels want equal query and value widths: zero-pad V to L·d and
@@ -314,18 +318,18 @@ class HKTAttention(nn.Module):
         keys: list[Tensor],
         lam: Tensor,
         v: Tensor,
-        key_mask: Tensor | None,
-        t_pad: int,
+        attn_mask: Tensor | None,
+        is_causal: bool,
+        ups: Upsampler,
         dropout_p: float,
     ) -> Tensor:
         """The paper line by line: S = Σ_l λ_l ⊙ U_l S^(l) U_l^T; Y = softmax(S + mask) V."""
-        t = v.shape[2]
+        t, t_pad = ups.t, ups.t_pad
         scale = 1.0 / math.sqrt(self.head_dim)
         fused = 0.0
         for l, (q, k) in enumerate(zip(queries, keys)):
             s_l = (q @ k.transpose(-1, -2)) * scale  # S^(l): (B, H, T_l, T_l)
             fused = fused + lam[..., l : l + 1] * self._upsample_scores(s_l, l, t_pad, t)
-        attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
         if is_causal:
             attn_mask = torch.ones(t, t, dtype=torch.bool, device=v.device).tril()
         if attn_mask is not None:
