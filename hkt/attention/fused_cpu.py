@@ -50,10 +50,14 @@ Block = tuple[slice, slice]
 
 def _chunks(v: Tensor, n_levels: int, chunk_bytes: float) -> list[Block]:
     """Blocks of (sequences, heads) whose widened tensors fit in ``chunk_bytes`` together:
-    whole sequences when one fits, else groups of heads of one sequence (at least one head)."""
+    whole sequences when one fits, else groups of heads of one sequence.
+
+    A block never has fewer (sequence, head) slices than torch has threads: the CPU kernel's
+    backward parallelises over them, so a one-head block would leave the other cores idle.
+    """
     b, h, t, d = v.shape
     per_head = _WIDE_TENSORS_PER_CHUNK * t * n_levels * d * v.element_size()
-    heads = max(1, int(chunk_bytes // per_head))
+    heads = max(1, int(chunk_bytes // per_head), min(h, torch.get_num_threads()))
     if heads >= h:
         rows = heads // h
         return [(slice(i, min(i + rows, b)), slice(0, h)) for i in range(0, b, rows)]
