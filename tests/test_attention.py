@@ -248,8 +248,9 @@ def test_bf16_autocast_runs(name):
 
 @pytest.mark.parametrize("chunk_mib", [1e-9, 0.002])  # one head per block; a few sequences per block
 @pytest.mark.parametrize("fusion", ["dynamic", "static"])
-def test_cpu_kernel_blocks_agree(chunk_mib, fusion):
+def test_cpu_kernel_blocks_agree(chunk_mib, fusion, monkeypatch):
     """However the CPU wrapper splits (sequences, heads) into blocks, it computes the same."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # allow one-head blocks
     torch.manual_seed(0)
     x = random_input(b=5, t=29).requires_grad_(True)
     mask = prefix_mask([29, 3, 17, 29, 11], 29)
@@ -267,9 +268,10 @@ def test_cpu_kernel_blocks_agree(chunk_mib, fusion):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
 
 
-def test_cpu_kernel_block_layout():
+def test_cpu_kernel_block_layout(monkeypatch):
     from hkt.attention.fused_cpu import _chunks
 
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     v = torch.zeros(6, 4, 100, 8)
     per_head = 8 * 100 * 3 * 8 * 4  # widened tensors per block × T × L·d × bytes
     assert _chunks(v, 3, 1e9) == [(slice(0, 6), slice(0, 4))]
@@ -277,3 +279,5 @@ def test_cpu_kernel_block_layout():
     assert _chunks(v, 3, 2 * per_head)[:3] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4)),
                                                (slice(1, 2), slice(0, 2))]
     assert len(_chunks(v, 3, 1.0)) == 6 * 4
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # a slice per thread at least
+    assert _chunks(v, 3, 1.0)[:2] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4))]
