@@ -142,7 +142,8 @@ def test_tables_figures_and_summary(workflow_run):
     assert cost["ratio"][0] == pytest.approx(1.3125)
     assert "attention fwd+bwd time, measured" in cost["what"].to_list()
     assert "training ms/step, measured" in cost["what"].to_list()
-    assert (res / "figures" / "kappa_by_level.png").read_bytes()[:4] == b"\x89PNG"
+    for name in ("kappa_by_level", "truncation"):
+        assert (res / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_mlflow_holds_every_run(workflow_run):

@@ -199,3 +199,27 @@ def kappa_figure(analyses: pl.DataFrame, path: Path) -> Path:
         ax.set_ylabel("κ of scores (d = 1)")
         ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def truncation_figure(analyses: pl.DataFrame, path: Path) -> Path:
+    """Accuracy vs levels kept L′ per task (HKT variants), mean over seeds with the seed range."""
+    from hkt.report.figures import _plt, _save
+
+    plt = _plt()
+    acc = _metric(analyses, "truncation", "accuracy")
+    tasks = sorted(acc["task"].unique().to_list())
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4 * max(1, len(tasks)), 3.2), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        sub = acc.filter(pl.col("task") == task)
+        for variant in sorted(sub["variant"].unique().to_list()):
+            curve = (sub.filter(pl.col("variant") == variant).group_by("level")
+                     .agg((pl.col("value") * 100).mean().alias("mean"), (pl.col("value") * 100).min().alias("lo"),
+                          (pl.col("value") * 100).max().alias("hi")).sort("level"))
+            mean = curve["mean"].to_numpy()
+            ax.errorbar(curve["level"].to_numpy(), mean, capsize=3, marker="o", label=variant,
+                        yerr=[mean - curve["lo"].to_numpy(), curve["hi"].to_numpy() - mean])
+        ax.set_title(task, fontsize=9)
+        ax.set_xlabel("levels kept L′")
+        ax.set_ylabel("test accuracy (%)")
+        ax.legend(fontsize=7)
+    return _save(fig, path)

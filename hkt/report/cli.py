@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         written += analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables")
         if not analyses.is_empty():
             written.append(analysis_tables.kappa_figure(analyses, out / "figures" / "kappa_by_level.png"))
+            written.append(analysis_tables.truncation_figure(analyses, out / "figures" / "truncation.png"))
     failed = 0
     if args.check_mlflow:
         check = agg.check_mlflow(records, args.tracking_uri)

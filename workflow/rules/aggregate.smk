@@ -50,8 +50,11 @@ def analysis_table_outputs():
 
 
 def analysis_figure_outputs():
-    return [report(f"{R}/figures/kappa_by_level.png", caption="../report/kappa_by_level.rst",
-                   category="Analyses")] if all_analyses() else []
+    if not all_analyses():
+        return []
+    figures = {"kappa_by_level": "kappa_by_level.rst", "truncation": "truncation_curve.rst"}
+    return [report(f"{R}/figures/{name}.png", caption=f"../report/{rst}", category="Analyses")
+            for name, rst in figures.items()]
 
 
 rule aggregate:
