@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from hkt.report.figures import _save  # noqa: E402  (one place that writes figures)
 from hkt.report.paper import KURTOSIS as PAPER_KAPPA  # noqa: E402
 
 
@@ -36,10 +37,7 @@ def kappa_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
     ax.set_xticks(sorted(set(kurt["level"].to_list())))
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def lambda_distribution_figure(samples: dict[tuple[int, int], np.ndarray], path: Path, title: str) -> Path:
@@ -54,10 +52,7 @@ def lambda_distribution_figure(samples: dict[tuple[int, int], np.ndarray], path:
         ax.set_title(f"layer {layer}", fontsize=9)
         ax.set_ylabel("λ_l")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def lambda_example_figure(lam: np.ndarray, path: Path, title: str) -> Path:
@@ -71,10 +66,7 @@ def lambda_example_figure(lam: np.ndarray, path: Path, title: str) -> Path:
     axes[0, 0].legend(fontsize=7, loc="upper right", ncol=levels)
     axes[-1, 0].set_xlabel("token position i")
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def truncation_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
@@ -85,7 +77,4 @@ def truncation_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
     ax.set_ylabel("accuracy (%)")
     ax.set_xticks(sub["level"].to_list())
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
