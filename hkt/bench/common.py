@@ -86,6 +86,21 @@ def time_call(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
+def timed_train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor,
+                     mask: torch.Tensor, labels: torch.Tensor, device: torch.device) -> float:
+    """Seconds for one training step as ``hkt train`` takes it: forward, cross-entropy,
+    backward, gradient clipping (norm 1) and the optimizer step."""
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(tokens, mask).float(), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return time_call(step, device)
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -66,7 +66,8 @@ def time_loader(loader: Any, max_batches: int) -> dict[str, float]:
 def time_steps(model: Any, batches: list[dict[str, Any]], *, steps: int, warmup: int, device: Any) -> list[float]:
     """Seconds per training step on the given batches (cycled)."""
     import torch
-    import torch.nn.functional as F
+
+    from hkt.bench.common import timed_train_step
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     model.train()
@@ -74,18 +75,9 @@ def time_steps(model: Any, batches: list[dict[str, Any]], *, steps: int, warmup:
     for i in range(warmup + steps):
         b = batches[i % len(batches)]
         tokens, mask, labels = (b[k].to(device) for k in ("tokens", "mask", "labels"))
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        loss = F.cross_entropy(model(tokens, mask).float(), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        elapsed = timed_train_step(model, opt, tokens, mask, labels, device)
         if i >= warmup:
-            times.append(time.perf_counter() - t0)
+            times.append(elapsed)
     return times
 
 

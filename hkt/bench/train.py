@@ -15,7 +15,6 @@ import argparse
 import csv
 import platform
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -138,20 +137,9 @@ class _Trainer:
 
     def step(self) -> float:
         """Seconds for forward, loss, backward, clipping and the AdamW step."""
-        import torch
-        import torch.nn.functional as F
+        from hkt.bench.common import timed_train_step
 
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        loss = F.cross_entropy(self.model(self.tokens, self.mask).float(), self.labels)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.opt.step()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        return timed_train_step(self.model, self.opt, self.tokens, self.mask, self.labels, self.device)
 
 
 def time_models(trainers: dict[str, _Trainer], *, steps: int, warmup: int) -> dict[str, list[float]]:

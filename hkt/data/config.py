@@ -14,19 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from hkt.config import config_dir
 from hkt.errors import ConfigError
 
 Validator = Callable[[Any, str], Any]
-
-
-def config_dir() -> Path:
-    """The Hydra config directory: ``$HKT_CONFIG_DIR`` or ``<repo>/config`` (see :mod:`hkt.config`)."""
-    from hkt.config import config_dir as _config_dir
-
-    return _config_dir()
 
 
 def available_tasks() -> list[str]:

@@ -124,19 +124,15 @@ class TrainStream:
         self._it: Iterator[dict[str, Any]] | None = None
 
     def next(self) -> dict[str, Any]:
-        import torch
-
-        # Fetching must not touch the global torch RNG (dropout draws from it): a DataLoader
-        # draws a base seed from it whenever an iterator starts, which happens at different
-        # steps in a resumed run than in an uninterrupted one.
-        with torch.random.fork_rng(devices=[]):
-            for _ in range(2):
-                if self._it is None:
-                    self._it = iter(self.loader)
-                try:
-                    return next(self._it)
-                except StopIteration:
-                    self._it = None  # epoch done: the loader moves on to the next epoch
+        # The loader has its own generator, so starting an epoch leaves the global torch RNG
+        # (dropout) untouched and a resumed run draws exactly what an uninterrupted one does.
+        for _ in range(2):
+            if self._it is None:
+                self._it = iter(self.loader)
+            try:
+                return next(self._it)
+            except StopIteration:
+                self._it = None  # epoch done: the loader moves on to the next epoch
         raise DataError("the training split yields no batch; lower train.batch_size")
 
     def state_dict(self) -> dict[str, Any]:
