@@ -246,6 +246,25 @@ def test_bf16_autocast_runs(name):
     assert torch.isfinite(y.float()).all() and torch.isfinite(x.grad).all()
 
 
+@pytest.mark.parametrize("kernel_size,stride", [(2, 2), (3, 2), (4, 4), (7, 4)])
+def test_pyramid_convolution_is_the_causal_depthwise_conv(kernel_size, stride):
+    """The pyramid's strided multiply-adds compute nn.Conv1d on the left-padded input."""
+    from hkt.attention.hkt import PyramidLevel
+
+    torch.manual_seed(0)
+    level = PyramidLevel(D, stride, kernel_size, 1e-5).double()
+    x = torch.randn(3, 8 * stride, D, dtype=torch.float64, requires_grad=True)
+    y = level._conv(x)
+    padded = torch.nn.functional.pad(x.transpose(1, 2), (kernel_size - 1, 0))
+    expected = level.conv(padded).transpose(1, 2)
+    torch.testing.assert_close(y, expected, atol=1e-12, rtol=0)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad(y, (x, level.conv.weight, level.conv.bias), g)
+    grads_ref = torch.autograd.grad(expected, (x, level.conv.weight, level.conv.bias), g)
+    for a, b in zip(grads, grads_ref):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize("chunk_mib", [1e-9, 0.002])  # one head per block; a few sequences per block
 @pytest.mark.parametrize("fusion", ["dynamic", "static"])
 def test_cpu_kernel_blocks_agree(chunk_mib, fusion, monkeypatch):

@@ -62,8 +62,23 @@ class PyramidLevel(nn.Module):
         """x: (B, T, D) with T a multiple of the stride -> (B, T / s, D)."""
         if mask is not None:
             x = x * mask.unsqueeze(-1).to(x.dtype)
-        h = F.pad(x.transpose(1, 2), (self.kernel_size - 1, 0))
-        return F.gelu(self.norm(self.conv(h).transpose(1, 2)))
+        return F.gelu(self.norm(self._conv(x)))
+
+    def _conv(self, x: Tensor) -> Tensor:
+        """The depthwise convolution in (B, T, D) layout: Σ_r w_r ⊙ x[p·s − (k−1) + r] + b.
+
+        The same map as ``self.conv`` on the left-padded, channels-first input, as k strided
+        multiply-adds: for kernels this small it is faster than the convolution routine, which
+        needs two transposed copies around it.
+        """
+        k, s = self.kernel_size, self.stride
+        n = x.shape[1] // s
+        xp = F.pad(x, (0, 0, k - 1, 0))
+        w = self.conv.weight[:, 0]  # (D, k)
+        y = torch.addcmul(self.conv.bias, xp[:, : (n - 1) * s + 1 : s], w[:, 0])
+        for r in range(1, k):
+            y = torch.addcmul(y, xp[:, r : r + (n - 1) * s + 1 : s], w[:, r])
+        return y
 
 
 class StaticFusion(nn.Module):
@@ -133,7 +148,7 @@ class HKTAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         norm_eps: float = 1e-5,
-        chunk_mib: float = 16.0,
+        chunk_mib: float = 32.0,
     ) -> None:
         super().__init__()
         self.head_dim = check_heads(d_model, n_heads)

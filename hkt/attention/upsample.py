@@ -3,8 +3,9 @@
 U_l ∈ R^{T×T_l} maps level l's T_l = T_pad / s^l positions to the T tokens: nearest
 (U[i, ⌊i/s^l⌋] = 1) or linear interpolation (``F.interpolate``, ``align_corners=False``).
 Besides U_l z, the fused CPU kernel needs U_l z scaled per token and written into a slice of a
-wider tensor, the adjoint U_lᵀ, and Σ_d g ⊙ U_l z; for nearest upsampling these run as
-broadcasts over a (blocks, s^l) view, without materialising U_l z.
+wider tensor, the adjoint U_lᵀ g written into a (strided) gradient buffer, and Σ_d g ⊙ U_l z;
+for nearest upsampling these run as broadcasts over a (blocks, s^l) view, without
+materialising U_l z.
 """
 
 from __future__ import annotations
@@ -68,36 +69,43 @@ class Upsampler:
             dest[:, :, n * f :].copy_((tail if w is None else tail * w).expand(b, h, self.t - n * f, d))
 
     # ------------------------------------------------------------------ U_lᵀ g
-    def adjoint(self, g: Tensor, level: int, t_l: int, weight: Tensor | None = None) -> Tensor:
-        """U_lᵀ (weight ⊙ g): (B, H, T, d) -> (B, H, T_l, d), the gradient of ``up``."""
-        if weight is not None and (level == 0 or self.mode != "nearest" or weight.shape[2] == 1):
+    def adjoint_into(self, dest: Tensor, g: Tensor, level: int, weight: Tensor | None = None) -> None:
+        """dest[...] = U_lᵀ (weight ⊙ g), with dest (B, H, T_l, d) (may be a strided view) and
+        weight broadcastable to (B, H, T, 1). Grid positions no token maps to get zeros."""
+        if level == 0:
+            if weight is None:
+                dest[:, :, : self.t].copy_(g)
+            else:
+                torch.mul(g, weight, out=dest[:, :, : self.t])
+            dest[:, :, self.t :].zero_()
+            return
+        if weight is not None and (self.mode != "nearest" or weight.shape[2] == 1):
             g = g * weight
             weight = None
-        if level == 0:
-            return F.pad(g, (0, 0, 0, t_l - self.t)) if t_l != self.t else g.contiguous()
-        if self.mode == "nearest":
-            f, n = self._blocks(level)
-            out = g.new_zeros(g.shape[0], g.shape[1], t_l, g.shape[3])
-            whole = g[:, :, : n * f].unflatten(2, (n, f))
+        if self.mode != "nearest":
+            with torch.enable_grad():
+                z = g.new_zeros(dest.shape, requires_grad=True)
+                (grad,) = torch.autograd.grad(self.up(z, level), z, g)
+            dest.copy_(grad)
+            return
+        f, n = self._blocks(level)
+        whole = g[:, :, : n * f].unflatten(2, (n, f))
+        if weight is not None:
+            whole = whole * weight[:, :, : n * f].unflatten(2, (n, f))
+        torch.sum(whole, 3, out=dest[:, :, :n])
+        if n * f < self.t:
+            tail = g[:, :, n * f :]
             if weight is not None:
-                whole = whole * weight[:, :, : n * f].unflatten(2, (n, f))
-            out[:, :, :n] = whole.sum(3)
-            if n * f < self.t:
-                tail = g[:, :, n * f :]
-                if weight is not None:
-                    tail = tail * weight[:, :, n * f :]
-                out[:, :, n] = tail.sum(2)
-            return out
-        with torch.enable_grad():
-            z = g.new_zeros(g.shape[0], g.shape[1], t_l, g.shape[3], requires_grad=True)
-            (grad,) = torch.autograd.grad(self.up(z, level), z, g)
-        return grad
+                tail = tail * weight[:, :, n * f :]
+            dest[:, :, n].copy_(tail.sum(2))
+            n += 1
+        dest[:, :, n:].zero_()
 
     # ------------------------------------------------------------------ Σ_d g ⊙ U_l z
     def dot(self, g: Tensor, z: Tensor, level: int) -> Tensor:
         """Σ_d g ⊙ U_l z per token: g (B, H, T, d), z (B, H, T_l, d) -> (B, H, T, 1)."""
         if level == 0 or self.mode != "nearest":
-            return (g * self.up(z, level)).sum(-1, keepdim=True)
+            return torch.linalg.vecdot(g, self.up(z, level)).unsqueeze(-1)
         f, n = self._blocks(level)
         out = g.new_empty(g.shape[0], g.shape[1], self.t, 1)
         whole = g[:, :, : n * f].unflatten(2, (n, f))
