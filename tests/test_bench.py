@@ -33,3 +33,16 @@ def test_peak_memory_sees_allocations():
     if small != small:  # mallinfo2 unavailable (not glibc): nothing to compare
         return
     assert large > 3 * small > 0
+
+
+def test_device_naming():
+    """One description of the device for records and benchmark tables; 'auto' falls back to CPU."""
+    import torch
+
+    from hkt.device import describe_device, resolve_device
+
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        assert resolve_device("auto") == torch.device("cpu")
+    text = describe_device(torch.device("cpu"))
+    assert text.startswith("cpu (") and f"{torch.get_num_threads()} threads" in text

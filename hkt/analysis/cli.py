@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from hkt.analysis import figures
 from hkt.analysis.run import analyze_run, load_trained_run
-from hkt.bench.common import resolve_device
+from hkt.device import resolve_device
 from hkt.config import compose
 
 TABLE = "analysis.parquet"

@@ -20,15 +20,14 @@ import yaml
 
 from hkt.attention import build_attention, score_cost_ratio
 from hkt.bench.common import (
-    device_description,
     markdown_table,
     median,
     peak_memory_bytes,
-    resolve_device,
     time_call,
     write_outputs,
 )
 from hkt.config import config_dir
+from hkt.device import describe_device, resolve_device
 
 VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference")
 
@@ -133,7 +132,7 @@ def report(rows: list[dict[str, Any]], settings: dict[str, Any], device: torch.d
     lines = [
         "# Attention benchmark: forward + backward of one layer",
         "",
-        f"Device: {device_description(device)}; torch {torch.__version__}; "
+        f"Device: {describe_device(device)}; torch {torch.__version__}; "
         f"batch {settings['batch']}, {settings['heads']} heads × {settings['head_dim']}, "
         f"{'bf16 autocast' if device.type == 'cuda' else 'fp32'}; median of {settings['repeats']} runs. "
         f"HKT: levels={hkt['levels']}, stride={hkt['stride']}, fusion={hkt['fusion']}, "
@@ -155,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]) + ["device"])
     writer.writeheader()
     for r in rows:
-        writer.writerow({**r, "device": device_description(device)})
+        writer.writerow({**r, "device": describe_device(device)})
     markdown = report(rows, settings, device)
     csv_path, md_path = write_outputs(args.out, "attention", buf.getvalue(), markdown)
     print()

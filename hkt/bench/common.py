@@ -105,21 +105,6 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def device_description(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    import os
-    import platform
-
-    return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} threads)"
-
-
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     def fmt(v: object) -> str:
         if isinstance(v, float):

@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from hkt.data.load import TokenDataset, make_loader
+    from hkt.device import describe_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -145,18 +146,17 @@ def run(args: argparse.Namespace) -> int:
         rows.append({"what": f"training step ({args.model}, {args.profile} profile: {size})",
                      "samples_per_s": step_rate, "ms_per_batch": 1000 * med,
                      "mean_padded_len": statistics.mean(b["tokens"].shape[1] for b in batches)})
-        dev = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         for r in rows:
             r.update({"ratio_to_step": r["samples_per_s"] / step_rate, "batch_size": args.batch_size,
                       "split": args.split, "task": ds.meta.get("task_config", ds.meta.get("task")),
-                      "device": dev, "threads": torch.get_num_threads()})
+                      "device": describe_device(device), "threads": torch.get_num_threads()})
     finally:
         if tmp is not None:
             tmp.cleanup()
     worst = min(r["ratio_to_step"] for r in rows[:-1])
     ok = worst >= REQUIRED_RATIO
     lines = [f"Loader throughput vs training-step consumption ({rows[0]['task']} {args.split}, batch "
-             f"{args.batch_size}, {dev}, {torch.get_num_threads()} threads)", "",
+             f"{args.batch_size}, {rows[0]['device']})", "",
              "| what | samples/s | ms/batch | mean padded T | × step rate |", "| --- | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['what']} | {r['samples_per_s']:,.0f} | {r['ms_per_batch']:.2f} | "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import platform
 import statistics
 from pathlib import Path
 from typing import Any
@@ -186,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, torch) -> int:
+    from hkt.device import describe_device
+
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         from hkt.errors import ConfigError
@@ -210,8 +211,7 @@ def _run(args: argparse.Namespace, torch) -> int:
             "ms_per_step": 1000 * med, "ms_per_step_min": 1000 * min(times[name]),
             "samples_per_s": shape["batch_size"] / med, "speedup_vs_torch": None,
             "steps": args.steps, "threads": torch.get_num_threads(),
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
-            f"cpu ({platform.machine()})", "torch_version": torch.__version__,
+            "device": describe_device(device), "torch_version": torch.__version__,
         })
     ref = next((r for r in rows if r["model"] == "torch"), None)
     for r in rows:

@@ -15,7 +15,6 @@ import csv
 import io
 import json
 import math
-import platform
 import random
 import socket
 import subprocess
@@ -35,6 +34,7 @@ from torch import nn
 
 import hkt
 from hkt.config import flatten
+from hkt.device import describe_device
 from hkt.models import build_model
 from hkt.errors import ConfigError, TrainingError
 from hkt.train.checkpoint import (atomic_write_bytes, atomic_write_text, load_checkpoint,
@@ -104,12 +104,6 @@ def select_device(train_cfg: Any) -> torch.device:
     if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     return torch.device("cuda", torch.cuda.current_device())
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads, {platform.machine()})"
 
 
 def seed_everything(seed: int) -> None:
@@ -399,7 +393,7 @@ class _Run:
         tags = {
             "task": self.cfg.task.name, "model": self.cfg.model.name, "variant": self.cfg.variant,
             "seed": str(self.cfg.seed), "profile": self.cfg.train.profile,
-            "device": device_name(self.device), "hostname": socket.gethostname(),
+            "device": describe_device(self.device), "hostname": socket.gethostname(),
             "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
             "hkt_version": hkt.__version__, "git_commit": str(git_commit),
             "git_dirty": str(git_dirty), "run_dir": str(self.run_dir.resolve()),
@@ -456,7 +450,7 @@ class _Run:
         params = [p for p in model.parameters() if p.requires_grad]
 
         self.say(f"run {cfg.tracking.run_name}: {self.n_params:,} parameters, "
-                 f"{device_name(device)}, precision {'bf16' if amp else 'fp32'}, "
+                 f"{describe_device(device)}, precision {'bf16' if amp else 'fp32'}, "
                  f"data {self.data_dir} ({self.data.size('train')} train examples)")
         if tracker.enabled:
             self.say(f"MLflow: run {self.run_id} in experiment '{tracker.experiment}' at {tracker.uri}")
@@ -577,7 +571,7 @@ class _Run:
             "wall_time_s": round(self._wall(), 3),
             "ms_per_step": None if ms_per_step is None else round(ms_per_step, 3),
             "samples_per_s": None if sps is None else round(sps, 2),
-            "device": device_name(self.device),
+            "device": describe_device(self.device),
             "git_commit": git_commit, "git_dirty": git_dirty,
             "data_dir": str(self.data_dir.resolve()), "data_checksums": dict(self.data.checksums),
             "mlflow_run_id": self.run_id if self.tracker.enabled else None,

@@ -1,0 +1,24 @@
+"""Which device a command runs on, and the one way records and benchmark tables name it."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def describe_device(device: torch.device) -> str:
+    """E.g. ``cuda:0 (NVIDIA H200)`` or ``cpu (x86_64, 2 cores, 2 threads)``."""
+    if device.type == "cuda":
+        index = torch.cuda.current_device() if device.index is None else device.index
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    machine = platform.processor() or platform.machine()
+    return f"cpu ({machine}, {os.cpu_count()} cores, {torch.get_num_threads()} threads)"
