@@ -298,5 +298,8 @@ def test_cpu_kernel_block_layout(monkeypatch):
     assert _chunks(v, 3, 2 * per_head)[:3] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4)),
                                                (slice(1, 2), slice(0, 2))]
     assert len(_chunks(v, 3, 1.0)) == 6 * 4
+    assert _chunks(v, 3, 3 * per_head)[:2] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4))]
+    v8 = torch.zeros(2, 8, 100, 8)
+    assert [blk[1] for blk in _chunks(v8, 3, 3 * per_head)[:3]] == [slice(0, 3), slice(3, 6), slice(6, 8)]
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # a slice per thread at least
     assert _chunks(v, 3, 1.0)[:2] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4))]

@@ -57,7 +57,7 @@ Block = tuple[slice, slice]
 
 def _chunks(v: Tensor, n_levels: int, chunk_bytes: float) -> list[Block]:
     """Blocks of (sequences, heads) whose widened tensors fit in ``chunk_bytes`` together:
-    whole sequences when one fits, else groups of heads of one sequence.
+    whole sequences when one fits, else equal-sized groups of heads of one sequence.
 
     A block never has fewer (sequence, head) slices than torch has threads: the CPU kernel's
     backward parallelises over them, so a one-head block would leave the other cores idle.
@@ -68,6 +68,7 @@ def _chunks(v: Tensor, n_levels: int, chunk_bytes: float) -> list[Block]:
     if heads >= h:
         rows = heads // h
         return [(slice(i, min(i + rows, b)), slice(0, h)) for i in range(0, b, rows)]
+    heads = -(-h // -(-h // heads))  # balanced groups (4 heads, room for 3: 2 + 2, not 3 + 1)
     return [(slice(i, i + 1), slice(j, min(j + heads, h))) for i in range(b) for j in range(0, h, heads)]
 
 
