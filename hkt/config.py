@@ -142,7 +142,7 @@ def _composition_message(exc: Exception, overrides: list[str]) -> str:
         if "not in struct" in why or "Could not append" in text or "Key '" in why:
             return (f"unknown config key '{key}' (from override "
                     f"'{_override_for(key, overrides)}'); check the spelling, "
-                    f"or see the keys with: hkt train --cfg")
+                    f"or see the keys with: hkt train --print-config")
         return f"config key '{key}': {why or ' '.join(text.split())}"
     m = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if m:

@@ -7,12 +7,24 @@ import platform
 
 import torch
 
+from hkt.errors import ConfigError
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
+
+def resolve_device(name: str, *, source: str = "--device") -> torch.device:
+    """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``.
+
+    ``source`` names where the choice came from, for the error when CUDA is asked for but absent.
+    """
+    name = str(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigError(f"{source} = {name!r}: not a device (use auto, cpu, cuda or cuda:N)") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{source} = {name!r}: no CUDA device is available (use auto or cpu)")
+    return device
 
 
 def describe_device(device: torch.device) -> str:

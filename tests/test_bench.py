@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from hkt.bench.common import peak_memory_bytes
 from hkt.cli import main
 
@@ -40,9 +42,14 @@ def test_device_naming():
     import torch
 
     from hkt.device import describe_device, resolve_device
+    from hkt.errors import ConfigError
 
     assert resolve_device("cpu") == torch.device("cpu")
     if not torch.cuda.is_available():
         assert resolve_device("auto") == torch.device("cpu")
+        with pytest.raises(ConfigError, match="train.device.*no CUDA device"):
+            resolve_device("cuda", source="config key 'train.device'")
+    with pytest.raises(ConfigError, match="not a device"):
+        resolve_device("tpu0")
     text = describe_device(torch.device("cpu"))
     assert text.startswith("cpu (") and f"{torch.get_num_threads()} threads" in text

@@ -10,8 +10,6 @@ repetition by repetition so that machine noise hits them alike; the median is re
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import yaml
 
 from hkt.attention import build_attention, score_cost_ratio
 from hkt.bench.common import (
+    csv_text,
     markdown_table,
     median,
     peak_memory_bytes,
@@ -49,6 +48,9 @@ def load_settings(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("lengths", "batch", "repeats"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
+    model = yaml.safe_load((config_dir() / "model" / "hkt.yaml").read_text())["attention"]
+    model.pop("impl", None)
+    settings["hkt"] = {**model, **(settings.get("hkt") or {})}
     return settings
 
 
@@ -150,13 +152,9 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     device = resolve_device(args.device)
     rows = run_benchmark(settings, list(args.variants), device)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) + ["device"])
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({**r, "device": describe_device(device)})
+    table = [{**r, "device": describe_device(device)} for r in rows]
     markdown = report(rows, settings, device)
-    csv_path, md_path = write_outputs(args.out, "attention", buf.getvalue(), markdown)
+    csv_path, md_path = write_outputs(args.out, "attention", csv_text(table, table[0]), markdown)
     print()
     print(markdown)
     print(f"wrote {csv_path} and {md_path}")

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import csv
 import ctypes
 import ctypes.util
+import io
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -86,19 +91,53 @@ def time_call(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def timed_train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, tokens: torch.Tensor,
-                     mask: torch.Tensor, labels: torch.Tensor, device: torch.device) -> float:
-    """Seconds for one training step as ``hkt train`` takes it: forward, cross-entropy,
-    backward, gradient clipping (norm 1) and the optimizer step."""
+class TrainStep:
+    """A model's training step as ``hkt train`` takes it (the same forward/backward function,
+    optimizer, precision and clipping from the composed training config), for timing."""
 
-    def step() -> None:
-        loss = torch.nn.functional.cross_entropy(model(tokens, mask).float(), labels)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+    def __init__(self, model: torch.nn.Module, train_cfg: Any, device: torch.device, total_steps: int):
+        from hkt.train.loop import autocast_dtype, build_optimizer
 
-    return time_call(step, device)
+        self.model, self.device = model, device
+        self.opt, _ = build_optimizer(model, train_cfg.optim, total_steps, device)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.amp = autocast_dtype(str(train_cfg.train.precision), device)
+        self.grad_clip = train_cfg.optim.grad_clip
+        model.train()
+
+    def time(self, tokens: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> float:
+        """Seconds for forward, loss, backward, clipping and the optimizer step."""
+        from hkt.train.loop import forward_backward
+
+        def step() -> None:
+            forward_backward(self.model, self.opt, self.params, tokens, mask, labels,
+                             amp=self.amp, grad_clip=self.grad_clip)
+            self.opt.step()
+
+        return time_call(step, self.device)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, steps: int, warmup: int) -> None:
+    """The options every training-step benchmark takes: steps, device, threads, seed, output."""
+    parser.add_argument("--steps", type=int, default=steps, help=f"timed training steps (default {steps})")
+    parser.add_argument("--warmup", type=int, default=warmup, help=f"untimed steps first (default {warmup})")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("results/bench"),
+                        help="output directory (default results/bench)")
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch CPU threads (None: unchanged), restoring the count afterwards."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def median(values: list[float]) -> float:
@@ -116,9 +155,19 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def csv_text(rows: Iterable[dict[str, Any]], columns: Iterable[str]) -> str:
+    """Rows as CSV with the given columns (others dropped); full precision (tables round)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
 def write_outputs(out_dir: Path, stem: str, csv_text: str, markdown: str) -> tuple[Path, Path]:
+    """``{stem}.csv`` and ``{stem}.md`` under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
     csv_path.write_text(csv_text)
-    md_path.write_text(markdown + "\n")
+    md_path.write_text(markdown.rstrip("\n") + "\n")
     return csv_path, md_path

@@ -13,13 +13,14 @@ and writes ``loader_throughput.{csv,md}`` under ``--out`` (default ``results/ben
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
 
 COLUMNS = ("what", "samples_per_s", "ms_per_batch", "batch_size", "mean_padded_len", "ratio_to_step",
            "split", "task", "device", "threads")
@@ -40,12 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pad-multiple", type=int, default=8)
     parser.add_argument("--max-batches", type=int, default=1000, help="loader batches timed per setting")
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=10, help="timed training steps (default 10)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed training steps first")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="results/bench", help="output directory (default results/bench)")
+    add_run_arguments(parser, steps=10, warmup=2)
 
 
 def time_loader(loader: Any, max_batches: int) -> dict[str, float]:
@@ -63,25 +59,21 @@ def time_loader(loader: Any, max_batches: int) -> dict[str, float]:
             "mean_padded_len": padded / max(batches, 1)}
 
 
-def time_steps(model: Any, batches: list[dict[str, Any]], *, steps: int, warmup: int, device: Any) -> list[float]:
-    """Seconds per training step on the given batches (cycled)."""
-    import torch
-
-    from hkt.bench.common import timed_train_step
-
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    model.train()
+def time_steps(model: Any, train_cfg: Any, batches: list[dict[str, Any]], *, steps: int, warmup: int,
+               device: Any) -> list[float]:
+    """Seconds per training step (as ``hkt train`` takes it) on the given batches (cycled)."""
+    step = TrainStep(model, train_cfg, device, total_steps=warmup + steps)
     times = []
     for i in range(warmup + steps):
         b = batches[i % len(batches)]
-        tokens, mask, labels = (b[k].to(device) for k in ("tokens", "mask", "labels"))
-        elapsed = timed_train_step(model, opt, tokens, mask, labels, device)
+        elapsed = step.time(*(b[k].to(device) for k in ("tokens", "mask", "labels")))
         if i >= warmup:
             times.append(elapsed)
     return times
 
 
-def _model(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
+def _model(args: argparse.Namespace, meta: dict[str, Any]) -> tuple[Any, dict[str, Any], Any]:
+    """The model, its config, and the composed training config it trains under."""
     from omegaconf import OmegaConf
 
     from hkt.config import compose
@@ -89,23 +81,23 @@ def _model(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
 
     cfg = compose("train", [f"profile={args.profile}", f"model={args.model}", "tracking.enabled=false"])
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    return build_model(model_cfg, vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
-                       max_length=int(meta["max_length"])), model_cfg
+    model = build_model(model_cfg, vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
+                        max_length=int(meta["max_length"]))
+    return model, model_cfg, cfg
 
 
 def run(args: argparse.Namespace) -> int:
+    with torch_threads(args.threads):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import torch
 
     from hkt.data.load import TokenDataset, make_loader
-    from hkt.device import describe_device
+    from hkt.device import describe_device, resolve_device
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        from hkt.errors import ConfigError
-
-        raise ConfigError("--device cuda: no CUDA device available")
+    device = resolve_device(args.device)
     tmp = None
     if args.data:
         data_dir = Path(args.data)
@@ -130,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             rows.append({"what": f"loader ({'bucketed' if bucket else 'shuffled'}, {args.num_workers} workers)",
                          **r})
         torch.manual_seed(args.seed)
-        model, model_cfg = _model(args, ds.meta)
+        model, model_cfg, train_cfg = _model(args, ds.meta)
         model = model.to(device)
         loader = make_loader(ds, batch_size=args.batch_size, shuffle=True, seed=args.seed,
                              pad_multiple=args.pad_multiple, drop_last=True)
@@ -139,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             batches.append(b)
             if len(batches) >= args.steps + args.warmup:
                 break
-        times = time_steps(model, batches, steps=args.steps, warmup=args.warmup, device=device)
+        times = time_steps(model, train_cfg, batches, steps=args.steps, warmup=args.warmup, device=device)
         med = statistics.median(times)
         step_rate = args.batch_size / med
         size = f"{model_cfg['d_model']}x{model_cfg['n_layers']}, {model_cfg['n_heads']} heads"
@@ -164,13 +156,6 @@ def run(args: argparse.Namespace) -> int:
     lines += ["", f"{'PASS' if ok else 'FAIL'}: the loader is {worst:.0f}x faster than the training step "
               f"(required: >= {REQUIRED_RATIO:.0f}x)."]
     md = "\n".join(lines) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "loader_throughput.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k in COLUMNS})
-    (out / "loader_throughput.md").write_text(md)
+    write_outputs(Path(args.out), "loader_throughput", csv_text(rows, COLUMNS), md)
     print(md, end="")
     return 0 if ok else 1

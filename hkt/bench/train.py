@@ -12,10 +12,11 @@ same padding mask, as in training. Prints a Markdown table and writes
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 from pathlib import Path
 from typing import Any
+
+from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
 
 COLUMNS = ("model", "seq_len", "batch_size", "d_model", "n_layers", "n_heads", "d_ffn",
            "n_params", "ms_per_step", "ms_per_step_min", "samples_per_s", "speedup_vs_torch",
@@ -36,49 +37,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated: mha, hkt (our models), torch (nn.TransformerEncoder "
                              "as a user writes it: `dropout` also drops attention probabilities), "
                              "torch_fused (the same with attention dropout off)")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per model (default 10)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="results/bench", help="output directory (default results/bench)")
+    add_run_arguments(parser, steps=10, warmup=3)
 
 
-class TorchEncoderClassifier:
-    """Factory for the ``nn.TransformerEncoder`` baseline (a class built lazily: torch import)."""
+def torch_encoder_classifier(vocab_size: int, num_classes: int, max_length: int, model_cfg: dict[str, Any]):
+    """The ``nn.TransformerEncoder`` baseline, as a user would write it with PyTorch's layers."""
+    import torch
+    from torch import nn
 
-    @staticmethod
-    def build(vocab_size: int, num_classes: int, max_length: int, model_cfg: dict[str, Any]):
-        import torch
-        from torch import nn
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            d = model_cfg["d_model"]
+            self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
+            self.pos = nn.Parameter(torch.randn(max_length, d) * 0.02)
+            self.emb_dropout = nn.Dropout(model_cfg.get("emb_dropout", 0.0))
+            layer = nn.TransformerEncoderLayer(
+                d, model_cfg["n_heads"], dim_feedforward=model_cfg["d_ffn"],
+                dropout=model_cfg.get("dropout", 0.0), activation="gelu", batch_first=True,
+                norm_first=True, layer_norm_eps=model_cfg.get("norm_eps", 1e-5))
+            self.encoder = nn.TransformerEncoder(layer, model_cfg["n_layers"],
+                                                 enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(d, eps=model_cfg.get("norm_eps", 1e-5))
+            self.head = nn.Linear(d, num_classes)
 
-        class Model(nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                d = model_cfg["d_model"]
-                self.embed = nn.Embedding(vocab_size, d, padding_idx=0)
-                self.pos = nn.Parameter(torch.randn(max_length, d) * 0.02)
-                self.emb_dropout = nn.Dropout(model_cfg.get("emb_dropout", 0.0))
-                layer = nn.TransformerEncoderLayer(
-                    d, model_cfg["n_heads"], dim_feedforward=model_cfg["d_ffn"],
-                    dropout=model_cfg.get("dropout", 0.0), activation="gelu", batch_first=True,
-                    norm_first=True, layer_norm_eps=model_cfg.get("norm_eps", 1e-5))
-                self.encoder = nn.TransformerEncoder(layer, model_cfg["n_layers"],
-                                                     enable_nested_tensor=False)
-                self.norm = nn.LayerNorm(d, eps=model_cfg.get("norm_eps", 1e-5))
-                self.head = nn.Linear(d, num_classes)
+        def forward(self, tokens, mask):
+            x = self.emb_dropout(self.embed(tokens) + self.pos[: tokens.shape[1]])
+            x = self.encoder(x, src_key_padding_mask=~mask)
+            x = self.norm(x)
+            w = mask.to(x.dtype).unsqueeze(-1)
+            return self.head((x * w).sum(1) / w.sum(1).clamp_min(1.0))
 
-            def forward(self, tokens, mask):
-                x = self.emb_dropout(self.embed(tokens) + self.pos[: tokens.shape[1]])
-                x = self.encoder(x, src_key_padding_mask=~mask)
-                x = self.norm(x)
-                w = mask.to(x.dtype).unsqueeze(-1)
-                return self.head((x * w).sum(1) / w.sum(1).clamp_min(1.0))
-
-        return Model()
+    return Model()
 
 
-def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+SIZES = ("d_model", "n_layers", "n_heads", "d_ffn")
+
+
+def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """The benchmark shape, the model sizes, and the composed training config (optimizer,
+    precision, clipping) every model's step runs under."""
     from omegaconf import OmegaConf
 
     from hkt.config import compose
@@ -86,14 +84,13 @@ def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     cfg = compose("train", [f"profile={args.profile}", f"task={args.task}", "model=mha",
                             "tracking.enabled=false"])
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    for key in ("d_model", "n_layers", "n_heads", "d_ffn"):
+    for key in SIZES:
         if getattr(args, key) is not None:
             model[key] = getattr(args, key)
     shape = {"seq_len": args.seq_len or int(cfg.task.max_length),
              "batch_size": args.batch_size or int(cfg.train.batch_size),
-             "num_classes": int(cfg.task.num_classes), "vocab_size": 32,
-             "optim": OmegaConf.to_container(cfg.optim, resolve=True)}
-    return shape, model
+             "num_classes": int(cfg.task.num_classes), "vocab_size": 32}
+    return shape, model, cfg
 
 
 def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
@@ -105,7 +102,7 @@ def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
     kw = dict(vocab_size=shape["vocab_size"], num_classes=shape["num_classes"],
               max_length=shape["seq_len"])
     if name in ("torch", "torch_fused"):
-        model = TorchEncoderClassifier.build(model_cfg=model_cfg, **kw).to(device)
+        model = torch_encoder_classifier(model_cfg=model_cfg, **kw).to(device)
         if name == "torch_fused":  # attention-probability dropout off: SDPA's fused kernel
             for layer in model.encoder.layers:
                 layer.self_attn.dropout = 0.0
@@ -114,31 +111,26 @@ def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
         from hkt.errors import ConfigError
 
         raise ConfigError(f"--models: unknown model {name!r} (mha, hkt, torch, torch_fused)")
-    base = OmegaConf.to_container(compose("train", [f"model={name}"]).model, resolve=True)
-    cfg = {**base, **{k: model_cfg[k] for k in ("d_model", "n_layers", "n_heads", "d_ffn")}}
-    return build_model(cfg, **kw).to(device)
+    cfg = compose("train", [f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES)])
+    return build_model(OmegaConf.to_container(cfg.model, resolve=True), **kw).to(device)
 
 
 class _Trainer:
     """One model's training step on fixed random inputs of the benchmark shape."""
 
-    def __init__(self, model, shape: dict[str, Any], device, seed: int):
+    def __init__(self, model, shape: dict[str, Any], train_cfg: Any, device, seed: int, total_steps: int):
         import torch
 
         g = torch.Generator().manual_seed(seed)
         b, t = shape["batch_size"], shape["seq_len"]
-        self.model, self.device = model, device
         self.tokens = torch.randint(1, shape["vocab_size"], (b, t), generator=g).to(device)
         self.mask = torch.ones(b, t, dtype=torch.bool, device=device)
         self.labels = torch.randint(0, shape["num_classes"], (b,), generator=g).to(device)
-        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        model.train()
+        self.train_step = TrainStep(model, train_cfg, device, total_steps)
 
     def step(self) -> float:
-        """Seconds for forward, loss, backward, clipping and the AdamW step."""
-        from hkt.bench.common import timed_train_step
-
-        return timed_train_step(self.model, self.opt, self.tokens, self.mask, self.labels, self.device)
+        """Seconds for forward, loss, backward, clipping and the optimizer step."""
+        return self.train_step.time(self.tokens, self.mask, self.labels)
 
 
 def time_models(trainers: dict[str, _Trainer], *, steps: int, warmup: int) -> dict[str, list[float]]:
@@ -173,40 +165,31 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    with torch_threads(args.threads):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import torch
 
-    threads = torch.get_num_threads()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
-        return _run(args, torch)
-    finally:
-        torch.set_num_threads(threads)
+    from hkt.device import describe_device, resolve_device
 
-
-def _run(args: argparse.Namespace, torch) -> int:
-    from hkt.device import describe_device
-
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        from hkt.errors import ConfigError
-
-        raise ConfigError("--device cuda: no CUDA device available")
-    shape, model_cfg = _shapes(args)
+    device = resolve_device(args.device)
+    shape, model_cfg, train_cfg = _shapes(args)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     trainers, n_params = {}, {}
     for name in names:
         torch.manual_seed(args.seed)
         model = _build(name, shape, model_cfg, device)
         n_params[name] = sum(p.numel() for p in model.parameters())
-        trainers[name] = _Trainer(model, shape, device, args.seed)
+        trainers[name] = _Trainer(model, shape, train_cfg, device, args.seed, args.steps + args.warmup)
     times = time_models(trainers, steps=args.steps, warmup=args.warmup)
     rows = []
     for name in names:
         med = statistics.median(times[name])
         rows.append({
             "model": name, "seq_len": shape["seq_len"], "batch_size": shape["batch_size"],
-            **{k: model_cfg[k] for k in ("d_model", "n_layers", "n_heads", "d_ffn")},
+            **{k: model_cfg[k] for k in SIZES},
             "n_params": n_params[name],
             "ms_per_step": 1000 * med, "ms_per_step_min": 1000 * min(times[name]),
             "samples_per_s": shape["batch_size"] / med, "speedup_vs_torch": None,
@@ -214,17 +197,10 @@ def _run(args: argparse.Namespace, torch) -> int:
             "device": describe_device(device), "torch_version": torch.__version__,
         })
     ref = next((r for r in rows if r["model"] == "torch"), None)
-    for r in rows:
-        if ref is not None:
-            r["speedup_vs_torch"] = round(ref["ms_per_step"] / r["ms_per_step"], 3)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "train_throughput.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
+    if ref is not None:
         for r in rows:
-            w.writerow({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
+            r["speedup_vs_torch"] = round(ref["ms_per_step"] / r["ms_per_step"], 3)
     md = markdown(rows)
-    (out / "train_throughput.md").write_text(md)
+    write_outputs(Path(args.out), "train_throughput", csv_text(rows, COLUMNS), md)
     print(md, end="")
     return 0

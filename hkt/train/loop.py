@@ -17,7 +17,6 @@ import json
 import math
 import random
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,8 @@ from torch import nn
 
 import hkt
 from hkt.config import flatten
-from hkt.device import describe_device
+from hkt.device import describe_device, resolve_device
+from hkt.provenance import git_state
 from hkt.models import build_model
 from hkt.errors import ConfigError, TrainingError
 from hkt.train.checkpoint import (atomic_write_bytes, atomic_write_text, load_checkpoint,
@@ -43,12 +43,12 @@ from hkt.train.config import model_error, strip_for_compare, validate
 from hkt.train.data import RunData
 from hkt.train.progress import Progress, format_duration
 from hkt.train.record import RECORD_NAME, SCHEMA_VERSION, load_record, write_record
-from hkt.train.tracking import make_tracker
+from hkt.train.tracking import STEP_METRICS, make_tracker
 
-__all__ = ["train", "lr_factor", "build_optimizer", "select_device", "summary_line"]
+__all__ = ["train", "lr_factor", "build_optimizer", "summary_line"]
 
 CHECKPOINT_FORMAT = 1
-HISTORY_COLUMNS = ("step", "train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
+HISTORY_COLUMNS = ("step", *STEP_METRICS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,35 +96,43 @@ def build_optimizer(model: nn.Module, optim_cfg: Any, total_steps: int, device: 
     return opt, sched
 
 
-def select_device(train_cfg: Any) -> torch.device:
-    want = train_cfg.device
-    if want == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("config key 'train.device' = 'cuda': no CUDA device is available "
-                          "(use train.device=auto or cpu)")
-    if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    return torch.device("cuda", torch.cuda.current_device())
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``train.precision`` (auto | fp32 | bf16) on ``device``; None = fp32."""
+    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            if precision == "bf16":
+                raise ConfigError("config key 'train.precision' = 'bf16': this GPU does not "
+                                  "support bfloat16; use train.precision=fp32")
+            return None
+        return torch.bfloat16
+    return None
+
+
+def forward_backward(forward: Any, opt: torch.optim.Optimizer, params: list[nn.Parameter],
+                     tokens: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, *,
+                     amp: torch.dtype | None, grad_clip: float | None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One training step up to the optimizer: forward under autocast, cross-entropy, backward,
+    gradient clipping. Returns (loss, float logits, gradient norm; 0 without clipping) so the
+    caller can check them before ``opt.step()``. The one step both training and the benchmarks
+    run."""
+    with torch.autocast(tokens.device.type, dtype=amp or torch.float32, enabled=amp is not None):
+        logits = forward(tokens, mask)
+    logits = logits.float()
+    loss = F.cross_entropy(logits, labels)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        gnorm = torch.nn.utils.clip_grad_norm_(params, float(grad_clip))
+    else:
+        gnorm = torch.zeros((), device=tokens.device)
+    return loss, logits, gnorm
 
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
-
-
-def git_state() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout holding the hkt package; (None, None) outside git."""
-    root = Path(hkt.__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=10)
-        if commit.returncode != 0:
-            return None, None
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                cwd=root, capture_output=True, text=True, timeout=30)
-        return commit.stdout.strip(), bool(status.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        return None, None
 
 
 def _to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -253,19 +261,21 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
     try:
         run_dir = Path(run_dir)
         validate(cfg)
-        if not (run_dir / RECORD_NAME).exists():
-            RunData(data_dir, cfg.task)  # wrong or missing data: fail before creating anything
+        # Wrong or missing data fails here, before anything is created (a finished run needs none).
+        data = None if (run_dir / RECORD_NAME).exists() else RunData(data_dir, cfg.task)
         with _exclusive(run_dir):
-            return _Run(cfg, Path(data_dir), run_dir, stream or sys.stderr, progress).run()
+            return _Run(cfg, Path(data_dir), data, run_dir, stream or sys.stderr, progress).run()
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(det, warn_only=det_warn)
 
 
 class _Run:
-    def __init__(self, cfg: DictConfig, data_dir: Path, run_dir: Path, stream: TextIO,
-                 progress: bool | None):
+    def __init__(self, cfg: DictConfig, data_dir: Path, data: RunData | None, run_dir: Path,
+                 stream: TextIO, progress: bool | None):
+        """``cfg`` is validated by ``train``; ``data`` is None only when the run is finished."""
         self.cfg, self.data_dir, self.run_dir, self.stream = cfg, data_dir, run_dir, stream
+        self.data = data
         self.show_progress = progress
         self.ckpt_dir = run_dir / "checkpoints"
         self.last_path, self.best_path = self.ckpt_dir / "last.pt", self.ckpt_dir / "best.pt"
@@ -277,7 +287,6 @@ class _Run:
     # -- setup -------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.cfg
-        validate(cfg)
         if self.record_path.exists():
             record = load_record(self.record_path)
             _check_same_config(record["config"], cfg, self.record_path)
@@ -285,11 +294,13 @@ class _Run:
             self.say(summary_line(record, self.run_dir))
             return record
         t_session = time.perf_counter()
-        self.data = RunData(self.data_dir, cfg.task)
-        self.device = select_device(cfg.train)
+        if self.data is None:  # the record vanished after train() looked
+            self.data = RunData(self.data_dir, cfg.task)
+        self.git = git_state()  # the code this session runs, for tags and the record
+        self.device = resolve_device(cfg.train.device, source="config key 'train.device'")
         if cfg.train.num_threads:
             torch.set_num_threads(int(cfg.train.num_threads))
-        self.amp = self._precision()
+        self.amp = autocast_dtype(str(cfg.train.precision), self.device)
         if self.device.type == "cpu" and cfg.train.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         seed_everything(int(cfg.seed))
@@ -347,17 +358,6 @@ class _Run:
             raise
         return record
 
-    def _precision(self) -> torch.dtype | None:
-        p = self.cfg.train.precision
-        if p == "bf16" or (p == "auto" and self.device.type == "cuda"):
-            if self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-                if p == "bf16":
-                    raise ConfigError("config key 'train.precision' = 'bf16': this GPU does not "
-                                      "support bfloat16; use train.precision=fp32")
-                return None
-            return torch.bfloat16
-        return None
-
     def _resume(self) -> None:
         ck = load_checkpoint(self.last_path)
         if ck.get("format") != CHECKPOINT_FORMAT:
@@ -389,7 +389,7 @@ class _Run:
         tracker = make_tracker(self.cfg)
         if not tracker.enabled:
             return tracker
-        git_commit, git_dirty = git_state()
+        git_commit, git_dirty = self.git
         tags = {
             "task": self.cfg.task.name, "model": self.cfg.model.name, "variant": self.cfg.variant,
             "seed": str(self.cfg.seed), "profile": self.cfg.train.profile,
@@ -479,16 +479,8 @@ class _Run:
         while self.step < max_steps:
             batch = self.stream_data.next()
             tokens, mask, labels = _to_device(batch, device)
-            with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
-                logits = self.forward(tokens, mask)
-            logits = logits.float()
-            loss = F.cross_entropy(logits, labels)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_clip:
-                gnorm = torch.nn.utils.clip_grad_norm_(params, float(grad_clip))
-            else:
-                gnorm = torch.zeros((), device=device)
+            loss, logits, gnorm = forward_backward(self.forward, opt, params, tokens, mask, labels,
+                                                   amp=amp, grad_clip=grad_clip)
             bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
             if per_step_check and bool(bad):
                 raise diverged(f"at step {self.step + 1} (loss={loss.item()})")
@@ -556,7 +548,7 @@ class _Run:
         curve = self.run_dir / "learning_curve.png"
         plot_learning_curve(self.history, curve, title)
         write_history(self.history, self.run_dir / "history.csv")
-        git_commit, git_dirty = git_state()
+        git_commit, git_dirty = self.git
         steps = self.step
         ms_per_step = 1000 * self.train_time / steps if steps and self.train_time > 0 else None
         sps = steps * int(tc.batch_size) / self.train_time if self.train_time > 0 else None

@@ -38,6 +38,7 @@ rule bench_attention:
         f"{R}/bench/attention.md",
     input:
         settings=str(CONFIG_DIR / "bench" / "attention.yaml"),
+        layer=str(CONFIG_DIR / "model" / "hkt.yaml"),  # the HKT layer under test
     params:
         args=shell_words(BENCH.get("args", [])),
     log:
