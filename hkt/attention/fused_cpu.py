@@ -25,6 +25,7 @@ Cost: the kernels run at width L·d with V zero-padded to it, so they do ≈ L×
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -68,7 +69,8 @@ def _chunks(v: Tensor, n_levels: int, chunk_bytes: float) -> list[Block]:
     if heads >= h:
         rows = heads // h
         return [(slice(i, min(i + rows, b)), slice(0, h)) for i in range(0, b, rows)]
-    heads = -(-h // -(-h // heads))  # balanced groups (4 heads, room for 3: 2 + 2, not 3 + 1)
+    groups = math.ceil(h / heads)
+    heads = math.ceil(h / groups)  # balanced: 4 heads with room for 3 give 2 + 2, not 3 + 1
     return [(slice(i, i + 1), slice(j, min(j + heads, h))) for i in range(b) for j in range(0, h, heads)]
 
 
@@ -129,7 +131,7 @@ class _HKTFlashCPU(torch.autograd.Function):
         features, wq, bq, wk, bk = _split(tensors, n_levels)
         b, h, t, d = v.shape
         # The output in (B, T, H, d) memory order: merging heads for the output projection is
-        # then a view, and autograd keeps one copy of it instead of two.
+        # then a view rather than a copy.
         out = v.new_empty(b, t, h, d).transpose(1, 2)
         lse = v.new_empty(b, h, t)
         blocks = _chunks(v, n_levels, chunk_bytes)

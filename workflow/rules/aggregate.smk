@@ -15,7 +15,7 @@ def mlflow_check_outputs():
 
 
 def _ablation_args():
-    task = ABL.get("task", "listops")
+    task = ABL_TASK
     if task not in TASKS:
         return f"--ablation-task {q(task)}"
     family, length = task_info(task)

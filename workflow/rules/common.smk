@@ -98,6 +98,7 @@ if not _config_file("profile", config["profile"]).is_file():
 MAIN_CFG = config["main"]
 LRA = config.get("lra") or {}
 ABL = config.get("ablation") or {}
+ABL_TASK = ABL.get("task", "listops")  # the paper runs its ablations on ListOps
 ANALYZE = config.get("analyze") or {}
 SEEDS = list(config["seeds"])
 
@@ -112,7 +113,7 @@ if LRA.get("enabled"):
         _check_model(m, "lra.models")
 VARIANTS = ABL.get("variants") or {}
 if ABL.get("enabled"):
-    _check_task(ABL.get("task", "listops"), "ablation.task")
+    _check_task(ABL_TASK, "ablation.task")
     for v in ABL.get("include", []):
         if v not in VARIANTS:
             fail(f"ablation.include names variant '{v}', which is not under ablation.variants "
@@ -143,7 +144,7 @@ def train_jobs():
     for tasks, models in grids:
         jobs += [(t, m, MAIN, s) for t in tasks for m in models for s in SEEDS]
     if ABL.get("enabled"):
-        t = ABL.get("task", "listops")
+        t = ABL_TASK
         for s in ablation_seeds():
             jobs += [(t, "hkt", MAIN, s), (t, "mha", MAIN, s)]  # the references
             jobs += [(t, VARIANTS[v]["model"], v, s) for v in ABL.get("include", [])]
