@@ -65,7 +65,7 @@ def test_analyze_hkt_run(hkt_run, tmp_path):
     assert metrics[f"analysis/truncation_acc_L{levels}"] == pytest.approx(record["test_accuracy"])
 
 
-def test_analyze_mha_and_conv(prepared_data, isolated_results, tmp_path):
+def test_analyze_mha_run(prepared_data, isolated_results, tmp_path):
     data = prepared_data("listops")
     _train(data, tmp_path / "mha", "mha", "tracking.enabled=false")
     out = tmp_path / "an"
@@ -73,6 +73,19 @@ def test_analyze_mha_and_conv(prepared_data, isolated_results, tmp_path):
     table = pl.read_parquet(out / "analysis.parquet")
     assert set(table["section"]) == {"kurtosis", "kernel", "gram"}  # no λ, no levels to truncate
     assert set(table["level"].filter(table["level"] >= 0)) == {0}
+
+
+def test_analyze_rejects_model_without_attention_internals(prepared_data, isolated_results, tmp_path,
+                                                           capsys):
+    """The conv mixer exposes no scores, queries or keys: analyze says so instead of crashing."""
+    data = prepared_data("listops")
+    _train(data, tmp_path / "conv", "conv", "tracking.enabled=false")
+    capsys.readouterr()
+    out = tmp_path / "an"
+    assert main(["analyze", str(tmp_path / "conv"), "--out", str(out), "examples=8"]) == 2
+    err = capsys.readouterr().err
+    assert "CausalConvMixer" in err and "analyse mha or hkt runs" in err
+    assert not out.exists()
 
 
 def test_bad_override_names_key(hkt_run, tmp_path, capsys):

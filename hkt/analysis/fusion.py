@@ -12,14 +12,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from hkt.analysis.kernel import _f64
+
 __all__ = ["LambdaStats", "dominant_level", "lambda_stats"]
-
-
-def _f64(x: Any) -> np.ndarray:
-    """float64 numpy copy of an array or torch tensor."""
-    if hasattr(x, "detach"):
-        return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 @dataclass(frozen=True)

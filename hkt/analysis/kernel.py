@@ -77,8 +77,8 @@ class BilinearParts:
 
     def summary(self) -> dict[str, Any]:
         """Scalars only (for a report row)."""
-        return {k: getattr(self, k) for k in ("antisym_share", "lambda_min", "lambda_max",
-                                              "neg_mass_share", "rank", "tol", "psd")}
+        return {k: float(getattr(self, k)) for k in ("antisym_share", "lambda_min", "lambda_max",
+                                                     "neg_mass_share", "rank", "psd")}
 
 
 def decompose_matrix(m: Any, *, rtol: float | None = None) -> BilinearParts:

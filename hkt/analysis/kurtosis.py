@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from hkt.analysis.kernel import _f64
+
 __all__ = [
     "KurtosisResult",
     "b2_standard_error",
@@ -33,6 +35,7 @@ __all__ = [
     "kappa_standard_error",
     "mardia_kurtosis",
     "mardia_test",
+    "take_rows",
 ]
 
 DEFAULT_MAX_SAMPLES = 200_000
@@ -94,6 +97,22 @@ def kappa_standard_error(d: int, n: int) -> float:
     return b2_standard_error(d, n) / (d * (d + 2))
 
 
+def take_rows(x: Any, k: int | None, rng: np.random.Generator) -> np.ndarray:
+    """At most ``k`` rows of x (n, …) as float64 numpy: a sorted uniform sample drawn from ``rng``
+    when n > k, else all rows. A torch tensor is indexed on its own device, so only the kept
+    rows are copied to the host (the whole tensor may be far larger than the sample)."""
+    n = int(x.shape[0])
+    if k is not None and n > k:
+        idx = np.sort(rng.choice(n, size=int(k), replace=False))
+        if hasattr(x, "detach"):
+            import torch
+
+            x = x[torch.as_tensor(idx, device=x.device)]
+        else:
+            x = np.asarray(x)[idx]
+    return _f64(x)
+
+
 def _rows(x: Any, max_samples: int | None, seed: int) -> tuple[np.ndarray, int, bool]:
     """(n, d) float64 array from a numpy array or torch tensor, sub-sampled before conversion."""
     shape = tuple(x.shape)
@@ -105,20 +124,7 @@ def _rows(x: Any, max_samples: int | None, seed: int) -> tuple[np.ndarray, int, 
         x = x.reshape(-1, shape[-1])
     n_total = int(x.shape[0])
     subsampled = max_samples is not None and n_total > max_samples
-    if subsampled:
-        rng = np.random.default_rng(seed)
-        idx = np.sort(rng.choice(n_total, size=int(max_samples), replace=False))
-        if hasattr(x, "detach"):  # torch: index on the tensor's device, move only the subset
-            import torch
-
-            x = x[torch.as_tensor(idx, device=x.device)]
-        else:
-            x = np.asarray(x)[idx]
-    if hasattr(x, "detach"):
-        arr = x.detach().cpu().double().numpy()
-    else:
-        arr = np.asarray(x, dtype=np.float64)
-    return arr, n_total, subsampled
+    return take_rows(x, max_samples, np.random.default_rng(seed)), n_total, subsampled
 
 
 def mardia_test(

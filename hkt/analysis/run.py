@@ -26,9 +26,10 @@ from torch import nn
 
 from hkt.analysis.capture import capture_internals
 from hkt.analysis.fusion import lambda_stats
-from hkt.analysis.kernel import decompose_bilinear, gram_rank_report, head_columns, psd_condition
-from hkt.analysis.kurtosis import mardia_test
+from hkt.analysis.kernel import _f64, decompose_bilinear, gram_rank_report, head_columns, psd_condition
+from hkt.analysis.kurtosis import mardia_test, take_rows
 from hkt.attention import HKTAttention, MultiHeadAttention
+from hkt.attention.upsample import Upsampler
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
 from hkt.models import build_model
@@ -82,14 +83,6 @@ def _batches(dataset: TokenDataset, rows: np.ndarray, batch_size: int, device: t
         yield {k: v.to(device) for k, v in batch.items()}
 
 
-def _take(x: torch.Tensor, quota: int, gen: np.random.Generator) -> np.ndarray:
-    """At most ``quota`` rows of x (n, …), seeded, as float64 numpy."""
-    x = x.detach().double().cpu().numpy()
-    if len(x) > quota:
-        x = x[np.sort(gen.choice(len(x), size=quota, replace=False))]
-    return x
-
-
 class _Collector:
     """Accumulates, batch by batch, the samples each statistic needs (bounded memory)."""
 
@@ -98,11 +91,10 @@ class _Collector:
         self.gen = np.random.default_rng(int(cfg.seed))
         self.samples: dict[tuple[str, int, int, int], list[np.ndarray]] = {}
         self.lambdas: dict[tuple[int, int], list[np.ndarray]] = {}
-        self.gram_inputs: list[dict[str, Any]] = []
-        self.example_lambdas: dict[int, np.ndarray] = {}
 
     def add(self, key: tuple[str, int, int, int], x: torch.Tensor) -> None:
-        self.samples.setdefault(key, []).append(_take(x, self.quota, self.gen))
+        """Keep a seeded sample of at most ``quota`` rows of x; only those leave the device."""
+        self.samples.setdefault(key, []).append(take_rows(x, self.quota, self.gen))
 
     def collect(self, layer: int, internals, attn: nn.Module, mask: torch.Tensor) -> None:
         n_levels, n_heads = len(internals.queries), internals.queries[0].shape[1]
@@ -119,9 +111,10 @@ class _Collector:
                 self.add(("queries", layer, h, level), q[:, h][real])
                 self.add(("keys", layer, h, level), k[:, h][real])
                 self.add(("scores", layer, h, level), s[:, h][pair])
-        lam = internals.lambdas  # (B, H, T, L)
-        for h in range(n_heads):
-            self.lambdas.setdefault((layer, h), []).append(lam[:, h][mask].detach().double().cpu().numpy())
+        if isinstance(attn, HKTAttention):  # MHA's λ is constant ones: nothing to summarise
+            lam = _f64(internals.lambdas.transpose(1, 2)[mask])  # (B, H, T, L) -> (N, H, L)
+            for h in range(n_heads):
+                self.lambdas.setdefault((layer, h), []).append(lam[:, h])
 
     def statistics(self, cfg: Any) -> list[dict[str, Any]]:
         rows = []
@@ -158,13 +151,25 @@ def kernel_rows(model: nn.Module, rtol: float | None) -> tuple[list[dict[str, An
                 w_q, w_k = _projections(attn, level)
                 p = decompose_bilinear(head_columns(w_q, head, d), head_columns(w_k, head, d), d, rtol=rtol)
                 parts[(layer, head, level)] = p
-                for metric in ("antisym_share", "lambda_min", "lambda_max", "neg_mass_share", "rank"):
-                    rows.append(_row("kernel", layer, head, level, "M", metric, getattr(p, metric)))
-                rows.append(_row("kernel", layer, head, level, "M", "psd", float(p.psd)))
+                for metric, value in p.summary().items():
+                    rows.append(_row("kernel", layer, head, level, "M", metric, value))
             levels = [parts[(layer, head, lv)] for lv in range(n_levels)]
             cond = psd_condition(levels, np.full(n_levels, 1.0 / n_levels), rtol=rtol)
             rows.append(_row("kernel", layer, head, -1, "M", "psd_condition", float(bool(cond))))
     return rows, parts
+
+
+def _upsampled(attn: nn.Module, z: torch.Tensor, level: int, n: int) -> torch.Tensor:
+    """U_l z on the first n tokens, z (B, H, T_l, D) being level l's cropped features.
+
+    The internals hold the T_l = ceil(T / s^l) positions of the unpadded input, not the model's
+    padded grid, so linear interpolation is taken on that cropped grid (T_l · s^l points): at the
+    sequence's last block it uses the cropped grid's edge rather than the padded neighbour.
+    MHA has level 0 only, where U_0 is the identity.
+    """
+    stride = getattr(attn, "stride", 1)
+    grid = z.shape[2] * stride**level
+    return Upsampler(getattr(attn, "upsample", "nearest"), stride, n, grid).up(z, level)
 
 
 def gram_rows(model: nn.Module, captured_first: list, parts: dict, cfg: Any,
@@ -177,19 +182,10 @@ def gram_rows(model: nn.Module, captured_first: list, parts: dict, cfg: Any,
         n_levels = len(internals.features)
         for i in range(n_seq):
             n = min(int(mask[i].sum()), int(cfg.gram_max_length))
-            feats = []
-            for level, x in enumerate(internals.features):
-                z = x[i : i + 1, None]  # (1, 1, T_l, D)
-                if level > 0 and isinstance(attn, HKTAttention):
-                    factor = attn.stride**level
-                    if attn.upsample == "nearest":
-                        z = z.repeat_interleave(factor, dim=2)
-                    else:  # interpolation at the sequence's last block uses the cropped grid's edge
-                        z = F.interpolate(z[0].transpose(1, 2), scale_factor=factor, mode="linear",
-                                          align_corners=False).transpose(1, 2)[None]
-                feats.append(z[0, 0, :n].detach().double().cpu().numpy())
+            feats = [_f64(_upsampled(attn, x[i : i + 1, None], level, n)[0, 0])
+                     for level, x in enumerate(internals.features)]
             for head in range(attn.n_heads):
-                lam = internals.lambdas[i, head, :n].detach().double().cpu().numpy()
+                lam = _f64(internals.lambdas[i, head, :n])
                 levels = [parts[(layer, head, lv)] for lv in range(n_levels)]
                 rep = gram_rank_report(feats, levels, lam if n_levels > 1 else lam[:, :1], rtol=rtol)
                 for metric, value in (("rank", rep.rank), ("rank_bound", rep.rank_bound),

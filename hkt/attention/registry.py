@@ -24,7 +24,6 @@ def register(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
         if name in ATTENTION and ATTENTION[name] is not cls:
             raise ValueError(f"attention {name!r} is already registered to {ATTENTION[name]!r}")
         ATTENTION[name] = cls
-        cls.registry_name = name
         return cls
 
     return deco
