@@ -9,9 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from hkt.baselines import ngram
 from hkt.baselines.matched import matched_d_ffn
+from hkt.data.parquet import SplitData
+from hkt.device import describe_device
 from hkt.report import aggregate as agg
 from hkt.train.record import load_record
 
@@ -43,14 +46,13 @@ def keyword_data(out: Path, n_train=600, n_eval=200, seed=0) -> Path:
 
 
 def test_ngrams_stay_inside_examples():
-    split = ngram.Split(np.array([1, 2, 3], dtype=np.uint16), np.array([0, 2, 3]),
-                        np.array([0, 1]), {}, Path("x"))
+    split = SplitData(["a", "b"], np.array([1, 2, 3]), np.array([0, 2, 3]), np.array([0, 1]))
     ids, offsets, weights = ngram.hashed_ngrams(split, (1, 2), bits=16)
     assert offsets.tolist() == [0, 3, 4]  # example 0: "1", "2", "1 2"; example 1: "3" (no "2 3")
     norms = np.sqrt(np.bincount(np.repeat([0, 1], np.diff(offsets)), weights=weights ** 2))
     np.testing.assert_allclose(norms, 1.0, rtol=1e-6)
     # the same n-gram hashes alike wherever it occurs, and orders differ
-    ids_a, _, _ = ngram.hashed_ngrams(split.head(1), (1,), bits=16)
+    ids_a, _, _ = ngram.hashed_ngrams(split.take(np.arange(1)), (1,), bits=16)
     assert set(ids_a) <= set(ids[:3])
 
 
@@ -65,6 +67,7 @@ def test_majority_and_ngram_write_valid_records(tmp_path):
         assert rec["task"] == "keyword" and rec["config"]["task"]["max_length"] == 64
         assert rec["mlflow_run_id"] is None
         assert len(rec["data_checksums"]) == 3
+        assert rec["device"] == describe_device(torch.device("cpu"))  # as hkt train names it
     assert maj["n_params"] == 0 and maj["model"] == "majority"
     assert 0.3 < maj["test_accuracy"] < 0.7
     assert lr["test_accuracy"] > 0.9 > maj["test_accuracy"] + 0.2
@@ -95,6 +98,12 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
     data = keyword_data(tmp_path / "data", n_train=20, n_eval=10)
     assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--buckets", "1000"]) == 2
     assert "power of two" in capsys.readouterr().err
+    bare = tmp_path / "bare"  # Parquet without the hkt metadata: not prepared data
+    bare.mkdir()
+    pq.write_table(pq.read_table(data / "train.parquet").replace_schema_metadata(None),
+                   bare / "train.parquet")
+    assert ngram.main(["--data", str(bare), "--out", str(tmp_path / "o")]) == 2
+    assert "'hkt' metadata" in capsys.readouterr().err
     assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--method", "majority",
                        "--max-train", "5"]) == 0
     assert load_record(tmp_path / "o")["config"]["train"]["max_train"] == 5
@@ -102,7 +111,7 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_matched_mha_has_hkt_parameter_count(profile):
-    m = matched_d_ffn([f"task=listops", f"profile={profile}"])
+    m = matched_d_ffn(["task=listops", f"profile={profile}"])
     assert m["d_ffn"] > m["d_ffn_before"]
     assert m["mha_params_before"] < m["hkt_params"]
     from hkt.config import compose

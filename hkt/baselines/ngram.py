@@ -19,9 +19,6 @@ the same numbers to MLflow (experiment ``hkt-<task>``); otherwise its MLflow fie
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -29,61 +26,38 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 import hkt
+from hkt.data.parquet import SPLITS, SplitData, read_metadata, sha256_file
 from hkt.errors import ConfigError, DataError, HKTError
+from hkt.provenance import git_state
 
-SPLITS = ("train", "val", "test")
 METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
 _STEP = np.uint64(1_000_003)
 
-__all__ = ["Split", "read_split", "hashed_ngrams", "majority_baseline", "ngram_baseline",
+__all__ = ["read_split", "hashed_ngrams", "majority_baseline", "ngram_baseline",
            "run_baseline", "main"]
 
 
-class Split:
-    """One prepared split in columnar form: example i is ``flat[offsets[i]:offsets[i+1]]``."""
-
-    def __init__(self, flat: np.ndarray, offsets: np.ndarray, labels: np.ndarray,
-                 meta: dict[str, Any], path: Path):
-        self.flat, self.offsets, self.labels, self.meta, self.path = flat, offsets, labels, meta, path
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def head(self, n: int) -> "Split":
-        if n >= len(self):
-            return self
-        end = int(self.offsets[n])
-        return Split(self.flat[:end], self.offsets[: n + 1], self.labels[:n], self.meta, self.path)
-
-
-def read_split(data_dir: str | Path, split: str) -> Split:
-    """Read ``DATA_DIR/<split>.parquet`` as written by ``hkt prepare`` (columns tokens, label)."""
-    import pyarrow.parquet as pq
-
+def read_split(data_dir: str | Path, split: str) -> SplitData:
+    """Read ``DATA_DIR/<split>.parquet`` as written by ``hkt prepare`` (id, tokens, label)."""
     path = Path(data_dir) / f"{split}.parquet"
-    if not path.is_file():
-        raise DataError(f"{path} does not exist; prepare the data first with "
-                        "`hkt prepare TASK --out DIR`")
+    read_metadata(path)  # a clear DataError unless `hkt prepare` wrote this file
     try:
-        table = pq.read_table(path, columns=["tokens", "label"])
-        raw = (pq.read_metadata(path).metadata or {}).get(b"hkt")
-    except Exception as exc:  # noqa: BLE001
+        table = pq.read_table(path, columns=["id", "tokens", "label"])
+    except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path} is not a readable Parquet file: {exc}") from None
-    if raw is None:
-        raise DataError(f"{path} has no 'hkt' metadata: was it written by `hkt prepare`?")
-    meta = json.loads(raw)
     tokens = table.column("tokens").combine_chunks()
     offsets = np.asarray(tokens.offsets, dtype=np.int64)
     flat = np.asarray(tokens.values, dtype=np.uint16)[offsets[0]: offsets[-1]]
-    offsets = offsets - offsets[0]
-    labels = np.asarray(table.column("label"), dtype=np.int64)
-    return Split(flat, offsets, labels, meta, path)
+    return SplitData(table.column("id").to_pylist(), flat, offsets - offsets[0],
+                     np.asarray(table.column("label"), dtype=np.int64))
 
 
-def hashed_ngrams(split: Split, orders: tuple[int, ...], bits: int,
+def hashed_ngrams(split: SplitData, orders: tuple[int, ...], bits: int,
                   chunk_tokens: int = 4_000_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per example, the distinct hashed n-grams and their weights (EmbeddingBag inputs).
 
@@ -128,7 +102,7 @@ def hashed_ngrams(split: Split, orders: tuple[int, ...], bits: int,
     return ids, offsets, weights
 
 
-def majority_baseline(train: Split, val: Split, test: Split) -> dict[str, Any]:
+def majority_baseline(train: SplitData, val: SplitData, test: SplitData) -> dict[str, Any]:
     """The most frequent training label, and its accuracy on val and test."""
     label = int(np.bincount(train.labels).argmax())
     return {"val_accuracy": float(np.mean(val.labels == label)),
@@ -137,7 +111,7 @@ def majority_baseline(train: Split, val: Split, test: Split) -> dict[str, Any]:
             "train_time_s": 0.0, "extra": {"majority_label": label}}
 
 
-def ngram_baseline(train: Split, val: Split, test: Split, *, num_classes: int,
+def ngram_baseline(train: SplitData, val: SplitData, test: SplitData, *, num_classes: int,
                    orders: tuple[int, ...] = (1, 2, 3), bits: int = 20, epochs: int = 5,
                    batch_size: int = 256, lr: float = 0.05, seed: int = 0) -> dict[str, Any]:
     """Hashed n-gram multinomial logistic regression; the best validation epoch is tested."""
@@ -167,7 +141,7 @@ def ngram_baseline(train: Split, val: Split, test: Split, *, num_classes: int,
         i, o, w = batch(name, idx)
         return emb(i, o, per_sample_weights=w) + bias
 
-    def accuracy(name: str, split: Split) -> float:
+    def accuracy(name: str, split: SplitData) -> float:
         with torch.no_grad():
             correct = 0
             for s in range(0, len(split), 4096):
@@ -206,40 +180,15 @@ def ngram_baseline(train: Split, val: Split, test: Split, *, num_classes: int,
             "extra": {}}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _git_state() -> tuple[str | None, bool | None]:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=root,
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
-        return commit or None, dirty
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else k
-        out.update(_flatten(v, key) if isinstance(v, dict) else {key: v})
-    return out
-
-
 def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram", seed: int = 0,
                  variant: str = "main", profile: str = "baseline",
                  orders: tuple[int, ...] = (1, 2, 3), buckets: int = 1 << 20, epochs: int = 5,
                  batch_size: int = 256, lr: float = 0.05, max_train: int | None = None,
                  tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, Any]:
     """Train ``method`` on the prepared data in ``data_dir``; write and return the run record."""
+    import torch
+
+    from hkt.device import describe_device
     from hkt.train.record import RECORD_NAME, SCHEMA_VERSION, write_record
 
     if method not in METHODS:
@@ -252,12 +201,12 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     data_dir, out = Path(data_dir), Path(out)
     t_start = time.perf_counter()
     splits = {s: read_split(data_dir, s) for s in SPLITS}
-    meta = splits["train"].meta
+    meta = read_metadata(data_dir / "train.parquet")
     task = str(meta.get("task") or data_dir.name)
-    num_classes = int(meta.get("num_classes") or int(max(splits["train"].labels.max(),
-                                                           splits["test"].labels.max())) + 1)
-    max_length = int(meta.get("max_length") or int(np.diff(splits["train"].offsets).max()))
-    train = splits["train"] if max_train is None else splits["train"].head(int(max_train))
+    num_classes, max_length = int(meta["num_classes"]), int(meta["max_length"])
+    train = splits["train"]
+    if max_train is not None and max_train < len(train):
+        train = train.take(np.arange(int(max_train)))
     if method == "majority":
         res = majority_baseline(train, splits["val"], splits["test"])
         model_cfg: dict[str, Any] = {"name": "majority"}
@@ -273,8 +222,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length},
               "model": model_cfg, "train": {"profile": profile, **train_cfg},
               "seed": seed, "variant": variant}
-    checksums = {s: _sha256(p.path) for s, p in splits.items()}
-    commit, dirty = _git_state()
+    checksums = {s: sha256_file(data_dir / f"{s}.parquet") for s in SPLITS}
+    commit, dirty = git_state()
     steps = int(res["steps"])
     ms_per_step = 1000 * res["train_time_s"] / steps if steps else None
     sps = steps * batch_size / res["train_time_s"] if steps and res["train_time_s"] > 0 else None
@@ -285,7 +234,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         "val_accuracy": res["val_accuracy"], "test_accuracy": res["test_accuracy"],
         "val_loss": None, "test_loss": None, "test_examples": len(splits["test"]),
         "wall_time_s": 0.0, "ms_per_step": None if ms_per_step is None else round(ms_per_step, 3),
-        "samples_per_s": None if sps is None else round(sps, 2), "device": "cpu",
+        "samples_per_s": None if sps is None else round(sps, 2),
+        "device": describe_device(torch.device("cpu")),
         "git_commit": commit, "git_dirty": dirty, "data_dir": str(data_dir.resolve()),
         "data_checksums": checksums, "mlflow_run_id": None, "mlflow_tracking_uri": None,
         "mlflow_experiment": None, "created_at": "", "hkt_version": hkt.__version__,
@@ -306,6 +256,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
 def _log_mlflow(record: dict[str, Any], history: list[dict[str, Any]], uri: str,
                 experiment: str) -> None:
     """Log the baseline as an MLflow run, the way ``hkt train`` logs its runs."""
+    from hkt.config import flatten
     from hkt.train.tracking import Tracker
 
     r = record
@@ -315,7 +266,7 @@ def _log_mlflow(record: dict[str, Any], history: list[dict[str, Any]], uri: str,
             "hkt_version": r["hkt_version"], "git_commit": str(r["git_commit"]),
             "external": r["external"],
             **{f"data_sha256.{s}": h for s, h in r["data_checksums"].items()}}
-    params = {**_flatten(r["config"]), "n_params": r["n_params"]}
+    params = {**flatten(r["config"]), "n_params": r["n_params"]}
     run_id = tracker.start(None, params=params, tags=tags)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
