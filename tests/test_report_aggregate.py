@@ -109,6 +109,47 @@ def test_reruns_keep_the_latest_record(tmp_path):
     assert runs["test_accuracy"].to_list() == [0.9]
 
 
+def test_superseded_rerun_has_no_curve(tmp_path):
+    """Only the kept (latest) run of a KEY contributes a validation curve."""
+    old = make_record(seed=0, val=0.2, created="2026-01-01T00:00:00+00:00")
+    new = make_record(seed=0, val=0.8, created="2026-02-01T00:00:00+00:00")
+    write_records(tmp_path / "a", [old])
+    write_records(tmp_path / "b", [new])
+    records = agg.load_records([tmp_path / "a", tmp_path / "b"])
+    runs = agg.runs_from_records(records)
+    for curves in (agg.curves_from_records(records), agg.curves_from_records(records, runs)):
+        assert set(curves["source"]) == set(runs["source"])
+        assert "/b/" in runs["source"][0]
+        assert curves.sort("step")["val_accuracy"].to_list() == [0.4, 0.8]
+
+
+def test_superseded_mlflow_rerun_has_no_curve(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment("hkt-listops", artifact_location=(tmp_path / "art").as_uri())
+    tags = {"task": "listops", "model": "hkt", "variant": "main", "seed": "0"}
+    for start_ms, acc in ((1_000, 0.2), (2_000, 0.8)):
+        rid = client.create_run(exp_id, start_time=start_ms, tags=tags).info.run_id
+        client.log_param(rid, "task.max_length", 512)
+        for k in ("val_accuracy", "test_accuracy", "val_acc"):
+            client.log_metric(rid, k, acc, step=12)
+        client.set_terminated(rid, "FINISHED")
+    runs, curves = agg.runs_from_mlflow(uri)
+    assert runs["val_accuracy"].to_list() == [0.8]
+    assert curves["val_accuracy"].to_list() == [0.8]
+    assert curves["source"].to_list() == runs["source"].to_list()
+
+
+def test_most_common_length():
+    runs = agg.runs_from_records([dict(make_record(length=n, seed=i), _path=f"r{i}")
+                                  for i, n in enumerate((1024, 512, 1024, 512, 2000))])
+    assert agg.most_common_length(runs) == 512  # a tie: the shortest
+    assert agg.most_common_length(runs.filter(pl.col("length") > 512)) == 1024
+    assert agg.most_common_length(runs.clear()) is None
+
+
 def test_invalid_record_is_named(tmp_path):
     bad = make_record()
     del bad["test_accuracy"]
@@ -137,6 +178,31 @@ def test_write_tables_and_figures(tmp_path):
     empty = runs.clear()
     out = figures.accuracy_vs_levels(empty, tmp_path / "fig" / "empty.png")
     assert out.stat().st_size > 0
+
+
+def _figure_of(monkeypatch, fn, *args):
+    """Run a figure function and return its matplotlib figure instead of saving it."""
+    caught = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path: caught.append(fig) or path)
+    fn(*args, "unused.png")
+    return caught[0]
+
+
+def test_main_bar_legend_has_each_label_once(tmp_path, monkeypatch):
+    runs = agg.runs_from_records(agg.load_records([write_records(tmp_path, suite_records())]))
+    fig = _figure_of(monkeypatch, figures.main_bar, runs)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert sorted(labels) == ["hkt", "majority", "mha", "paper"]
+
+
+def test_levels_figure_marks_the_papers_levels(tmp_path, monkeypatch):
+    runs = agg.runs_from_records(agg.load_records([write_records(tmp_path, suite_records())]))
+    ax = _figure_of(monkeypatch, figures.accuracy_vs_levels, runs).axes[0]
+    ticks = {int(t) for t in ax.get_xticks()}
+    assert {paper.LEVELS, paper.ABLATION_NO_HIERARCHY["levels"]} <= ticks
+    monkeypatch.setattr(paper, "LEVELS", 5)
+    ax = _figure_of(monkeypatch, figures.accuracy_vs_levels, runs).axes[0]
+    assert 5 in {int(t) for t in ax.get_xticks()}
 
 
 def test_cli_writes_everything(tmp_path, capsys):
@@ -242,4 +308,9 @@ def test_paper_numbers_are_the_design_notes():
         ("imdb", 1024, "hkt"): (70.19, 0.57), ("imdb", 1024, "mha"): (62.72, 0.40)}
     assert paper.paper_accuracy("listops", 2000, "hkt") is None
     assert paper.SCORE_COST["levels3"] == 1.3125
+    # the paper's cost figures are its configuration's (L, s) under our formulas
+    from hkt.attention import score_cost_limit, score_cost_ratio
+
+    assert score_cost_ratio(paper.LEVELS, paper.STRIDE) == pytest.approx(paper.SCORE_COST["levels3"])
+    assert score_cost_limit(paper.STRIDE) == pytest.approx(paper.SCORE_COST["bound"])
     assert math.isclose(paper.ABLATION_NO_HIERARCHY["delta_pp"], -18.4)

@@ -13,8 +13,8 @@ from hkt.analysis import figures
 from hkt.analysis.run import analyze_run, load_trained_run
 from hkt.device import resolve_device
 from hkt.config import compose
-
-TABLE = "analysis.parquet"
+from hkt.report.aggregate import KEY, record_row
+from hkt.report.analysis_tables import ANALYSIS_FILE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,14 +80,15 @@ def run(args: argparse.Namespace) -> int:
     rec = trained.record
     print(f"analysing {args.run_dir} ({rec['task']}/{rec['model']}/{rec['variant']} seed {rec['seed']}) on {device}")
     rows, extra = analyze_run(trained, cfg, device)
-    ident = {k: rec[k] for k in ("task", "model", "variant", "seed")}
+    row = record_row(rec)  # the run's identity as the runs tables have it, T included
+    ident = {k: row[k] for k in KEY}
     table = pl.DataFrame(rows).with_columns(
         *(pl.lit(v).alias(k) for k, v in ident.items()), pl.lit(str(args.run_dir)).alias("run_dir"))
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{TABLE}.tmp"
+    tmp = out / f".{ANALYSIS_FILE}.tmp"
     table.write_parquet(tmp, compression="zstd")
-    tmp.replace(out / TABLE)
+    tmp.replace(out / ANALYSIS_FILE)
     title = f"{rec['task']} / {rec['model']} / {rec['variant']} / seed {rec['seed']}"
     figures.kappa_figure(table, out / "kappa_per_level.png", title)
     if extra["example_lambdas"] is not None:
@@ -102,5 +103,5 @@ def run(args: argparse.Namespace) -> int:
     print(summary)
     if cfg.mlflow and _log_to_mlflow(rec, out, table):
         print(f"logged to MLflow run {rec['mlflow_run_id']} (artifacts under analysis/)")
-    print(f"wrote {out / TABLE} and figures in {out}")
+    print(f"wrote {out / ANALYSIS_FILE} and figures in {out}")
     return 0

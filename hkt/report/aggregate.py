@@ -46,7 +46,7 @@ RUN_COLUMNS: dict[str, Any] = {
 #: Validation curves: one row per (run, evaluation).
 CURVE_COLUMNS: dict[str, Any] = {
     "task": pl.String, "length": pl.Int64, "model": pl.String, "variant": pl.String,
-    "seed": pl.Int64, "step": pl.Int64, "val_accuracy": pl.Float64,
+    "seed": pl.Int64, "step": pl.Int64, "val_accuracy": pl.Float64, "source": pl.String,
 }
 
 #: Display order of models; others follow alphabetically.
@@ -65,16 +65,17 @@ class AggregateError(HKTError):
 # sources
 
 
-def find_records(paths: Iterable[str | Path]) -> list[Path]:
-    """``record.json`` files: each path is such a file, a run directory, or a tree to search."""
+def find_records(paths: Iterable[str | Path], name: str = RECORD_NAME) -> list[Path]:
+    """Files called ``name`` (run records by default): each path is such a file, a directory
+    holding one, or a tree to search; each file once, a missing path is an error."""
     found: list[Path] = []
     for p in map(Path, paths):
         if p.is_file():
             found.append(p)
-        elif (p / RECORD_NAME).is_file():
-            found.append(p / RECORD_NAME)
+        elif (p / name).is_file():
+            found.append(p / name)
         elif p.is_dir():
-            found.extend(sorted(p.rglob(RECORD_NAME)))
+            found.extend(sorted(p.rglob(name)))
         else:
             raise AggregateError(f"{p}: no such file or directory")
     seen, out = set(), []
@@ -142,14 +143,19 @@ def _frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
 
 
+def record_length(rec: dict[str, Any]) -> int | None:
+    """A run record's sequence length T: its config's task.max_length, else a top-level length."""
+    return _int(_get(rec.get("config") or {}, "task.max_length")) or _int(rec.get("length"))
+
+
 def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     """One runs-frame row from a run record."""
     cfg = rec.get("config") or {}
     att = _get(cfg, "model.attention") or {}
     model = rec["model"]
-    length = _int(_get(cfg, "task.max_length")) or _int(rec.get("length"))
     return {
-        "task": rec["task"], "length": length, "model": model, "variant": rec["variant"],
+        "task": rec["task"], "length": record_length(rec), "model": model,
+        "variant": rec["variant"],
         "seed": _int(rec["seed"]), "profile": rec.get("profile"),
         "n_params": _int(rec.get("n_params")), "steps": _int(rec.get("steps")),
         "best_step": _int(rec.get("best_step")),
@@ -176,14 +182,23 @@ def runs_from_records(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
     return _dedupe(_frame([record_row(r) for r in records], RUN_COLUMNS))
 
 
-def curves_from_records(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
-    """Validation curves from each record's ``history.csv`` (beside ``record.json``)."""
+def curves_from_records(records: Sequence[dict[str, Any]],
+                        runs: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Validation curves of the runs kept in ``runs`` (default: ``runs_from_records(records)``).
+
+    Each curve is read from the ``history.csv`` beside the run's record (its ``source``), so a
+    rerun's superseded record, dropped from ``runs``, contributes no curve either.
+    """
+    if runs is None:
+        runs = runs_from_records(records)
+    external = {r.get("_path") for r in records if r.get("external")}
     rows = []
-    for rec in records:
-        hist = Path(rec.get("_path", "")).parent / "history.csv"
-        if not rec.get("_path") or rec.get("external") or not hist.is_file():
+    for run in runs.select(*KEY, "source").iter_rows(named=True):
+        if not run["source"] or run["source"] in external:
             continue  # external baselines: no training curve comparable to the models'
-        base = record_row(rec)
+        hist = Path(run["source"]).parent / "history.csv"
+        if not hist.is_file():
+            continue
         try:
             h = pl.read_csv(hist, infer_schema_length=None)
         except Exception:  # noqa: BLE001 - a broken history only loses its curve
@@ -192,7 +207,7 @@ def curves_from_records(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
             continue
         h = h.select(pl.col("step").cast(pl.Int64), pl.col("val_acc").cast(pl.Float64, strict=False))
         for step, acc in h.drop_nulls().iter_rows():
-            rows.append({**{k: base[k] for k in KEY}, "step": step, "val_accuracy": acc})
+            rows.append({**run, "step": step, "val_accuracy": acc})
     return _frame(rows, CURVE_COLUMNS)
 
 
@@ -298,13 +313,13 @@ def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
             rows.append(row)
             if curves and not run.data.tags.get("external"):
                 for m in client.get_metric_history(run.info.run_id, "val_acc"):
-                    curve_rows.append({**{k: row[k] for k in KEY}, "step": int(m.step),
-                                       "val_accuracy": float(m.value)})
+                    curve_rows.append({**{k: row[k] for k in (*KEY, "source")},
+                                       "step": int(m.step), "val_accuracy": float(m.value)})
     runs = _dedupe(_frame(rows, RUN_COLUMNS))
     curves_df = _frame(curve_rows, CURVE_COLUMNS)
     if not runs.is_empty() and not curves_df.is_empty():
         # keep only the curves of the runs kept (a rerun replaces an older run)
-        curves_df = curves_df.join(runs.select(KEY), on=KEY, how="semi")
+        curves_df = curves_df.join(runs.select("source"), on="source", how="semi")
     return runs, curves_df
 
 
@@ -379,8 +394,20 @@ def gap_table(main: pl.DataFrame, a: str = "hkt", b: str = "mha") -> pl.DataFram
     ).with_columns((pl.col("ours_pp") - pl.col("paper_pp")).alias("difference_pp"))
 
 
-def describe_variant(model: str, variant: str, levels: Any, stride: Any, fusion: Any,
-                     upsample: Any, d_ffn: Any) -> str:
+def most_common_length(runs: pl.DataFrame) -> int | None:
+    """The sequence length most of ``runs`` have (ties: the shortest), None without runs.
+
+    The default T of the per-task ablation table and levels figure.
+    """
+    counts = runs.drop_nulls("length").group_by("length").len()
+    if counts.is_empty():
+        return None
+    return counts.sort(["len", "length"], descending=[True, False])["length"][0]
+
+
+def describe_variant(model: str, levels: Any, stride: Any, fusion: Any, upsample: Any,
+                     d_ffn: Any) -> str:
+    """What an ablation row's model is, in words (its HKT settings, or MHA's FFN width)."""
     if model == "hkt":
         return f"HKT L={levels}, s={stride}, {fusion}, {upsample}"
     if model == "mha":
@@ -398,8 +425,8 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
     accuracy minus the full HKT's) and ``paper_delta_pp`` (the paper's −18.4 for L=1).
     """
     sel = runs.filter((pl.col("task") == task) & pl.col("model").is_in(list(models)))
-    if length is None and not sel.is_empty():
-        length = sel.group_by("length").len().sort("len", descending=True)["length"][0]
+    if length is None:
+        length = most_common_length(sel)
     sel = sel.filter(pl.col("length") == length) if length is not None else sel.clear()
     if sel.is_empty():
         return pl.DataFrame(schema={"variant": pl.String, "model": pl.String,
@@ -417,7 +444,7 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
     ref = t.filter((pl.col("model") == "hkt") & (pl.col("variant") == reference))
     ref_acc = ref["test_mean"][0] if len(ref) else None
     setting = [describe_variant(*row) for row in t.select(
-        "model", "variant", "levels", "stride", "fusion", "upsample", "d_ffn").iter_rows()]
+        "model", "levels", "stride", "fusion", "upsample", "d_ffn").iter_rows()]
     nh = paper.ABLATION_NO_HIERARCHY
     paper_delta = [
         nh["delta_pp"] if (m == "hkt" and lv == nh["levels"] and task == nh["task"]

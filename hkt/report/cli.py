@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
         source = f"MLflow {args.mlflow}"
     else:
         records = agg.load_records(args.sources, validate=not args.no_validate)
-        runs, curves = agg.runs_from_records(records), agg.curves_from_records(records)
+        runs = agg.runs_from_records(records)
+        curves = agg.curves_from_records(records, runs)
         source = f"{len(records)} run records"
     if runs.is_empty() and not args.no_tables:
         raise agg.AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
@@ -83,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         analyses = analysis_tables.load_analyses(args.analyses)
         if args.analyses and analyses.is_empty():
             raise agg.AggregateError(f"no analysis.parquet found in {', '.join(args.analyses)}")
-        written += analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables")
+        written += analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables",
+                                                         main_variant=args.main_variant)
         if not analyses.is_empty():
             written.append(analysis_tables.kappa_figure(analyses, out / "figures" / "kappa_by_level.png"))
             written.append(analysis_tables.truncation_figure(analyses, out / "figures" / "truncation.png"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from hkt.report import paper
-from hkt.report.aggregate import MODEL_ORDER, TASK_ORDER
+from hkt.report.aggregate import MODEL_ORDER, TASK_ORDER, most_common_length
 
 COLORS = {"mha": "#4C72B0", "hkt": "#DD8452", "conv": "#55A868", "ngram": "#8172B3",
           "majority": "#937860"}
@@ -97,8 +97,8 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = "listop
                        length: int | None = None, main_variant: str = "main") -> Path:
     """HKT test accuracy (%) against L on (task, T), other HKT settings at their main values."""
     sel = runs.filter((pl.col("task") == task) & (pl.col("model") == "hkt"))
-    if length is None and not sel.is_empty():
-        length = sel.group_by("length").len().sort("len", descending=True)["length"][0]
+    if length is None:
+        length = most_common_length(sel)
     sel = sel.filter(pl.col("length") == length) if length is not None else sel.clear()
     main = sel.filter(pl.col("variant") == main_variant)
     if not main.is_empty():  # keep runs that differ from the main HKT in L only
@@ -125,13 +125,13 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = "listop
     hkt_paper = paper.paper_accuracy(task, length or -1, "hkt")
     nh = paper.ABLATION_NO_HIERARCHY
     if hkt_paper is not None:
-        xs, ys = [3], [hkt_paper.mean]
+        xs, ys = [paper.LEVELS], [hkt_paper.mean]
         if (task, length) == (nh["task"], nh["length"]):
             xs.insert(0, nh["levels"])
             ys.insert(0, hkt_paper.mean + nh["delta_pp"])
         ax.scatter(xs, ys, marker="s", facecolors="none", edgecolors="black", s=40,
                    label="paper")
-    ax.set_xticks(sorted(set(g["levels"].to_list()) | {1, 3}))
+    ax.set_xticks(sorted(set(g["levels"].to_list()) | {nh["levels"], paper.LEVELS}))
     ax.set_xlabel("pyramid levels L")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"{task} (T={length}): accuracy vs levels")
@@ -150,7 +150,6 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     models = _sorted(sel["model"].unique().to_list(), MODEL_ORDER)
     width = 0.8 / max(1, len(models))
     fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(keys) * max(1, len(models)) / 2), 3.8))
-    labelled_paper = False
     for i, model in enumerate(models):
         for j, (task, length) in enumerate(keys):
             part = sel.filter((pl.col("task") == task) & (pl.col("length") == length)
@@ -161,19 +160,18 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
             accs = part["test_accuracy"] * 100
             std = accs.std(ddof=1) if len(accs) > 1 else 0.0
             ax.bar(x, accs.mean(), width * 0.9, yerr=std, capsize=3, color=_color(model, i),
-                   label=model if j == 0 or model not in ax.get_legend_handles_labels()[1] else None)
+                   label=model)
             ax.scatter([x] * len(accs), accs, s=10, color="black", zorder=3)
             ref = paper.paper_accuracy(task, length or -1, model)
             if ref is not None:
                 ax.scatter([x], [ref.mean], marker="_", s=300, color="red", zorder=4,
-                           label=None if labelled_paper else "paper")
-                labelled_paper = True
+                           label="paper")
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Main table: mean ± std over seeds (dots: seeds)")
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    uniq = dict(zip(labels, handles))
+    uniq = dict(zip(labels, handles))  # one legend entry per model (and the paper)
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, ncol=min(4, len(uniq)))
     return _save(fig, path)
