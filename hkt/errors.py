@@ -15,3 +15,7 @@ class DataError(HKTError):
 
 class TrainingError(HKTError):
     """A run that cannot continue (divergence, incompatible checkpoint)."""
+
+
+class RunMismatch(TrainingError):
+    """The run directory holds a run with another config or other data."""

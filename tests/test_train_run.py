@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hkt.errors import DataError, TrainingError
+from hkt.errors import DataError, RunMismatch, TrainingError
 from hkt.train.config import load_config
 from hkt.train.loop import train
 from hkt.train.record import load_record, validate_record
@@ -86,6 +86,24 @@ def test_finished_run_only_reports(prepared_data, tmp_path):
     assert again == rec and (tmp_path / "r/record.json").stat().st_mtime_ns == stamp
     with pytest.raises(TrainingError, match="seed"):
         run(data, tmp_path / "r", "seed=9")
+
+
+def test_restart_if_changed_starts_over_on_other_config_or_data(prepared_data, tmp_path):
+    """What the workflow relies on when a config file or the data changed under a run."""
+    data, other_data = prepared_data("listops"), prepared_data("listops", seed=1)
+    out = tmp_path / "r"
+
+    def again(data_dir: Path, *overrides: str) -> dict:
+        cfg = load_config(["profile=smoke", "task=listops", "tracking.enabled=false", *overrides])
+        return train(cfg, data_dir, out, stream=io.StringIO(), progress=False, restart_if_changed=True)
+
+    rec = run(data, out)
+    assert again(data) == rec  # same config and data: nothing to do
+    with pytest.raises(RunMismatch, match="restart-if-changed"):
+        run(data, out, "seed=9")
+    assert again(data, "seed=9")["seed"] == 9
+    moved = again(other_data, "seed=9")
+    assert moved["data_checksums"] != rec["data_checksums"] and moved["seed"] == 9
 
 
 def test_data_of_another_task_is_refused(prepared_data, tmp_path):

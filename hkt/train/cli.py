@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Hydra overrides, e.g. model=mha profile=smoke optim.lr=3e-4")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config and exit (no --data/--out needed)")
+    parser.add_argument("--restart-if-changed", action="store_true",
+                        help="if RUN_DIR holds a run with another config or other data, empty it "
+                             "and start over (default: refuse)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress output (the summary line is still printed)")
 
@@ -60,5 +63,6 @@ def run(args: argparse.Namespace) -> int:
     print("# resolved config\n" + OmegaConf.to_yaml(cfg), end="", flush=True)
     from hkt.train.loop import train
 
-    train(cfg, args.data, args.out, stream=sys.stderr, progress=not args.no_progress)
+    train(cfg, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
+          restart_if_changed=args.restart_if_changed)
     return 0

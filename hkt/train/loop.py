@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import math
+import shutil
 import random
 import socket
 import sys
@@ -36,7 +37,7 @@ from hkt.config import flatten
 from hkt.device import describe_device, resolve_device
 from hkt.provenance import git_state
 from hkt.models import build_model
-from hkt.errors import ConfigError, TrainingError
+from hkt.errors import ConfigError, RunMismatch, TrainingError
 from hkt.train.checkpoint import (atomic_write_bytes, atomic_write_text, load_checkpoint,
                                   rng_state, save_checkpoint, set_rng_state)
 from hkt.train.config import model_error, strip_for_compare, validate
@@ -226,9 +227,24 @@ def _check_same_config(saved: dict[str, Any], cfg: DictConfig, where: Path) -> N
     diff = _config_diff(strip_for_compare(saved), strip_for_compare(cfg))
     if diff:
         shown = ", ".join(diff[:6]) + (" …" if len(diff) > 6 else "")
-        raise TrainingError(f"{where} belongs to a run with a different config (differs in: "
-                            f"{shown}); use another --out, or delete {where.parent if where.is_file() else where} "
-                            "to start over")
+        raise RunMismatch(f"{where} belongs to a run with a different config (differs in: "
+                          f"{shown}); use another --out, delete {where.parent if where.is_file() else where} "
+                          "or pass --restart-if-changed to start over")
+
+
+def _check_same_data(saved: dict[str, str] | None, data: RunData, where: Path) -> None:
+    if saved and saved != data.checksums:
+        raise RunMismatch(f"the data in {data.dir} differ from the data of the run in {where} "
+                          "(sha256 mismatch); use the same data, another --out, or pass "
+                          "--restart-if-changed to start over")
+
+
+def _empty(run_dir: Path) -> None:
+    """Remove everything in a run directory but its lock (held by this process)."""
+    for p in run_dir.iterdir():
+        if p.name == ".lock":
+            continue
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
 
 @contextmanager
@@ -249,11 +265,15 @@ def _exclusive(run_dir: Path):
 
 
 def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
-          stream: TextIO | None = None, progress: bool | None = None) -> dict[str, Any]:
+          stream: TextIO | None = None, progress: bool | None = None,
+          restart_if_changed: bool = False) -> dict[str, Any]:
     """Train (or resume, or just report) the run described by ``cfg``; return its record.
 
-    Process-wide torch settings the run changes (threads, deterministic algorithms) are
-    restored afterwards, so that in-process callers (tests, notebooks) keep theirs.
+    A run directory holding a run with another config or other data is refused
+    (:class:`RunMismatch`), or with ``restart_if_changed`` emptied and started over (what the
+    workflow wants when a config file or the data changed). Process-wide torch settings the run
+    changes (threads, deterministic algorithms) are restored afterwards, so that in-process
+    callers (tests, notebooks) keep theirs.
     """
     threads = torch.get_num_threads()
     det = torch.are_deterministic_algorithms_enabled()
@@ -261,10 +281,20 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
     try:
         run_dir = Path(run_dir)
         validate(cfg)
-        # Wrong or missing data fails here, before anything is created (a finished run needs none).
-        data = None if (run_dir / RECORD_NAME).exists() else RunData(data_dir, cfg.task)
+        stream = stream or sys.stderr
+        # Wrong or missing data fails here, before anything is created; a finished run needs
+        # the data only to check it is still the same.
+        finished = (run_dir / RECORD_NAME).exists()
+        data = RunData(data_dir, cfg.task) if restart_if_changed or not finished else None
         with _exclusive(run_dir):
-            return _Run(cfg, Path(data_dir), data, run_dir, stream or sys.stderr, progress).run()
+            try:
+                return _Run(cfg, Path(data_dir), data, run_dir, stream, progress).run()
+            except RunMismatch as exc:
+                if not restart_if_changed:
+                    raise
+                print(f"{exc.args[0].split(';')[0]}: starting over", file=stream, flush=True)
+                _empty(run_dir)
+                return _Run(cfg, Path(data_dir), data, run_dir, stream, progress).run()
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(det, warn_only=det_warn)
@@ -290,6 +320,8 @@ class _Run:
         if self.record_path.exists():
             record = load_record(self.record_path)
             _check_same_config(record["config"], cfg, self.record_path)
+            if self.data is not None:
+                _check_same_data(record.get("data_checksums"), self.data, self.record_path)
             self.say("run already finished; nothing to do.")
             self.say(summary_line(record, self.run_dir))
             return record
@@ -364,9 +396,7 @@ class _Run:
             raise TrainingError(f"{self.last_path} has checkpoint format {ck.get('format')!r}, "
                                 f"this version writes {CHECKPOINT_FORMAT}; start a new run")
         _check_same_config(ck["config"], self.cfg, self.last_path)
-        if ck.get("data_checksums") and ck["data_checksums"] != self.data.checksums:
-            raise TrainingError(f"the data in {self.data_dir} differ from the data this run "
-                                f"started with (sha256 mismatch); resume with the same data")
+        _check_same_data(ck.get("data_checksums"), self.data, self.last_path)
         try:
             self.model.load_state_dict(ck["model"])
             self.opt.load_state_dict(ck["optimizer"])
