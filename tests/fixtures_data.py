@@ -1,4 +1,5 @@
-"""Builders for the data tests: tiny archives in the official layouts, a local HTTP server.
+"""Builders for the data tests: tiny archives in the official layouts, a local HTTP server, and
+a reader of prepared splits.
 
 Everything is built in temporary directories by the tests; nothing is downloaded.
 """
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -32,6 +34,13 @@ def sha256(path: Path) -> str:
 
 def md5(path: Path) -> str:
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
+
+
+def read_rows(path: Path) -> dict[str, tuple[list[int], int, int]]:
+    """A prepared split as ``{id: (tokens, label, length)}``, in file order."""
+    t = pq.read_table(path)
+    return dict(zip(t["id"].to_pylist(), zip(t["tokens"].to_pylist(), t["label"].to_pylist(),
+                                              t["length"].to_pylist())))
 
 
 def add_bytes(tf: tarfile.TarFile, name: str, data: bytes) -> None:

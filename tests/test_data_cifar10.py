@@ -7,11 +7,10 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
-from fixtures_data import (CIFAR_CLASSES, add_bytes, cifar_images, md5, tar_directory, write_cifar_folder,
-                           write_cifar_python_archive)
+from fixtures_data import (CIFAR_CLASSES, add_bytes, cifar_images, md5, read_rows, tar_directory,
+                           write_cifar_folder, write_cifar_python_archive)
 from hkt.data import cifar10
 from hkt.data.parquet import read_metadata
 from hkt.data.prepare import prepare_task
@@ -44,11 +43,6 @@ def prepared(tmp_path_factory, python_archive) -> Path:
     return out
 
 
-def _table(path: Path):
-    t = pq.read_table(path)
-    return t["id"].to_pylist(), t["tokens"].to_pylist(), t["label"].to_pylist()
-
-
 def test_known_gray_values():
     rgb = np.array([[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 255, 0], [0, 0, 255], [1, 1, 1]], np.uint8)
     # 0.2989*255.5 = 76.37 -> 76; 0.5870*255.5 = 149.98 -> 149; 0.1140*255.5 = 29.13 -> 29; white 255
@@ -62,13 +56,13 @@ def test_official_layout_round_trip_and_val_rule(prepared, images):
     xt, yt = images["test"]
     gray = reference_gray(x).reshape(len(x), -1)
     gray_t = reference_gray(xt).reshape(len(xt), -1)
-    splits = {s: _table(prepared / f"{s}.parquet") for s in ("train", "val", "test")}
-    assert [len(splits[s][0]) for s in ("train", "val", "test")] == [30, 10, 20]
-    for split, (ids, toks, labels) in splits.items():
+    splits = {s: read_rows(prepared / f"{s}.parquet") for s in ("train", "val", "test")}
+    assert [len(splits[s]) for s in ("train", "val", "test")] == [30, 10, 20]
+    for split, rows in splits.items():
         meta = read_metadata(prepared / f"{split}.parquet")
         assert meta["vocab_size"] == 256 and meta["pad_id"] is None and meta["max_length"] == 1024
         assert meta["class_names"] == CIFAR_CLASSES and meta["source"]["layout"] == "official python batches"
-        for rid, t, lab in zip(ids, toks, labels):
+        for rid, (t, lab, _) in rows.items():
             s, i = rid.split("/")
             i = int(i)
             ref, ref_y = (gray_t[i], yt[i]) if s == "test" else (gray[i], y[i])
@@ -77,8 +71,7 @@ def test_official_layout_round_trip_and_val_rule(prepared, images):
                 assert s == "train" and i >= 30          # the last 10 of train, in official order
             elif split == "train":
                 assert i < 30
-    black = [t for rid, t, _ in zip(*splits["test"][:2], splits["test"][2]) if rid == "test/00000"][0]
-    assert black == [0] * 1024  # pixel value 0 is a token, not dropped as padding
+    assert splits["test"]["test/00000"][0] == [0] * 1024  # pixel value 0 is a token, not dropped as padding
 
 
 def test_image_folder_gives_same_pixels(tmp_path, images, prepared):
@@ -88,19 +81,19 @@ def test_image_folder_gives_same_pixels(tmp_path, images, prepared):
     prepare_task("cifar10", out, source=arch, overrides=BASE)
     by_content = {}
     for s in ("train", "val", "test"):
-        for t, lab in zip(*_table(prepared / f"{s}.parquet")[1:]):
+        for t, lab, _ in read_rows(prepared / f"{s}.parquet").values():
             by_content[(s if s == "test" else "train", tuple(t))] = lab
-    got = {s: _table(out / f"{s}.parquet") for s in ("train", "val", "test")}
-    assert [len(got[s][0]) for s in ("train", "val", "test")] == [30, 10, 20]
-    for s, (ids, toks, labels) in got.items():
-        for rid, t, lab in zip(ids, toks, labels):
+    got = {s: read_rows(out / f"{s}.parquet") for s in ("train", "val", "test")}
+    assert [len(got[s]) for s in ("train", "val", "test")] == [30, 10, 20]
+    for s, rows in got.items():
+        for rid, (t, lab, _) in rows.items():
             assert by_content[(s if s == "test" else "train", tuple(t))] == lab  # lossless PNG: identical
             assert rid.split("/")[1] == CIFAR_CLASSES[lab]
-    assert sorted(got["val"][2]) == list(range(10))  # one per class: the last file of each class
+    assert sorted(lab for _, lab, _ in got["val"].values()) == list(range(10))  # the last file of each class
     # also straight from the directory
     out2 = tmp_path / "out2"
     prepare_task("cifar10", out2, source=root, overrides=BASE)
-    assert _table(out2 / "test.parquet") == got["test"]
+    assert list(read_rows(out2 / "test.parquet").items()) == list(got["test"].items())  # same rows, same order
 
 
 def test_official_checksum_verified_in_mirror(tmp_path, images, monkeypatch):

@@ -6,10 +6,9 @@ import logging
 import tarfile
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from fixtures_data import FileServer, imdb_reviews, sha256, write_imdb_archive, write_imdb_tree
+from fixtures_data import FileServer, imdb_reviews, read_rows, sha256, write_imdb_archive, write_imdb_tree
 from hkt.data import imdb
 from hkt.data.parquet import read_metadata
 from hkt.data.prepare import prepare_task
@@ -36,12 +35,6 @@ def prepared(tmp_path_factory, archive) -> Path:
     return out
 
 
-def _rows(path: Path):
-    t = pq.read_table(path)
-    return dict(zip(t["id"].to_pylist(), zip(t["tokens"].to_pylist(), t["label"].to_pylist(),
-                                              t["length"].to_pylist())))
-
-
 def test_round_trip_bytes_labels_and_counts(prepared, reviews):
     original = {f"{s}/{lab}/{name[:-4]}": (data, int(lab == "pos"))
                 for (s, lab), rows in reviews.items() for name, data in rows}
@@ -51,7 +44,7 @@ def test_round_trip_bytes_labels_and_counts(prepared, reviews):
         assert meta["vocab_size"] == 257 and meta["pad_id"] == 0 and meta["max_length"] == T
         assert meta["class_names"] == ["neg", "pos"] and meta["task"] == "imdb"
         assert meta["source"]["official"] is False and len(meta["source"]["sha256"]) == 64
-        for rid, (toks, label, length) in _rows(prepared / f"{split}.parquet").items():
+        for rid, (toks, label, length) in read_rows(prepared / f"{split}.parquet").items():
             data, want = original[rid]
             assert imdb.decode(toks) == data[:T] and label == want and length == len(toks) == min(len(data), T)
             assert min(toks) >= 1
@@ -60,15 +53,25 @@ def test_round_trip_bytes_labels_and_counts(prepared, reviews):
     assert all(seen[r] == "test" for r in seen if r.startswith("test/"))
     counts = {s: sum(1 for v in seen.values() if v == s) for s in ("train", "val", "test")}
     assert counts == {"train": 8, "val": 4, "test": 12}
-    val_labels = [lab for _, lab, _ in _rows(prepared / "val.parquet").values()]
+    val_labels = [lab for _, lab, _ in read_rows(prepared / "val.parquet").values()]
     assert sorted(val_labels) == [0, 0, 1, 1]  # stratified
     assert any("é".encode() in original[r][0] for r in seen)  # non-ASCII UTF-8 exercised
 
 
-def test_truncation_is_counted_in_the_card(prepared):
+def test_truncation_is_counted_in_the_card(prepared, reviews):
     card = (prepared / "README.md").read_text()
-    assert "| test | 12 |" in card and "NOT the official" in card
-    assert "Validation: 4 reviews carved" in card
+    assert "NOT the official" in card and "Validation: 4 reviews carved" in card
+    raw_len = {f"{s}/{lab}/{name[:-4]}": len(data) for (s, lab), rows in reviews.items() for name, data in rows}
+    # | split | examples | tokens | lengths | truncated | SHA-256 |
+    table = {cells[1].strip(): cells for cells in (line.split("|") for line in card.splitlines())
+             if len(cells) == 8 and cells[1].strip() in ("train", "val", "test")}
+    truncated = {}
+    for split in ("train", "val", "test"):
+        rows = read_rows(prepared / f"{split}.parquet")
+        assert int(table[split][2].replace(",", "")) == len(rows)
+        truncated[split] = int(table[split][5].replace(",", ""))
+        assert truncated[split] == sum(raw_len[rid] > T for rid in rows), split
+    assert truncated["test"] > 0 and truncated["train"] + truncated["val"] > 0  # the fixture's long reviews
 
 
 def test_directory_source_same_data(tmp_path, reviews, prepared):
@@ -76,7 +79,7 @@ def test_directory_source_same_data(tmp_path, reviews, prepared):
     out = tmp_path / "out"
     prepare_task("imdb", out, source=tmp_path / "src" / "aclImdb", overrides=BASE)
     for split in ("train", "val", "test"):
-        assert _rows(out / f"{split}.parquet") == _rows(prepared / f"{split}.parquet")
+        assert read_rows(out / f"{split}.parquet") == read_rows(prepared / f"{split}.parquet")
     meta = read_metadata(out / "train.parquet")
     assert meta["source"]["layout"] == "directory" and len(meta["source"]["sha256_of_files"]) == 64
 

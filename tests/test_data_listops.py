@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
+from fixtures_data import read_rows
 from hkt.data import listops
 from hkt.data.config import load_task_config
 from hkt.data.parquet import read_metadata
@@ -58,11 +58,6 @@ def depth_of(expr: str) -> int:
     return best
 
 
-def read(path: Path) -> tuple[list[str], list[list[int]], list[int], dict]:
-    t = pq.read_table(path)
-    return t["id"].to_pylist(), t["tokens"].to_pylist(), t["label"].to_pylist(), read_metadata(path)
-
-
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("listops")
@@ -73,12 +68,12 @@ def small(tmp_path_factory) -> Path:
 def test_labels_bounds_and_vocab(small):
     cfg = load_task_config("listops", SMALL)["prepare"]
     for split in ("train", "val", "test"):
-        ids, tokens, labels, meta = read(small / f"{split}.parquet")
+        rows, meta = read_rows(small / f"{split}.parquet"), read_metadata(small / f"{split}.parquet")
         assert meta["vocab"] == ["<pad>", "[MIN", "[MAX", "[MED", "[SM", "]", *map(str, range(10))]
         assert meta["task"] == "listops" and meta["split"] == split and meta["vocab_size"] == 16
         assert meta["num_classes"] == 10 and meta["max_length"] == 512 and meta["pad_id"] == 0
-        assert len(ids) == cfg["splits"][split] == len(set(ids))
-        for toks, label in zip(tokens, labels):
+        assert len(rows) == cfg["splits"][split]  # ids are unique (a duplicate would shrink the dict)
+        for toks, label, _ in rows.values():
             expr = " ".join(meta["vocab"][t] for t in toks)
             assert 0 not in toks
             assert cfg["min_length"] < len(toks) < cfg["max_length"]
@@ -88,7 +83,7 @@ def test_labels_bounds_and_vocab(small):
 
 
 def test_no_overlap_between_splits(small):
-    seqs = {s: {tuple(t) for t in read(small / f"{s}.parquet")[1]} for s in ("train", "val", "test")}
+    seqs = {s: {tuple(t) for t, _, _ in read_rows(small / f"{s}.parquet").values()} for s in ("train", "val", "test")}
     assert all(len(v) == n for v, n in zip(seqs.values(), (300, 60, 60)))  # no duplicates within
     assert not seqs["train"] & seqs["val"] and not seqs["train"] & seqs["test"] and not seqs["val"] & seqs["test"]
 
@@ -105,7 +100,7 @@ def test_deterministic_byte_identical(small, tmp_path):
 def test_changing_train_size_keeps_val_and_test(small, tmp_path):
     prepare_task("listops", tmp_path, overrides=[*SMALL, "prepare.splits.train=100"])
     for s in ("val", "test"):
-        assert read(tmp_path / f"{s}.parquet")[1] == read(small / f"{s}.parquet")[1]
+        assert list(read_rows(tmp_path / f"{s}.parquet").items()) == list(read_rows(small / f"{s}.parquet").items())
 
 
 def test_generator_distribution_matches_lra_params():
@@ -168,23 +163,23 @@ def _to_lra_string(toks: list[int]) -> str:
 
 
 def test_lra_tsv_reader(tmp_path, small, monkeypatch):
-    _, tokens, labels, _ = read(small / "val.parquet")
+    val = list(read_rows(small / "val.parquet").values())  # (tokens, label, length)
     src = tmp_path / "lra"
     src.mkdir()
     for split in ("train", "val", "test"):
-        rows = ["Source\tTarget"] + [f"{_to_lra_string(t)}\t{y}" for t, y in zip(tokens, labels)]
+        rows = ["Source\tTarget"] + [f"{_to_lra_string(t)}\t{y}" for t, y, _ in val]
         (src / f"basic_{split}.tsv").write_text("\n".join(rows) + "\n")
     out = tmp_path / "out"
     prepare_task("listops_lra", out, source=src)
-    ids, toks2, labels2, meta = read(out / "test.parquet")
-    assert toks2 == tokens and labels2 == labels
+    assert list(read_rows(out / "test.parquet").values()) == val
+    meta = read_metadata(out / "test.parquet")
     assert meta["source"]["kind"] == "lra_tsv" and meta["task_config"] == "listops_lra"
 
     # the same files from a mirror's listops/ folder, only when read_tsv is true
     monkeypatch.setenv("HKT_DATA_MIRROR", str(tmp_path))
     src.rename(tmp_path / "listops")
     prepare_task("listops_lra", tmp_path / "m", overrides=["prepare.read_tsv=true"])
-    assert read(tmp_path / "m" / "test.parquet")[1] == tokens
+    assert list(read_rows(tmp_path / "m" / "test.parquet").values()) == val
     monkeypatch.delenv("HKT_DATA_MIRROR")
     with pytest.raises(DataError, match="read_tsv is true but no TSV directory"):
         prepare_task("listops_lra", tmp_path / "m2", overrides=["prepare.read_tsv=true"])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hkt.data.load import BucketBatchSampler, TokenDataset, make_loader, read_split_metadata
-from hkt.data.parquet import SplitData, write_split
+from hkt.data.parquet import SplitData, sha256_file, write_split
 from hkt.data.prepare import prepare_task
 from hkt.errors import DataError
 
@@ -28,6 +28,27 @@ def split_file(tmp_path_factory) -> Path:
     data = SplitData([f"r{i}" for i in range(lens.size)], flat, offsets, lens % 3)
     write_split(out, data, {"task": "t", "vocab_size": 256, "num_classes": 3, "max_length": 128, "pad_id": 0})
     return out
+
+
+def test_take_and_atomic_write_split(tmp_path, monkeypatch):
+    """take() gathers rows (without the whole split's stats); a failed write keeps the old file
+    and leaves no temporary file."""
+    data = SplitData.from_lengths(["a", "b", "c"], np.arange(1, 7), np.array([1, 2, 3]), np.array([0, 1, 0]),
+                                  {"truncated": 2})
+    sub = data.take(np.array([2, 0]))
+    assert sub.ids == ["c", "a"] and sub.flat.tolist() == [4, 5, 6, 1] and sub.lengths.tolist() == [3, 1]
+    assert sub.labels.tolist() == [0, 0] and sub.stats == {} and data.stats == {"truncated": 2}
+    path = tmp_path / "train.parquet"
+    digest = write_split(path, data, {"task": "t"})
+
+    def broken(table, where, **kwargs):
+        Path(where).write_bytes(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("pyarrow.parquet.write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_split(path, sub, {"task": "t"})
+    assert sha256_file(path) == digest and [p.name for p in tmp_path.iterdir()] == ["train.parquet"]
 
 
 def test_batches_padding_mask_lengths(split_file):

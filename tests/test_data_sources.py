@@ -13,7 +13,7 @@ import pytest
 
 from fixtures_data import FileServer, add_bytes
 from hkt.data import sources
-from hkt.data.sources import download, extract_archive, iter_files, mirror_source, resolve_source
+from hkt.data.sources import download, iter_files, mirror_source, resolve_source
 from hkt.errors import DataError
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
@@ -166,36 +166,31 @@ def test_mirror_from_environment_via_config(tmp_path, monkeypatch):
     assert load_task_config("imdb")["prepare"]["mirror"] is None
 
 
-def _evil_archives(tmp_path: Path) -> dict[str, Path]:
-    out = {}
-    for kind in ("absolute", "dotdot", "symlink", "hardlink", "device"):
-        p = tmp_path / f"{kind}.tar.gz"
-        with tarfile.open(p, "w:gz") as tf:
-            add_bytes(tf, "root/train/pos/0_9.txt", b"fine")
-            if kind == "absolute":
-                add_bytes(tf, "/tmp/evil.txt", b"x")
-            elif kind == "dotdot":
-                add_bytes(tf, "root/../../evil.txt", b"x")
-            elif kind in ("symlink", "hardlink"):
-                info = tarfile.TarInfo("root/train/pos/1_9.txt")
-                info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
-                info.linkname = "/etc/passwd" if kind == "symlink" else "../../../etc/passwd"
-                tf.addfile(info)
-            else:
-                info = tarfile.TarInfo("root/dev")
-                info.type = tarfile.CHRTYPE
-                tf.addfile(info)
-        out[kind] = p
-    return out
+def _evil_archive(tmp_path: Path, kind: str) -> Path:
+    """A tar.gz with one good file and one malicious member of ``kind``."""
+    p = tmp_path / f"{kind}.tar.gz"
+    with tarfile.open(p, "w:gz") as tf:
+        add_bytes(tf, "root/train/pos/0_9.txt", b"fine")
+        if kind == "absolute":
+            add_bytes(tf, "/tmp/evil.txt", b"x")
+        elif kind == "dotdot":
+            add_bytes(tf, "root/../../evil.txt", b"x")
+        elif kind in ("symlink", "hardlink"):
+            info = tarfile.TarInfo("root/train/pos/1_9.txt")
+            info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
+            info.linkname = "/etc/passwd" if kind == "symlink" else "../../../etc/passwd"
+            tf.addfile(info)
+        else:
+            info = tarfile.TarInfo("root/dev")
+            info.type = tarfile.CHRTYPE
+            tf.addfile(info)
+    return p
 
 
 @pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink", "hardlink", "device"])
 def test_malicious_tar_members_are_refused(tmp_path, kind):
-    arch = _evil_archives(tmp_path)[kind]
     with pytest.raises(DataError, match="unsafe member"):
-        list(iter_files(arch, lambda rel: True))
-    with pytest.raises(DataError, match="unsafe member"):
-        extract_archive(arch, tmp_path / "x")
+        list(iter_files(_evil_archive(tmp_path, kind), lambda rel: True))
     assert not (tmp_path / "evil.txt").exists() and not Path("/tmp/evil.txt").exists()
 
 

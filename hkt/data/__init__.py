@@ -9,6 +9,3 @@
 
 Nothing here imports torch except ``hkt.data.load``.
 """
-
-TASK_FAMILIES = ("listops", "imdb", "cifar10")
-SPLITS = ("train", "val", "test")

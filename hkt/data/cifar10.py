@@ -17,9 +17,7 @@ training images in the official order; an image folder has no global order, so t
 
 from __future__ import annotations
 
-import hashlib
 import io
-import logging
 import os
 import pickle
 import re
@@ -28,14 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from hkt.data.common import (DOWNLOAD_SCHEMA, allocate, check_download_config, describe_source, location,
-                             seeded_order, shuffled)
+from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
+                             check_download_config, describe_source, location, new_tree_hash)
 from hkt.data.config import float_list, optional, pos_int
 from hkt.data.parquet import SplitData
 from hkt.data.sources import Source, iter_files, resolve_source
 from hkt.errors import ConfigError, DataError
-
-log = logging.getLogger("hkt.data")
 
 VOCAB = [str(v) for v in range(256)]
 TOKENIZER = "grayscale pixel values 0..255, row-major; no padding id (mask by length)"
@@ -45,6 +41,7 @@ _BATCH = re.compile(r"^(data_batch_[1-5]|test_batch)$")
 
 PREPARE_SCHEMA: dict[str, Any] = {**DOWNLOAD_SCHEMA, "image_size": pos_int, "gray_weights": float_list(3),
                                    "decode_workers": optional(pos_int)}
+LOCATION_KEYS = DOWNLOAD_LOCATION_KEYS | {"decode_workers"}
 
 
 def check_config(cfg: dict[str, Any]) -> None:
@@ -253,17 +250,12 @@ def prepare(cfg: dict[str, Any], source: Path | None):
 
     p = cfg["prepare"]
     src: Source = resolve_source("cifar10", p, source)
-    tree_hash = hashlib.sha256() if src.path.is_dir() else None
+    tree_hash = new_tree_hash(src)
     workers = p["decode_workers"] or min(4, os.cpu_count() or 1)
     layout, data = _read(src.path, p["classes"], p["image_size"], tuple(p["gray_weights"]), tree_hash, workers)
-    for split in ("train", "test"):
-        if len(data[split][2]) != p["official_counts"][split]:
-            log.warning("CIFAR-10 %s has %d images in %s; the official dataset has %d", split,
-                        len(data[split][2]), src.path, p["official_counts"][split])
+    check_counts("CIFAR-10", "images", {s: len(data[s][2]) for s in ("train", "test")}, p, src.path)
     ids, gray, labels = data["train"]
     n, nv = len(labels), p["val_size"]
-    if nv >= n:
-        raise DataError(f"task.prepare.val_size = {nv} leaves no training images (train has {n})")
     if layout.startswith("official"):
         is_val = np.arange(n) >= n - nv
         val_rule = f"the last {nv:,} of the {n:,} official training images (official order), as LRA's 90%/10% split"
@@ -276,13 +268,10 @@ def prepare(cfg: dict[str, Any], source: Path | None):
         val_rule = (f"the last files (sorted names) of each class, {nv:,} in all, split over classes in proportion "
                     "(an image folder has no global order; with files in official order within a class this "
                     "approximates LRA's last-10% split)")
-    train_all = _split(ids, gray, labels)
     seed = p["shuffle_seed"]
-    tr, va = np.flatnonzero(~is_val), np.flatnonzero(is_val)
-    splits = {"train": train_all.take(tr[seeded_order(tr.size, seed, "train")]),
-              "val": train_all.take(va[seeded_order(va.size, seed, "val")]),
-              "test": shuffled(_split(*data["test"]), seed, "test")}
-    desc = describe_source(src, p, tree_hash.hexdigest() if tree_hash else None)
+    test = _split(*data["test"])
+    splits = carve(_split(ids, gray, labels), test, carve_index(is_val, len(test), seed))
+    desc = describe_source(src, p, tree_hash)
     desc["layout"] = layout
     w = p["gray_weights"]
     notes = [

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,7 +12,9 @@ import numpy as np
 from hkt.data.config import hexdigest, nonneg_int, optional, pos_int, str_list, text
 from hkt.data.parquet import SplitData
 from hkt.data.sources import Source
-from hkt.errors import ConfigError
+from hkt.errors import ConfigError, DataError
+
+log = logging.getLogger("hkt.data")
 
 # prepare keys every downloaded task has
 DOWNLOAD_SCHEMA: dict[str, Any] = {
@@ -29,6 +33,8 @@ DOWNLOAD_SCHEMA: dict[str, Any] = {
     "timeout_s": pos_int,
     "retries": nonneg_int,
 }
+# DOWNLOAD_SCHEMA keys that say where data come from, not what they are (kept out of the metadata)
+DOWNLOAD_LOCATION_KEYS = frozenset({"source", "mirror", "download_dir", "timeout_s", "retries"})
 
 
 def check_download_config(cfg: dict[str, Any]) -> None:
@@ -59,19 +65,47 @@ def seeded_order(n: int, seed: int, split: str) -> np.ndarray:
     return np.random.default_rng([seed, key]).permutation(n)
 
 
-def shuffled(data: SplitData, seed: int, split: str) -> SplitData:
-    return data.take(seeded_order(len(data), seed, split))
+def check_counts(dataset: str, unit: str, counts: dict[str, int], prep: dict[str, Any], where: Path) -> None:
+    """Warn when the train/test counts differ from the official ones; fail when ``val_size``
+    would leave no training examples."""
+    for split, n in counts.items():
+        if n != prep["official_counts"][split]:
+            log.warning("%s %s has %d %s in %s; the official dataset has %d", dataset, split, n, unit, where,
+                        prep["official_counts"][split])
+    if prep["val_size"] >= counts["train"]:
+        raise DataError(f"task.prepare.val_size = {prep['val_size']} leaves no training {unit} "
+                        f"(train has {counts['train']})")
 
 
-def describe_source(src: Source, prep: dict[str, Any], tree_sha256: str | None) -> dict[str, Any]:
-    """Content-only provenance for the metadata: official URL + checksums, or the alternative's digest."""
+def carve_index(is_val: np.ndarray, n_test: int, seed: int) -> dict[str, np.ndarray]:
+    """Rows of each split, in its seeded random order: train and val index the official train
+    set (rows not in / in ``is_val``), test indexes the official test set."""
+    tr, va = np.flatnonzero(~is_val), np.flatnonzero(is_val)
+    return {"train": tr[seeded_order(tr.size, seed, "train")], "val": va[seeded_order(va.size, seed, "val")],
+            "test": seeded_order(n_test, seed, "test")}
+
+
+def carve(train_all: SplitData, test: SplitData, index: dict[str, np.ndarray]) -> dict[str, SplitData]:
+    """The train/val/test splits selected by :func:`carve_index`'s ``index``."""
+    return {s: (test if s == "test" else train_all).take(i) for s, i in index.items()}
+
+
+def new_tree_hash(src: Source) -> Any:
+    """A hashlib object for :func:`iter_files` to digest the files of a directory source (None for
+    an archive, whose own checksum is recorded)."""
+    return hashlib.sha256() if src.path.is_dir() else None
+
+
+def describe_source(src: Source, prep: dict[str, Any], tree_hash: Any = None) -> dict[str, Any]:
+    """Content-only provenance for the metadata: official URL + checksums, or the alternative's
+    digest (plus ``tree_hash``'s digest of the files read from a directory)."""
     d = src.describe()
     if src.official:
         d["url"] = prep["url"]
     else:
         d["official_file"] = prep["filename"]
-    if tree_sha256 is not None:
-        d["sha256_of_files"] = tree_sha256
+    if tree_hash is not None:
+        d["sha256_of_files"] = tree_hash.hexdigest()
     return d
 
 

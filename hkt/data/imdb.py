@@ -10,28 +10,25 @@ the official test set is kept whole and is never used for model selection.
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 
-from hkt.data.common import (DOWNLOAD_SCHEMA, allocate, check_download_config, describe_source, location,
-                             seeded_order, shuffled)
+from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
+                             check_download_config, describe_source, location, new_tree_hash)
 from hkt.data.config import nonneg_int
 from hkt.data.parquet import SplitData
 from hkt.data.sources import Source, iter_files, resolve_source
 from hkt.errors import ConfigError, DataError
-
-log = logging.getLogger("hkt.data")
 
 VOCAB = ["<pad>"] + [f"<0x{b:02X}>" for b in range(256)]
 TOKENIZER = "UTF-8 bytes, id = byte + 1, 0 = padding"
 PAD = 0
 
 PREPARE_SCHEMA: dict[str, Any] = {**DOWNLOAD_SCHEMA, "val_seed": nonneg_int}
+LOCATION_KEYS = DOWNLOAD_LOCATION_KEYS
 _NAME = re.compile(r"^(\d+)_(\d+)\.txt$")
 
 
@@ -39,11 +36,6 @@ def check_config(cfg: dict[str, Any]) -> None:
     check_download_config(cfg)
     if cfg["max_length"] > 65535:
         raise ConfigError("task.max_length must be <= 65535")
-
-
-def encode(text_bytes: bytes, max_length: int) -> np.ndarray:
-    """Bytes → token ids (uint16), truncated to ``max_length``."""
-    return np.frombuffer(text_bytes[:max_length], dtype=np.uint8).astype(np.uint16) + 1
 
 
 def decode(tokens: Any) -> bytes:
@@ -95,17 +87,12 @@ def read_reviews(path: Path, classes: list[str], tree_hash: Any = None
     return out
 
 
-def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> SplitData:
-    ids = [r[0] for r in rows]
+def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> tuple[SplitData, np.ndarray]:
+    """Reviews → (their tokens truncated to ``max_length``, their raw byte lengths)."""
     raw_lens = np.fromiter((len(r[2]) for r in rows), dtype=np.int64, count=len(rows))
     flat = np.frombuffer(b"".join(r[2][:max_length] for r in rows), dtype=np.uint8).astype(np.uint16) + 1
-    lens = np.minimum(raw_lens, max_length)
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
     labels = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-    stats = {"truncated": int((raw_lens > max_length).sum()), "raw_mean_bytes": float(raw_lens.mean()),
-             "raw_median_bytes": float(np.median(raw_lens))}
-    return SplitData(ids, flat, offsets, labels, stats)
+    return SplitData.from_lengths([r[0] for r in rows], flat, np.minimum(raw_lens, max_length), labels), raw_lens
 
 
 def prepare(cfg: dict[str, Any], source: Path | None):
@@ -113,18 +100,12 @@ def prepare(cfg: dict[str, Any], source: Path | None):
 
     p = cfg["prepare"]
     src: Source = resolve_source("imdb", p, source)
-    tree_hash = hashlib.sha256() if src.path.is_dir() else None
+    tree_hash = new_tree_hash(src)
     reviews = read_reviews(src.path, p["classes"], tree_hash)
-    for split in ("train", "test"):
-        if len(reviews[split]) != p["official_counts"][split]:
-            log.warning("IMDB %s has %d reviews in %s; the official dataset has %d", split,
-                        len(reviews[split]), src.path, p["official_counts"][split])
+    check_counts("IMDB", "reviews", {s: len(reviews[s]) for s in ("train", "test")}, p, src.path)
     T = cfg["max_length"]
-    train_all = _to_split(reviews["train"], T)
-    test = _to_split(reviews["test"], T)
-    if p["val_size"] >= len(train_all):
-        raise DataError(f"task.prepare.val_size = {p['val_size']} leaves no training reviews "
-                        f"(train has {len(train_all)})")
+    train_all, raw_train = _to_split(reviews["train"], T)
+    test, raw_test = _to_split(reviews["test"], T)
     # stratified carve: n_c reviews of each class, chosen with val_seed
     rng = np.random.default_rng(p["val_seed"])
     per_class = allocate(np.bincount(train_all.labels, minlength=cfg["num_classes"]), p["val_size"])
@@ -133,22 +114,19 @@ def prepare(cfg: dict[str, Any], source: Path | None):
         idx = np.flatnonzero(train_all.labels == c)
         is_val[rng.permutation(idx)[:n_c]] = True
     seed = p["shuffle_seed"]
-    tr, va = np.flatnonzero(~is_val), np.flatnonzero(is_val)
-    splits = {"train": train_all.take(tr[seeded_order(tr.size, seed, "train")]),
-              "val": train_all.take(va[seeded_order(va.size, seed, "val")]),
-              "test": shuffled(test, seed, "test")}
-    raw_long = np.fromiter((len(r[2]) > T for r in reviews["train"]), dtype=bool, count=len(train_all))
-    splits["train"].stats["truncated"] = int((raw_long & ~is_val).sum())
-    splits["val"].stats["truncated"] = int((raw_long & is_val).sum())
-    desc = describe_source(src, p, tree_hash.hexdigest() if tree_hash else None)
+    index = carve_index(is_val, len(test), seed)
+    splits = carve(train_all, test, index)
+    for s, rows in index.items():
+        splits[s].stats["truncated"] = int(((raw_test if s == "test" else raw_train)[rows] > T).sum())
+    desc = describe_source(src, p, tree_hash)
     notes = [
         f"Tokens: UTF-8 bytes, id = byte + 1, id 0 = padding (vocabulary {len(VOCAB)}); no text cleaning "
         f"(HTML such as <br /> kept, as LRA); each review truncated to its first {T} bytes.",
         f"Validation: {p['val_size']:,} reviews carved from the official 25k train set with seed {p['val_seed']}, "
         f"stratified by label ({', '.join(f'{c}: {int(n):,}' for c, n in zip(p['classes'], per_class))}); "
         "train keeps the rest. The official test set is whole and is not for model selection.",
-        f"Raw review length (bytes), official train: mean {train_all.stats['raw_mean_bytes']:.0f}, median "
-        f"{train_all.stats['raw_median_bytes']:.0f}; test: mean {test.stats['raw_mean_bytes']:.0f}.",
+        f"Raw review length (bytes), official train: mean {raw_train.mean():.0f}, median "
+        f"{np.median(raw_train):.0f}; test: mean {raw_test.mean():.0f}.",
         f"Rows of each split are in a seeded random order (shuffle_seed {seed}); ids are "
         "split/label/<id>_<rating> of the source files.",
     ]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from hkt.data.config import boolean, nonneg_int, optional, pos_int, probability, text
-from hkt.data.parquet import SplitData
+from hkt.data.parquet import SplitData, offsets_from_lengths
 from hkt.errors import ConfigError, DataError
 
 log = logging.getLogger("hkt.data")
@@ -50,6 +50,8 @@ PREPARE_SCHEMA: dict[str, Any] = {
     "tsv_files": {"train": text, "val": text, "test": text},
     "mirror": optional(text),
 }
+# prepare keys that say where data come from, not what they are (kept out of the metadata)
+LOCATION_KEYS = frozenset({"source", "mirror", "tsv_files", "read_tsv"})
 
 
 def check_config(cfg: dict[str, Any]) -> None:
@@ -198,9 +200,7 @@ def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length
         sizes[d], values[d] = sz, vv
 
     # top-down: position of each node in its tree's prefix order
-    total = sizes[0]
-    offsets = np.zeros(n_acc + 1, dtype=np.int64)
-    np.cumsum(total, out=offsets[1:])
+    offsets = offsets_from_lengths(sizes[0])
     flat = np.empty(int(offsets[-1]), dtype=np.uint8)
     pos = np.zeros(n_acc, dtype=np.int64)
     for d, (t, is_op, op, _, val) in enumerate(kept):
@@ -214,6 +214,9 @@ def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length
             before = csum - cs
             pos = np.repeat(pos[oi], counts) + 1 + before - np.repeat(before[starts], counts)
     return flat, offsets, values[0]
+
+
+BARREN_CHUNKS = 20  # the generator gives up after this many chunks in a row without a new tree
 
 
 def generate(n: int, *, seed: int, min_length: int, max_length: int, max_depth: int, max_args: int,
@@ -248,10 +251,10 @@ def generate(n: int, *, seed: int, min_length: int, max_length: int, max_depth: 
                 break
         if not keep.any():
             barren += 1
-            if barren >= 20:
+            if barren >= BARREN_CHUNKS:
                 raise DataError(
-                    f"ListOps generator found no new tree in {20 * chunk_size:,} attempts ({got:,} of {n:,} so "
-                    f"far): min_length={min_length} < length < max_length={max_length} with max_depth="
+                    f"ListOps generator found no new tree in {BARREN_CHUNKS * chunk_size:,} attempts ({got:,} of "
+                    f"{n:,} so far): min_length={min_length} < length < max_length={max_length} with max_depth="
                     f"{max_depth}, max_args={max_args}, p_operator={p_operator} is (nearly) exhausted")
             continue
         barren = 0
@@ -265,8 +268,7 @@ def generate(n: int, *, seed: int, min_length: int, max_length: int, max_depth: 
             log.info("listops: %d/%d trees (%.0f trees/s, %d attempts)", got, n, got / max(dt, 1e-9), attempts)
     flat = np.concatenate(parts_flat).astype(np.uint16) if parts_flat else np.zeros(0, np.uint16)
     lens = np.concatenate(parts_len) if parts_len else np.zeros(0, np.int64)
-    offsets = np.zeros(lens.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = offsets_from_lengths(lens)
     labels = np.concatenate(parts_lab).astype(np.int64) if parts_lab else np.zeros(0, np.int64)
     return flat, offsets, labels, {"attempts": attempts, "duplicates": duplicates}
 
@@ -331,10 +333,9 @@ def read_tsv(path: Path, split: str, max_length: int) -> SplitData:
         labels.append(label)
     if not labels:
         raise DataError(f"{path} has a header but no examples")
-    offsets = np.zeros(len(lens) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
     ids = [f"{split}/{i:06d}" for i in range(len(labels))]
-    return SplitData(ids, np.concatenate(chunks), offsets, np.asarray(labels), {"truncated": truncated})
+    return SplitData.from_lengths(ids, np.concatenate(chunks), np.asarray(lens), np.asarray(labels),
+                                  {"truncated": truncated})
 
 
 # ---- task preparation --------------------------------------------------------------------
@@ -378,14 +379,12 @@ def prepare(cfg: dict[str, Any], source: Path | None):
     dt = time.perf_counter() - t0
     log.info("listops: generated %d trees in %.1f s (%.0f trees/s; %d attempts, %d duplicates rejected)",
              total, dt, total / max(dt, 1e-9), counters["attempts"], counters["duplicates"])
-    all_data = SplitData([""] * total, flat, offsets, labels)
-    splits, start = {}, 0
-    for s in order:
-        idx = np.arange(start, start + sizes[s])
-        part = all_data.take(idx)
-        part.ids = [f"{s}/{i:06d}" for i in range(sizes[s])]
-        splits[s] = part
-        start += sizes[s]
+    splits, a = {}, 0
+    for s in order:  # each split is a contiguous run of the stream: rows a..b-1
+        b = a + sizes[s]
+        splits[s] = SplitData([f"{s}/{i:06d}" for i in range(sizes[s])], flat[offsets[a]:offsets[b]],
+                              offsets[a:b + 1] - offsets[a], labels[a:b])
+        a = b
     splits = {s: splits[s] for s in ("train", "val", "test")}
     src = {"kind": "generated", "generator": "hkt.data.listops (LRA ListOps distribution)", **gen_params,
            "splits": dict(sizes), "attempts": counters["attempts"], "duplicates_rejected": counters["duplicates"]}

@@ -275,9 +275,7 @@ class Loader:
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         s = self.sampler
-        if s.position >= len(s):
-            s.epoch, s.position = s.epoch + 1, 0
-        for batch in self._loader:
+        for batch in self._loader:   # its sampler, _Remaining, rolls over a finished epoch
             s.position += 1          # counted before the training loop sees the batch
             yield batch
         s.epoch, s.position = s.epoch + 1, 0

@@ -12,7 +12,6 @@ Files are written atomically and byte-reproducibly (no timestamps, no local path
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,7 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hkt.data.sources import file_digests
 from hkt.errors import DataError
+from hkt.fileio import atomic_path
 
 SPLITS = ("train", "val", "test")
 METADATA_KEY = b"hkt"
@@ -36,6 +37,13 @@ SCHEMA = pa.schema([
 ])
 
 
+def offsets_from_lengths(lengths: np.ndarray) -> np.ndarray:
+    """Row start offsets (int64, ``len + 1``, from 0) of rows with these lengths."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
 @dataclass
 class SplitData:
     """One split in columnar form: example ``i`` has tokens ``flat[offsets[i]:offsets[i+1]]``."""
@@ -44,7 +52,7 @@ class SplitData:
     flat: np.ndarray            # all tokens concatenated (uint16)
     offsets: np.ndarray         # int64, len(ids) + 1, starting at 0
     labels: np.ndarray          # int64
-    stats: dict[str, Any] = field(default_factory=dict)  # extra numbers for the data card
+    stats: dict[str, Any] = field(default_factory=dict)  # extra numbers for the data card (e.g. truncated)
 
     def __post_init__(self) -> None:
         self.flat = np.ascontiguousarray(self.flat, dtype=np.uint16)
@@ -55,6 +63,12 @@ class SplitData:
                 or self.offsets[-1] != self.flat.size:
             raise ValueError("inconsistent SplitData arrays")
 
+    @classmethod
+    def from_lengths(cls, ids: list[str], flat: np.ndarray, lengths: np.ndarray, labels: np.ndarray,
+                     stats: dict[str, Any] | None = None) -> "SplitData":
+        """A SplitData from per-row lengths instead of offsets."""
+        return cls(ids, flat, offsets_from_lengths(lengths), labels, dict(stats or {}))
+
     def __len__(self) -> int:
         return len(self.ids)
 
@@ -63,7 +77,8 @@ class SplitData:
         return np.diff(self.offsets)
 
     def take(self, index: np.ndarray) -> "SplitData":
-        """Rows ``index`` (in that order) as a new SplitData."""
+        """Rows ``index`` (in that order) as a new SplitData, with empty ``stats``: whole-split
+        numbers do not describe a subset (the caller sets the subset's own)."""
         index = np.asarray(index, dtype=np.int64)
         lens = self.lengths[index]
         ids = [self.ids[i] for i in index.tolist()]
@@ -71,24 +86,15 @@ class SplitData:
         if lens.size and self.flat.size == width * len(self) and np.all(self.lengths == width):
             # equal lengths (CIFAR-10): a row gather, no per-token index arrays
             flat = self.flat.reshape(len(self), width)[index].reshape(-1)
-            return SplitData(ids, flat, np.arange(index.size + 1, dtype=np.int64) * width,
-                             self.labels[index], dict(self.stats))
-        offsets = np.zeros(index.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
+            return SplitData(ids, flat, np.arange(index.size + 1, dtype=np.int64) * width, self.labels[index])
+        offsets = offsets_from_lengths(lens)
         starts = self.offsets[:-1][index]
         gather = np.repeat(starts - offsets[:-1], lens) + np.arange(offsets[-1], dtype=np.int64)
-        return SplitData(ids, self.flat[gather], offsets, self.labels[index], dict(self.stats))
-
-    def tokens(self, i: int) -> np.ndarray:
-        return self.flat[self.offsets[i]:self.offsets[i + 1]]
+        return SplitData(ids, self.flat[gather], offsets, self.labels[index])
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_digests(path, ("sha256",))["sha256"]
 
 
 def to_table(data: SplitData) -> pa.Table:
@@ -108,9 +114,8 @@ def write_split(path: str | os.PathLike, data: SplitData, meta: dict[str, Any]) 
     path = Path(path)
     table = to_table(data)
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression=COMPRESSION, row_group_size=max(1, len(data)))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression=COMPRESSION, row_group_size=max(1, len(data)))
     return sha256_file(path)
 
 
@@ -126,11 +131,6 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     if METADATA_KEY not in md:
         raise DataError(f"{path} has no 'hkt' metadata: not written by `hkt prepare`")
     return json.loads(md[METADATA_KEY])
-
-
-def decode(tokens: Any, vocab: list[str], sep: str = " ") -> str:
-    """Token ids → their vocabulary strings joined by ``sep`` (for inspection)."""
-    return sep.join(vocab[int(t)] for t in tokens)
 
 
 # ---- data card ---------------------------------------------------------------------------
@@ -188,10 +188,3 @@ def data_card(*, task: str, cfg: dict[str, Any], meta: dict[str, Any], splits: d
     out += ["", "## Notes", "", *[f"- {n}" for n in notes]]
     out += ["", "## Parameters", "", "```json", json.dumps(cfg, indent=2, sort_keys=True), "```", ""]
     return "\n".join(out)
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -1,8 +1,9 @@
 """Task dispatch: config → family preparer → checked splits → Parquet files + data card.
 
 A family module (``hkt.data.listops``, ``hkt.data.imdb``, ``hkt.data.cifar10``) exposes
-``PREPARE_SCHEMA`` (validation of the ``prepare`` node), ``check_config(cfg)`` and
-``prepare(cfg, source) -> Prepared``. Adding a task family is adding one such module and one
+``PREPARE_SCHEMA`` (validation of the ``prepare`` node), ``LOCATION_KEYS`` (the ``prepare`` keys
+that say where data come from, not what they are: kept out of the Parquet metadata),
+``check_config(cfg)`` and ``prepare(cfg, source) -> Prepared``. Adding a task family is adding one such module and one
 line to ``FAMILIES``.
 """
 
@@ -19,14 +20,13 @@ from typing import Any
 import numpy as np
 
 import hkt
-from hkt.data.parquet import SPLITS, SplitData, data_card, write_split, write_text_atomic
+from hkt.data.parquet import SPLITS, SplitData, data_card, write_split
 from hkt.errors import ConfigError, DataError
+from hkt.fileio import atomic_write_text
 
 log = logging.getLogger("hkt.data")
 
 FAMILIES = {"listops": "hkt.data.listops", "imdb": "hkt.data.imdb", "cifar10": "hkt.data.cifar10"}
-# prepare keys that say where data come from, not what they are: kept out of the Parquet metadata
-LOCATION_KEYS = {"source", "mirror", "download_dir", "timeout_s", "retries", "tsv_files", "read_tsv", "decode_workers"}
 
 
 def family_module(name: Any) -> ModuleType:
@@ -96,7 +96,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     prep: Prepared = module.prepare(cfg, Path(source).expanduser() if source is not None else None)
     _check(task, cfg, prep)
     out.mkdir(parents=True, exist_ok=True)
-    params = {k: v for k, v in cfg["prepare"].items() if k not in LOCATION_KEYS}
+    params = {k: v for k, v in cfg["prepare"].items() if k not in module.LOCATION_KEYS}
     checksums: dict[str, str] = {}
     metas = {}
     for s in SPLITS:
@@ -110,7 +110,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
         metas[s] = meta
     card = data_card(task=task, cfg=params, meta=metas["train"], splits=prep.splits, checksums=checksums,
                      notes=prep.notes, location=prep.location)
-    write_text_atomic(out / "README.md", card)
+    atomic_write_text(out / "README.md", card)
     dt = time.perf_counter() - t0
     return PrepareResult(out=out, counts={s: len(prep.splits[s]) for s in SPLITS}, checksums=checksums,
                          seconds=dt, meta=metas["train"])

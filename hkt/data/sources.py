@@ -13,7 +13,7 @@
   or a zip archive, streaming, without extracting. Every tar member is checked with the
   standard library's ``tarfile.data_filter`` (``..``, links leaving the target, device files are
   refused), plus a refusal of absolute names (which ``data_filter`` would silently make
-  relative); :func:`extract_archive` extracts with the same filter.
+  relative).
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def _check_local(path: Path, prep: dict[str, Any], origin: str, expected_sha: st
     return Source(path, official=False, origin=origin, digests=digests)
 
 
-def mirror_source(mirror: Path, family: str, prep: dict[str, Any]) -> Source | None:
+def mirror_source(mirror: Path, family: str, prep: dict[str, Any]) -> Source:
     """The source in ``mirror/<family>/``: the official file, or the single alternative there."""
     d = mirror / family
     if not mirror.is_dir():
@@ -298,9 +298,7 @@ def resolve_source(family: str, prep: dict[str, Any], source: Path | None = None
     if prep.get("source"):
         return _check_local(Path(prep["source"]).expanduser(), prep, "config")
     if prep.get("mirror"):
-        found = mirror_source(Path(prep["mirror"]).expanduser(), family, prep)
-        if found is not None:
-            return found
+        return mirror_source(Path(prep["mirror"]).expanduser(), family, prep)
     ddir = Path(prep["download_dir"]).expanduser() if prep.get("download_dir") else default_download_dir()
     dest = ddir / prep["filename"]
     digests = download(prep["url"], dest, sha256=prep.get("sha256"), md5=prep.get("md5"), size=prep.get("size"),
@@ -408,21 +406,3 @@ def _iter_archive(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterat
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             raise DataError(f"archive {path} is corrupt or truncated: {exc}") from None
 
-
-def extract_archive(archive: Path, dest: Path) -> None:
-    """Extract a tar or zip archive into ``dest`` safely (tar: :func:`strict_filter`)."""
-    archive, dest = Path(archive), Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            for info in zf.infolist():
-                _check_zip_name(archive, info)
-            zf.extractall(dest)
-        return
-    try:
-        with tarfile.open(archive, "r:*") as tf:
-            tf.extractall(dest, filter=strict_filter)
-    except tarfile.FilterError as exc:
-        raise DataError(f"unsafe member in archive {archive}: {exc}; extraction stopped") from None
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        raise DataError(f"cannot extract {archive}: {exc}") from None

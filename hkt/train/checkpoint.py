@@ -1,18 +1,14 @@
 """Checkpoints that survive ``kill -9`` and load with ``torch.load(weights_only=True)``.
 
-Every file is written atomically: to a temporary file in the same directory, flushed and
-fsync'ed, then ``os.replace``'d over the target (and the directory fsync'ed), so a reader sees
-the old file or the new one, never half of one. Checkpoints hold only tensors and plain
-Python containers/scalars: RNG states are converted to tensors/lists here, so that loading
-needs no pickled objects.
+Every file is written atomically (:mod:`hkt.fileio`): a reader sees the old file or the new
+one, never half of one. Checkpoints hold only tensors and plain Python containers/scalars: RNG
+states are converted to tensors/lists here, so that loading needs no pickled objects.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,45 +16,10 @@ import numpy as np
 import torch
 
 from hkt.errors import TrainingError
+from hkt.fileio import atomic_write_bytes
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "save_checkpoint", "load_checkpoint",
+__all__ = ["save_checkpoint", "load_checkpoint",
            "rng_state", "set_rng_state"]
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:

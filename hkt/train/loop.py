@@ -38,8 +38,8 @@ from hkt.device import describe_device, resolve_device
 from hkt.provenance import git_state
 from hkt.models import build_model
 from hkt.errors import ConfigError, RunMismatch, TrainingError
-from hkt.train.checkpoint import (atomic_write_bytes, atomic_write_text, load_checkpoint,
-                                  rng_state, save_checkpoint, set_rng_state)
+from hkt.fileio import atomic_write_bytes, atomic_write_text
+from hkt.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from hkt.train.config import model_error, strip_for_compare, validate
 from hkt.train.data import RunData
 from hkt.train.progress import Progress, format_duration

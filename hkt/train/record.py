@@ -70,7 +70,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
 
 def write_record(record: dict[str, Any], path: str | Path) -> Path:
     """Validate and write ``record`` atomically (tmp file in the same directory, fsync, rename)."""
-    from hkt.train.checkpoint import atomic_write_text
+    from hkt.fileio import atomic_write_text
 
     validate_record(record)
     path = Path(path)
