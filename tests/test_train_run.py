@@ -70,7 +70,7 @@ def test_same_seed_same_metrics_and_other_seed_differs(prepared_data, tmp_path):
     data = prepared_data("listops")
     a = run(data, tmp_path / "a", "seed=3")
     b = run(data, tmp_path / "b", "seed=3")
-    c = run(data, tmp_path / "c", "seed=4")
+    run(data, tmp_path / "c", "seed=4")
     assert {k: a[k] for k in METRICS} == {k: b[k] for k in METRICS}
     assert [r["train_loss"] for r in history(tmp_path / "a")] == \
            [r["train_loss"] for r in history(tmp_path / "b")]

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import textwrap
-from pathlib import Path
 
 import polars as pl
 import pytest
