@@ -150,7 +150,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     r0 = rows[0]
     head = (f"Training throughput, T={r0['seq_len']}, batch {r0['batch_size']}, width "
             f"{r0['d_model']}, {r0['n_layers']} layers, {r0['n_heads']} heads, FFN {r0['d_ffn']} "
-            f"({r0['device']}, {r0['threads']} threads, torch {r0['torch_version']}; median of "
+            f"({r0['device']}, torch {r0['torch_version']}; median of "
             f"{r0['steps']} steps)")
     lines = [head, "", "| model | params | ms/step | samples/s | speed-up vs nn.TransformerEncoder |",
              "| --- | ---: | ---: | ---: | ---: |"]
