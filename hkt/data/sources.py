@@ -13,7 +13,8 @@
   or a zip archive, streaming, without extracting. Every tar member is checked with the
   standard library's ``tarfile.data_filter`` (``..``, links leaving the target, device files are
   refused), plus a refusal of absolute names (which ``data_filter`` would silently make
-  relative).
+  relative). A directory's symbolic links that point outside it are refused the same way. A
+  compressed archive is read to its end, so that a corrupt checksum trailer is an error.
 """
 
 from __future__ import annotations
@@ -361,12 +362,27 @@ def iter_files(path: Path, select: Callable[[PurePosixPath], bool],
     yield from _iter_archive(path, select)
 
 
+def _check_link(path: Path, root: Path, full: Path) -> None:
+    """Refuse a symbolic link under ``path`` that points outside it (as archives refuse links)."""
+    target = full.resolve()
+    if target != root and root not in target.parents:
+        rel = full.relative_to(path).as_posix()
+        raise DataError(f"unsafe member in source directory {path}: {rel!r} (a link to {target}, outside "
+                        "the directory); refusing to read it")
+
+
 def _iter_dir(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterator[tuple[PurePosixPath, bytes]]:
-    for root, dirs, files in os.walk(path):
+    root = path.resolve()
+    for parent, dirs, files in os.walk(path):
         dirs.sort()
+        for name in dirs:  # os.walk does not descend into linked directories; still refuse escapes
+            if (Path(parent) / name).is_symlink():
+                _check_link(path, root, Path(parent) / name)
         for name in sorted(files):
-            full = Path(root) / name
+            full = Path(parent) / name
             rel = PurePosixPath(full.relative_to(path).as_posix())
+            if full.is_symlink():
+                _check_link(path, root, full)
             if select(rel):
                 try:
                     yield rel, full.read_bytes()
@@ -385,7 +401,11 @@ def _iter_archive(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterat
                     continue
                 rel = PurePosixPath(info.filename)
                 if select(rel):
-                    yield rel, zf.read(info)
+                    try:
+                        data = zf.read(info)  # checks the member's CRC
+                    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                        raise DataError(f"archive {path} is corrupt or truncated: {exc}") from None
+                    yield rel, data
         return
     try:
         tf = tarfile.open(path, "r:*")
@@ -403,6 +423,10 @@ def _iter_archive(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterat
                     if fobj is None:
                         continue
                     yield rel, fobj.read()
+            # Read the compressed stream to its end: the gzip/bz2/xz trailer (CRC, length) is only
+            # checked there, and tarfile stops at the end-of-archive blocks before it.
+            while tf.fileobj.read(_CHUNK):
+                pass
         except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
             raise DataError(f"archive {path} is corrupt or truncated: {exc}") from None
 
