@@ -51,6 +51,8 @@ class RunData:
             self.check_task(task_cfg)
         self._checksums: dict[str, str] | None = None
         self._datasets: dict[str, Any] = {}
+        for s in SPLITS:  # every split now, not when first evaluated (test: only after training)
+            self.dataset(s).check_ranges(self.vocab_size, self.num_classes)
 
     def check_task(self, task_cfg: Any) -> None:
         name = task_cfg.get("name")

@@ -1,0 +1,71 @@
+"""Prepared data with out-of-range values fail before step 1, through ``hkt train`` (issue 11: 1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import write_prepared_data
+from hkt.cli import main
+
+
+def _rewrite(path: Path, column: str, row: int, value: int) -> str:
+    """Set ``column`` of ``row`` (for tokens: its second token) in a prepared split, keeping the
+    metadata; return the row's id."""
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    if column == "tokens":
+        values[row][1] = value
+    else:
+        values[row] = value
+    table = table.set_column(table.schema.get_field_index(column), column,
+                             pa.array(values, table.schema.field(column).type))
+    pq.write_table(table, path)
+    return table.column("id")[row].as_py()
+
+
+def _train(data: Path, out: Path, capsys, *extra: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["train", "--data", str(data), "--out", str(out), "task=listops", "model=mha",
+                 "profile=smoke", "tracking.enabled=false", "--no-progress", *extra])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("split,column,value,allowed", [
+    ("test", "tokens", 18, "0..17"),     # read only at the final test before the fix
+    ("val", "label", 10, "0..9"),               # first evaluation
+    ("train", "label", -100, "0..9"),           # cross_entropy's ignore_index would skip it
+])
+def test_out_of_range_values_fail_before_training(tmp_path, capsys, split, column, value, allowed):
+    data = write_prepared_data(tmp_path / "data", "listops")
+    row_id = _rewrite(data / f"{split}.parquet", column, 5, value)
+    code, err = _train(data, tmp_path / "run", capsys, "train.test_batches=1")
+    assert code == 2
+    msg = err.strip().splitlines()[-1]
+    assert msg.startswith("hkt: error: ") and f"{split}.parquet" in msg
+    assert f"column '{column}'" in msg and repr(row_id) in msg and allowed in msg
+    assert not (tmp_path / "run" / "record.json").exists()
+    assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()  # no step was taken
+
+
+def test_all_labels_ignored_is_a_data_error_not_a_divergence(tmp_path, capsys):
+    data = write_prepared_data(tmp_path / "data", "listops")
+    path = data / "train.parquet"
+    table = pq.read_table(path)
+    table = table.set_column(table.schema.get_field_index("label"), "label",
+                             pa.array([-100] * table.num_rows, pa.int64()))
+    pq.write_table(table, path)
+    code, err = _train(data, tmp_path / "run", capsys)
+    assert code == 2 and "column 'label'" in err and "optim.lr" not in err
+    assert f"{table.num_rows} rows are out of range" in err
+
+
+def test_good_data_still_trains(tmp_path, capsys):
+    data = write_prepared_data(tmp_path / "data", "listops")
+    code, err = _train(data, tmp_path / "run", capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "run" / "record.json").read_text())["steps"] == 12
