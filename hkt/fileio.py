@@ -3,17 +3,24 @@
 A file is written to a uniquely named temporary file in the target's directory, flushed and
 fsync'ed, then ``os.replace``'d over the target (and the directory fsync'ed): a reader sees the
 old file or the new one, never half of one, and a failed write leaves no temporary file.
+
+A writer killed with SIGKILL cannot delete its temporary file, so the name carries the writer's
+host and pid (``.NAME.HOST-PID.XXXX.tmp``), and every new write in a directory first deletes the
+temporary files there of dead writers on this host. A live writer's file, or one written from
+another host (a shared file system), is never touched.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "remove_orphaned_temps"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -30,9 +37,44 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+_TEMP = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[0-9a-f]{12}\.tmp$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_orphaned_temps(directory: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files in ``directory`` left by dead writers on this host; return them."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP.match(name)
+        if m and m["host"] == _HOST and int(m["pid"]) != os.getpid() and not _alive(int(m["pid"])):
+            p = Path(directory) / name
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:
+                pass  # raced with another cleaner, or not ours to delete: leave it
+    return removed
+
+
 def _new_temp(path: Path) -> Path:
-    """Create an empty, uniquely named ``.NAME.XXXX.tmp`` beside ``path`` (default permissions)."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    """Create an empty ``.NAME.HOST-PID.XXXX.tmp`` beside ``path`` (default permissions), after
+    removing the orphans of dead writers in that directory."""
+    remove_orphaned_temps(path.parent)
+    tmp = path.with_name(f".{path.name}.{_HOST}-{os.getpid()}.{secrets.token_hex(6)}.tmp")
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     return tmp
 

@@ -38,7 +38,7 @@ from hkt.device import describe_device, resolve_device
 from hkt.provenance import git_state
 from hkt.models import build_model
 from hkt.errors import ConfigError, RunMismatch, TrainingError
-from hkt.fileio import atomic_write_bytes, atomic_write_text
+from hkt.fileio import atomic_write_bytes, atomic_write_text, remove_orphaned_temps
 from hkt.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from hkt.train.config import model_error, strip_for_compare, validate
 from hkt.train.data import RunData
@@ -259,6 +259,8 @@ def _exclusive(run_dir: Path):
     except Timeout:
         raise TrainingError(f"another process is already training in {run_dir}") from None
     try:
+        for d in (run_dir, run_dir / "checkpoints"):  # what a killed predecessor left half-written
+            remove_orphaned_temps(d)
         yield
     finally:
         lock.release()
