@@ -383,12 +383,12 @@ class _Run:
         self.tracker = self._start_tracking()
         try:
             record = self._loop()
-        except TrainingError as exc:
-            self.tracker.set_tags({"hkt.error": str(exc)[:5000]})
-            self.tracker.finish("FAILED")
-            raise
         except KeyboardInterrupt:
             self.tracker.finish("KILLED")
+            raise
+        except Exception as exc:  # noqa: BLE001 - any crash ends the MLflow run, then propagates
+            self.tracker.set_tags({"hkt.error": f"{type(exc).__name__}: {exc}"[:5000]})
+            self.tracker.finish("FAILED")
             raise
         return record
 
