@@ -9,7 +9,9 @@ modules, imported lazily so that ``hkt --help`` stays fast. A command module exp
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 
 from hkt.errors import HKTError
@@ -79,6 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     except HKTError as exc:
         print(f"hkt: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # disk full, read-only file system, permissions: the user's to fix
+        print(f"hkt: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "free some space or choose another location",
+    errno.EDQUOT: "free some space or choose another location",
+    errno.EROFS: "choose a location on a writable file system",
+    errno.EACCES: "fix its permissions or choose another location",
+    errno.EPERM: "fix its permissions or choose another location",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an OSError: the path, the errno's meaning and what to do."""
+    meaning = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
+    where = exc.filename if exc.filename is not None else "a file"
+    hint = _OS_HINTS.get(exc.errno or -1, "check the path and try again")
+    return f"cannot write or read {where}: {meaning}; {hint}"
 
 
 if __name__ == "__main__":

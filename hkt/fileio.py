@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "remove_orphaned_temps"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "ensure_writable_dir",
+           "remove_orphaned_temps"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -94,6 +95,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write() names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -109,3 +115,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def ensure_writable_dir(directory: str | os.PathLike) -> Path:
+    """Create ``directory`` if needed and prove it writable with a probe file (``os.access`` is
+    no proof for root); raises ``OSError`` naming the path. Call it before long work whose result
+    goes there."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = _new_temp(directory / ".write-probe")
+    probe.unlink()
+    return directory

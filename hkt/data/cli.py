@@ -33,9 +33,11 @@ def _setup_logging(quiet: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     from hkt.data.config import load_task_config
     from hkt.data.prepare import prepare_task
+    from hkt.fileio import ensure_writable_dir
 
     _setup_logging(args.quiet)
     cfg = load_task_config(args.task, args.overrides)  # fails on a bad key/value before any work
+    ensure_writable_dir(args.out)  # before minutes of generation or download, not after
     result = prepare_task(args.task, args.out, source=args.source, cfg=cfg)
     total = sum(result.counts.values())
     counts = ", ".join(f"{s} {n:,}" for s, n in result.counts.items())

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hkt.errors import HKTError
+from hkt.fileio import ensure_writable_dir
 
 T = TypeVar("T")
 
@@ -85,6 +86,21 @@ def _is_transient(exc: BaseException) -> bool:
     return any(t in text for t in _TRANSIENT)
 
 
+_UNWRITABLE = ("readonly database", "read-only database", "read-only file system",
+               "database or disk is full", "no space left", "permission denied")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _is_unwritable(exc: BaseException) -> bool:
+    """A store that cannot take writes (full disk, read-only): retrying does not help."""
+    cause = exc.__cause__ or exc.__context__
+    text = f"{exc} {cause or ''}".lower()
+    return any(t in text for t in _UNWRITABLE)
+
+
 def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
                attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
                **kwargs: Any) -> T:
@@ -98,6 +114,11 @@ def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - filtered by _is_transient
             if not _is_transient(exc) or i == attempts - 1:
+                if _is_unwritable(exc):
+                    raise TrackingError(f"{what} failed: the MLflow store is not writable "
+                                        f"({_first_line(exc)}); free space or fix its permissions, "
+                                        "point MLFLOW_TRACKING_URI or tracking.uri elsewhere, or set "
+                                        "tracking.enabled=false") from exc
                 if _is_transient(exc):
                     cause = exc.__cause__ or exc.__context__
                     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -166,6 +187,15 @@ class Tracker(NullTracker):
 
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
         self.flush_every = flush_every
+        db = _sqlite_path(uri)
+        if db is not None:  # else SQLite reports "unable to open database file", retried for a minute
+            try:
+                ensure_writable_dir(db.parent)
+            except OSError as exc:
+                raise TrackingError(f"the MLflow store {db} is not writable ({exc.filename}: "
+                                    f"{os.strerror(exc.errno) if exc.errno else exc}); fix it, point "
+                                    "MLFLOW_TRACKING_URI or tracking.uri elsewhere, or set "
+                                    "tracking.enabled=false") from None
         with _store_lock(uri):  # the first client on a fresh SQLite file runs the migrations
             self.client = with_retry(MlflowClient, tracking_uri=uri,
                                      what=f"opening the MLflow store {uri}")
