@@ -50,7 +50,15 @@ def write_prepared_data(out: Path, task: str, *, n_train: int = 64, n_eval: int 
                 "code_version": "test"}
         table = table.replace_schema_metadata({"hkt": json.dumps(meta)})
         pq.write_table(table, out / f"{split}.parquet", compression="zstd")
+    seal_prepared_data(out)
     return out
+
+
+def seal_prepared_data(out: Path) -> None:
+    """Write the manifest that `hkt prepare` writes last (after a test edits a split on purpose)."""
+    from hkt.data.parquet import SPLITS, sha256_file, write_manifest
+
+    write_manifest(out, {s: sha256_file(out / f"{s}.parquet") for s in SPLITS})
 
 
 @pytest.fixture

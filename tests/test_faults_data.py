@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import write_prepared_data
+from conftest import seal_prepared_data, write_prepared_data
 from hkt.cli import main
 
 
@@ -25,6 +25,7 @@ def _rewrite(path: Path, column: str, row: int, value: int) -> str:
     table = table.set_column(table.schema.get_field_index(column), column,
                              pa.array(values, table.schema.field(column).type))
     pq.write_table(table, path)
+    seal_prepared_data(path.parent)  # a finished directory: only the values are wrong
     return table.column("id")[row].as_py()
 
 
@@ -59,6 +60,7 @@ def test_all_labels_ignored_is_a_data_error_not_a_divergence(tmp_path, capsys):
     table = table.set_column(table.schema.get_field_index("label"), "label",
                              pa.array([-100] * table.num_rows, pa.int64()))
     pq.write_table(table, path)
+    seal_prepared_data(data)
     code, err = _train(data, tmp_path / "run", capsys)
     assert code == 2 and "column 'label'" in err and "optim.lr" not in err
     assert f"{table.num_rows} rows are out of range" in err

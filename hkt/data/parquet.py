@@ -8,6 +8,10 @@ metadata key ``hkt`` holding JSON with ``task`` (the family, = the config's ``ta
 ``class_names``, ``max_length``, ``tokenizer``, ``source`` (URL/file + checksums, or generator
 parameters), ``params`` (the content-defining config), ``num_examples`` and ``code_version``.
 Files are written atomically and byte-reproducibly (no timestamps, no local paths).
+
+A directory is all-or-nothing: ``manifest.json``, written last, ties the three splits together by
+their SHA-256 (``write_manifest``); a re-prepare deletes it first, so an interrupted one leaves
+no manifest, and :func:`check_manifest` refuses a directory whose files do not belong together.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pyarrow.parquet as pq
 
 from hkt.data.sources import file_digests
 from hkt.errors import DataError
-from hkt.fileio import atomic_path
+from hkt.fileio import atomic_path, atomic_write_text
 
 SPLITS = ("train", "val", "test")
 METADATA_KEY = b"hkt"
@@ -95,6 +99,35 @@ class SplitData:
 
 def sha256_file(path: str | os.PathLike) -> str:
     return file_digests(path, ("sha256",))["sha256"]
+
+
+MANIFEST = "manifest.json"
+
+
+def write_manifest(out: str | os.PathLike, checksums: dict[str, str]) -> None:
+    """Write ``out/manifest.json`` (split -> SHA-256 of its file): the last file a preparer writes."""
+    files = {f"{s}.parquet": checksums[s] for s in SPLITS}
+    atomic_write_text(Path(out) / MANIFEST, json.dumps({"format": 1, "files": files}, indent=2) + "\n")
+
+
+def check_manifest(out: str | os.PathLike, checksums: dict[str, str]) -> None:
+    """Refuse a prepared directory whose splits (``checksums``: split -> SHA-256) were not written
+    together by one finished `hkt prepare`."""
+    out = Path(out)
+    redo = f"run `hkt prepare TASK --out {out}` again (the workflow: delete {out} and rerun it)"
+    try:
+        files = json.loads((out / MANIFEST).read_text())["files"]
+    except FileNotFoundError:
+        raise DataError(f"{out} has no {MANIFEST}: `hkt prepare` did not finish writing this directory "
+                        f"(interrupted?), or an older version wrote it; {redo}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{out / MANIFEST} is not a manifest `hkt prepare` wrote ({exc}); {redo}") from None
+    for s in SPLITS:
+        want = files.get(f"{s}.parquet") if isinstance(files, dict) else None
+        if want != checksums[s]:
+            raise DataError(f"{out / (s + '.parquet')} does not belong with the other splits: its SHA-256 "
+                            f"{checksums[s][:12]}… differs from the manifest's {str(want)[:12]}… (an "
+                            f"interrupted re-prepare, or a file copied in by hand); {redo}")
 
 
 def to_table(data: SplitData) -> pa.Table:

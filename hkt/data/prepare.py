@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import hkt
-from hkt.data.parquet import SPLITS, SplitData, data_card, write_split
+from hkt.data.parquet import MANIFEST, SPLITS, SplitData, data_card, write_manifest, write_split
 from hkt.errors import ConfigError, DataError
 from hkt.fileio import atomic_write_text
 
@@ -96,6 +96,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     prep: Prepared = module.prepare(cfg, Path(source).expanduser() if source is not None else None)
     _check(task, cfg, prep)
     out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)  # from here until the new one, the directory is not usable
     params = {k: v for k, v in cfg["prepare"].items() if k not in module.LOCATION_KEYS}
     checksums: dict[str, str] = {}
     metas = {}
@@ -111,6 +112,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     card = data_card(task=task, cfg=params, meta=metas["train"], splits=prep.splits, checksums=checksums,
                      notes=prep.notes, location=prep.location)
     atomic_write_text(out / "README.md", card)
+    write_manifest(out, checksums)
     dt = time.perf_counter() - t0
     return PrepareResult(out=out, counts={s: len(prep.splits[s]) for s in SPLITS}, checksums=checksums,
                          seconds=dt, meta=metas["train"])

@@ -51,6 +51,9 @@ class RunData:
             self.check_task(task_cfg)
         self._checksums: dict[str, str] | None = None
         self._datasets: dict[str, Any] = {}
+        from hkt.data.parquet import check_manifest
+
+        check_manifest(self.dir, self.checksums)  # the three files were written together
         for s in SPLITS:  # every split now, not when first evaluated (test: only after training)
             self.dataset(s).check_ranges(self.vocab_size, self.num_classes)
 
