@@ -109,3 +109,21 @@ def test_four_concurrent_processes_lose_nothing(tmp_path):
             assert sorted(m.step for m in hist) == list(range(1, n + 1))
         assert r.data.metrics["test_accuracy"] == pytest.approx(i / 10)
         assert [a.path for a in client.list_artifacts(r.info.run_id)] == [f"artifact{i}.txt"]
+
+
+def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):
+    """MLflow 3 shows an experiment without `mlflow.experimentKind` in GenAI mode (traces)."""
+    from mlflow.tracking import MlflowClient
+
+    from hkt.train.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    old = client.create_experiment("made-by-an-older-version")  # no kind tag yet
+    for name in ("fresh", "made-by-an-older-version"):
+        t = Tracker(uri, name, "run")
+        t.start()
+        t.finish()
+        exp = client.get_experiment_by_name(name)
+        assert exp.tags.get("mlflow.experimentKind") == "custom_model_development", name
+    assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"

@@ -47,6 +47,11 @@ _TRANSIENT = ("database is locked", "database table is locked", "database is bus
 RETRIES = {"count": 0}  # transient failures retried in this process (diagnostics, tests)
 
 
+# MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
+# this value makes it open on its runs, as a model-training experiment.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
 class TrackingError(HKTError):
     """The tracking store cannot be reached or refuses the run (after retries)."""
 
@@ -212,8 +217,11 @@ class Tracker(NullTracker):
                 if exp.lifecycle_stage == "deleted":
                     raise TrackingError(f"MLflow experiment '{self.experiment}' is deleted in "
                                         f"{self.uri}; restore it or set tracking.experiment")
+                for key, value in EXPERIMENT_TAGS.items():
+                    if exp.tags.get(key) != value:
+                        self.client.set_experiment_tag(exp.experiment_id, key, value)
                 return exp.experiment_id
-            return self.client.create_experiment(self.experiment,
+            return self.client.create_experiment(self.experiment, tags=EXPERIMENT_TAGS,
                                                  artifact_location=artifact_root(self.uri))
 
         with _store_lock(self.uri):
