@@ -8,6 +8,7 @@ states are converted to tensors/lists here, so that loading needs no pickled obj
 from __future__ import annotations
 
 import io
+import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,12 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         return torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise TrainingError(f"no checkpoint at {path}") from None
-    except Exception as exc:  # unpickling errors, truncated files, foreign objects
+    except pickle.UnpicklingError:
+        # torch's own message advises weights_only=False, i.e. running the file's code: never that
+        raise TrainingError(f"{path} is not a checkpoint this program wrote: it holds Python objects "
+                            "that hkt checkpoints never contain (refused, nothing in it was run); "
+                            "delete it (and the run directory's other checkpoints) to start over") from None
+    except Exception as exc:  # truncated or corrupt files
         raise TrainingError(f"cannot load checkpoint {path}: {type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''}; delete it "
                             "(and the run directory's other checkpoints) to start over") from None
