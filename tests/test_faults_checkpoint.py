@@ -36,3 +36,15 @@ def test_malicious_last_checkpoint_is_refused_and_never_run(tmp_path, capsys):
     assert msg.startswith("hkt: error: ") and "last.pt is not a checkpoint this program wrote" in msg
     assert "delete it" in msg and "weights_only" not in msg
     assert not marker.exists()
+
+
+def test_a_run_that_fails_before_its_first_write_leaves_nothing(tmp_path, capsys):
+    data = write_prepared_data(tmp_path / "data", "listops")
+    for bad in ("train.batch_size=100000", "train.device=cuda"):
+        run = tmp_path / "runs" / "r"
+        capsys.readouterr()
+        code = main(["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
+                     "profile=smoke", "tracking.enabled=false", "--no-progress", bad])
+        err = capsys.readouterr().err
+        assert code == 2 and "hkt: error:" in err, (bad, err)
+        assert not run.exists(), (bad, sorted(p.name for p in run.iterdir()))

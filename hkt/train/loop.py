@@ -252,6 +252,7 @@ def _exclusive(run_dir: Path):
     """One process per run directory (an OS lock: released even by kill -9)."""
     from filelock import FileLock, Timeout
 
+    created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(run_dir / ".lock"), timeout=0)
     try:
@@ -262,6 +263,14 @@ def _exclusive(run_dir: Path):
         for d in (run_dir, run_dir / "checkpoints"):  # what a killed predecessor left half-written
             remove_orphaned_temps(d)
         yield
+    except BaseException:
+        # a run that failed before writing anything (a bad device, a batch larger than the data)
+        # leaves no directory holding only its lock
+        if not any(p.name != ".lock" for p in run_dir.iterdir()):
+            (run_dir / ".lock").unlink(missing_ok=True)
+            if created:
+                run_dir.rmdir()
+        raise
     finally:
         lock.release()
 
