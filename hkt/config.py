@@ -1,8 +1,18 @@
-"""Find the Hydra config directory and compose configs with one clear error per mistake.
+"""Compose Hydra configs and validate them, with one clear error per mistake.
 
 Every command that reads ``config/`` (``hkt prepare``, ``hkt train``, the benchmarks) goes
 through :func:`compose`, so a bad override fails the same way everywhere: a
 :class:`hkt.errors.ConfigError` whose message names the key, before any work starts.
+
+Validation is one mechanism in two forms, both built from the value checks below
+(:func:`integer`, :func:`number`, :func:`choice`, …), which raise
+:class:`hkt.errors.ConfigValueError` naming the key:
+
+* modules (the encoder and each attention) own a typed config, a dataclass whose
+  ``__post_init__`` runs the checks; :func:`compose` registers them with Hydra as structured
+  configs (:data:`STRUCTURED`), so Hydra refuses unknown keys and wrong types at compose time;
+* plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
+  key -> check (:func:`check_schema`).
 
 Hydra catches unknown group options and unknown keys; it does not catch wrong types, because
 YAML configs are untyped. :func:`compose` therefore composes twice: once with only the group
@@ -13,17 +23,25 @@ is accepted as ``1.0``).
 
 from __future__ import annotations
 
+import importlib
+import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from hkt.errors import ConfigError
+from hkt.errors import ConfigError, ConfigValueError
 
-__all__ = ["config_dir", "compose", "flatten", "describe_type"]
+__all__ = ["config_dir", "compose", "flatten", "describe_type", "integer", "number", "choice",
+           "boolean", "text", "label", "hexdigest", "str_list", "number_list", "optional", "spec",
+           "check_schema", "Check", "pos_int", "nonneg_int", "probability"]
+
+# config name -> "module:function" that registers the structured configs it selects with Hydra's
+# ConfigStore (imported only when that config is composed: the model side pulls in torch)
+STRUCTURED = {"train": "hkt.models.encoder:store_structured_configs"}
 
 
 def config_dir() -> Path:
@@ -50,16 +68,20 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     cdir = config_dir()
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
-    cfg = _compose(cdir, config_name, overrides)
+    if config_name in STRUCTURED:
+        module, _, function = STRUCTURED[config_name].partition(":")
+        getattr(importlib.import_module(module), function)()
+    hint = _print_config_hint(config_name)
+    cfg = _compose(cdir, config_name, overrides, hint)
     if resolve:
         _resolve(cfg)
     if check_types:
-        key_overrides = _key_overrides(cdir, overrides)
+        key_overrides = _key_overrides(cdir, overrides, hint)
         if key_overrides:
             group_overrides = [o for o in overrides if o not in key_overrides]
-            base = _compose(cdir, config_name, group_overrides)
+            base = _compose(cdir, config_name, group_overrides, hint)
             _resolve(base)
-            _check_types(cfg, base, key_overrides)
+            _check_types(cfg, base, key_overrides, hint)
     return cfg
 
 
@@ -89,7 +111,14 @@ def describe_type(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _compose(cdir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+def _print_config_hint(config_name: str) -> str:
+    """The command that prints the keys of ``config_name``, for unknown-key messages."""
+    if config_name.startswith("task/"):
+        return f"hkt prepare {config_name.split('/', 1)[1]} --print-config"
+    return f"hkt {config_name} --print-config" if config_name == "train" else f"config/{config_name}.yaml"
+
+
+def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -103,7 +132,7 @@ def _compose(cdir: Path, config_name: str, overrides: list[str]) -> DictConfig:
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_composition_message(exc, overrides)) from None
+        raise ConfigError(_composition_message(exc, overrides, hint)) from None
     finally:
         GlobalHydra.instance().clear()
 
@@ -132,18 +161,21 @@ def _missing_message(exc: Exception, cdir: Path) -> str:
     return " ".join(text.split())
 
 
-def _composition_message(exc: Exception, overrides: list[str]) -> str:
+def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str:
+    """One line for a failed composition, naming the key from OmegaConf's ``full_key``."""
     text = str(exc)
     cause = exc.__cause__ or exc.__context__
-    m = re.search(r"Could not override '([^']+)'", text)
-    if m:
-        key = m.group(1)
-        why = str(cause).splitlines()[0] if cause else ""
+    key = getattr(cause, "full_key", None) or ""
+    why = str(cause).splitlines()[0] if cause else ""
+    if key:
         if "not in struct" in why or "Could not append" in text or "Key '" in why:
             return (f"unknown config key '{key}' (from override "
                     f"'{_override_for(key, overrides)}'); check the spelling, "
-                    f"or see the keys with: hkt train --print-config")
+                    f"or see the keys with: {hint}")
+        if "Could not append to config" in text:
+            return f"config key '{key}' already exists: override it without the leading '+'"
         return f"config key '{key}': {why or ' '.join(text.split())}"
+    # errors Hydra raises without an OmegaConf cause: deletions and unparsable overrides
     m = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if m:
         return f"config key '{m.group(1)}' already exists: override it without the leading '+'"
@@ -164,7 +196,7 @@ def _override_for(key: str, overrides: list[str]) -> str:
     return key
 
 
-def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
+def _key_overrides(cdir: Path, overrides: list[str], hint: str) -> list[str]:
     """The overrides that set values (not group choices, not deletions)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -172,7 +204,7 @@ def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides=overrides)
     except HydraException as exc:
-        raise ConfigError(_composition_message(exc, overrides)) from None
+        raise ConfigError(_composition_message(exc, overrides, hint)) from None
     out = []
     for o, raw in zip(parsed, overrides):
         key = o.key_or_group
@@ -182,16 +214,19 @@ def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
     return out
 
 
-def _check_types(cfg: DictConfig, base: DictConfig, key_overrides: list[str]) -> None:
+def _check_types(cfg: DictConfig, base: DictConfig, key_overrides: list[str], hint: str) -> None:
     full, ref = flatten(cfg), flatten(base)
     keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
     for key in sorted(keys):
         # an override of a whole node (model.attention={...}) checks each leaf below it
         leaves = [k for k in full if k == key or k.startswith(key + ".")]
         for leaf in leaves:
+            if leaf not in ref and full[leaf] is None and any(k.startswith(leaf + ".") for k in ref):
+                continue  # a node set to null (model.attention=null): its owner's check says why
             if leaf not in ref:
                 raise ConfigError(f"unknown config key '{leaf}' (from override "
-                                  f"'{_override_for(key, key_overrides)}')")
+                                  f"'{_override_for(key, key_overrides)}'); check the spelling, "
+                                  f"or see the keys with: {hint}")
             _check_value(leaf, full[leaf], ref[leaf])
 
 
@@ -223,3 +258,123 @@ def _check_value(key: str, value: Any, expected: Any) -> None:
     if not ok:
         raise ConfigError(f"config key '{key}': expected {describe_type(expected)} "
                           f"(like {expected!r}), got {describe_type(value)} {value!r}")
+
+
+# ---- value checks ------------------------------------------------------------------------
+# Each takes (value, key, options) and returns the value, or raises ConfigValueError naming key.
+
+Check = Callable[[Any, str], Any]
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def integer(value: Any, key: str, lo: int | None = None) -> int:
+    """An int (not a bool), >= ``lo`` when given."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigValueError(key, value, "must be an integer")
+    if lo is not None and value < lo:
+        raise ConfigValueError(key, value, f"must be >= {lo}")
+    return value
+
+
+def number(value: Any, key: str, lo: float | None = None, hi: float | None = None, *,
+           lo_open: bool = False, hi_open: bool = False) -> float:
+    """A finite int or float within the bounds; float32 must hold it (torch computes in it)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigValueError(key, value, "must be a number")
+    if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
+        raise ConfigValueError(key, value, "must be a finite number (nan, inf and values beyond "
+                                           "float32's range ±3.4e38 are not usable)")
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        raise ConfigValueError(key, value, f"must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and (value >= hi if hi_open else value > hi):
+        raise ConfigValueError(key, value, f"must be {'<' if hi_open else '<='} {hi}")
+    return value
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def choice(value: Any, key: str, options: Sequence[Any]) -> Any:
+    if value not in options:
+        raise ConfigValueError(key, value, f"must be one of {', '.join(map(str, options))}")
+    return value
+
+
+def boolean(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigValueError(key, value, "must be true or false")
+    return value
+
+
+def text(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigValueError(key, value, "must be a non-empty string")
+    return value
+
+
+def label(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not _LABEL.match(value):
+        raise ConfigValueError(key, value, "must be a non-empty label of letters, digits, "
+                                           "'_', '-', '.', '+'")
+    return value
+
+
+def hexdigest(value: Any, key: str, n: int) -> str:
+    if not isinstance(value, str) or not re.fullmatch(rf"[0-9a-fA-F]{{{n}}}", value):
+        raise ConfigValueError(key, value, f"must be a {n}-character hex digest")
+    return value.lower()
+
+
+def str_list(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ConfigValueError(key, value, "must be a non-empty list of strings")
+    if len(set(value)) != len(value):
+        raise ConfigValueError(key, value, "must be a list without duplicates")
+    return value
+
+
+def number_list(value: Any, key: str, n: int, lo: float | None = None,
+                hi: float | None = None, *, hi_open: bool = False) -> list[float]:
+    if not isinstance(value, list) or len(value) != n:
+        raise ConfigValueError(key, value, f"must be a list of {n} numbers")
+    return [float(number(v, f"{key}[{i}]", lo, hi, hi_open=hi_open)) for i, v in enumerate(value)]
+
+
+def spec(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Check:
+    """A schema entry: ``check`` with its options bound, called as ``(value, key)``."""
+    return lambda value, key: check(value, key, *args, **kwargs)
+
+
+def optional(inner: Check) -> Check:
+    """``inner``, or null."""
+    return lambda value, key: None if value is None else inner(value, key)
+
+
+# ready-made schema entries
+pos_int: Check = spec(integer, lo=1)
+nonneg_int: Check = spec(integer, lo=0)
+probability: Check = spec(number, lo=0, hi=1)
+
+
+def check_schema(cfg: Any, schema: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Check the mapping ``cfg`` at ``prefix`` against ``schema`` (key -> check or nested schema).
+
+    Every key must be known and present. Returns the checked values as a plain dict.
+    """
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    if not isinstance(cfg, Mapping):
+        raise ConfigValueError(prefix, cfg, "must be a mapping")
+    unknown = sorted(set(cfg) - set(schema))
+    if unknown:
+        where = f" of {prefix}" if prefix else ""
+        raise ConfigError(f"unknown config key '{prefix + '.' if prefix else ''}{unknown[0]}' "
+                          f"(known keys{where}: {', '.join(sorted(schema))})")
+    out: dict[str, Any] = {}
+    for key, entry in schema.items():
+        full = f"{prefix}.{key}" if prefix else key
+        if key not in cfg:
+            raise ConfigError(f"config key '{full}' is missing (the config files are incomplete)")
+        out[key] = (check_schema(cfg[key], entry, full) if isinstance(entry, Mapping)
+                    else entry(cfg[key], full))
+    return out

@@ -50,8 +50,9 @@ def test_paper_profile_sizes_are_per_task():
 
 
 def test_ablation_sets_levels_and_variant():
-    cfg = load_config(["experiment=ablation_no_hierarchy", "model=hkt"])
-    assert cfg.model.attention.levels == 1 and cfg.variant == "no_hierarchy"
+    cfg = load_config(["experiment=levels1"])
+    assert cfg.model.name == "hkt"
+    assert cfg.model.attention.levels == 1 and cfg.variant == "levels1"
 
 
 def test_tracking_defaults_follow_environment(monkeypatch, tmp_path):
