@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
 
 import pytest
 import torch
-import yaml
 
-from hkt.models import EncoderClassifier, build_model
-
-CONFIG = Path(__file__).resolve().parents[1] / "config" / "model"
+from hkt.models import EncoderClassifier, EncoderConfig, build_model
 
 
 def model_cfg(name: str, **overrides) -> dict:
-    cfg = yaml.safe_load((CONFIG / f"{name}.yaml").read_text())
+    """The model config of config/model/NAME.yaml (its dataclass defaults), small."""
+    cfg = dataclasses.asdict(EncoderConfig(name=name))
     cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
     cfg.update(overrides)
     return cfg
@@ -72,6 +70,6 @@ def test_errors_name_the_argument():
 
 
 def test_attention_modules_listed():
-    model = EncoderClassifier("hkt", vocab_size=12, num_classes=3, max_length=16, d_model=16,
-                              n_layers=3, n_heads=2, d_ffn=32)
+    model = EncoderClassifier(EncoderConfig(name="hkt", d_model=16, n_layers=3, n_heads=2, d_ffn=32),
+                              vocab_size=12, num_classes=3, max_length=16)
     assert len(model.attention_modules()) == 3

@@ -103,6 +103,10 @@ class EncoderConfig:
             if key not in known:
                 raise ConfigValueError(str(key), cfg[key], f"not a setting of the encoder "
                                                            f"(it has: {', '.join(sorted(known))})")
+        if "attention" in cfg and cfg["attention"] is None:
+            raise ConfigValueError("attention", None, f"must hold the '{cfg.get('name')}' "
+                                   "attention's settings (a mapping), not null; leave the "
+                                   "overrides of model.attention out to keep its defaults")
         return cls(**cfg)
 
 
