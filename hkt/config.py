@@ -14,11 +14,12 @@ Validation is one mechanism in two forms, both built from the value checks below
 * plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
   key -> check (:func:`check_schema`).
 
-Hydra catches unknown group options and unknown keys; it does not catch wrong types, because
-YAML configs are untyped. :func:`compose` therefore composes twice: once with only the group
-choices (the *baseline*) and once with every override, and checks that each value overridden
-keeps the type of the baseline value it replaces (``model.d_model=abc`` fails, ``optim.lr=1``
-is accepted as ``1.0``).
+Hydra catches unknown group options and unknown keys, and wrong types where a structured
+config types the node. For configs without a schema of their own (``analysis``, the benchmarks'
+use of ``train``), ``check_types=True`` composes twice: once with only the group choices (the
+*baseline*) and once with every override, and checks that each value overridden keeps the type
+of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
+``hkt prepare`` check every key against their schemas instead and turn it off.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import numpy as np
 from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
                              check_download_config, describe_source, location, new_tree_hash)
 from hkt.config import number_list, optional, pos_int, spec
-from hkt.data.parquet import SplitData
+from hkt.data.parquet import Prepared, SplitData
 from hkt.data.sources import Source, iter_files, resolve_source
 from hkt.errors import ConfigError, DataError
 
@@ -246,7 +246,6 @@ def _split(ids: list[str], gray: np.ndarray, labels: np.ndarray) -> SplitData:
 
 
 def prepare(cfg: dict[str, Any], source: Path | None):
-    from hkt.data.prepare import Prepared
 
     p = cfg["prepare"]
     src: Source = resolve_source("cifar10", p, source)

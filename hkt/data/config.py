@@ -57,9 +57,9 @@ def _normalise_override(ov: str) -> str:
 def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Compose ``config/task/TASK.yaml`` with overrides; return the resolved task node as a dict.
 
-    Uses :func:`hkt.config.compose`, so unknown keys, unparsable overrides, broken
-    interpolations and values of the wrong type raise ConfigError naming the key. Values are
-    then checked by :func:`validate_task`.
+    Uses :func:`hkt.config.compose`, so unknown keys, unparsable overrides and broken
+    interpolations raise ConfigError naming the key. Types and values are then checked by
+    :func:`validate_task`.
     """
     from omegaconf import OmegaConf
 
@@ -67,7 +67,8 @@ def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     if not (cdir / "task" / f"{task}.yaml").is_file():
         known = ", ".join(available_tasks()) or "none"
         raise ConfigError(f"unknown task {task!r}: no {cdir / 'task' / (task + '.yaml')} (available: {known})")
-    cfg = compose(f"task/{task}", [_normalise_override(o) for o in overrides])
+    # types are checked with the values, by validate_task's schema
+    cfg = compose(f"task/{task}", [_normalise_override(o) for o in overrides], check_types=False)
     return OmegaConf.to_container(cfg["task"], resolve=True)  # type: ignore[return-value]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +18,11 @@ import numpy as np
 
 import hkt
 from hkt.data.config import family_module, load_task_config
-from hkt.data.parquet import SPLITS, SplitData, data_card, write_split
+from hkt.data.parquet import SPLITS, Prepared, data_card, write_split
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 
 log = logging.getLogger("hkt.data")
-
-@dataclass
-class Prepared:
-    """What a family preparer returns."""
-
-    splits: dict[str, SplitData]        # train, val, test
-    vocab: list[str]                    # token strings, index = id
-    pad_id: int | None                  # id used for padding (None: no id is reserved; mask by length)
-    tokenizer: str                      # one line describing the tokenisation
-    class_names: list[str]              # index = label
-    source: dict[str, Any]              # content-only provenance (goes into the metadata)
-    notes: list[str] = field(default_factory=list)  # data-card notes
-    location: str | None = None         # where the raw data were read (data card only)
-
 
 @dataclass
 class PrepareResult:

@@ -86,7 +86,8 @@ def load_config(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``train.yaml`` with ``overrides``, validated, with ``model.match_params_of``
     resolved (``model.d_ffn`` widened)."""
     overrides = [str(o) for o in overrides]
-    cfg = compose(CONFIG_NAME, overrides)
+    # types are checked by Hydra (the structured model configs) and by validate()'s schemas
+    cfg = compose(CONFIG_NAME, overrides, check_types=False)
     validate(cfg)
     if cfg.model.match_params_of is not None:
         match_params(cfg, overrides)
@@ -134,7 +135,7 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     keep = [o for o in overrides
             if not o.lstrip("+~").startswith(("model=", "experiment=", "model.match_params_of",
                                               "model.attention", "model.name"))]
-    ref = compose(CONFIG_NAME, [*keep, f"model={other}"])
+    ref = compose(CONFIG_NAME, [*keep, f"model={other}"], check_types=False)
     validate(ref)
     mine, theirs = cfg.model, ref.model
     for key in ("d_model", "n_layers"):
