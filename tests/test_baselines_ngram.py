@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 import torch
 
 from hkt.baselines import ngram
