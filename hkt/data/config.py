@@ -72,12 +72,17 @@ def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     return OmegaConf.to_container(cfg["task"], resolve=True)  # type: ignore[return-value]
 
 
-def validate_task(raw: Any) -> dict[str, Any]:
-    """Check a composed ``task`` node against its family's schema; return it as a plain dict."""
+def validate_task(raw: Any, *, for_prepare: bool = True) -> dict[str, Any]:
+    """Check a composed ``task`` node against its family's schema; return it as a plain dict.
+
+    ``for_prepare`` adds the family's cross-field checks of the preparation settings; training
+    reads data already prepared (possibly with other settings), so it checks keys and values only.
+    """
     name = raw.get("name") if isinstance(raw, Mapping) else None
     module = family_module(name)  # raises ConfigError for an unknown family
     cfg = check_schema(raw, {**TOP_SCHEMA, "prepare": module.PREPARE_SCHEMA}, "task")
-    module.check_config(cfg)
+    if for_prepare:
+        module.check_config(cfg)
     return cfg
 
 

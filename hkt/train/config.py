@@ -111,7 +111,7 @@ def validate(cfg: DictConfig) -> DictConfig:
                                f"{checked['train']['max_steps']})")
     if "task" not in cfg or "model" not in cfg:
         raise ConfigError("config keys 'task' and 'model' are missing (the config files are incomplete)")
-    validate_task(OmegaConf.to_container(cfg.task, resolve=True))
+    validate_task(OmegaConf.to_container(cfg.task, resolve=True), for_prepare=False)
     try:
         EncoderConfig.from_mapping(cfg.model)
     except ConfigValueError as exc:
