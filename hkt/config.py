@@ -151,15 +151,14 @@ def _resolve(cfg: DictConfig) -> None:
 
 
 def _missing_message(exc: Exception, cdir: Path) -> str:
-    text = str(exc)
-    m = re.search(r"Could not find '([^']+)'", text)
-    if m and "/" in m.group(1):
-        group, _, option = m.group(1).rpartition("/")
+    missing = getattr(exc, "missing_cfg_file", None) or ""
+    if "/" in missing:
+        group, _, option = missing.rpartition("/")
         options = getattr(exc, "options", None) or sorted(
             p.stem for p in (cdir / group).glob("*.yaml"))
         return (f"{group}={option}: no such option in config group '{group}' "
                 f"(available: {', '.join(options) or 'none'})")
-    return " ".join(text.split())
+    return " ".join(str(exc).split())
 
 
 def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str:
