@@ -4,15 +4,15 @@ Every command that reads ``config/`` (``hkt prepare``, ``hkt train``, the benchm
 through :func:`compose`, so a bad override fails the same way everywhere: a
 :class:`hkt.errors.ConfigError` whose message names the key, before any work starts.
 
-Validation is one mechanism in two forms, both built from the value checks below
-(:func:`integer`, :func:`number`, :func:`choice`, …), which raise
+Validation is one mechanism in two forms, both built from the value checks of
+:mod:`hkt.checks` (``integer``, ``number``, ``choice``, …), which raise
 :class:`hkt.errors.ConfigValueError` naming the key:
 
 * modules (the encoder and each attention) own a typed config, a dataclass whose
   ``__post_init__`` runs the checks; :func:`compose` registers them with Hydra as structured
   configs (:data:`STRUCTURED`), so Hydra refuses unknown keys and wrong types at compose time;
 * plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
-  key -> check (:func:`check_schema`).
+  key -> check (:func:`hkt.checks.check_schema`).
 
 Hydra catches unknown group options and unknown keys, and wrong types where a structured
 config types the node. For configs without a schema of their own (``analysis``, the benchmarks'
@@ -25,20 +25,17 @@ of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from hkt.errors import ConfigError, ConfigValueError
+from hkt.errors import ConfigError
 
-__all__ = ["config_dir", "compose", "flatten", "describe_type", "integer", "number", "choice",
-           "boolean", "text", "label", "hexdigest", "str_list", "number_list", "optional", "spec",
-           "check_schema", "Check", "pos_int", "nonneg_int", "probability"]
+__all__ = ["config_dir", "compose", "flatten", "describe_type"]
 
 # config name -> "module:function" that registers the structured configs it selects with Hydra's
 # ConfigStore (imported only when that config is composed: the model side pulls in torch)
@@ -258,123 +255,3 @@ def _check_value(key: str, value: Any, expected: Any) -> None:
     if not ok:
         raise ConfigError(f"config key '{key}': expected {describe_type(expected)} "
                           f"(like {expected!r}), got {describe_type(value)} {value!r}")
-
-
-# ---- value checks ------------------------------------------------------------------------
-# Each takes (value, key, options) and returns the value, or raises ConfigValueError naming key.
-
-Check = Callable[[Any, str], Any]
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-
-
-def integer(value: Any, key: str, lo: int | None = None) -> int:
-    """An int (not a bool), >= ``lo`` when given."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigValueError(key, value, "must be an integer")
-    if lo is not None and value < lo:
-        raise ConfigValueError(key, value, f"must be >= {lo}")
-    return value
-
-
-def number(value: Any, key: str, lo: float | None = None, hi: float | None = None, *,
-           lo_open: bool = False, hi_open: bool = False) -> float:
-    """A finite int or float within the bounds; float32 must hold it (torch computes in it)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise ConfigValueError(key, value, "must be a number")
-    if not math.isfinite(value) or abs(value) > _FLOAT32_MAX:
-        raise ConfigValueError(key, value, "must be a finite number (nan, inf and values beyond "
-                                           "float32's range ±3.4e38 are not usable)")
-    if lo is not None and (value <= lo if lo_open else value < lo):
-        raise ConfigValueError(key, value, f"must be {'>' if lo_open else '>='} {lo}")
-    if hi is not None and (value >= hi if hi_open else value > hi):
-        raise ConfigValueError(key, value, f"must be {'<' if hi_open else '<='} {hi}")
-    return value
-
-
-_FLOAT32_MAX = 3.4028234663852886e38
-
-
-def choice(value: Any, key: str, options: Sequence[Any]) -> Any:
-    if value not in options:
-        raise ConfigValueError(key, value, f"must be one of {', '.join(map(str, options))}")
-    return value
-
-
-def boolean(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigValueError(key, value, "must be true or false")
-    return value
-
-
-def text(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigValueError(key, value, "must be a non-empty string")
-    return value
-
-
-def label(value: Any, key: str) -> str:
-    if not isinstance(value, str) or not _LABEL.match(value):
-        raise ConfigValueError(key, value, "must be a non-empty label of letters, digits, "
-                                           "'_', '-', '.', '+'")
-    return value
-
-
-def hexdigest(value: Any, key: str, n: int) -> str:
-    if not isinstance(value, str) or not re.fullmatch(rf"[0-9a-fA-F]{{{n}}}", value):
-        raise ConfigValueError(key, value, f"must be a {n}-character hex digest")
-    return value.lower()
-
-
-def str_list(value: Any, key: str) -> list[str]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise ConfigValueError(key, value, "must be a non-empty list of strings")
-    if len(set(value)) != len(value):
-        raise ConfigValueError(key, value, "must be a list without duplicates")
-    return value
-
-
-def number_list(value: Any, key: str, n: int, lo: float | None = None,
-                hi: float | None = None, *, hi_open: bool = False) -> list[float]:
-    if not isinstance(value, list) or len(value) != n:
-        raise ConfigValueError(key, value, f"must be a list of {n} numbers")
-    return [float(number(v, f"{key}[{i}]", lo, hi, hi_open=hi_open)) for i, v in enumerate(value)]
-
-
-def spec(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Check:
-    """A schema entry: ``check`` with its options bound, called as ``(value, key)``."""
-    return lambda value, key: check(value, key, *args, **kwargs)
-
-
-def optional(inner: Check) -> Check:
-    """``inner``, or null."""
-    return lambda value, key: None if value is None else inner(value, key)
-
-
-# ready-made schema entries
-pos_int: Check = spec(integer, lo=1)
-nonneg_int: Check = spec(integer, lo=0)
-probability: Check = spec(number, lo=0, hi=1)
-
-
-def check_schema(cfg: Any, schema: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """Check the mapping ``cfg`` at ``prefix`` against ``schema`` (key -> check or nested schema).
-
-    Every key must be known and present. Returns the checked values as a plain dict.
-    """
-    if isinstance(cfg, DictConfig):
-        cfg = OmegaConf.to_container(cfg, resolve=True)
-    if not isinstance(cfg, Mapping):
-        raise ConfigValueError(prefix, cfg, "must be a mapping")
-    unknown = sorted(set(cfg) - set(schema))
-    if unknown:
-        where = f" of {prefix}" if prefix else ""
-        raise ConfigError(f"unknown config key '{prefix + '.' if prefix else ''}{unknown[0]}' "
-                          f"(known keys{where}: {', '.join(sorted(schema))})")
-    out: dict[str, Any] = {}
-    for key, entry in schema.items():
-        full = f"{prefix}.{key}" if prefix else key
-        if key not in cfg:
-            raise ConfigError(f"config key '{full}' is missing (the config files are incomplete)")
-        out[key] = (check_schema(cfg[key], entry, full) if isinstance(entry, Mapping)
-                    else entry(cfg[key], full))
-    return out

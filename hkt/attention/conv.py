@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from hkt.attention.base import AttentionInternals, check_dropout, check_heads, check_key_mask
 from hkt.attention.registry import register
-from hkt.config import choice, integer
+from hkt.checks import choice, integer
 
 ACTIVATIONS = ("gelu", "none")
 

@@ -47,7 +47,7 @@ from hkt.attention.base import (
 from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.registry import register
 from hkt.attention.upsample import Upsampler
-from hkt.config import boolean, choice, integer, number
+from hkt.checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
 
 FUSIONS = ("dynamic", "static")

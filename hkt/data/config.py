@@ -6,7 +6,7 @@ A task config has ``name`` (the task family: listops, imdb, cifar10), ``num_clas
 syntax and may be written relative to the task (``prepare.seed=1``) or with the ``task.``
 prefix used by training configs (``task.prepare.seed=1``).
 
-Validation is strict and uses the checks of :mod:`hkt.config`: the family's module (see
+Validation is strict and uses the checks of :mod:`hkt.checks`: the family's module (see
 :data:`FAMILIES`) gives the schema of ``prepare`` (``PREPARE_SCHEMA``) and its cross-field
 checks (``check_config``). An unknown key, a missing key or a bad value raises
 :class:`hkt.errors.ConfigError` naming the key (``task.prepare.splits.train``).
@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from hkt.config import check_schema, compose, config_dir, pos_int, text
+from hkt.checks import check_schema, pos_int, text
+from hkt.config import compose, config_dir
 from hkt.errors import ConfigError
 
 __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load_task_config",

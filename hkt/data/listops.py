@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.config import boolean, nonneg_int, optional, pos_int, probability, text
+from hkt.checks import boolean, nonneg_int, optional, pos_int, probability, text
 from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
 from hkt.errors import ConfigError, DataError
 

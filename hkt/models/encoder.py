@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from hkt.attention import ATTENTION, build_attention
 from hkt.attention.registry import attention_class
-from hkt.config import boolean, choice, integer, label, number
+from hkt.checks import boolean, choice, integer, label, number
 from hkt.errors import ConfigValueError
 
 POSITIONALS = ("learned", "sinusoidal")

@@ -2,7 +2,7 @@
 
 Hydra (through :func:`hkt.config.compose`) catches unknown group options, unknown keys and wrong
 types; :func:`validate` catches the values that are well-typed but impossible, with the checks
-of :mod:`hkt.config`: the model through its typed config (:class:`hkt.models.EncoderConfig`,
+of :mod:`hkt.checks`: the model through its typed config (:class:`hkt.models.EncoderConfig`,
 which holds the attention's), the task through its family's schema
 (:func:`hkt.data.config.validate_task`), the rest through :data:`SCHEMA`, plus the few checks
 that span keys. Each failure is one :class:`hkt.errors.ConfigError` naming the key.
@@ -19,11 +19,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.config import (
+from hkt.checks import (
     boolean,
     check_schema,
     choice,
-    compose,
     label,
     nonneg_int,
     number,
@@ -33,6 +32,7 @@ from hkt.config import (
     spec,
     text,
 )
+from hkt.config import compose
 from hkt.errors import ConfigError, ConfigValueError
 
 __all__ = ["CONFIG_NAME", "SCHEMA", "load_config", "validate", "match_params", "strip_for_compare"]
