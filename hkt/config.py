@@ -1,18 +1,30 @@
-"""Find the Hydra config directory and compose configs with one clear error per mistake.
+"""Compose Hydra configs and validate them, with one clear error per mistake.
 
 Every command that reads ``config/`` (``hkt prepare``, ``hkt train``, the benchmarks) goes
 through :func:`compose`, so a bad override fails the same way everywhere: a
 :class:`hkt.errors.ConfigError` whose message names the key, before any work starts.
 
-Hydra catches unknown group options and unknown keys; it does not catch wrong types, because
-YAML configs are untyped. :func:`compose` therefore composes twice: once with only the group
-choices (the *baseline*) and once with every override, and checks that each value overridden
-keeps the type of the baseline value it replaces (``model.d_model=abc`` fails, ``optim.lr=1``
-is accepted as ``1.0``).
+Validation is one mechanism in two forms, both built from the value checks of
+:mod:`hkt.checks` (``integer``, ``number``, ``choice``, …), which raise
+:class:`hkt.errors.ConfigValueError` naming the key:
+
+* modules (the encoder and each attention) own a typed config, a dataclass whose
+  ``__post_init__`` runs the checks; :func:`compose` registers them with Hydra as structured
+  configs (:data:`STRUCTURED`), so Hydra refuses unknown keys and wrong types at compose time;
+* plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
+  key -> check (:func:`hkt.checks.check_schema`).
+
+Hydra catches unknown group options and unknown keys, and wrong types where a structured
+config types the node. For configs without a schema of their own (``analysis``, the benchmarks'
+use of ``train``), ``check_types=True`` composes twice: once with only the group choices (the
+*baseline*) and once with every override, and checks that each value overridden keeps the type
+of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
+``hkt prepare`` check every key against their schemas instead and turn it off.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Sequence
@@ -24,6 +36,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from hkt.errors import ConfigError
 
 __all__ = ["config_dir", "compose", "flatten", "describe_type"]
+
+# config name -> "module:function" that registers the structured configs it selects with Hydra's
+# ConfigStore (imported only when that config is composed: the model side pulls in torch)
+STRUCTURED = {"train": "hkt.models.encoder:store_structured_configs"}
 
 
 def config_dir() -> Path:
@@ -50,16 +66,20 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     cdir = config_dir()
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
-    cfg = _compose(cdir, config_name, overrides)
+    if config_name in STRUCTURED:
+        module, _, function = STRUCTURED[config_name].partition(":")
+        getattr(importlib.import_module(module), function)()
+    hint = _print_config_hint(config_name)
+    cfg = _compose(cdir, config_name, overrides, hint)
     if resolve:
         _resolve(cfg)
     if check_types:
-        key_overrides = _key_overrides(cdir, overrides)
+        key_overrides = _key_overrides(cdir, overrides, hint)
         if key_overrides:
             group_overrides = [o for o in overrides if o not in key_overrides]
-            base = _compose(cdir, config_name, group_overrides)
+            base = _compose(cdir, config_name, group_overrides, hint)
             _resolve(base)
-            _check_types(cfg, base, key_overrides)
+            _check_types(cfg, base, key_overrides, hint)
     return cfg
 
 
@@ -89,7 +109,14 @@ def describe_type(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _compose(cdir: Path, config_name: str, overrides: list[str]) -> DictConfig:
+def _print_config_hint(config_name: str) -> str:
+    """The command that prints the keys of ``config_name``, for unknown-key messages."""
+    if config_name.startswith("task/"):
+        return f"hkt prepare {config_name.split('/', 1)[1]} --print-config"
+    return f"hkt {config_name} --print-config" if config_name == "train" else f"config/{config_name}.yaml"
+
+
+def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -103,7 +130,7 @@ def _compose(cdir: Path, config_name: str, overrides: list[str]) -> DictConfig:
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_composition_message(exc, overrides)) from None
+        raise ConfigError(_composition_message(exc, overrides, hint)) from None
     finally:
         GlobalHydra.instance().clear()
 
@@ -121,29 +148,31 @@ def _resolve(cfg: DictConfig) -> None:
 
 
 def _missing_message(exc: Exception, cdir: Path) -> str:
-    text = str(exc)
-    m = re.search(r"Could not find '([^']+)'", text)
-    if m and "/" in m.group(1):
-        group, _, option = m.group(1).rpartition("/")
+    missing = getattr(exc, "missing_cfg_file", None) or ""
+    if "/" in missing:
+        group, _, option = missing.rpartition("/")
         options = getattr(exc, "options", None) or sorted(
             p.stem for p in (cdir / group).glob("*.yaml"))
         return (f"{group}={option}: no such option in config group '{group}' "
                 f"(available: {', '.join(options) or 'none'})")
-    return " ".join(text.split())
+    return " ".join(str(exc).split())
 
 
-def _composition_message(exc: Exception, overrides: list[str]) -> str:
+def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str:
+    """One line for a failed composition, naming the key from OmegaConf's ``full_key``."""
     text = str(exc)
     cause = exc.__cause__ or exc.__context__
-    m = re.search(r"Could not override '([^']+)'", text)
-    if m:
-        key = m.group(1)
-        why = str(cause).splitlines()[0] if cause else ""
+    key = getattr(cause, "full_key", None) or ""
+    why = str(cause).splitlines()[0] if cause else ""
+    if key:
         if "not in struct" in why or "Could not append" in text or "Key '" in why:
             return (f"unknown config key '{key}' (from override "
                     f"'{_override_for(key, overrides)}'); check the spelling, "
-                    f"or see the keys with: hkt train --print-config")
+                    f"or see the keys with: {hint}")
+        if "Could not append to config" in text:
+            return f"config key '{key}' already exists: override it without the leading '+'"
         return f"config key '{key}': {why or ' '.join(text.split())}"
+    # errors Hydra raises without an OmegaConf cause: deletions and unparsable overrides
     m = re.search(r"Could not append to config. An item is already at '([^']+)'", text)
     if m:
         return f"config key '{m.group(1)}' already exists: override it without the leading '+'"
@@ -164,7 +193,7 @@ def _override_for(key: str, overrides: list[str]) -> str:
     return key
 
 
-def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
+def _key_overrides(cdir: Path, overrides: list[str], hint: str) -> list[str]:
     """The overrides that set values (not group choices, not deletions)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -172,7 +201,7 @@ def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides=overrides)
     except HydraException as exc:
-        raise ConfigError(_composition_message(exc, overrides)) from None
+        raise ConfigError(_composition_message(exc, overrides, hint)) from None
     out = []
     for o, raw in zip(parsed, overrides):
         key = o.key_or_group
@@ -182,16 +211,19 @@ def _key_overrides(cdir: Path, overrides: list[str]) -> list[str]:
     return out
 
 
-def _check_types(cfg: DictConfig, base: DictConfig, key_overrides: list[str]) -> None:
+def _check_types(cfg: DictConfig, base: DictConfig, key_overrides: list[str], hint: str) -> None:
     full, ref = flatten(cfg), flatten(base)
     keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
     for key in sorted(keys):
         # an override of a whole node (model.attention={...}) checks each leaf below it
         leaves = [k for k in full if k == key or k.startswith(key + ".")]
         for leaf in leaves:
+            if leaf not in ref and full[leaf] is None and any(k.startswith(leaf + ".") for k in ref):
+                continue  # a node set to null (model.attention=null): its owner's check says why
             if leaf not in ref:
                 raise ConfigError(f"unknown config key '{leaf}' (from override "
-                                  f"'{_override_for(key, key_overrides)}')")
+                                  f"'{_override_for(key, key_overrides)}'); check the spelling, "
+                                  f"or see the keys with: {hint}")
             _check_value(leaf, full[leaf], ref[leaf])
 
 

@@ -9,6 +9,21 @@ class ConfigError(HKTError):
     """A bad config key, value or override."""
 
 
+class ConfigValueError(ConfigError, ValueError):
+    """One config value that is well-typed but impossible, with the key it sits under.
+
+    Also a ``ValueError``: the typed module configs raise it when a module is built from Python
+    with a bad argument. :meth:`under` re-keys it with the path of the node it came from.
+    """
+
+    def __init__(self, key: str, value: object, why: str) -> None:
+        self.key, self.value, self.why = key, value, why
+        super().__init__(f"config key '{key}' = {value!r}: {why}")
+
+    def under(self, prefix: str) -> "ConfigValueError":
+        return ConfigValueError(f"{prefix}.{self.key}" if prefix else self.key, self.value, self.why)
+
+
 class DataError(HKTError):
     """Missing, corrupt or wrongly laid out data (checksums, archives, layouts)."""
 

@@ -98,6 +98,7 @@ def test_capture_internals_restores_forward():
     torch.manual_seed(0)
     model = build_model({"name": "hkt", "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ffn": 32,
                          "attention": {"levels": 2}}, vocab_size=10, num_classes=3, max_length=32)
+    model.eval()  # dropout (EncoderConfig's default 0.1) would make the two passes differ
     tokens = torch.randint(1, 10, (2, 12))
     mask = torch.ones(2, 12, dtype=torch.bool)
     before = model(tokens, mask)

@@ -15,6 +15,7 @@ from hkt.attention import (
     score_cost_limit,
     score_cost_ratio,
 )
+from hkt.attention.hkt import IMPLS, HKTConfig, choose_kernel, truncate_levels
 
 D, H = 16, 2
 
@@ -58,9 +59,13 @@ def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked
 
     outputs, grads = [], []
     # fused through the CPU kernel wrapper, fused through plain autograd SDPA (the GPU path),
-    # and the materialised reference
-    for impl, cpu_kernel in (("fused", True), ("fused", False), ("reference", True)):
-        m.impl, m.use_cpu_kernel = impl, cpu_kernel
+    # and the materialised reference: the same layer's weights in three layers
+    layers = {impl: HKTAttention(D, H, causal=causal, config=HKTConfig(**{**vars(m.config), "impl": impl})).double()
+              for impl in IMPLS}
+    for layer in layers.values():
+        layer.load_state_dict(m.state_dict())
+    for impl in ("fused", "sdpa", "reference"):
+        m = layers[impl]
         m.zero_grad()
         x.grad = None
         y = m(x, mask)
@@ -97,9 +102,10 @@ def test_one_level_is_mha(causal, masked):
     hkt.out_proj.load_state_dict(mha.out_proj.state_dict())
     x = random_input(t=19)
     mask = prefix_mask([19, 7], 19) if masked else None
-    for impl in ("fused", "reference"):
-        hkt.impl = impl
-        torch.testing.assert_close(hkt(x, mask), mha(x, mask), atol=1e-10, rtol=0)
+    for impl in IMPLS:
+        layer = HKTAttention(D, H, causal=causal, levels=1, impl=impl).double()
+        layer.load_state_dict(hkt.state_dict())
+        torch.testing.assert_close(layer(x, mask), mha(x, mask), atol=1e-10, rtol=0)
 
 
 HKT_VARIANTS = [
@@ -167,21 +173,49 @@ def test_internals_expose_per_level_scores():
 
 
 def test_level_truncation_renormalises():
-    """Keeping all levels is the full model; keeping one level is attention on level 0 only."""
+    """Keeping all levels is the full model; keeping one is attention on level 0 only, with the
+    full model's level-0 projections; leaving the block restores every level."""
     m = make_hkt(levels=3)
     x = random_input(t=16)
     full = m(x)
-    m.active_levels = 3
-    torch.testing.assert_close(m(x), full, atol=0, rtol=0)
-    m.active_levels = 1
-    _, internals = m(x, return_internals=True)
+    with truncate_levels(m, 3):
+        torch.testing.assert_close(m(x), full, atol=0, rtol=0)
+    with truncate_levels(m, 1):
+        one, internals = m(x, return_internals=True)
     assert internals.lambdas.shape[-1] == 1
     torch.testing.assert_close(internals.lambdas, torch.ones_like(internals.lambdas))
-    m.impl = "reference"
-    torch.testing.assert_close(m(x), m.__class__.forward(m, x), atol=0, rtol=0)
-    m.active_levels = 5
-    with pytest.raises(ValueError, match="active_levels"):
-        m(x)
+    single = HKTAttention(D, H, levels=1).double()  # L=1: standard attention on level 0
+    single.load_state_dict({k: v for k, v in m.state_dict().items()
+                            if k.split(".")[0] in ("v_proj", "out_proj") or k.startswith(("q_proj.0.", "k_proj.0."))})
+    torch.testing.assert_close(one, single(x), atol=1e-12, rtol=0)
+    assert not torch.allclose(one, full)
+    torch.testing.assert_close(m(x), full, atol=0, rtol=0)  # restored after the block
+
+
+def test_level_truncation_restores_on_error_and_rejects_zero():
+    m = make_hkt(levels=3)
+    with pytest.raises(RuntimeError, match="boom"):
+        with truncate_levels(m, 2):
+            assert m.n_levels == 2
+            raise RuntimeError("boom")
+    assert m.n_levels == 3
+    with truncate_levels(m, 7):  # more than the layer has: all of them
+        assert m.n_levels == 3
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        with truncate_levels(m, 0):
+            pass
+
+
+def test_kernel_choice():
+    """The CPU block kernel only where it applies; internals need the whole Q and K."""
+    v = torch.zeros(1, H, 8, D // H)
+    assert choose_kernel("fused", v, 0.0, False) == "cpu_blocks"
+    assert choose_kernel("fused", v, 0.1, False) == "sdpa"  # dropout: the SDPA kernel's
+    assert choose_kernel("fused", v, 0.0, True) == "sdpa"
+    assert choose_kernel("sdpa", v, 0.0, False) == "sdpa"
+    assert choose_kernel("reference", v, 0.0, False) == "reference"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert choose_kernel("fused", v, 0.0, False) == "sdpa"
 
 
 @pytest.mark.parametrize(

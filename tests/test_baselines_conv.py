@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
 
 import pytest
 import torch
-import yaml
 
 from hkt.attention import ATTENTION, build_attention
-from hkt.models import build_model
+from hkt.config import compose
+from hkt.models import EncoderConfig, build_model
 
-ROOT = Path(__file__).resolve().parents[1]
+
+def small_cfg(name: str) -> dict:
+    cfg = dataclasses.asdict(EncoderConfig(name=name))
+    cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
+    return cfg
 
 
 def conv_cfg(**overrides) -> dict:
-    cfg = yaml.safe_load((ROOT / "config" / "model" / "conv.yaml").read_text())
-    cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
+    cfg = small_cfg("conv")
     cfg["attention"] = dict(cfg["attention"], kernel_size=5)
     cfg.update(overrides)
     return cfg
@@ -24,11 +27,10 @@ def conv_cfg(**overrides) -> dict:
 
 def test_registered_by_name_and_config_matches():
     assert "conv" in ATTENTION
-    cfg = yaml.safe_load((ROOT / "config" / "model" / "conv.yaml").read_text())
-    assert cfg["name"] == "conv"
+    cfg = compose("train", ["model=conv"]).model
+    assert cfg.name == "conv" and cfg.attention.kernel_size == 128
     # the model config's keys are the same as MHA's, so profiles size every model alike
-    mha = yaml.safe_load((ROOT / "config" / "model" / "mha.yaml").read_text())
-    assert set(cfg) == set(mha)
+    assert set(cfg) == set(compose("train", ["model=mha"]).model)
 
 
 def test_causal_by_gradients():
@@ -78,9 +80,7 @@ def test_model_logits_ignore_padding():
 def test_model_trains_and_differs_from_mha_only_in_mixer():
     torch.manual_seed(0)
     conv = build_model(conv_cfg(), vocab_size=12, num_classes=3, max_length=64)
-    mha_cfg = yaml.safe_load((ROOT / "config" / "model" / "mha.yaml").read_text())
-    mha_cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
-    mha = build_model(mha_cfg, vocab_size=12, num_classes=3, max_length=64)
+    mha = build_model(small_cfg("mha"), vocab_size=12, num_classes=3, max_length=64)
     non_mixer = lambda m: {k for k in m.state_dict() if ".attn." not in k}  # noqa: E731
     assert non_mixer(conv) == non_mixer(mha)
     tokens = torch.randint(1, 12, (4, 20))

@@ -1,4 +1,4 @@
-"""The external baseline (hkt.baselines.ngram) and the size-matched MHA (hkt.baselines.matched)."""
+"""The external baseline (hkt.baselines.ngram)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 import torch
 
 from hkt.baselines import ngram
-from hkt.baselines.matched import matched_d_ffn
 from hkt.data.parquet import SplitData
 from hkt.device import describe_device
 from hkt.report import aggregate as agg
@@ -107,15 +105,3 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
     assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--method", "majority",
                        "--max-train", "5"]) == 0
     assert load_record(tmp_path / "o")["config"]["train"]["max_train"] == 5
-
-
-@pytest.mark.parametrize("profile", ["smoke", "cpu"])
-def test_matched_mha_has_hkt_parameter_count(profile):
-    m = matched_d_ffn(["task=listops", f"profile={profile}"])
-    assert m["d_ffn"] > m["d_ffn_before"]
-    assert m["mha_params_before"] < m["hkt_params"]
-    from hkt.config import compose
-
-    cfg = compose("train", ["task=listops", f"profile={profile}", "model=mha"])
-    unit = int(cfg.model.n_layers) * (2 * int(cfg.model.d_model) + 1)
-    assert abs(m["mha_params"] - m["hkt_params"]) <= unit / 2

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import dataclasses
 
 import pytest
 import torch
-import yaml
 
-from hkt.models import EncoderClassifier, build_model
-
-CONFIG = Path(__file__).resolve().parents[1] / "config" / "model"
+from hkt.models import EncoderClassifier, EncoderConfig, build_model
 
 
 def model_cfg(name: str, **overrides) -> dict:
-    cfg = yaml.safe_load((CONFIG / f"{name}.yaml").read_text())
+    """The model config of config/model/NAME.yaml (its dataclass defaults), small."""
+    cfg = dataclasses.asdict(EncoderConfig(name=name))
     cfg.update(d_model=16, n_heads=2, d_ffn=32, n_layers=2)
     cfg.update(overrides)
     return cfg
@@ -72,6 +70,50 @@ def test_errors_name_the_argument():
 
 
 def test_attention_modules_listed():
-    model = EncoderClassifier("hkt", vocab_size=12, num_classes=3, max_length=16, d_model=16,
-                              n_layers=3, n_heads=2, d_ffn=32)
+    model = EncoderClassifier(EncoderConfig(name="hkt", d_model=16, n_layers=3, n_heads=2, d_ffn=32),
+                              vocab_size=12, num_classes=3, max_length=16)
     assert len(model.attention_modules()) == 3
+
+
+def test_a_new_attention_brings_only_its_module_and_config(monkeypatch):
+    """An attention with its own config class is built, validated and known to Hydra's store
+    with nothing else changed (no branch on its name anywhere)."""
+    from hydra.core.config_store import ConfigStore
+    from torch import nn
+
+    from hkt.attention import ATTENTION
+    from hkt.checks import number
+    from hkt.errors import ConfigValueError
+    from hkt.models.encoder import store_structured_configs
+
+    @dataclasses.dataclass
+    class ScaleConfig:
+        scale: float = 1.0
+
+        def __post_init__(self) -> None:
+            number(self.scale, "scale", 0, lo_open=True)
+
+    class Scale(nn.Module):
+        config_class = ScaleConfig
+
+        def __init__(self, d_model, n_heads, causal=False, dropout=0.0, config=None):
+            super().__init__()
+            self.config = config
+            self.proj = nn.Linear(d_model, d_model)
+
+        def forward(self, x, key_mask=None, *, return_internals=False):
+            return self.proj(x) * self.config.scale
+
+    monkeypatch.setitem(ATTENTION, "scale", Scale)
+    model = build_model(model_cfg("scale", attention={"scale": 2.0}), vocab_size=12, num_classes=3,
+                        max_length=16)
+    assert [m.config.scale for m in model.attention_modules()] == [2.0, 2.0]
+    assert model(torch.ones(1, 5, dtype=torch.long)).shape == (1, 3)
+    with pytest.raises(ConfigValueError, match=r"'attention.scale' = 0.0: must be > 0"):
+        build_model(model_cfg("scale", attention={"scale": 0.0}), vocab_size=12, num_classes=3,
+                    max_length=16)
+    with pytest.raises(ConfigValueError, match="'attention.levels'.*not a setting of the 'scale'"):
+        build_model(model_cfg("scale", attention={"levels": 2}), vocab_size=12, num_classes=3,
+                    max_length=16)
+    store_structured_configs()
+    assert "scale.yaml" in ConfigStore.instance().list("schema/model")

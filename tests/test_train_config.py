@@ -50,8 +50,9 @@ def test_paper_profile_sizes_are_per_task():
 
 
 def test_ablation_sets_levels_and_variant():
-    cfg = load_config(["experiment=ablation_no_hierarchy", "model=hkt"])
-    assert cfg.model.attention.levels == 1 and cfg.variant == "no_hierarchy"
+    cfg = load_config(["experiment=levels1"])
+    assert cfg.model.name == "hkt"
+    assert cfg.model.attention.levels == 1 and cfg.variant == "levels1"
 
 
 def test_tracking_defaults_follow_environment(monkeypatch, tmp_path):
@@ -121,3 +122,58 @@ def test_cli_print_config(capsys):
     assert main(["train", "--print-config", "profile=smoke", "model=mha"]) == 0
     text = capsys.readouterr().out
     assert "profile: smoke" in text and "name: mha" in text
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_matched_mha_has_hkt_parameter_count(profile):
+    """experiment=mha_matched widens MHA's d_ffn until it has HKT's parameter count."""
+    from hkt.models import build_model
+
+    def count(cfg):
+        model = build_model(cfg.model, vocab_size=2, num_classes=10, max_length=512)
+        return sum(p.numel() for p in model.parameters())
+
+    base = [f"profile={profile}", "task=listops"]
+    matched = load_config([*base, "model=mha", "experiment=mha_matched"])
+    plain, hkt = load_config([*base, "model=mha"]), load_config([*base, "model=hkt"])
+    assert matched.variant == "mha_matched" and matched.model.match_params_of == "hkt"
+    assert matched.model.d_ffn > plain.model.d_ffn
+    unit = plain.model.n_layers * (2 * plain.model.d_model + 1)
+    assert abs(count(matched) - count(hkt)) <= unit / 2 < count(hkt) - count(plain)
+
+
+@pytest.mark.parametrize("override", ["optim.lr=nan", "optim.lr=inf", "optim.lr=1e39",
+                                      "optim.eps=nan", "optim.weight_decay=-inf",
+                                      "model.dropout=nan", "model.attention.chunk_mib=inf"])
+def test_non_finite_floats_are_refused_naming_the_key(override):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=f"config key '{key}' = .*must be a finite number"):
+        load_config([override])
+
+
+def test_attention_set_to_null_is_a_bad_value_not_an_unknown_key():
+    with pytest.raises(ConfigError) as err:
+        load_config(["model.attention=null"])
+    assert "'model.attention'" in str(err.value) and "unknown" not in str(err.value)
+
+
+def test_wrong_type_names_key_and_value():
+    with pytest.raises(ConfigError, match=r"config key 'model.d_model': Value 'abc'"):
+        load_config(["model.d_model=abc"])
+
+
+def test_module_configs_state_the_defaults_once():
+    """The model YAML files select the dataclasses; they repeat no default."""
+    from dataclasses import asdict
+
+    from hkt.attention.hkt import HKTConfig
+    from hkt.models import EncoderConfig
+
+    cfg = load_config(["model=hkt"])
+    assert dict(cfg.model.attention) == asdict(HKTConfig())
+    assert cfg.model.norm_eps == EncoderConfig().norm_eps
+    for name in groups("model"):
+        text = (config_dir() / "model" / f"{name}.yaml").read_text()
+        assert f"/schema/model/{name}@_here_" in text
+        assert not [line for line in text.splitlines()
+                    if line and not line.startswith(("#", "defaults:", "  - "))]

@@ -29,6 +29,7 @@ from hkt.analysis.fusion import lambda_stats
 from hkt.analysis.kernel import _f64, decompose_bilinear, gram_rank_report, head_columns, psd_condition
 from hkt.analysis.kurtosis import mardia_test, take_rows
 from hkt.attention import HKTAttention, MultiHeadAttention
+from hkt.attention.hkt import truncate_levels
 from hkt.attention.upsample import Upsampler
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
@@ -224,16 +225,11 @@ def truncation_rows(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, c
     if not modules:
         return []
     out = []
-    try:
-        for keep in range(1, max(m.levels for m in modules) + 1):
-            for m in modules:
-                m.active_levels = min(keep, m.levels)
+    for keep in range(1, max(m.levels for m in modules) + 1):
+        with truncate_levels(model, keep):
             acc = accuracy(model, dataset, rows, int(cfg.batch_size), device)
-            out.append(_row("truncation", -1, -1, keep, "accuracy", "accuracy", acc))
-            out.append(_row("truncation", -1, -1, keep, "accuracy", "examples", len(rows)))
-    finally:
-        for m in modules:
-            m.active_levels = None
+        out.append(_row("truncation", -1, -1, keep, "accuracy", "accuracy", acc))
+        out.append(_row("truncation", -1, -1, keep, "accuracy", "examples", len(rows)))
     return out
 
 

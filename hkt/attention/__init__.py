@@ -5,17 +5,22 @@ from hkt.attention.cost import score_cost_limit, score_cost_ratio
 from hkt.attention.registry import ATTENTION, build_attention, register
 
 # Importing the modules registers them.
-from hkt.attention.mha import MultiHeadAttention  # noqa: E402  (registration order)
-from hkt.attention.hkt import HKTAttention  # noqa: E402
-from hkt.attention.conv import CausalConvMixer  # noqa: E402,F401
+from hkt.attention.mha import MHAConfig, MultiHeadAttention  # noqa: E402  (registration order)
+from hkt.attention.hkt import HKTAttention, HKTConfig, truncate_levels  # noqa: E402
+from hkt.attention.conv import CausalConvMixer, ConvConfig  # noqa: E402
 
 __all__ = [
     "ATTENTION",
     "AttentionInternals",
+    "CausalConvMixer",
+    "ConvConfig",
     "HKTAttention",
+    "HKTConfig",
+    "MHAConfig",
     "MultiHeadAttention",
     "build_attention",
     "register",
     "score_cost_limit",
     "score_cost_ratio",
+    "truncate_levels",
 ]

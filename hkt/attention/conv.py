@@ -18,13 +18,33 @@ mixer for ``causal=False``. ``n_heads`` is accepted for the common signature and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hkt.attention.base import AttentionInternals, check_dropout, check_heads, check_key_mask
 from hkt.attention.registry import register
+from hkt.checks import choice, integer
 
 ACTIVATIONS = ("gelu", "none")
+
+
+@dataclass
+class ConvConfig:
+    """The conv mixer's own settings (``model.attention`` when ``model.name`` is ``conv``).
+
+    Attributes:
+        kernel_size: filter width k >= 1: how many past positions (self included) each sees.
+        activation: ``gelu`` (ConvMixer) or ``none`` (a purely linear convolution).
+    """
+
+    kernel_size: int = 128
+    activation: str = "gelu"
+
+    def __post_init__(self) -> None:
+        integer(self.kernel_size, "kernel_size", 1)
+        choice(self.activation, "activation", ACTIVATIONS)
 
 
 @register("conv")
@@ -36,10 +56,11 @@ class CausalConvMixer(nn.Module):
         n_heads: accepted for the common attention signature; must divide d_model.
         causal: accepted for the common signature; the mixer is causal either way.
         dropout: dropout on the mixer's output before the output projection (training only).
-        kernel_size: filter width k >= 1: how many past positions (self included) each sees.
-        activation: ``gelu`` (ConvMixer) or ``none`` (a purely linear convolution).
+        config: the mixer's own settings (:class:`ConvConfig`); or give its fields as keywords.
         bias: whether the projections and the convolution have biases.
     """
+
+    config_class = ConvConfig
 
     def __init__(
         self,
@@ -47,19 +68,20 @@ class CausalConvMixer(nn.Module):
         n_heads: int,
         causal: bool = False,
         dropout: float = 0.0,
-        kernel_size: int = 128,
-        activation: str = "gelu",
+        config: ConvConfig | None = None,
+        *,
         bias: bool = True,
+        **settings: object,
     ) -> None:
         super().__init__()
+        if config is not None and settings:
+            raise TypeError("give CausalConvMixer a config or its fields as keywords, not both")
+        config = ConvConfig(**settings) if config is None else config  # type: ignore[arg-type]
         check_heads(d_model, n_heads)
         check_dropout(dropout)
-        if int(kernel_size) < 1:
-            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        self.config = config
         self.d_model, self.n_heads, self.causal = d_model, n_heads, causal
-        self.kernel_size, self.activation, self.dropout = int(kernel_size), activation, dropout
+        self.kernel_size, self.activation, self.dropout = config.kernel_size, config.activation, dropout
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.conv = nn.Conv1d(d_model, d_model, self.kernel_size, groups=d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)

@@ -7,19 +7,28 @@ resolution. Per-level scores S^(l) = Q^(l) K^(l)^T / sqrt(d) are upsampled to T�
 
     Y = softmax(Σ_l λ_l ⊙ Ŝ^(l) + mask) V.
 
-Two implementations with identical parameters:
+Three computations of the same function with the same parameters (``impl``, chosen per call
+by :func:`choose_kernel`):
 
 * ``impl="reference"`` materialises every S^(l), interpolates it and fuses: the paper, line by
   line. O(T²) memory; for correctness checks and analysis.
 * ``impl="fused"`` uses the exact factorisation Ŝ^(l) = (U_l Q^(l)) (U_l K^(l))^T / sqrt(d) and
   λ depending only on the query: with q̃_i = [λ_l(i) (U_l Q^(l))_i]_l and k̃_j = [(U_l K^(l))_j]_l,
   S = q̃ k̃^T / sqrt(d), so the whole layer is one ``scaled_dot_product_attention`` call with
-  query/key width L·d. No T×T tensor anywhere.
+  query/key width L·d. No T×T tensor anywhere. On CPU it runs blockwise through the kernel
+  wrapper of ``fused_cpu.py``, which never holds whole Q^(l), K^(l).
+* ``impl="sdpa"``: the same single SDPA call on every device (the CPU wrapper's plain-autograd
+  counterpart, for benchmarks and equivalence tests).
+
+:func:`truncate_levels` keeps only the first levels for a while (the level-truncation analysis).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -38,10 +47,74 @@ from hkt.attention.base import (
 from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.registry import register
 from hkt.attention.upsample import Upsampler
+from hkt.checks import boolean, choice, integer, number
+from hkt.errors import ConfigValueError
 
 FUSIONS = ("dynamic", "static")
 UPSAMPLES = ("nearest", "linear")
-IMPLS = ("fused", "reference")
+IMPLS = ("fused", "sdpa", "reference")
+
+
+@dataclass
+class HKTConfig:
+    """HKT's own settings (``model.attention`` when ``model.name`` is ``hkt``).
+
+    Attributes:
+        levels: L >= 1 pyramid levels (1 = standard attention).
+        stride: s >= 2, downsampling factor between consecutive levels.
+        kernel_size: k >= s, width of the depthwise pyramid convolutions (k = s: disjoint
+            blocks; k > s: overlapping).
+        fusion: ``dynamic`` (λ per query token and head) or ``static`` (λ per head).
+        upsample: ``nearest`` or ``linear`` interpolation of the coarse scores (linear mixes
+            later positions into earlier ones, so causal mode needs ``nearest``).
+        impl: ``fused`` (one SDPA call; blockwise CPU kernel on CPU), ``sdpa`` (one SDPA call on
+            every device) or ``reference`` (materialised scores; slow). Same numbers.
+        chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
+            this many MiB (smaller saves memory, larger saves per-block overhead).
+    """
+
+    levels: int = 3
+    stride: int = 2
+    kernel_size: int = 2
+    fusion: str = "dynamic"
+    upsample: str = "nearest"
+    impl: str = "fused"
+    chunk_mib: float = 32.0
+
+    def __post_init__(self) -> None:
+        integer(self.levels, "levels", 1)
+        integer(self.stride, "stride", 2)
+        integer(self.kernel_size, "kernel_size", 1)
+        if self.kernel_size < self.stride:
+            raise ConfigValueError("kernel_size", self.kernel_size,
+                                   f"must be >= stride ({self.stride}), otherwise the "
+                                   "convolution skips tokens")
+        choice(self.fusion, "fusion", FUSIONS)
+        choice(self.upsample, "upsample", UPSAMPLES)
+        choice(self.impl, "impl", IMPLS)
+        number(self.chunk_mib, "chunk_mib", 0, lo_open=True)
+
+    def check_causal(self, causal: bool) -> None:
+        """The one cross-module rule: linear upsampling is not causal."""
+        if boolean(causal, "causal") and self.upsample == "linear":
+            raise ConfigValueError("upsample", self.upsample,
+                                   "linear upsampling mixes later positions into earlier ones; "
+                                   "causal mode (causal=true) needs 'nearest'")
+
+
+def choose_kernel(impl: str, v: Tensor, dropout_p: float, return_internals: bool) -> str:
+    """Which computation of the layer runs: ``"cpu_blocks"``, ``"sdpa"`` or ``"reference"``.
+
+    All three give the same numbers (tests/test_attention.py); they differ in memory and speed.
+    """
+    if impl == "reference":
+        return "reference"  # asked for: the paper's materialised scores
+    if impl == "fused" and not return_internals and cpu_kernel_applies(v, dropout_p):
+        # On CPU (fp32/64, no dropout, no autocast) the blockwise wrapper projects Q^(l), K^(l)
+        # per block, so they never exist whole: far less memory than one big SDPA call.
+        return "cpu_blocks"
+    # GPU, autocast, dropout, impl="sdpa", or internals requested (they need whole Q^(l), K^(l))
+    return "sdpa"
 
 
 class PyramidLevel(nn.Module):
@@ -117,73 +190,41 @@ class HKTAttention(nn.Module):
     Args:
         d_model: model width D.
         n_heads: heads H; head width d = D / H.
-        levels: L >= 1 pyramid levels (L = 1 is standard attention).
-        stride: s >= 2, downsampling factor between consecutive levels.
-        kernel_size: k >= s, width of the depthwise convolutions (default: s).
-        fusion: ``"dynamic"`` (λ per query token and head) or ``"static"`` (λ per head).
-        upsample: ``"nearest"`` or ``"linear"`` interpolation of the coarse scores.
         causal: query i sees only keys j <= i (requires nearest upsampling).
-        impl: ``"fused"`` (one SDPA call) or ``"reference"`` (materialised scores).
         dropout: dropout on the attention probabilities (training only).
+        config: HKT's own settings (:class:`HKTConfig`); or give its fields as keywords.
         bias: whether the projections have biases.
         norm_eps: LayerNorm epsilon in the pyramid.
-        chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
-            this many MiB (smaller saves memory, larger saves per-block overhead).
-
-    Set ``active_levels`` to L' < L to keep only levels < L' (λ renormalised over them): the
-    level-truncation analysis.
     """
+
+    config_class = HKTConfig
 
     def __init__(
         self,
         d_model: int,
         n_heads: int,
-        levels: int = 3,
-        stride: int = 2,
-        kernel_size: int | None = None,
-        fusion: str = "dynamic",
-        upsample: str = "nearest",
         causal: bool = False,
-        impl: str = "fused",
         dropout: float = 0.0,
+        config: HKTConfig | None = None,
+        *,
         bias: bool = True,
         norm_eps: float = 1e-5,
-        chunk_mib: float = 32.0,
+        **settings: object,
     ) -> None:
         super().__init__()
+        if config is not None and settings:
+            raise TypeError("give HKTAttention a config or its fields as keywords, not both")
+        config = HKTConfig(**settings) if config is None else config  # type: ignore[arg-type]
+        config.check_causal(causal)
         self.head_dim = check_heads(d_model, n_heads)
-        if chunk_mib <= 0:
-            raise ValueError(f"chunk_mib must be > 0, got {chunk_mib}")
         check_dropout(dropout)
-        kernel_size = stride if kernel_size is None else kernel_size
-        if levels < 1:
-            raise ValueError(f"levels must be >= 1 (1 = standard attention), got {levels}")
-        if stride < 2:
-            raise ValueError(f"stride must be >= 2 (each level halves the length or more), got {stride}")
-        if kernel_size < stride:
-            raise ValueError(
-                f"kernel_size ({kernel_size}) must be >= stride ({stride}), "
-                "otherwise the convolution skips tokens"
-            )
-        if fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
-        if upsample not in UPSAMPLES:
-            raise ValueError(f"upsample must be one of {UPSAMPLES}, got {upsample!r}")
-        if impl not in IMPLS:
-            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-        if causal and upsample == "linear":
-            raise ValueError(
-                "upsample='linear' cannot be causal: interpolation mixes the next block into a "
-                "token's coarse scores; use upsample='nearest' with causal=True"
-            )
+        levels, stride, kernel_size = config.levels, config.stride, config.kernel_size
+        self.config = config
         self.d_model, self.n_heads, self.levels, self.stride = d_model, n_heads, levels, stride
-        self.kernel_size, self.fusion_kind, self.upsample = kernel_size, fusion, upsample
-        self.causal, self.impl, self.dropout = causal, impl, dropout
-        self.chunk_bytes = chunk_mib * 2**20
-        self.active_levels: int | None = None
-        # On CPU the fused path runs the chunked, memory-lean kernel wrapper (fused_cpu.py);
-        # False forces plain autograd through scaled_dot_product_attention (as on GPU).
-        self.use_cpu_kernel = True
+        self.kernel_size, self.fusion_kind, self.upsample = kernel_size, config.fusion, config.upsample
+        self.causal, self.impl, self.dropout = causal, config.impl, dropout
+        self.chunk_bytes = config.chunk_mib * 2**20
+        self._levels_in_use = levels  # changed only inside truncate_levels()
 
         self.q_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
         self.k_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
@@ -196,7 +237,7 @@ class HKTAttention(nn.Module):
         if levels > 1:
             self.fusion = (
                 DynamicFusion(d_model, n_heads, levels)
-                if fusion == "dynamic"
+                if config.fusion == "dynamic"
                 else StaticFusion(n_heads, levels)
             )
 
@@ -216,12 +257,8 @@ class HKTAttention(nn.Module):
 
     @property
     def n_levels(self) -> int:
-        """Levels in use: ``active_levels`` if set, else all."""
-        if self.active_levels is None:
-            return self.levels
-        if not 1 <= self.active_levels <= self.levels:
-            raise ValueError(f"active_levels must be in 1..{self.levels}, got {self.active_levels}")
-        return self.active_levels
+        """Levels in use: all, or fewer inside :func:`truncate_levels`."""
+        return self._levels_in_use
 
     # ----------------------------------------------------------------------------- pieces
     def _pyramid(
@@ -280,8 +317,8 @@ class HKTAttention(nn.Module):
         attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
         ups = Upsampler(self.upsample, self.stride, t, t_pad)
         queries = keys = None
-        if (self.impl == "fused" and self.use_cpu_kernel and not return_internals
-                and cpu_kernel_applies(v, dropout_p)):
+        kernel = choose_kernel(self.impl, v, dropout_p, return_internals)
+        if kernel == "cpu_blocks":
             # Projects per block inside the kernel wrapper: Q^(l), K^(l) never exist whole.
             y = hkt_flash_cpu(
                 features, self.q_proj[:n_levels], self.k_proj[:n_levels], lam, v, upsampler=ups,
@@ -291,7 +328,7 @@ class HKTAttention(nn.Module):
         else:
             queries = [split_heads(self.q_proj[l](features[l]), h) for l in range(n_levels)]
             keys = [split_heads(self.k_proj[l](features[l]), h) for l in range(n_levels)]
-            attend = self._attend_fused if self.impl == "fused" else self._attend_reference
+            attend = self._attend_fused if kernel == "sdpa" else self._attend_reference
             y = attend(queries, keys, lam, v, attn_mask, is_causal, ups, dropout_p)
         out = self.out_proj(merge_heads(y))
         if not return_internals:
@@ -341,15 +378,15 @@ class HKTAttention(nn.Module):
         """The paper line by line: S = Σ_l λ_l ⊙ U_l S^(l) U_l^T; Y = softmax(S + mask) V."""
         t, t_pad = ups.t, ups.t_pad
         scale = 1.0 / math.sqrt(self.head_dim)
-        fused = 0.0
+        scores = 0.0  # S, summed level by level
         for l, (q, k) in enumerate(zip(queries, keys)):
             s_l = (q @ k.transpose(-1, -2)) * scale  # S^(l): (B, H, T_l, T_l)
-            fused = fused + lam[..., l : l + 1] * self._upsample_scores(s_l, l, t_pad, t)
+            scores = scores + lam[..., l : l + 1] * self._upsample_scores(s_l, l, t_pad, t)
         if is_causal:
             attn_mask = torch.ones(t, t, dtype=torch.bool, device=v.device).tril()
         if attn_mask is not None:
-            fused = fused.masked_fill(~attn_mask, float("-inf"))
-        probs = F.dropout(torch.softmax(fused, dim=-1), p=dropout_p)
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        probs = F.dropout(torch.softmax(scores, dim=-1), p=dropout_p)
         return probs @ v
 
     def _internals(
@@ -380,3 +417,24 @@ class HKTAttention(nn.Module):
             f"stride={self.stride}, kernel_size={self.kernel_size}, fusion={self.fusion_kind!r}, "
             f"upsample={self.upsample!r}, causal={self.causal}, impl={self.impl!r}"
         )
+
+
+@contextmanager
+def truncate_levels(model: nn.Module, n: int) -> Iterator[nn.Module]:
+    """Within the block, every :class:`HKTAttention` in ``model`` keeps only levels l < n.
+
+    λ is renormalised over the kept levels (the softmax runs over them only); a layer with at
+    most n levels is unchanged. The previous levels are restored on exit, even on error, so
+    nothing leaks into later calls. ``model`` may be one layer or a whole model.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"truncate_levels: n must be an integer >= 1 (levels to keep), got {n!r}")
+    layers = [m for m in model.modules() if isinstance(m, HKTAttention)]
+    before = [m._levels_in_use for m in layers]
+    try:
+        for m in layers:
+            m._levels_in_use = min(n, m.levels)
+        yield model
+    finally:
+        for m, levels in zip(layers, before):
+            m._levels_in_use = levels

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,12 @@ from hkt.attention.base import (
 from hkt.attention.registry import register
 
 
+@dataclass
+class MHAConfig:
+    """MHA's own settings (``model.attention`` when ``model.name`` is ``mha``): none; width,
+    heads, causality and dropout are the encoder's."""
+
+
 @register("mha")
 class MultiHeadAttention(nn.Module):
     """Multi-head self-attention through ``scaled_dot_product_attention`` (fused kernels).
@@ -29,8 +36,11 @@ class MultiHeadAttention(nn.Module):
         n_heads: number of heads H; head width d = D / H.
         causal: query i attends only to keys j <= i.
         dropout: dropout on the attention probabilities (training only).
+        config: :class:`MHAConfig` (no settings of its own).
         bias: whether the projections have biases.
     """
+
+    config_class = MHAConfig
 
     def __init__(
         self,
@@ -38,9 +48,12 @@ class MultiHeadAttention(nn.Module):
         n_heads: int,
         causal: bool = False,
         dropout: float = 0.0,
+        config: MHAConfig | None = None,
+        *,
         bias: bool = True,
     ) -> None:
         super().__init__()
+        self.config = MHAConfig() if config is None else config
         self.head_dim = check_heads(d_model, n_heads)
         check_dropout(dropout)
         self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout

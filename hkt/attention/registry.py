@@ -1,10 +1,13 @@
 """Attention modules by name, so that models are built from config.
 
 Adding an attention: write a module whose constructor takes ``d_model``, ``n_heads``,
-``causal`` and ``dropout`` (plus its own keyword arguments) and whose forward is
+``causal``, ``dropout`` and ``config``, an instance of its own settings dataclass named by the
+class attribute ``config_class`` (defaults and checks in the dataclass: ``hkt.attention.hkt``'s
+``HKTConfig`` is the example), and whose forward is
 ``forward(x, key_mask=None, *, return_internals=False)``; decorate it with
 ``@register("name")``; import its module in ``hkt/attention/__init__.py``; add
-``config/model/name.yaml`` whose ``attention:`` node holds its own arguments.
+``config/model/name.yaml``, which selects the structured config ``/schema/model/name``
+(registered with Hydra for every registered attention) and overrides what it needs.
 """
 
 from __future__ import annotations
@@ -23,17 +26,32 @@ def register(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
     def deco(cls: type[nn.Module]) -> type[nn.Module]:
         if name in ATTENTION and ATTENTION[name] is not cls:
             raise ValueError(f"attention {name!r} is already registered to {ATTENTION[name]!r}")
+        if not isinstance(getattr(cls, "config_class", None), type):
+            raise TypeError(f"attention {name!r}: {cls.__name__} needs a `config_class` "
+                            "(the dataclass of its own settings)")
         ATTENTION[name] = cls
         return cls
 
     return deco
 
 
-def build_attention(
-    name: str, *, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0, **kwargs: Any
-) -> nn.Module:
-    """Instantiate the attention registered as ``name``."""
+def attention_class(name: str) -> type[nn.Module]:
+    """The attention registered as ``name``, or a ValueError listing the registered ones."""
     if name not in ATTENTION:
         known = ", ".join(sorted(ATTENTION))
         raise ValueError(f"unknown attention {name!r}; registered: {known}")
-    return ATTENTION[name](d_model=d_model, n_heads=n_heads, causal=causal, dropout=dropout, **kwargs)
+    return ATTENTION[name]
+
+
+def build_attention(
+    name: str, *, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
+    config: Any = None, **settings: Any,
+) -> nn.Module:
+    """Instantiate the attention registered as ``name`` with its ``config`` (its
+    ``config_class``), or with that config's fields given as keywords."""
+    cls = attention_class(name)
+    if config is None:
+        config = cls.config_class(**settings)  # type: ignore[attr-defined]
+    elif settings:
+        raise TypeError("build_attention: give a config or its fields as keywords, not both")
+    return cls(d_model=d_model, n_heads=n_heads, causal=causal, dropout=dropout, config=config)

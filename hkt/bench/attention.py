@@ -10,6 +10,7 @@ repetition by repetition so that machine noise hits them alike; the median is re
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 import yaml
 
 from hkt.attention import build_attention, score_cost_ratio
+from hkt.attention.hkt import HKTConfig
 from hkt.bench.common import (
     csv_text,
     markdown_table,
@@ -48,7 +50,7 @@ def load_settings(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("lengths", "batch", "repeats"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
-    model = yaml.safe_load((config_dir() / "model" / "hkt.yaml").read_text())["attention"]
+    model = asdict(HKTConfig())  # the defaults of config/model/hkt.yaml
     model.pop("impl", None)
     settings["hkt"] = {**model, **(settings.get("hkt") or {})}
     return settings
@@ -59,10 +61,9 @@ def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> 
     if name == "mha":
         module = build_attention("mha", d_model=d_model, n_heads=settings["heads"])
     else:
-        impl = "reference" if name == "hkt-reference" else "fused"
+        impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa"}.get(name, "fused")
         module = build_attention("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
                                  **settings["hkt"])
-        module.use_cpu_kernel = name != "hkt-fused-plain"
     return module.to(device)
 
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from hkt.checks import number_list, optional, pos_int, spec
 from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
                              check_download_config, describe_source, location, new_tree_hash)
-from hkt.data.config import float_list, optional, pos_int
-from hkt.data.parquet import SplitData
+from hkt.data.parquet import Prepared, SplitData
 from hkt.data.sources import Source, iter_files, resolve_source
 from hkt.errors import ConfigError, DataError
 
@@ -39,7 +39,7 @@ PAD = None
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 _BATCH = re.compile(r"^(data_batch_[1-5]|test_batch)$")
 
-PREPARE_SCHEMA: dict[str, Any] = {**DOWNLOAD_SCHEMA, "image_size": pos_int, "gray_weights": float_list(3),
+PREPARE_SCHEMA: dict[str, Any] = {**DOWNLOAD_SCHEMA, "image_size": pos_int, "gray_weights": spec(number_list, n=3),
                                    "decode_workers": optional(pos_int)}
 LOCATION_KEYS = DOWNLOAD_LOCATION_KEYS | {"decode_workers"}
 
@@ -246,7 +246,6 @@ def _split(ids: list[str], gray: np.ndarray, labels: np.ndarray) -> SplitData:
 
 
 def prepare(cfg: dict[str, Any], source: Path | None):
-    from hkt.data.prepare import Prepared
 
     p = cfg["prepare"]
     src: Source = resolve_source("cifar10", p, source)

@@ -1,4 +1,7 @@
-"""``hkt prepare TASK --out DIR [--source PATH] [OVERRIDES…]``: write a task's Parquet splits and data card."""
+"""``hkt prepare TASK --out DIR [--source PATH] [OVERRIDES…]``: write a task's Parquet splits and data card.
+
+``hkt prepare TASK --print-config [OVERRIDES…]`` prints the task config instead (every key).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ import sys
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="task config name: config/task/TASK.yaml (listops, listops_lra, imdb, "
                                      "imdb_lra, cifar10)")
-    parser.add_argument("--out", required=True, help="output directory (train/val/test.parquet, README.md)")
+    parser.add_argument("--out", help="output directory (train/val/test.parquet, README.md); required "
+                                      "unless --print-config")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the task config with the overrides applied (every key) and exit")
     parser.add_argument("--source", default=None,
                         help="local archive or directory used instead of the download (ListOps: a directory "
                              "of LRA TSV files); overrides the mirror")
@@ -33,10 +39,20 @@ def _setup_logging(quiet: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     from hkt.data.config import load_task_config
     from hkt.data.prepare import prepare_task
+    from hkt.errors import ConfigError
     from hkt.fileio import ensure_writable_dir
 
     _setup_logging(args.quiet)
     cfg = load_task_config(args.task, args.overrides)  # fails on a bad key/value before any work
+    if args.print_config:
+        import yaml
+
+        shown = {k: v for k, v in cfg.items() if k != "task"}
+        print(yaml.safe_dump({"task": shown}, sort_keys=False), end="")
+        return 0
+    if not args.out:
+        raise ConfigError("hkt prepare needs --out DIR (where to write the splits), "
+                          "or --print-config to only show the config")
     ensure_writable_dir(args.out)  # before minutes of generation or download, not after
     result = prepare_task(args.task, args.out, source=args.source, cfg=cfg)
     total = sum(result.counts.values())

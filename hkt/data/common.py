@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.data.config import hexdigest, nonneg_int, optional, pos_int, str_list, text
+from hkt.checks import hexdigest, nonneg_int, optional, pos_int, spec, str_list, text
 from hkt.data.parquet import SplitData
 from hkt.data.sources import Source
 from hkt.errors import ConfigError, DataError
@@ -21,8 +21,8 @@ DOWNLOAD_SCHEMA: dict[str, Any] = {
     "source": optional(text),
     "url": text,
     "filename": text,
-    "sha256": optional(hexdigest(64)),
-    "md5": optional(hexdigest(32)),
+    "sha256": optional(spec(hexdigest, n=64)),
+    "md5": optional(spec(hexdigest, n=32)),
     "size": optional(pos_int),
     "classes": str_list,
     "official_counts": {"train": pos_int, "test": pos_int},

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from hkt.checks import nonneg_int
 from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
                              check_download_config, describe_source, location, new_tree_hash)
-from hkt.data.config import nonneg_int
-from hkt.data.parquet import SplitData
+from hkt.data.parquet import Prepared, SplitData
 from hkt.data.sources import Source, iter_files, resolve_source
 from hkt.errors import ConfigError, DataError
 
@@ -96,7 +96,6 @@ def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> tuple[Spli
 
 
 def prepare(cfg: dict[str, Any], source: Path | None):
-    from hkt.data.prepare import Prepared
 
     p = cfg["prepare"]
     src: Source = resolve_source("imdb", p, source)

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from hkt.data.config import boolean, nonneg_int, optional, pos_int, probability, text
-from hkt.data.parquet import SplitData, offsets_from_lengths
+from hkt.checks import boolean, nonneg_int, optional, pos_int, probability, text
+from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
 from hkt.errors import ConfigError, DataError
 
 log = logging.getLogger("hkt.data")
@@ -342,7 +342,6 @@ def read_tsv(path: Path, split: str, max_length: int) -> SplitData:
 
 def prepare(cfg: dict[str, Any], source: Path | None):
     """Generate (or read from TSV files) the three splits; returns a ``Prepared``."""
-    from hkt.data.prepare import Prepared
 
     p = cfg["prepare"]
     gen_params = {k: p[k] for k in ("seed", "min_length", "max_length", "max_depth", "max_args",

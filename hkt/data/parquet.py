@@ -97,6 +97,20 @@ class SplitData:
         return SplitData(ids, self.flat[gather], offsets, self.labels[index])
 
 
+@dataclass
+class Prepared:
+    """What a task family's ``prepare(cfg, source)`` returns (written out by ``hkt.data.prepare``)."""
+
+    splits: dict[str, SplitData]        # train, val, test
+    vocab: list[str]                    # token strings, index = id
+    pad_id: int | None                  # id used for padding (None: no id is reserved; mask by length)
+    tokenizer: str                      # one line describing the tokenisation
+    class_names: list[str]              # index = label
+    source: dict[str, Any]              # content-only provenance (goes into the metadata)
+    notes: list[str] = field(default_factory=list)  # data-card notes
+    location: str | None = None         # where the raw data were read (data card only)
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     return file_digests(path, ("sha256",))["sha256"]
 

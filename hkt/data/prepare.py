@@ -1,53 +1,28 @@
 """Task dispatch: config → family preparer → checked splits → Parquet files + data card.
 
-A family module (``hkt.data.listops``, ``hkt.data.imdb``, ``hkt.data.cifar10``) exposes
-``PREPARE_SCHEMA`` (validation of the ``prepare`` node), ``LOCATION_KEYS`` (the ``prepare`` keys
-that say where data come from, not what they are: kept out of the Parquet metadata),
-``check_config(cfg)`` and ``prepare(cfg, source) -> Prepared``. Adding a task family is adding one such module and one
-line to ``FAMILIES``.
+A family module (``hkt.data.listops``, ``hkt.data.imdb``, ``hkt.data.cifar10``; the list is
+:data:`hkt.data.config.FAMILIES`) exposes ``PREPARE_SCHEMA`` (validation of the ``prepare``
+node), ``LOCATION_KEYS`` (the ``prepare`` keys that say where data come from, not what they are:
+kept out of the Parquet metadata), ``check_config(cfg)`` and ``prepare(cfg, source) -> Prepared``.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 import hkt
-from hkt.data.parquet import MANIFEST, SPLITS, SplitData, data_card, write_manifest, write_split
-from hkt.errors import ConfigError, DataError
+from hkt.data.config import family_module, load_task_config
+from hkt.data.parquet import MANIFEST, SPLITS, Prepared, data_card, write_manifest, write_split
+from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 
 log = logging.getLogger("hkt.data")
-
-FAMILIES = {"listops": "hkt.data.listops", "imdb": "hkt.data.imdb", "cifar10": "hkt.data.cifar10"}
-
-
-def family_module(name: Any) -> ModuleType:
-    if name not in FAMILIES:
-        raise ConfigError(f"task.name must be one of {', '.join(FAMILIES)} (the task family), got {name!r}")
-    return importlib.import_module(FAMILIES[name])
-
-
-@dataclass
-class Prepared:
-    """What a family preparer returns."""
-
-    splits: dict[str, SplitData]        # train, val, test
-    vocab: list[str]                    # token strings, index = id
-    pad_id: int | None                  # id used for padding (None: no id is reserved; mask by length)
-    tokenizer: str                      # one line describing the tokenisation
-    class_names: list[str]              # index = label
-    source: dict[str, Any]              # content-only provenance (goes into the metadata)
-    notes: list[str] = field(default_factory=list)  # data-card notes
-    location: str | None = None         # where the raw data were read (data card only)
-
 
 @dataclass
 class PrepareResult:
@@ -86,8 +61,6 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     instead of the download/generator. ``overrides``: Hydra overrides of the task config.
     ``cfg``: an already loaded config (from :func:`hkt.data.config.load_task_config`).
     """
-    from hkt.data.config import load_task_config
-
     if cfg is None:
         cfg = load_task_config(task, overrides)
     module = family_module(cfg["name"])

@@ -1,5 +1,5 @@
 """Models built from config: the encoder classifier used for every task."""
 
-from hkt.models.encoder import EncoderClassifier, build_model, sinusoidal_table
+from hkt.models.encoder import EncoderClassifier, EncoderConfig, build_model, sinusoidal_table
 
-__all__ = ["EncoderClassifier", "build_model", "sinusoidal_table"]
+__all__ = ["EncoderClassifier", "EncoderConfig", "build_model", "sinusoidal_table"]

@@ -1,23 +1,150 @@
 """Encoder classifier for sequence classification: embed, pre-norm blocks, pool, classify.
 
 The attention is chosen by registry name, so MHA, HKT and any registered baseline share every
-other part of the model and differ only where the paper says they differ.
+other part of the model and differ only where the paper says they differ. The whole model is
+described by one :class:`EncoderConfig` (``config/model/*.yaml``), which holds the attention's
+own config (``HKTConfig``, ``MHAConfig``, …) under ``attention``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
-from hkt.attention import build_attention
+from hkt.attention import ATTENTION, build_attention
+from hkt.attention.registry import attention_class
+from hkt.checks import boolean, choice, integer, label, number
+from hkt.errors import ConfigValueError
 
 POSITIONALS = ("learned", "sinusoidal")
 POOLINGS = ("mean", "cls")
+
+
+@dataclass
+class EncoderConfig:
+    """The encoder classifier's settings: ``model`` in the training config.
+
+    Attributes:
+        name: registry name of the attention (``hkt``, ``mha``, ``conv``, …).
+        d_model: model width D.
+        n_layers: encoder blocks.
+        n_heads: heads H; head width d = D / H (D must be a multiple of H).
+        d_ffn: feed-forward hidden width.
+        dropout: residual and FFN dropout.
+        attn_dropout: dropout on the attention probabilities (the conv mixer: on its output).
+        emb_dropout: dropout after embedding + positions.
+        positional: ``learned`` or ``sinusoidal`` positions.
+        pooling: ``mean`` over real tokens, or ``cls`` (a learned token prepended).
+        causal: causal attention in every block.
+        norm_eps: LayerNorm epsilon.
+        attention: the attention's own config, an instance of its ``config_class`` (a mapping
+            of its fields is converted; null/absent means its defaults).
+        match_params_of: another attention's name, or null. Not a model setting: ``hkt train``
+            widens ``d_ffn`` until this model has as many parameters as that attention's model
+            of the same sizes (the size-matched baseline, ``experiment=mha_matched``).
+    """
+
+    name: str = "hkt"
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 2
+    d_ffn: int = 128
+    dropout: float = 0.1
+    attn_dropout: float = 0.0
+    emb_dropout: float = 0.1
+    positional: str = "learned"
+    pooling: str = "mean"
+    causal: bool = False
+    norm_eps: float = 1e-5
+    attention: Any = None
+    match_params_of: str | None = None
+
+    def __post_init__(self) -> None:
+        label(self.name, "name")
+        if self.name not in ATTENTION:
+            raise ConfigValueError("name", self.name, "no attention registered under this name "
+                                                      f"(known: {', '.join(sorted(ATTENTION))})")
+        for key in ("d_model", "n_layers", "n_heads", "d_ffn"):
+            integer(getattr(self, key), key, 1)
+        if self.d_model % self.n_heads:
+            raise ConfigValueError("d_model", self.d_model,
+                                   f"must be a multiple of n_heads ({self.n_heads}): each head "
+                                   "gets d_model / n_heads")
+        for key in ("dropout", "attn_dropout", "emb_dropout"):
+            number(getattr(self, key), key, 0, 1, hi_open=True)
+        choice(self.positional, "positional", POSITIONALS)
+        choice(self.pooling, "pooling", POOLINGS)
+        boolean(self.causal, "causal")
+        number(self.norm_eps, "norm_eps", 0, lo_open=True)
+        if self.match_params_of is not None and self.match_params_of not in ATTENTION:
+            raise ConfigValueError("match_params_of", self.match_params_of,
+                                   f"must be null or an attention name ({', '.join(sorted(ATTENTION))})")
+        self.attention = _attention_config(self.name, self.attention)
+        try:
+            getattr(self.attention, "check_causal", lambda causal: None)(self.causal)
+        except ConfigValueError as exc:
+            raise (exc.under("attention") if exc.key != "causal" else exc) from None
+
+    @classmethod
+    def from_mapping(cls, cfg: Mapping[str, Any] | DictConfig) -> EncoderConfig:
+        """From a ``model`` config node; unknown keys and bad values raise ConfigValueError."""
+        if isinstance(cfg, DictConfig):
+            cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in cfg:
+            if key not in known:
+                raise ConfigValueError(str(key), cfg[key], f"not a setting of the encoder "
+                                                           f"(it has: {', '.join(sorted(known))})")
+        if "attention" in cfg and cfg["attention"] is None:
+            raise ConfigValueError("attention", None, f"must hold the '{cfg.get('name')}' "
+                                   "attention's settings (a mapping), not null; leave the "
+                                   "overrides of model.attention out to keep its defaults")
+        return cls(**cfg)
+
+
+def _attention_config(name: str, settings: Any) -> Any:
+    """The attention's config from a config instance, a mapping of its fields, or None."""
+    config_class = attention_class(name).config_class  # type: ignore[attr-defined]
+    if isinstance(settings, config_class):
+        return settings
+    if settings is None:
+        return config_class()
+    if not isinstance(settings, Mapping):
+        raise ConfigValueError("attention", settings, f"must hold the '{name}' attention's "
+                                                      "settings (a mapping; {} for its defaults)")
+    known = [f.name for f in dataclasses.fields(config_class)]
+    for key in settings:
+        if key not in known:
+            raise ConfigValueError(f"attention.{key}", settings[key],
+                                   f"not a setting of the '{name}' attention "
+                                   f"(it has: {', '.join(known) or 'none'})")
+    try:
+        return config_class(**settings)
+    except ConfigValueError as exc:
+        raise exc.under("attention") from None
+
+
+def store_structured_configs() -> None:
+    """Register ``/schema/model/NAME`` with Hydra for every registered attention.
+
+    ``config/model/NAME.yaml`` selects it, so Hydra knows every key and type of the model node
+    at compose time (unknown keys and wrong types fail there) and the defaults are the
+    dataclasses'.
+    """
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for name, cls in ATTENTION.items():
+        node = EncoderConfig(name=name, attention=cls.config_class())  # type: ignore[attr-defined]
+        store.store(group="schema/model", name=name, node=node)
 
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
@@ -63,74 +190,46 @@ class EncoderClassifier(nn.Module):
     """Token embedding + positions -> N pre-norm blocks -> final LayerNorm -> pooling -> head.
 
     Args:
-        attention: registry name of the attention (``mha``, ``hkt``, …).
-        vocab_size: number of token ids, including padding id 0.
-        num_classes: output classes.
-        max_length: longest sequence the positional encoding supports.
-        d_model, n_layers, n_heads, d_ffn: widths and depth.
-        dropout: residual/FFN dropout; attn_dropout: on attention probabilities;
-        emb_dropout: after embedding + positions.
-        positional: ``learned`` or ``sinusoidal``.
-        pooling: ``mean`` over real tokens, or ``cls`` (a learned token prepended).
-        causal: causal attention in every block.
-        attention_kwargs: the attention's own arguments (HKT: levels, stride, …).
+        config: the model's settings (:class:`EncoderConfig`, or a mapping of its fields).
+        vocab_size: number of token ids, including padding id 0 (from the data).
+        num_classes: output classes (from the task).
+        max_length: longest sequence the positional encoding supports (from the task).
     """
 
-    def __init__(
-        self,
-        attention: str,
-        vocab_size: int,
-        num_classes: int,
-        max_length: int,
-        d_model: int,
-        n_layers: int,
-        n_heads: int,
-        d_ffn: int,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-        emb_dropout: float = 0.0,
-        positional: str = "learned",
-        pooling: str = "mean",
-        causal: bool = False,
-        norm_eps: float = 1e-5,
-        attention_kwargs: Mapping[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, config: EncoderConfig | Mapping[str, Any], vocab_size: int,
+                 num_classes: int, max_length: int) -> None:
         super().__init__()
+        if not isinstance(config, EncoderConfig):
+            config = EncoderConfig.from_mapping(config)
         for name, value in (("vocab_size", vocab_size), ("num_classes", num_classes),
-                            ("max_length", max_length), ("n_layers", n_layers), ("d_ffn", d_ffn)):
+                            ("max_length", max_length)):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
-        if positional not in POSITIONALS:
-            raise ValueError(f"positional must be one of {POSITIONALS}, got {positional!r}")
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        for name, value in (("dropout", dropout), ("emb_dropout", emb_dropout)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        self.config = c = config
+        d_model, pooling = c.d_model, c.pooling
         self.pooling, self.max_length = pooling, max_length
         # No padding_idx: padded positions are masked out of attention and pooling, so they get
         # no gradient anyway, and for CIFAR-10 id 0 is a real pixel value that must learn.
         self.embed = nn.Embedding(vocab_size, d_model)
         n_positions = max_length + (1 if pooling == "cls" else 0)
-        if positional == "learned":
+        if c.positional == "learned":
             self.pos = nn.Parameter(torch.zeros(n_positions, d_model))
             nn.init.normal_(self.pos, std=0.02)
         else:
             self.register_buffer("pos", sinusoidal_table(n_positions, d_model), persistent=False)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if pooling == "cls" else None
-        self.emb_dropout = nn.Dropout(emb_dropout)
-        kwargs = dict(attention_kwargs or {})
+        self.emb_dropout = nn.Dropout(c.emb_dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
-                build_attention(attention, d_model=d_model, n_heads=n_heads, causal=causal,
-                                dropout=attn_dropout, **kwargs),
-                d_model, d_ffn, dropout, norm_eps,
+                build_attention(c.name, d_model=d_model, n_heads=c.n_heads, causal=c.causal,
+                                dropout=c.attn_dropout, config=c.attention),
+                d_model, c.d_ffn, c.dropout, c.norm_eps,
             )
-            for _ in range(n_layers)
+            for _ in range(c.n_layers)
         )
-        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm = nn.LayerNorm(d_model, eps=c.norm_eps)
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -162,26 +261,10 @@ class EncoderClassifier(nn.Module):
 
 
 def build_model(
-    model_cfg: Mapping[str, Any], *, vocab_size: int, num_classes: int, max_length: int
+    model_cfg: EncoderConfig | Mapping[str, Any], *, vocab_size: int, num_classes: int,
+    max_length: int,
 ) -> EncoderClassifier:
-    """Build the classifier described by a ``config/model/*.yaml`` mapping."""
-    cfg = dict(model_cfg)
-    attention_kwargs = dict(cfg.get("attention") or {})
-    return EncoderClassifier(
-        attention=cfg["name"],
-        vocab_size=vocab_size,
-        num_classes=num_classes,
-        max_length=max_length,
-        d_model=cfg["d_model"],
-        n_layers=cfg["n_layers"],
-        n_heads=cfg["n_heads"],
-        d_ffn=cfg["d_ffn"],
-        dropout=cfg.get("dropout", 0.0),
-        attn_dropout=cfg.get("attn_dropout", 0.0),
-        emb_dropout=cfg.get("emb_dropout", 0.0),
-        positional=cfg.get("positional", "learned"),
-        pooling=cfg.get("pooling", "mean"),
-        causal=cfg.get("causal", False),
-        norm_eps=cfg.get("norm_eps", 1e-5),
-        attention_kwargs=attention_kwargs,
-    )
+    """Build the classifier described by a ``model`` config (an :class:`EncoderConfig` or a
+    mapping of its fields, e.g. a run record's ``config.model``)."""
+    return EncoderClassifier(model_cfg, vocab_size=vocab_size, num_classes=num_classes,
+                             max_length=max_length)

@@ -1,7 +1,7 @@
 """``hkt train --data DATA_DIR --out RUN_DIR [OVERRIDES…]``: one training run.
 
 Overrides are Hydra's: ``model=mha task=imdb profile=smoke seed=1 optim.lr=3e-4
-model.attention.levels=2 experiment=ablation_no_hierarchy``. The resolved config is printed
+model.attention.levels=2`` or ``model=hkt experiment=levels1``. The resolved config is printed
 first; a bad override stops before any work with one message naming the key. Re-running the
 same command resumes an interrupted run from its last checkpoint, or only reports a finished one.
 """
@@ -9,6 +9,7 @@ same command resumes an interrupted run from its last checkpoint, or only report
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from omegaconf import OmegaConf
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from hkt.errors import ConfigError
     from hkt.train.config import load_config
 
+    _log_to_stderr()  # load_config reports how it resolved model.match_params_of
     cfg = load_config(args.overrides)
     if args.print_config:
         print(OmegaConf.to_yaml(cfg), end="")
@@ -66,3 +68,12 @@ def run(args: argparse.Namespace) -> int:
     train(cfg, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
           restart_if_changed=args.restart_if_changed)
     return 0
+
+
+def _log_to_stderr() -> None:
+    logger = logging.getLogger("hkt.train")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("hkt: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)

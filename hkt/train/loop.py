@@ -40,7 +40,7 @@ from hkt.models import build_model
 from hkt.errors import ConfigError, RunMismatch, TrainingError
 from hkt.fileio import atomic_write_bytes, atomic_write_text, remove_orphaned_temps
 from hkt.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from hkt.train.config import model_error, strip_for_compare, validate
+from hkt.train.config import strip_for_compare, validate
 from hkt.train.data import RunData
 from hkt.train.progress import Progress, format_duration
 from hkt.train.record import RECORD_NAME, SCHEMA_VERSION, load_record, write_record
@@ -351,8 +351,8 @@ class _Run:
             self.model = build_model(
                 OmegaConf.to_container(cfg.model, resolve=True), vocab_size=self.data.vocab_size,
                 num_classes=self.data.num_classes, max_length=int(cfg.task.max_length))
-        except ValueError as exc:
-            raise model_error(exc, cfg) from None
+        except ValueError as exc:  # the config is valid (load_config): the data do not fit it
+            raise ConfigError(f"the model cannot be built for the data in {self.data_dir}: {exc}") from None
         self.model.to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.forward = self.model
