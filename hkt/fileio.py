@@ -1,4 +1,5 @@
-"""Atomic file writes (torch-free), shared by checkpoints, run records and prepared data.
+"""Atomic file writes and file digests (torch-free), shared by checkpoints, run records and
+prepared data.
 
 A file is written to a uniquely named temporary file in the target's directory, flushed and
 fsync'ed, then ``os.replace``'d over the target (and the directory fsync'ed): a reader sees the
@@ -7,13 +8,14 @@ old file or the new one, never half of one, and a failed write leaves no tempora
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "sha256_file"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -67,3 +69,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks (the data checksums of run records)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -41,6 +41,8 @@ class CausalConvMixer(nn.Module):
         bias: whether the projections and the convolution have biases.
     """
 
+    supports_internals: bool = False  # no queries, keys or scores: `hkt analyze` does not apply
+
     def __init__(
         self,
         d_model: int,

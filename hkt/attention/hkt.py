@@ -134,6 +134,8 @@ class HKTAttention(nn.Module):
     level-truncation analysis.
     """
 
+    supports_internals: bool = True  # per-level queries, keys, scores and λ for `hkt analyze`
+
     def __init__(
         self,
         d_model: int,

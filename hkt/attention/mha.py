@@ -32,6 +32,8 @@ class MultiHeadAttention(nn.Module):
         bias: whether the projections have biases.
     """
 
+    supports_internals: bool = True  # per-level queries, keys and scores for `hkt analyze`
+
     def __init__(
         self,
         d_model: int,

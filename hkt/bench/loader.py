@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
+from hkt.report.writers import markdown
 
 COLUMNS = ("what", "samples_per_s", "ms_per_batch", "batch_size", "mean_padded_len", "ratio_to_step",
            "split", "task", "device", "threads")
@@ -149,10 +150,10 @@ def _run(args: argparse.Namespace) -> int:
     ok = worst >= REQUIRED_RATIO
     lines = [f"Loader throughput vs training-step consumption ({rows[0]['task']} {args.split}, batch "
              f"{args.batch_size}, {rows[0]['device']})", "",
-             "| what | samples/s | ms/batch | mean padded T | × step rate |", "| --- | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        lines.append(f"| {r['what']} | {r['samples_per_s']:,.0f} | {r['ms_per_batch']:.2f} | "
-                     f"{r['mean_padded_len']:.0f} | {r['ratio_to_step']:.1f} |")
+             markdown(["what", "samples/s", "ms/batch", "mean padded T", "× step rate"],
+                      [[r["what"], f"{r['samples_per_s']:,.0f}", f"{r['ms_per_batch']:.2f}",
+                        f"{r['mean_padded_len']:.0f}", f"{r['ratio_to_step']:.1f}"] for r in rows],
+                      align="lrrrr").rstrip("\n")]
     lines += ["", f"{'PASS' if ok else 'FAIL'}: the loader is {worst:.0f}x faster than the training step "
               f"(required: >= {REQUIRED_RATIO:.0f}x)."]
     md = "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
+from hkt.report.writers import markdown
 
 COLUMNS = ("model", "seq_len", "batch_size", "d_model", "n_layers", "n_heads", "d_ffn",
            "n_params", "ms_per_step", "ms_per_step_min", "samples_per_s", "speedup_vs_torch",
@@ -146,22 +147,22 @@ def time_models(trainers: dict[str, _Trainer], *, steps: int, warmup: int) -> di
     return times
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def report(rows: list[dict[str, Any]]) -> str:
+    """The benchmark's Markdown: a heading with the shape and device, then one row per model."""
     r0 = rows[0]
     head = (f"Training throughput, T={r0['seq_len']}, batch {r0['batch_size']}, width "
             f"{r0['d_model']}, {r0['n_layers']} layers, {r0['n_heads']} heads, FFN {r0['d_ffn']} "
             f"({r0['device']}, torch {r0['torch_version']}; median of "
             f"{r0['steps']} steps)")
-    lines = [head, "", "| model | params | ms/step | samples/s | speed-up vs nn.TransformerEncoder |",
-             "| --- | ---: | ---: | ---: | ---: |"]
     label = {"mha": "ours: MHA", "hkt": "ours: HKT", "torch": "nn.TransformerEncoder",
              "torch_fused": "nn.TransformerEncoder, no attention dropout"}
-    for r in rows:
-        sp = r["speedup_vs_torch"]
-        lines.append(f"| {label.get(r['model'], r['model'])} | {r['n_params']:,} | "
-                     f"{r['ms_per_step']:.1f} | {r['samples_per_s']:,.1f} | "
-                     f"{'' if sp is None else f'{sp:.2f}x'} |")
-    return "\n".join(lines) + "\n"
+    table = markdown(
+        ["model", "params", "ms/step", "samples/s", "speed-up vs nn.TransformerEncoder"],
+        [[label.get(r["model"], r["model"]), f"{r['n_params']:,}", f"{r['ms_per_step']:.1f}",
+          f"{r['samples_per_s']:,.1f}",
+          "" if r["speedup_vs_torch"] is None else f"{r['speedup_vs_torch']:.2f}x"] for r in rows],
+        align="lrrrr")
+    return f"{head}\n\n{table}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -200,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
     if ref is not None:
         for r in rows:
             r["speedup_vs_torch"] = round(ref["ms_per_step"] / r["ms_per_step"], 3)
-    md = markdown(rows)
+    md = report(rows)
     write_outputs(Path(args.out), "train_throughput", csv_text(rows, COLUMNS), md)
     print(md, end="")
     return 0

@@ -20,21 +20,27 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from filelock import FileLock
+
+import hkt
+from hkt.config import flatten
 from hkt.errors import HKTError
+from hkt.record import STEP_METRICS
 
 T = TypeVar("T")
 
 __all__ = ["default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
-           "NullTracker", "make_tracker", "STEP_METRICS"]
+           "NullTracker", "make_tracker", "run_tags", "run_params", "STEP_METRICS"]
 
-# per-step series (skipped on replay after a resume); anything else is logged as given
-STEP_METRICS = ("train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
+# STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
+# is logged as given
 
 _TRANSIENT = ("database is locked", "database table is locked", "database is busy",
               "sqlite_busy", "unable to open database file", "disk i/o error",
@@ -119,8 +125,6 @@ def _store_lock(uri: str):
     if db is None:
         yield
         return
-    from filelock import FileLock
-
     db.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(db) + ".lock", timeout=300):
         yield
@@ -286,3 +290,30 @@ def make_tracker(cfg: Any) -> NullTracker:
         return NullTracker()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     return Tracker(tracking_uri(t), str(t.experiment), str(t.run_name))
+
+
+def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
+             data_dir: Path, checksums: dict[str, str]) -> dict[str, str]:
+    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile) and
+    where and from what it ran (device, host, versions, git state, directories, data SHA-256)."""
+    import torch  # loaded already when a run starts; this module itself stays torch-free
+
+    git_commit, git_dirty = git
+    return {
+        "task": cfg.task.name, "model": cfg.model.name, "variant": cfg.variant,
+        "seed": str(cfg.seed), "profile": cfg.train.profile,
+        "device": device, "hostname": socket.gethostname(),
+        "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
+        "hkt_version": hkt.__version__, "git_commit": str(git_commit),
+        "git_dirty": str(git_dirty), "run_dir": str(run_dir.resolve()),
+        "data_dir": str(data_dir.resolve()),
+        **{f"data_sha256.{s}": h for s, h in checksums.items()},
+    }
+
+
+def run_params(cfg_dict: dict[str, Any], n_params: int) -> dict[str, Any]:
+    """The MLflow params of a training run: its flattened config (tracking settings aside) and
+    its parameter count."""
+    params = {k: v for k, v in flatten(cfg_dict).items() if not k.startswith("tracking.")}
+    params["n_params"] = n_params
+    return params
