@@ -28,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 import hkt
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
@@ -62,8 +64,6 @@ def schema() -> dict[str, Any]:
 
 def validate_record(record: dict[str, Any]) -> dict[str, Any]:
     """Check ``record`` against the schema; raise :class:`RecordError` naming the field."""
-    import jsonschema  # only where records are checked: keeps `import hkt.record` light
-
     validator = jsonschema.Draft202012Validator(
         schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))

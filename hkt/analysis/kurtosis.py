@@ -105,7 +105,7 @@ def take_rows(x: Any, k: int | None, rng: np.random.Generator) -> np.ndarray:
     if k is not None and n > k:
         idx = np.sort(rng.choice(n, size=int(k), replace=False))
         if hasattr(x, "detach"):
-            import torch
+            import torch  # only for torch input: the math stays usable without torch
 
             x = x[torch.as_tensor(idx, device=x.device)]
         else:

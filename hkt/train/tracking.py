@@ -166,7 +166,7 @@ class Tracker(NullTracker):
     enabled = True
 
     def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200):
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # mlflow (seconds to import) only when tracking
 
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
         self.flush_every = flush_every
@@ -196,8 +196,8 @@ class Tracker(NullTracker):
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None) -> str:
         """Create a run, or resume ``run_id`` (if the store still has it); log params and tags."""
-        from mlflow.entities import Param
-        from mlflow.exceptions import MlflowException
+        from mlflow.entities import Param  # mlflow: see __init__
+        from mlflow.exceptions import MlflowException  # mlflow: see __init__
 
         self.experiment_id = self._experiment_id()
         run = None
@@ -235,7 +235,7 @@ class Tracker(NullTracker):
 
     # -- logging ---------------------------------------------------------------------------
     def set_tags(self, tags: dict[str, str]) -> None:
-        from mlflow.entities import RunTag
+        from mlflow.entities import RunTag  # mlflow: see __init__
 
         items = [RunTag(k, str(v)[:8000]) for k, v in tags.items()]
         for chunk in _chunks(items, 100):
@@ -243,7 +243,7 @@ class Tracker(NullTracker):
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Buffer per-step metrics; steps already in the store (replay after resume) are skipped."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: see __init__
 
         now = int(time.time() * 1000)
         for k, v in metrics.items():
@@ -255,7 +255,7 @@ class Tracker(NullTracker):
 
     def log_final(self, metrics: dict[str, float], step: int) -> None:
         """Summary metrics (final accuracies, parameter count, timings): always logged."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: see __init__
 
         now = int(time.time() * 1000)
         self._buffer.extend(Metric(k, float(v), now, int(step))
