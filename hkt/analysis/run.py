@@ -44,9 +44,9 @@ def levels_of(attn: nn.Module) -> int:
 
 
 def is_multilevel(attn: nn.Module) -> bool:
-    """Whether ``attn`` fuses levels with learned weights λ that can be truncated (it has the
-    ``levels`` and ``active_levels`` settings): the fusion and truncation sections apply."""
-    return hasattr(attn, "levels") and hasattr(attn, "active_levels")
+    """Whether ``attn`` is a pyramid of levels fused by learned weights λ (it has a ``levels``
+    setting, even L = 1): the fusion and truncation sections apply to it."""
+    return hasattr(attn, "levels")
 
 
 @dataclass

@@ -83,17 +83,17 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     main = main_table(runs, (main_variant,))
     gap = gap_table(main)
     abl = ablation_table(runs, ablation_task, ablation_length, reference=main_variant,
-                             main_variant=main_variant)
+                         main_variant=main_variant)
     abl_len = abl["length"][0] if len(abl) else ablation_length
     written: list[Path] = []
     written += write_table(main, main_display(main), tables / "main",
-                               "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                               "figure beside ours; Δ = ours − paper (test).")
+                           "Main table: accuracy (%) as mean ± std over seeds; the paper's "
+                           "figure beside ours; Δ = ours − paper (test).")
     written += write_table(gap, gap_display(gap), tables / "gap",
-                               "HKT − MHA test accuracy (percentage points): ours and the paper's.")
+                           "HKT − MHA test accuracy (percentage points): ours and the paper's.")
     written += write_table(abl, ablation_display(abl), tables / "ablation",
-                               f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
-                               "the full HKT's; paper Δ: removing the hierarchy (L=1).")
+                           f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
+                           "the full HKT's; paper Δ: removing the hierarchy (L=1).")
     runs_csv = tables / "runs.csv"
     runs.sort(KEY).write_csv(runs_csv)
     written.append(runs_csv)

@@ -29,6 +29,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators (what model init and dropout use)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
