@@ -1,4 +1,5 @@
-"""Atomic file writes (torch-free), shared by checkpoints, run records and prepared data.
+"""Atomic file writes and file digests (torch-free), shared by checkpoints, run records and
+prepared data.
 
 A file is written to a uniquely named temporary file in the target's directory, flushed and
 fsync'ed, then ``os.replace``'d over the target (and the directory fsync'ed): a reader sees the
@@ -12,6 +13,7 @@ another host (a shared file system), is never touched.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -21,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "ensure_writable_dir",
-           "remove_orphaned_temps"]
+           "remove_orphaned_temps", "sha256_file"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -126,3 +128,12 @@ def ensure_writable_dir(directory: str | os.PathLike) -> Path:
     probe = _new_temp(directory / ".write-probe")
     probe.unlink()
     return directory
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks (the data checksums of run records)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

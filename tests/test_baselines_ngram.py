@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -13,8 +14,11 @@ import torch
 from hkt.baselines import ngram
 from hkt.data.parquet import SplitData
 from hkt.device import describe_device
-from hkt.report import aggregate as agg
-from hkt.train.record import load_record
+from hkt.report.audit import check_mlflow
+from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.tables import main_table
+from hkt.runs import load_records, runs_from_records
+from hkt.record import HISTORY_COLUMNS, load_record
 
 
 def keyword_data(out: Path, n_train=600, n_eval=200, seed=0) -> Path:
@@ -70,10 +74,14 @@ def test_majority_and_ngram_write_valid_records(tmp_path):
     assert 0.3 < maj["test_accuracy"] < 0.7
     assert lr["test_accuracy"] > 0.9 > maj["test_accuracy"] + 0.2
     assert lr["n_params"] == (1 << 12) * 2 + 2
-    assert (tmp_path / "lr" / "history.csv").read_text().startswith("step,val_acc")
+    # history.csv in the one layout every run has (hkt.record), one row per epoch
+    with open(tmp_path / "lr" / "history.csv", newline="") as f:
+        hist = list(csv.DictReader(f))
+    assert tuple(hist[0]) == HISTORY_COLUMNS and len(hist) == 5
+    assert max(float(h["val_acc"]) for h in hist) == lr["val_accuracy"]  # the best epoch
     # the external-baseline recipe: its records join the tables like training runs
-    runs = agg.runs_from_records(agg.load_records([tmp_path / "maj", tmp_path / "lr"]))
-    main = agg.main_table(runs)
+    runs = runs_from_records(load_records([tmp_path / "maj", tmp_path / "lr"]))
+    main = main_table(runs)
     assert main["model"].to_list() == ["ngram", "majority"]
 
 
@@ -83,9 +91,9 @@ def test_logs_to_mlflow_and_passes_the_audit(tmp_path):
     rec = ngram.run_baseline(data, tmp_path / "run", method="ngram", buckets=1 << 10, epochs=1,
                              tracking_uri=uri)
     assert rec["mlflow_experiment"] == "hkt-keyword" and rec["mlflow_tracking_uri"] == uri
-    check = agg.check_mlflow(agg.load_records([tmp_path / "run"]))
+    check = check_mlflow(load_records([tmp_path / "run"]))
     assert check["status"].to_list() == ["ok"]
-    runs, _ = agg.runs_from_mlflow(uri)
+    runs, _ = runs_from_mlflow(uri)
     assert runs["test_accuracy"].to_list() == [rec["test_accuracy"]]
 
 

@@ -10,8 +10,13 @@ import polars as pl
 import pytest
 
 from hkt.cli import main as hkt_main
-from hkt.report import aggregate as agg
-from hkt.report import figures, paper
+from hkt.report.audit import check_mlflow
+from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.tables import ablation_table, gap_table, main_display, main_table
+from hkt.report.writers import write_table
+from hkt.runs import AggregateError, curves_from_records, load_records, most_common_length, runs_from_records
+from hkt import paper
+from hkt.figures import suite as figures
 
 HKT_ATT = {"levels": 3, "stride": 2, "kernel_size": 2, "fusion": "dynamic", "upsample": "nearest",
            "impl": "fused"}
@@ -65,10 +70,10 @@ def suite_records() -> list[dict]:
 
 
 def test_main_table_means_stds_and_paper(tmp_path):
-    records = agg.load_records([write_records(tmp_path, suite_records())])
-    runs = agg.runs_from_records(records)
+    records = load_records([write_records(tmp_path, suite_records())])
+    runs = runs_from_records(records)
     assert len(runs) == 16
-    main = agg.main_table(runs)
+    main = main_table(runs)
     row = main.filter((pl.col("task") == "listops") & (pl.col("model") == "hkt")).row(0, named=True)
     assert row["seeds"] == 3 and row["length"] == 512
     assert row["test_mean"] == pytest.approx(55.0)
@@ -81,7 +86,7 @@ def test_main_table_means_stds_and_paper(tmp_path):
                                                       ("listops", "majority")]
     maj = main.filter(pl.col("model") == "majority").row(0, named=True)
     assert maj["paper_mean"] is None and maj["test_std"] is None  # one seed: no std
-    gap = agg.gap_table(main)
+    gap = gap_table(main)
     g = gap.filter(pl.col("task") == "listops").row(0, named=True)
     assert g["ours_pp"] == pytest.approx(55.0 - 50.0)
     assert g["paper_pp"] == pytest.approx(55.10 - 50.33)
@@ -89,8 +94,8 @@ def test_main_table_means_stds_and_paper(tmp_path):
 
 
 def test_ablation_table_deltas_and_paper_figure(tmp_path):
-    runs = agg.runs_from_records(agg.load_records([write_records(tmp_path, suite_records())]))
-    abl = agg.ablation_table(runs, "listops")
+    runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
+    abl = ablation_table(runs, "listops")
     assert abl["variant"].to_list() == ["main", "levels1", "main"]
     assert abl["model"].to_list() == ["hkt", "hkt", "mha"]
     l1 = abl.row(1, named=True)
@@ -105,7 +110,7 @@ def test_reruns_keep_the_latest_record(tmp_path):
     new = make_record(seed=0, test=0.9, created="2026-02-01T00:00:00+00:00")
     write_records(tmp_path / "a", [old])
     write_records(tmp_path / "b", [new])
-    runs = agg.runs_from_records(agg.load_records([tmp_path / "a", tmp_path / "b"]))
+    runs = runs_from_records(load_records([tmp_path / "a", tmp_path / "b"]))
     assert runs["test_accuracy"].to_list() == [0.9]
 
 
@@ -115,9 +120,9 @@ def test_superseded_rerun_has_no_curve(tmp_path):
     new = make_record(seed=0, val=0.8, created="2026-02-01T00:00:00+00:00")
     write_records(tmp_path / "a", [old])
     write_records(tmp_path / "b", [new])
-    records = agg.load_records([tmp_path / "a", tmp_path / "b"])
-    runs = agg.runs_from_records(records)
-    for curves in (agg.curves_from_records(records), agg.curves_from_records(records, runs)):
+    records = load_records([tmp_path / "a", tmp_path / "b"])
+    runs = runs_from_records(records)
+    for curves in (curves_from_records(records), curves_from_records(records, runs)):
         assert set(curves["source"]) == set(runs["source"])
         assert "/b/" in runs["source"][0]
         assert curves.sort("step")["val_accuracy"].to_list() == [0.4, 0.8]
@@ -136,18 +141,18 @@ def test_superseded_mlflow_rerun_has_no_curve(tmp_path):
         for k in ("val_accuracy", "test_accuracy", "val_acc"):
             client.log_metric(rid, k, acc, step=12)
         client.set_terminated(rid, "FINISHED")
-    runs, curves = agg.runs_from_mlflow(uri)
+    runs, curves = runs_from_mlflow(uri)
     assert runs["val_accuracy"].to_list() == [0.8]
     assert curves["val_accuracy"].to_list() == [0.8]
     assert curves["source"].to_list() == runs["source"].to_list()
 
 
 def test_most_common_length():
-    runs = agg.runs_from_records([dict(make_record(length=n, seed=i), _path=f"r{i}")
+    runs = runs_from_records([dict(make_record(length=n, seed=i), _path=f"r{i}")
                                   for i, n in enumerate((1024, 512, 1024, 512, 2000))])
-    assert agg.most_common_length(runs) == 512  # a tie: the shortest
-    assert agg.most_common_length(runs.filter(pl.col("length") > 512)) == 1024
-    assert agg.most_common_length(runs.clear()) is None
+    assert most_common_length(runs) == 512  # a tie: the shortest
+    assert most_common_length(runs.filter(pl.col("length") > 512)) == 1024
+    assert most_common_length(runs.clear()) is None
 
 
 def test_invalid_record_is_named(tmp_path):
@@ -155,17 +160,17 @@ def test_invalid_record_is_named(tmp_path):
     del bad["test_accuracy"]
     write_records(tmp_path, [bad])
     with pytest.raises(Exception, match="test_accuracy"):
-        agg.load_records([tmp_path])
-    with pytest.raises(agg.AggregateError, match="no such file"):
-        agg.load_records([tmp_path / "missing"])
+        load_records([tmp_path])
+    with pytest.raises(AggregateError, match="no such file"):
+        load_records([tmp_path / "missing"])
 
 
 def test_write_tables_and_figures(tmp_path):
-    records = agg.load_records([write_records(tmp_path / "runs", suite_records())])
-    runs, curves = agg.runs_from_records(records), agg.curves_from_records(records)
+    records = load_records([write_records(tmp_path / "runs", suite_records())])
+    runs, curves = runs_from_records(records), curves_from_records(records)
     assert set(curves["model"].unique()) == {"hkt", "mha"}  # external baselines have no curve
-    main = agg.main_table(runs)
-    written = agg.write_table(main, agg.main_display(main), tmp_path / "out" / "main", "Main.")
+    main = main_table(runs)
+    written = write_table(main, main_display(main), tmp_path / "out" / "main", "Main.")
     md, csv, tex = (p.read_text() for p in written)
     assert "55.00 ± 1.00" in md and "55.10 ± 0.29" in md
     assert pl.read_csv(written[1]).height == len(main)
@@ -183,20 +188,20 @@ def test_write_tables_and_figures(tmp_path):
 def _figure_of(monkeypatch, fn, *args):
     """Run a figure function and return its matplotlib figure instead of saving it."""
     caught = []
-    monkeypatch.setattr(figures, "_save", lambda fig, path: caught.append(fig) or path)
+    monkeypatch.setattr(figures, "save", lambda fig, path: caught.append(fig) or path)
     fn(*args, "unused.png")
     return caught[0]
 
 
 def test_main_bar_legend_has_each_label_once(tmp_path, monkeypatch):
-    runs = agg.runs_from_records(agg.load_records([write_records(tmp_path, suite_records())]))
+    runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
     fig = _figure_of(monkeypatch, figures.main_bar, runs)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert sorted(labels) == ["hkt", "majority", "mha", "paper"]
 
 
 def test_levels_figure_marks_the_papers_levels(tmp_path, monkeypatch):
-    runs = agg.runs_from_records(agg.load_records([write_records(tmp_path, suite_records())]))
+    runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
     ax = _figure_of(monkeypatch, figures.accuracy_vs_levels, runs).axes[0]
     ticks = {int(t) for t in ax.get_xticks()}
     assert {paper.LEVELS, paper.ABLATION_NO_HIERARCHY["levels"]} <= ticks
@@ -261,17 +266,17 @@ def mlflow_store(tmp_path_factory):
 
 def test_tables_from_mlflow_match_tables_from_records(tmp_path, mlflow_store):
     uri, records = mlflow_store
-    from_records = agg.main_table(agg.runs_from_records(
-        agg.load_records([write_records(tmp_path, records)])))
-    runs, curves = agg.runs_from_mlflow(uri)
-    from_mlflow = agg.main_table(runs)
+    from_records = main_table(runs_from_records(
+        load_records([write_records(tmp_path, records)])))
+    runs, curves = runs_from_mlflow(uri)
+    from_mlflow = main_table(runs)
     cols = ["task", "length", "model", "seeds", "val_mean", "test_mean", "test_std", "n_params"]
     assert from_mlflow.select(cols).equals(from_records.select(cols))
     assert set(curves["model"].unique()) == {"hkt", "mha"}
-    only_imdb, _ = agg.runs_from_mlflow(uri, ["hkt-imdb"])
+    only_imdb, _ = runs_from_mlflow(uri, ["hkt-imdb"])
     assert set(only_imdb["task"].unique()) == {"imdb"}
-    with pytest.raises(agg.AggregateError, match="no MLflow experiment"):
-        agg.runs_from_mlflow(uri, ["hkt-nope"])
+    with pytest.raises(AggregateError, match="no MLflow experiment"):
+        runs_from_mlflow(uri, ["hkt-nope"])
     a, b = tmp_path / "from_mlflow", tmp_path / "from_records"
     assert hkt_main(["aggregate", "--mlflow", uri, "--out", str(a)]) == 0
     assert hkt_main(["aggregate", str(tmp_path / "listops"), str(tmp_path / "imdb"),
@@ -283,12 +288,12 @@ def test_tables_from_mlflow_match_tables_from_records(tmp_path, mlflow_store):
 def test_mlflow_audit_finds_missing_and_mismatched_runs(tmp_path, mlflow_store):
     uri, records = mlflow_store
     recs = [dict(r, _path=f"r{i}") for i, r in enumerate(records[:3])]
-    check = agg.check_mlflow(recs)
+    check = check_mlflow(recs)
     assert check["status"].to_list() == ["ok", "ok", "ok"]
     recs[0]["test_accuracy"] = 0.123
     recs[1]["mlflow_run_id"] = "0" * 32
     recs[2] = dict(recs[2], mlflow_run_id=None, mlflow_tracking_uri=None)
-    check = agg.check_mlflow(recs)
+    check = check_mlflow(recs)
     assert check["status"].to_list() == ["mismatch", "missing", "no mlflow"]
     assert "test_accuracy" in check["detail"][0]
     # through the CLI: writes the audit table and fails with the reason

@@ -9,9 +9,11 @@ import polars as pl
 import pytest
 
 from hkt.attention import score_cost_limit, score_cost_ratio
-from hkt.report import aggregate as agg
+from hkt.runs import AggregateError
 from hkt.report import analysis_tables as at
-from hkt.report import paper
+from hkt import paper
+from hkt.figures import suite
+from hkt.record import ANALYSIS_FILE
 
 
 def _row(section: str, layer: int, head: int, level: int, quantity: str, metric: str,
@@ -53,8 +55,8 @@ def fake_analysis(root: Path, *, task: str = "listops", length: int | None = 512
     table = pl.DataFrame(rows).with_columns(*(pl.lit(v).alias(k) for k, v in ident.items()),
                                             pl.lit(str(out)).alias("run_dir"))
     out.mkdir(parents=True, exist_ok=True)
-    table.write_parquet(out / at.ANALYSIS_FILE)
-    return out / at.ANALYSIS_FILE
+    table.write_parquet(out / ANALYSIS_FILE)
+    return out / ANALYSIS_FILE
 
 
 @pytest.fixture
@@ -71,7 +73,7 @@ def test_load_analyses_finds_each_file_once(tmp_path):
     f = fake_analysis(tmp_path)
     assert at.load_analyses([tmp_path, f, f.parent]).height == pl.read_parquet(f).height
     assert at.load_analyses([]).is_empty()
-    with pytest.raises(agg.AggregateError, match="no such file"):
+    with pytest.raises(AggregateError, match="no such file"):
         at.load_analyses([tmp_path / "missing"])
 
 
@@ -151,8 +153,8 @@ def test_write_tables_and_figures(analyses, tmp_path):
             for e in ("md", "csv", "tex")} == names
     md = (tmp_path / "tables" / "kurtosis.md").read_text()
     assert "| listops | 512 | hkt | main | scores | 0 | 2 | 15.00 |" in md
-    for fn in (at.kappa_figure, at.truncation_figure):
-        out = fn(analyses, tmp_path / "fig" / f"{fn.__name__}.png")
+    for out in (suite.kappa_by_level(at.kurtosis_table(analyses), tmp_path / "fig" / "kappa.png"),
+                suite.truncation_by_task(analyses, tmp_path / "fig" / "truncation.png")):
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -162,5 +164,5 @@ def test_file_without_length_takes_it_from_its_run_record(tmp_path):
     (f.parent / "record.json").write_text(json.dumps(rec))  # run_dir = the file's directory
     assert set(at.load_analyses([f])["length"]) == {1024}
     (f.parent / "record.json").unlink()
-    with pytest.raises(agg.AggregateError, match="re-run `hkt analyze`"):
+    with pytest.raises(AggregateError, match="re-run `hkt analyze`"):
         at.load_analyses([f])

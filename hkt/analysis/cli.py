@@ -9,12 +9,13 @@ from pathlib import Path
 import polars as pl
 from omegaconf import OmegaConf
 
-from hkt.analysis import figures
 from hkt.analysis.run import analyze_run, load_trained_run
-from hkt.device import resolve_device
 from hkt.config import compose
-from hkt.report.aggregate import KEY, record_row
-from hkt.report.analysis_tables import ANALYSIS_FILE
+from hkt.device import resolve_device
+from hkt.figures import analysis as figures
+from hkt.record import ANALYSIS_FILE
+from hkt.runs import KEY, record_row
+from hkt.train.tracking import with_retry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,9 +58,7 @@ def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame) -> bool:
     run_id, uri = record.get("mlflow_run_id"), record.get("mlflow_tracking_uri")
     if not run_id or not uri:
         return False
-    from mlflow.tracking import MlflowClient
-
-    from hkt.train.tracking import with_retry
+    from mlflow.tracking import MlflowClient  # seconds to import: only when logging
 
     client = MlflowClient(tracking_uri=uri)
     kappa = (table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
@@ -90,12 +89,12 @@ def run(args: argparse.Namespace) -> int:
     table.write_parquet(tmp, compression="zstd")
     tmp.replace(out / ANALYSIS_FILE)
     title = f"{rec['task']} / {rec['model']} / {rec['variant']} / seed {rec['seed']}"
-    figures.kappa_figure(table, out / "kappa_per_level.png", title)
+    figures.kappa_per_level(table, out / "kappa_per_level.png", title)
     if extra["example_lambdas"] is not None:
-        figures.lambda_distribution_figure(extra["lambda_samples"], out / "lambda_distribution.png", title)
-        figures.lambda_example_figure(extra["example_lambdas"], out / "lambda_example.png",
+        figures.lambda_distribution(extra["lambda_samples"], out / "lambda_distribution.png", title)
+        figures.lambda_example(extra["example_lambdas"], out / "lambda_example.png",
                                       f"{title}: λ per token, layer 0, test example {cfg.figure_example}")
-        figures.truncation_figure(table, out / "truncation.png", title)
+        figures.truncation_curve(table, out / "truncation.png", title)
     summary = summarise(table)
     (out / "summary.md").write_text(f"# Analysis of {title}\n\n```\n{summary}\n```\n\nSettings:\n\n```yaml\n"
                                     f"{OmegaConf.to_yaml(cfg)}```\n")

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from hkt.analysis.kernel import _f64
+from hkt.analysis.kernel import as_float64
 
 __all__ = ["LambdaStats", "dominant_level", "lambda_stats"]
 
@@ -49,7 +49,7 @@ class LambdaStats:
 
 
 def _validated(lam: Any, atol: float) -> np.ndarray:
-    lam = _f64(lam)
+    lam = as_float64(lam)
     if lam.ndim == 0 or lam.shape[-1] == 0 or lam.size == 0:
         raise ValueError(f"lambda: need shape (..., L) with L ≥ 1, got {lam.shape}")
     lam = lam.reshape(-1, lam.shape[-1])
@@ -65,7 +65,7 @@ def _validated(lam: Any, atol: float) -> np.ndarray:
 
 def dominant_level(lam: Any) -> np.ndarray:
     """Index of the largest weight per distribution, shape lam.shape[:-1] (ties: lowest level)."""
-    return np.argmax(_f64(lam), axis=-1)
+    return np.argmax(as_float64(lam), axis=-1)
 
 
 def lambda_stats(lam: Any, *, quantiles: Sequence[float] = (0.05, 0.5, 0.95),

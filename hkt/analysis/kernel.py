@@ -36,7 +36,7 @@ __all__ = [
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _f64(x: Any) -> np.ndarray:
+def as_float64(x: Any) -> np.ndarray:
     """float64 numpy copy of an array or torch tensor."""
     if hasattr(x, "detach"):
         return x.detach().cpu().double().numpy()
@@ -51,7 +51,7 @@ def _tol(evals: np.ndarray, size: int, rtol: float | None) -> float:
 
 def head_columns(weight: Any, head: int, head_dim: int) -> np.ndarray:
     """(D_in, d) columns of head ``head`` from an nn.Linear weight of shape (H·d, D_in)."""
-    w = _f64(weight)
+    w = as_float64(weight)
     return w[head * head_dim:(head + 1) * head_dim, :].T
 
 
@@ -83,7 +83,7 @@ class BilinearParts:
 
 def decompose_matrix(m: Any, *, rtol: float | None = None) -> BilinearParts:
     """Symmetric/antisymmetric split and M_s spectrum of a square matrix M (see BilinearParts)."""
-    m = _f64(m)
+    m = as_float64(m)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
         raise ValueError(f"decompose_matrix: need a square matrix, got shape {m.shape}")
     m_sym = (m + m.T) / 2
@@ -109,7 +109,7 @@ def decompose_bilinear(w_q: Any, w_k: Any, head_dim: int | None = None, *,
     head_dim: the d in the score scale 1/√d; defaults to W_Q's column count.
     rtol: relative eigenvalue threshold (default D·eps, as numpy.linalg.matrix_rank).
     """
-    w_q, w_k = _f64(w_q), _f64(w_k)
+    w_q, w_k = as_float64(w_q), as_float64(w_k)
     if w_q.ndim != 2 or w_q.shape != w_k.shape:
         raise ValueError(f"decompose_bilinear: W_Q {w_q.shape} and W_K {w_k.shape} must both be (D, d)")
     d = w_q.shape[1] if head_dim is None else head_dim
@@ -141,7 +141,7 @@ def psd_condition(parts_per_level: Sequence[Any], lambdas: Any, *,
     lambdas: (L,) static weights or (..., L) per-token weights (level on the last axis).
     """
     parts = [_parts(p, rtol) for p in parts_per_level]
-    lam = _f64(lambdas)
+    lam = as_float64(lambdas)
     if lam.shape[-1:] != (len(parts),):
         raise ValueError(f"psd_condition: lambdas' last axis must have {len(parts)} levels, got {lam.shape}")
     nonneg = tuple(bool(np.all(v >= 0)) for v in lam.reshape(-1, len(parts)).T)
@@ -184,7 +184,7 @@ def gram_rank_report(features_per_level: Sequence[Any], parts_per_level: Sequenc
         hence rank(G) ≤ Σ_l rank(M_s^(l)), and each term is PSD when M_s^(l) is and λ_l ≥ 0.
     rtol: relative threshold for G's rank (default max(T, D)·eps) and for the per-level ranks.
     """
-    feats = [_f64(x) for x in features_per_level]
+    feats = [as_float64(x) for x in features_per_level]
     parts = [_parts(p, rtol) for p in parts_per_level]
     if len(feats) != len(parts) or not feats:
         raise ValueError(f"gram_rank_report: {len(feats)} feature levels vs {len(parts)} parts")
@@ -192,7 +192,7 @@ def gram_rank_report(features_per_level: Sequence[Any], parts_per_level: Sequenc
     for x, p in zip(feats, parts):
         if x.shape != (t, p.m_sym.shape[0]):
             raise ValueError(f"gram_rank_report: features {x.shape} do not match (T={t}, D={p.m_sym.shape[0]})")
-    lam = _f64(lambdas)
+    lam = as_float64(lambdas)
     if lam.shape == (len(parts),):
         mode = "static"  # G = Σ λ_l X̃ M_s X̃ᵀ; any sign of λ is allowed here
         g = sum(float(v) * (x @ p.m_sym @ x.T) for v, x, p in zip(lam, feats, parts))

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.analysis.kernel import _f64
+from hkt.analysis.kernel import as_float64
 
 __all__ = [
     "KurtosisResult",
@@ -105,12 +105,12 @@ def take_rows(x: Any, k: int | None, rng: np.random.Generator) -> np.ndarray:
     if k is not None and n > k:
         idx = np.sort(rng.choice(n, size=int(k), replace=False))
         if hasattr(x, "detach"):
-            import torch
+            import torch  # only for torch input: the math stays usable without torch
 
             x = x[torch.as_tensor(idx, device=x.device)]
         else:
             x = np.asarray(x)[idx]
-    return _f64(x)
+    return as_float64(x)
 
 
 def _rows(x: Any, max_samples: int | None, seed: int) -> tuple[np.ndarray, int, bool]:

@@ -26,18 +26,28 @@ from torch import nn
 
 from hkt.analysis.capture import capture_internals
 from hkt.analysis.fusion import lambda_stats
-from hkt.analysis.kernel import _f64, decompose_bilinear, gram_rank_report, head_columns, psd_condition
+from hkt.analysis.kernel import as_float64, decompose_bilinear, gram_rank_report, head_columns, psd_condition
 from hkt.analysis.kurtosis import mardia_test, take_rows
-from hkt.attention import HKTAttention, MultiHeadAttention
 from hkt.attention.hkt import truncate_levels
 from hkt.attention.upsample import Upsampler
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
 from hkt.models import build_model
+from hkt.record import load_record
 from hkt.train.checkpoint import load_checkpoint
-from hkt.train.record import load_record
 
 QUANTITIES = ("scores", "queries", "keys")
+
+
+def levels_of(attn: nn.Module) -> int:
+    """The number of levels an attention module has (its ``levels`` setting; 1 without one)."""
+    return int(getattr(attn, "levels", 1))
+
+
+def is_multilevel(attn: nn.Module) -> bool:
+    """Whether ``attn`` is a pyramid of levels fused by learned weights λ (it has a ``levels``
+    setting, even L = 1): the fusion and truncation sections apply to it."""
+    return hasattr(attn, "levels")
 
 
 @dataclass
@@ -112,8 +122,8 @@ class _Collector:
                 self.add(("queries", layer, h, level), q[:, h][real])
                 self.add(("keys", layer, h, level), k[:, h][real])
                 self.add(("scores", layer, h, level), s[:, h][pair])
-        if isinstance(attn, HKTAttention):  # MHA's λ is constant ones: nothing to summarise
-            lam = _f64(internals.lambdas.transpose(1, 2)[mask])  # (B, H, T, L) -> (N, H, L)
+        if is_multilevel(attn):  # single-level attention's λ is constant ones: nothing to summarise
+            lam = as_float64(internals.lambdas.transpose(1, 2)[mask])  # (B, H, T, L) -> (N, H, L)
             for h in range(n_heads):
                 self.lambdas.setdefault((layer, h), []).append(lam[:, h])
 
@@ -136,16 +146,18 @@ def _row(section: str, layer: int, head: int, level: int, quantity: str, metric:
 
 
 def _projections(attn: nn.Module, level: int) -> tuple[torch.Tensor, torch.Tensor]:
-    if isinstance(attn, HKTAttention):
-        return attn.q_proj[level].weight, attn.k_proj[level].weight
-    return attn.q_proj.weight, attn.k_proj.weight
+    """W_Q, W_K of ``level``: one projection per level, or one for a single-level module."""
+    q, k = attn.q_proj, attn.k_proj
+    if isinstance(q, nn.ModuleList):
+        q, k = q[level], k[level]
+    return q.weight, k.weight
 
 
 def kernel_rows(model: nn.Module, rtol: float | None) -> tuple[list[dict[str, Any]], dict]:
     """Decomposition of M^(l) per layer, head and level; returns rows and the parts."""
     rows, parts = [], {}
     for layer, attn in enumerate(model.attention_modules()):
-        n_levels = attn.levels if isinstance(attn, HKTAttention) else 1
+        n_levels = levels_of(attn)
         d = attn.head_dim
         for head in range(attn.n_heads):
             for level in range(n_levels):
@@ -183,10 +195,10 @@ def gram_rows(model: nn.Module, captured_first: list, parts: dict, cfg: Any,
         n_levels = len(internals.features)
         for i in range(n_seq):
             n = min(int(mask[i].sum()), int(cfg.gram_max_length))
-            feats = [_f64(_upsampled(attn, x[i : i + 1, None], level, n)[0, 0])
+            feats = [as_float64(_upsampled(attn, x[i : i + 1, None], level, n)[0, 0])
                      for level, x in enumerate(internals.features)]
             for head in range(attn.n_heads):
-                lam = _f64(internals.lambdas[i, head, :n])
+                lam = as_float64(internals.lambdas[i, head, :n])
                 levels = [parts[(layer, head, lv)] for lv in range(n_levels)]
                 rep = gram_rank_report(feats, levels, lam if n_levels > 1 else lam[:, :1], rtol=rtol)
                 for metric, value in (("rank", rep.rank), ("rank_bound", rep.rank_bound),
@@ -221,7 +233,7 @@ def accuracy(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, batch_si
 def truncation_rows(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, cfg: Any,
                     device: torch.device) -> list[dict[str, Any]]:
     """Accuracy with levels < L′ kept (λ renormalised over them), L′ = 1..L."""
-    modules = [m for m in model.attention_modules() if isinstance(m, HKTAttention)]
+    modules = [m for m in model.attention_modules() if is_multilevel(m)]
     if not modules:
         return []
     out = []
@@ -237,7 +249,7 @@ def truncation_rows(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, c
 def analyze_run(run: TrainedRun, cfg: Any, device: torch.device) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """All sections for one run. Returns the rows and what the figures need."""
     attn0 = run.model.attention_modules()[0]
-    if not isinstance(attn0, (HKTAttention, MultiHeadAttention)):
+    if not getattr(attn0, "supports_internals", False):
         raise HKTError(f"hkt analyze reads attention internals; model '{run.record['model']}' uses "
                        f"{type(attn0).__name__}, which exposes none (analyse mha or hkt runs)")
     path = run.data_dir / f"{cfg.split}.parquet"
@@ -262,15 +274,15 @@ def analyze_run(run: TrainedRun, cfg: Any, device: torch.device) -> tuple[list[d
     krows, parts = kernel_rows(run.model, cfg.rank_rtol)
     rows += krows
     rows += gram_rows(run.model, first[0], parts, cfg, first[1])
-    is_hkt = isinstance(attn0, HKTAttention)
-    if is_hkt:
+    multilevel = is_multilevel(attn0)
+    if multilevel:
         rows += fusion_rows(collector)
         trunc = _sample_rows(len(dataset), cfg.truncation_examples, int(cfg.seed))
         rows += truncation_rows(run.model, dataset, trunc, cfg, device)
     example = min(int(cfg.figure_example), first[1].shape[0] - 1)
     n = int(first[1][example].sum())
     figures = {
-        "example_lambdas": first[0][0].lambdas[example, :, :n].double().cpu().numpy() if is_hkt else None,
-        "lambda_samples": {k: np.concatenate(v) for k, v in collector.lambdas.items()} if is_hkt else {},
+        "example_lambdas": first[0][0].lambdas[example, :, :n].double().cpu().numpy() if multilevel else None,
+        "lambda_samples": {k: np.concatenate(v) for k, v in collector.lambdas.items()} if multilevel else {},
     }
     return rows, figures

@@ -61,6 +61,7 @@ class CausalConvMixer(nn.Module):
     """
 
     config_class = ConvConfig
+    supports_internals: bool = False  # no queries, keys or scores: `hkt analyze` does not apply
 
     def __init__(
         self,

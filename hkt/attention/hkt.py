@@ -198,6 +198,7 @@ class HKTAttention(nn.Module):
     """
 
     config_class = HKTConfig
+    supports_internals: bool = True  # per-level queries, keys, scores and λ for `hkt analyze`
 
     def __init__(
         self,

@@ -41,6 +41,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     config_class = MHAConfig
+    supports_internals: bool = True  # per-level queries, keys and scores for `hkt analyze`
 
     def __init__(
         self,

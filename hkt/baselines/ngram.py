@@ -12,7 +12,8 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
   weights log(1 + count) normalised to unit length per example, multinomial logistic regression
   (an ``EmbeddingBag`` + bias trained with sparse Adam). The best epoch on validation is tested.
 
-Writes ``RUN_DIR/record.json`` (docs/contracts.md "Runs") and, with ``--tracking-uri``, logs
+Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`, docs/contracts.md
+"Runs"), ``history.csv`` (validation accuracy per epoch) and, with ``--tracking-uri``, logs
 the same numbers to MLflow (experiment ``hkt-<task>``); otherwise its MLflow fields are null.
 """
 
@@ -21,18 +22,24 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
+from torch import nn
 
 import hkt
-from hkt.data.parquet import SPLITS, SplitData, read_metadata, sha256_file
+from hkt.config import flatten
+from hkt.data.parquet import SPLITS, SplitData, read_metadata
+from hkt.device import describe_device
 from hkt.errors import ConfigError, DataError, HKTError
+from hkt.fileio import sha256_file
 from hkt.provenance import git_state
+from hkt.record import RECORD_NAME, make_record, write_history, write_record
+from hkt.train.tracking import Tracker
 
 METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
@@ -115,9 +122,6 @@ def ngram_baseline(train: SplitData, val: SplitData, test: SplitData, *, num_cla
                    orders: tuple[int, ...] = (1, 2, 3), bits: int = 20, epochs: int = 5,
                    batch_size: int = 256, lr: float = 0.05, seed: int = 0) -> dict[str, Any]:
     """Hashed n-gram multinomial logistic regression; the best validation epoch is tested."""
-    import torch
-    from torch import nn
-
     torch.manual_seed(seed)
     feats = {name: hashed_ngrams(s, orders, bits) for name, s in
              (("train", train), ("val", val), ("test", test))}
@@ -186,11 +190,6 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                  batch_size: int = 256, lr: float = 0.05, max_train: int | None = None,
                  tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, Any]:
     """Train ``method`` on the prepared data in ``data_dir``; write and return the run record."""
-    import torch
-
-    from hkt.device import describe_device
-    from hkt.train.record import RECORD_NAME, SCHEMA_VERSION, write_record
-
     if method not in METHODS:
         raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     bits = int(buckets).bit_length() - 1
@@ -222,59 +221,48 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length},
               "model": model_cfg, "train": {"profile": profile, **train_cfg},
               "seed": seed, "variant": variant}
-    checksums = {s: sha256_file(data_dir / f"{s}.parquet") for s in SPLITS}
-    commit, dirty = git_state()
-    steps = int(res["steps"])
-    ms_per_step = 1000 * res["train_time_s"] / steps if steps else None
-    sps = steps * batch_size / res["train_time_s"] if steps and res["train_time_s"] > 0 else None
-    record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "task": task, "model": model_cfg["name"],
-        "variant": variant, "seed": int(seed), "profile": profile, "config": config,
-        "n_params": int(res["n_params"]), "steps": steps, "best_step": int(res["best_step"]),
-        "val_accuracy": res["val_accuracy"], "test_accuracy": res["test_accuracy"],
-        "val_loss": None, "test_loss": None, "test_examples": len(splits["test"]),
-        "wall_time_s": 0.0, "ms_per_step": None if ms_per_step is None else round(ms_per_step, 3),
-        "samples_per_s": None if sps is None else round(sps, 2),
-        "device": describe_device(torch.device("cpu")),
-        "git_commit": commit, "git_dirty": dirty, "data_dir": str(data_dir.resolve()),
-        "data_checksums": checksums, "mlflow_run_id": None, "mlflow_tracking_uri": None,
-        "mlflow_experiment": None, "created_at": "", "hkt_version": hkt.__version__,
-        "external": "hkt.baselines.ngram", **res["extra"],
-    }
-    out.mkdir(parents=True, exist_ok=True)
+    steps, train_time = int(res["steps"]), float(res["train_time_s"])
+    fields: dict[str, Any] = dict(
+        task=task, model=model_cfg["name"], variant=variant, seed=seed, profile=profile,
+        config=config, n_params=res["n_params"], steps=steps, best_step=res["best_step"],
+        val_accuracy=res["val_accuracy"], test_accuracy=res["test_accuracy"],
+        test_examples=len(splits["test"]), data_dir=data_dir, git=git_state(),
+        data_checksums={s: sha256_file(data_dir / f"{s}.parquet") for s in SPLITS},
+        ms_per_step=1000 * train_time / steps if steps else None,
+        samples_per_s=steps * batch_size / train_time if steps and train_time > 0 else None,
+        device=describe_device(torch.device("cpu")), external="hkt.baselines.ngram",
+        **res["extra"])
     if res["history"]:
-        lines = ["step,val_acc"] + [f"{h['step']},{h['val_acc']}" for h in res["history"]]
-        (out / "history.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        write_history(res["history"], out)
+    mlflow = None
     if tracking_uri:
-        _log_mlflow(record, res["history"], tracking_uri, experiment or f"hkt-{task}")
-    record["wall_time_s"] = round(time.perf_counter() - t_start, 3)
-    record["created_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_record(record, out / RECORD_NAME)
+        mlflow = _log_mlflow(fields, res["history"], tracking_uri, experiment or f"hkt-{task}")
+    record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=mlflow)
+    write_record(record, out)
     return record
 
 
-def _log_mlflow(record: dict[str, Any], history: list[dict[str, Any]], uri: str,
-                experiment: str) -> None:
-    """Log the baseline as an MLflow run, the way ``hkt train`` logs its runs."""
-    from hkt.config import flatten
-    from hkt.train.tracking import Tracker
-
-    r = record
-    tracker = Tracker(uri, experiment, f"{r['task']}-{r['model']}-{r['variant']}-s{r['seed']}")
-    tags = {"task": r["task"], "model": r["model"], "variant": r["variant"],
-            "seed": str(r["seed"]), "profile": r["profile"], "device": r["device"],
-            "hkt_version": r["hkt_version"], "git_commit": str(r["git_commit"]),
-            "external": r["external"],
-            **{f"data_sha256.{s}": h for s, h in r["data_checksums"].items()}}
-    params = {**flatten(r["config"]), "n_params": r["n_params"]}
+def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
+                experiment: str) -> tuple[str, str, str]:
+    """Log the baseline as an MLflow run, the way ``hkt train`` logs its runs; returns the
+    record's (run id, tracking URI, experiment)."""
+    f = fields
+    tracker = Tracker(uri, experiment, f"{f['task']}-{f['model']}-{f['variant']}-s{f['seed']}")
+    tags = {"task": f["task"], "model": f["model"], "variant": f["variant"],
+            "seed": str(f["seed"]), "profile": f["profile"], "device": f["device"],
+            "hkt_version": hkt.__version__, "git_commit": str(f["git"][0]),
+            "external": f["external"],
+            **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()}}
+    params = {**flatten(f["config"]), "n_params": f["n_params"]}
     run_id = tracker.start(None, params=params, tags=tags)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
-    tracker.log_final({"val_accuracy": r["val_accuracy"], "test_accuracy": r["test_accuracy"],
-                       "n_params": r["n_params"], "best_step": r["best_step"],
-                       "ms_per_step": r["ms_per_step"]}, r["steps"])
+    ms = f["ms_per_step"]
+    tracker.log_final({"val_accuracy": f["val_accuracy"], "test_accuracy": f["test_accuracy"],
+                       "n_params": f["n_params"], "best_step": f["best_step"],
+                       "ms_per_step": None if ms is None else round(ms, 3)}, f["steps"])
     tracker.finish("FINISHED")
-    r.update(mlflow_run_id=run_id, mlflow_tracking_uri=uri, mlflow_experiment=experiment)
+    return run_id, uri, experiment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -309,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
                        lr=args.lr, max_train=args.max_train, tracking_uri=args.tracking_uri,
                        experiment=args.experiment)
     print(f"{rec['task']} {rec['model']} seed {rec['seed']}: val {100 * rec['val_accuracy']:.2f}% "
-          f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / 'record.json'}")
+          f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / RECORD_NAME}")
     return 0
 
 

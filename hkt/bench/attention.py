@@ -21,7 +21,7 @@ from hkt.attention import build_attention, score_cost_ratio
 from hkt.attention.hkt import HKTConfig
 from hkt.bench.common import (
     csv_text,
-    markdown_table,
+    markdown_numbers,
     median,
     peak_memory_bytes,
     time_call,
@@ -123,7 +123,7 @@ def run_benchmark(settings: dict[str, Any], variants: list[str], device: torch.d
 def report(rows: list[dict[str, Any]], settings: dict[str, Any], device: torch.device) -> str:
     hkt = settings["hkt"]
     header = ["T", "variant", "ms (median)", "peak MiB", "time / MHA", "memory / MHA", "analytic score cost"]
-    table = markdown_table(header, [
+    table = markdown_numbers(header, [
         [r["T"], r["variant"], r["ms"], r["peak_mib"], r["time_ratio"], r["memory_ratio"],
          r["analytic_score_ratio"]] for r in rows
     ])

@@ -1,4 +1,5 @@
-"""What the benchmarks share: peak-memory measurement, timing, and writing tables."""
+"""What the benchmarks share: peak-memory measurement, timing, the training step as ``hkt train``
+takes it, and writing their tables."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from hkt.report.writers import markdown
+from hkt.train.optim import build_optimizer
+from hkt.train.step import autocast_dtype, forward_backward
 
 
 class _MallInfo2(ctypes.Structure):
@@ -96,8 +101,6 @@ class TrainStep:
     optimizer, precision and clipping from the composed training config), for timing."""
 
     def __init__(self, model: torch.nn.Module, train_cfg: Any, device: torch.device, total_steps: int):
-        from hkt.train.loop import autocast_dtype, build_optimizer
-
         self.model, self.device = model, device
         self.opt, _ = build_optimizer(model, train_cfg.optim, total_steps, device)
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -107,8 +110,6 @@ class TrainStep:
 
     def time(self, tokens: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> float:
         """Seconds for forward, loss, backward, clipping and the optimizer step."""
-        from hkt.train.loop import forward_backward
-
         def step() -> None:
             forward_backward(self.model, self.opt, self.params, tokens, mask, labels,
                              amp=self.amp, grad_clip=self.grad_clip)
@@ -144,15 +145,17 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def markdown_table(header: list[str], rows: list[list[object]]) -> str:
-    def fmt(v: object) -> str:
-        if isinstance(v, float):
-            return "–" if v != v else f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
-        return str(v)
+def number(v: object) -> str:
+    """A measured number for a benchmark table: three significant digits, whole numbers from
+    100 on, "–" for NaN (not measurable here)."""
+    if isinstance(v, float):
+        return "–" if v != v else f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+
+def markdown_numbers(header: list[str], rows: list[list[object]], align: str | None = None) -> str:
+    """A Markdown table of measurements (the one table writer, :func:`hkt.report.writers.markdown`)."""
+    return markdown(header, [[number(v) for v in row] for row in rows], align)
 
 
 def csv_text(rows: Iterable[dict[str, Any]], columns: Iterable[str]) -> str:

@@ -20,7 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+from omegaconf import OmegaConf
+
 from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
+from hkt.config import compose
+from hkt.data.load import TokenDataset, make_loader
+from hkt.data.prepare import prepare_task
+from hkt.device import describe_device, resolve_device
+from hkt.models import build_model
+from hkt.report.writers import markdown
 
 COLUMNS = ("what", "samples_per_s", "ms_per_batch", "batch_size", "mean_padded_len", "ratio_to_step",
            "split", "task", "device", "threads")
@@ -74,11 +83,6 @@ def time_steps(model: Any, train_cfg: Any, batches: list[dict[str, Any]], *, ste
 
 def _model(args: argparse.Namespace, meta: dict[str, Any]) -> tuple[Any, dict[str, Any], Any]:
     """The model, its config, and the composed training config it trains under."""
-    from omegaconf import OmegaConf
-
-    from hkt.config import compose
-    from hkt.models import build_model
-
     cfg = compose("train", [f"profile={args.profile}", f"model={args.model}", "tracking.enabled=false"])
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model = build_model(model_cfg, vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
@@ -92,18 +96,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import torch
-
-    from hkt.data.load import TokenDataset, make_loader
-    from hkt.device import describe_device, resolve_device
-
     device = resolve_device(args.device)
     tmp = None
     if args.data:
         data_dir = Path(args.data)
     else:
-        from hkt.data.prepare import prepare_task
-
         tmp = tempfile.TemporaryDirectory(prefix="hkt-bench-loader-")
         data_dir = Path(tmp.name)
         t0 = time.perf_counter()
@@ -149,10 +146,10 @@ def _run(args: argparse.Namespace) -> int:
     ok = worst >= REQUIRED_RATIO
     lines = [f"Loader throughput vs training-step consumption ({rows[0]['task']} {args.split}, batch "
              f"{args.batch_size}, {rows[0]['device']})", "",
-             "| what | samples/s | ms/batch | mean padded T | × step rate |", "| --- | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        lines.append(f"| {r['what']} | {r['samples_per_s']:,.0f} | {r['ms_per_batch']:.2f} | "
-                     f"{r['mean_padded_len']:.0f} | {r['ratio_to_step']:.1f} |")
+             markdown(["what", "samples/s", "ms/batch", "mean padded T", "× step rate"],
+                      [[r["what"], f"{r['samples_per_s']:,.0f}", f"{r['ms_per_batch']:.2f}",
+                        f"{r['mean_padded_len']:.0f}", f"{r['ratio_to_step']:.1f}"] for r in rows],
+                      align="lrrrr").rstrip("\n")]
     lines += ["", f"{'PASS' if ok else 'FAIL'}: the loader is {worst:.0f}x faster than the training step "
               f"(required: >= {REQUIRED_RATIO:.0f}x)."]
     md = "\n".join(lines) + "\n"

@@ -16,7 +16,17 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from hkt.attention import ATTENTION
 from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
+from hkt.config import compose
+from hkt.device import describe_device, resolve_device
+from hkt.errors import ConfigError
+from hkt.models import build_model
+from hkt.report.writers import markdown
 
 COLUMNS = ("model", "seq_len", "batch_size", "d_model", "n_layers", "n_heads", "d_ffn",
            "n_params", "ms_per_step", "ms_per_step_min", "samples_per_s", "speedup_vs_torch",
@@ -34,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-heads", type=int)
     parser.add_argument("--d-ffn", type=int)
     parser.add_argument("--models", default="mha,hkt,torch,torch_fused",
-                        help="comma-separated: mha, hkt (our models), torch (nn.TransformerEncoder "
+                        help="comma-separated: mha, hkt, conv (our models), torch (nn.TransformerEncoder "
                              "as a user writes it: `dropout` also drops attention probabilities), "
                              "torch_fused (the same with attention dropout off)")
     add_run_arguments(parser, steps=10, warmup=3)
@@ -42,9 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def torch_encoder_classifier(vocab_size: int, num_classes: int, max_length: int, model_cfg: dict[str, Any]):
     """The ``nn.TransformerEncoder`` baseline, as a user would write it with PyTorch's layers."""
-    import torch
-    from torch import nn
-
     class Model(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -77,10 +84,6 @@ SIZES = ("d_model", "n_layers", "n_heads", "d_ffn")
 def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """The benchmark shape, the model sizes, and the composed training config (optimizer,
     precision, clipping) every model's step runs under."""
-    from omegaconf import OmegaConf
-
-    from hkt.config import compose
-
     cfg = compose("train", [f"profile={args.profile}", f"task={args.task}", "model=mha",
                             "tracking.enabled=false"])
     model = OmegaConf.to_container(cfg.model, resolve=True)
@@ -94,11 +97,6 @@ def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], A
 
 
 def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
-    from omegaconf import OmegaConf
-
-    from hkt.config import compose
-    from hkt.models import build_model
-
     kw = dict(vocab_size=shape["vocab_size"], num_classes=shape["num_classes"],
               max_length=shape["seq_len"])
     if name in ("torch", "torch_fused"):
@@ -107,10 +105,9 @@ def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
             for layer in model.encoder.layers:
                 layer.self_attn.dropout = 0.0
         return model
-    if name not in ("mha", "hkt"):
-        from hkt.errors import ConfigError
-
-        raise ConfigError(f"--models: unknown model {name!r} (mha, hkt, torch, torch_fused)")
+    if name not in ATTENTION:  # our models: every registered attention (config/model/NAME.yaml)
+        raise ConfigError(f"--models: unknown model {name!r} "
+                          f"({', '.join([*ATTENTION, 'torch', 'torch_fused'])})")
     cfg = compose("train", [f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES)])
     return build_model(OmegaConf.to_container(cfg.model, resolve=True), **kw).to(device)
 
@@ -119,8 +116,6 @@ class _Trainer:
     """One model's training step on fixed random inputs of the benchmark shape."""
 
     def __init__(self, model, shape: dict[str, Any], train_cfg: Any, device, seed: int, total_steps: int):
-        import torch
-
         g = torch.Generator().manual_seed(seed)
         b, t = shape["batch_size"], shape["seq_len"]
         self.tokens = torch.randint(1, shape["vocab_size"], (b, t), generator=g).to(device)
@@ -146,22 +141,22 @@ def time_models(trainers: dict[str, _Trainer], *, steps: int, warmup: int) -> di
     return times
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
+def report(rows: list[dict[str, Any]]) -> str:
+    """The benchmark's Markdown: a heading with the shape and device, then one row per model."""
     r0 = rows[0]
     head = (f"Training throughput, T={r0['seq_len']}, batch {r0['batch_size']}, width "
             f"{r0['d_model']}, {r0['n_layers']} layers, {r0['n_heads']} heads, FFN {r0['d_ffn']} "
             f"({r0['device']}, torch {r0['torch_version']}; median of "
             f"{r0['steps']} steps)")
-    lines = [head, "", "| model | params | ms/step | samples/s | speed-up vs nn.TransformerEncoder |",
-             "| --- | ---: | ---: | ---: | ---: |"]
     label = {"mha": "ours: MHA", "hkt": "ours: HKT", "torch": "nn.TransformerEncoder",
              "torch_fused": "nn.TransformerEncoder, no attention dropout"}
-    for r in rows:
-        sp = r["speedup_vs_torch"]
-        lines.append(f"| {label.get(r['model'], r['model'])} | {r['n_params']:,} | "
-                     f"{r['ms_per_step']:.1f} | {r['samples_per_s']:,.1f} | "
-                     f"{'' if sp is None else f'{sp:.2f}x'} |")
-    return "\n".join(lines) + "\n"
+    table = markdown(
+        ["model", "params", "ms/step", "samples/s", "speed-up vs nn.TransformerEncoder"],
+        [[label.get(r["model"], r["model"]), f"{r['n_params']:,}", f"{r['ms_per_step']:.1f}",
+          f"{r['samples_per_s']:,.1f}",
+          "" if r["speedup_vs_torch"] is None else f"{r['speedup_vs_torch']:.2f}x"] for r in rows],
+        align="lrrrr")
+    return f"{head}\n\n{table}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -170,10 +165,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import torch
-
-    from hkt.device import describe_device, resolve_device
-
     device = resolve_device(args.device)
     shape, model_cfg, train_cfg = _shapes(args)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -200,7 +191,7 @@ def _run(args: argparse.Namespace) -> int:
     if ref is not None:
         for r in rows:
             r["speedup_vs_torch"] = round(ref["ms_per_step"] / r["ms_per_step"], 3)
-    md = markdown(rows)
+    md = report(rows)
     write_outputs(Path(args.out), "train_throughput", csv_text(rows, COLUMNS), md)
     print(md, end="")
     return 0

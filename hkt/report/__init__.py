@@ -1,6 +1,13 @@
-"""Reporting: tables (polars) and figures from run records or an MLflow experiment.
+"""Reporting: the suite's tables, figures and summary from run records or MLflow (``hkt aggregate``).
 
-``hkt aggregate`` (:mod:`hkt.report.cli`) is the command; :mod:`hkt.report.aggregate` builds the
-tables, :mod:`hkt.report.figures` the PNG figures, :mod:`hkt.report.paper` holds the paper's
-published numbers as data.
+- :mod:`hkt.report.cli`: the command's arguments; :mod:`hkt.report.build`: what it writes.
+- :mod:`hkt.report.tables`: main, gap (HKT − MHA) and ablation tables, each with its display.
+- :mod:`hkt.report.analysis_tables`: kurtosis, kernel, truncation and cost tables.
+- :mod:`hkt.report.mlflow_runs`: the runs frame read from MLflow instead of records.
+- :mod:`hkt.report.audit`: every record against its MLflow run.
+- :mod:`hkt.report.writers`: the one table writer (Markdown, CSV, LaTeX).
+- :mod:`hkt.report.summary`: ``summary.md``.
+
+The runs frame itself (:mod:`hkt.runs`), the paper's numbers (:mod:`hkt.paper`) and the figures
+(:mod:`hkt.figures`) sit below, shared with the analyses.
 """

@@ -1,4 +1,5 @@
-"""Tables across runs from ``hkt analyze`` outputs, and the cost table (issue: the paper's analyses).
+"""Tables across runs from ``hkt analyze`` outputs, and the cost table (the paper's analyses).
+Their figures are in :mod:`hkt.figures.suite`.
 
 Every table keeps the sequence lengths T of a task apart, as the main tables do.
 
@@ -17,16 +18,14 @@ from pathlib import Path
 
 import polars as pl
 
-from hkt.attention import score_cost_limit, score_cost_ratio
-from hkt.report.aggregate import (KEY, AggregateError, _fmt, _pm, find_records, load_records,
-                                  record_length, write_table)
-from hkt.report.paper import KURTOSIS as PAPER_KAPPA
-from hkt.report.paper import LEVELS as PAPER_LEVELS
-from hkt.report.paper import SCORE_COST
-from hkt.report.paper import STRIDE as PAPER_STRIDE
-
-#: What ``hkt analyze`` writes per run (docs/contracts.md "Analyses").
-ANALYSIS_FILE = "analysis.parquet"
+from hkt.attention.cost import score_cost_limit, score_cost_ratio
+from hkt.paper import KURTOSIS as PAPER_KAPPA
+from hkt.paper import LEVELS as PAPER_LEVELS
+from hkt.paper import SCORE_COST
+from hkt.paper import STRIDE as PAPER_STRIDE
+from hkt.record import ANALYSIS_FILE
+from hkt.report.writers import Display, fmt, pm, write_table
+from hkt.runs import KEY, AggregateError, find_records, load_records, record_length
 
 #: What the per-model tables group by (over seeds, layers and heads): lengths T of a task and
 #: variants of a model (an L=1 ablation beside L=3) stay apart.
@@ -75,13 +74,13 @@ def kurtosis_table(df: pl.DataFrame) -> pl.DataFrame:
             .sort(*BY_MODEL, "quantity", "level"))
 
 
-def kurtosis_display(t: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+def kurtosis_display(t: pl.DataFrame) -> Display:
     header = ["task", "T", "model", "variant", "quantity", "level", "seeds", "κ mean", "κ min–max",
               "Gaussian", "paper"]
     rows = [[r["task"], str(r["length"]), r["model"], r["variant"], r["quantity"], str(r["level"]),
              str(r["seeds"]),
-             _fmt(r["kappa_mean"]), f"{r['kappa_min']:.2f}–{r['kappa_max']:.2f}", "1",
-             _fmt(r["paper"], 0)]
+             fmt(r["kappa_mean"]), f"{r['kappa_min']:.2f}–{r['kappa_max']:.2f}", "1",
+             fmt(r["paper"], 0)]
             for r in t.iter_rows(named=True)]
     return header, rows
 
@@ -112,7 +111,7 @@ def kernel_table(df: pl.DataFrame) -> pl.DataFrame:
     return per_level.join(cond, on=BY_MODEL, how="left").sort(*BY_MODEL, "level")
 
 
-def kernel_display(t: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+def kernel_display(t: pl.DataFrame) -> Display:
     header = ["task", "T", "model", "variant", "level", "‖M_a‖/‖M‖", "λ_min(M_s)", "negative mass", "M_s PSD",
               "PSD condition (all levels)", "Gram rank / bound"]
     rows = []
@@ -120,8 +119,8 @@ def kernel_display(t: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
         gram = (f"{r['gram_rank']:.1f} / {r['gram_rank_bound']:.1f}"
                 if r.get("gram_rank") is not None else "")
         rows.append([r["task"], str(r["length"]), r["model"], r["variant"], str(r["level"]),
-                     _pm(r["antisym_mean"], r["antisym_std"]), _fmt(r["lambda_min_mean"], 3),
-                     _fmt(r["neg_mass_share"]),
+                     pm(r["antisym_mean"], r["antisym_std"]), fmt(r["lambda_min_mean"], 3),
+                     fmt(r["neg_mass_share"]),
                      f"{100 * r['psd_share']:.0f}%", f"{100 * r['psd_condition_share']:.0f}%", gram])
     return header, rows
 
@@ -142,10 +141,10 @@ def truncation_table(df: pl.DataFrame) -> pl.DataFrame:
             .sort("task", "length", "variant", "level"))
 
 
-def truncation_display(t: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+def truncation_display(t: pl.DataFrame) -> Display:
     header = ["task", "T", "variant", "levels kept L′", "seeds", "test acc (%)", "Δ vs all levels (pp)"]
     rows = [[r["task"], str(r["length"]), r["variant"], str(r["level"]), str(r["seeds"]),
-             _pm(r["acc_mean"], r["acc_std"]), f"{r['delta_pp']:+.2f}"] for r in t.iter_rows(named=True)]
+             pm(r["acc_mean"], r["acc_std"]), f"{r['delta_pp']:+.2f}"] for r in t.iter_rows(named=True)]
     return header, rows
 
 
@@ -153,7 +152,7 @@ def cost_table(runs: pl.DataFrame, bench_csv: str | Path | None,
                main_variant: str = "main") -> pl.DataFrame:
     """Analytic score cost vs measured attention time/memory ratios and training ms/step ratios.
 
-    The analytic rows are at the paper's setting (:data:`hkt.report.paper.LEVELS`, ``STRIDE``),
+    The analytic rows are at the paper's setting (:data:`hkt.paper.LEVELS`, ``STRIDE``),
     computed here and set beside the paper's figures; the training row compares the
     ``main_variant`` runs of HKT and MHA per task and T.
     """
@@ -183,9 +182,9 @@ def cost_table(runs: pl.DataFrame, bench_csv: str | Path | None,
                                       "paper": pl.Float64})
 
 
-def cost_display(t: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
+def cost_display(t: pl.DataFrame) -> Display:
     header = ["HKT / MHA", "setting", "ratio", "paper"]
-    rows = [[r["what"], r["setting"], _fmt(r["ratio"], 3), _fmt(r["paper"], 4)] for r in t.iter_rows(named=True)]
+    rows = [[r["what"], r["setting"], fmt(r["ratio"], 3), fmt(r["paper"], 4)] for r in t.iter_rows(named=True)]
     return header, rows
 
 
@@ -209,57 +208,3 @@ def write_analysis_tables(analyses: pl.DataFrame, runs: pl.DataFrame, bench_csv:
     written += write_table(cost, cost_display(cost), tables / "cost",
                            "Cost of HKT relative to MHA: analytic score FLOPs vs measured")
     return written
-
-
-def _panels(df: pl.DataFrame):
-    """A figure with one panel per (task, T) of ``df``: (figure, [(axis, task, T, rows)])."""
-    from hkt.report.figures import _plt, _task_keys
-
-    keys = _task_keys(df)
-    fig, axes = _plt().subplots(1, max(1, len(keys)), figsize=(4 * max(1, len(keys)), 3.2),
-                                squeeze=False)
-    return fig, [(ax, task, length,
-                  df.filter((pl.col("task") == task) & (pl.col("length") == length)))
-                 for ax, (task, length) in zip(axes[0], keys)]
-
-
-def kappa_figure(analyses: pl.DataFrame, path: Path) -> Path:
-    """κ of the score entries per level, one panel per (task, T), HKT and MHA beside 1 and the paper."""
-    from hkt.report.figures import _save
-
-    t = kurtosis_table(analyses).filter(pl.col("quantity") == "scores")
-    fig, panels = _panels(t)
-    for ax, task, length, part in panels:
-        for offset, model in zip((-0.1, 0.1, 0.0), sorted(part["model"].unique())):
-            sub = part.filter(pl.col("model") == model).sort("level")
-            mean = sub["kappa_mean"].to_numpy()
-            err = [mean - sub["kappa_min"].to_numpy(), sub["kappa_max"].to_numpy() - mean]
-            ax.errorbar(sub["level"].to_numpy() + offset, mean, yerr=err, fmt="o", capsize=3, label=model)
-        ax.axhline(1.0, color="gray", ls="--", lw=1, label="Gaussian")
-        ax.axhline(PAPER_KAPPA, color="tab:red", ls=":", lw=1, label=f"paper ≈ {PAPER_KAPPA:g}")
-        ax.set_yscale("log")
-        ax.set_title(f"{task} (T={length})", fontsize=9)
-        ax.set_xlabel("level l")
-        ax.set_ylabel("κ of scores (d = 1)")
-        ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
-def truncation_figure(analyses: pl.DataFrame, path: Path) -> Path:
-    """Accuracy vs levels kept L′ per (task, T) (HKT variants), mean over seeds with the seed range."""
-    from hkt.report.figures import _save
-
-    fig, panels = _panels(_metric(analyses, "truncation", "accuracy"))
-    for ax, task, length, sub in panels:
-        for variant in sorted(sub["variant"].unique().to_list()):
-            curve = (sub.filter(pl.col("variant") == variant).group_by("level")
-                     .agg((pl.col("value") * 100).mean().alias("mean"), (pl.col("value") * 100).min().alias("lo"),
-                          (pl.col("value") * 100).max().alias("hi")).sort("level"))
-            mean = curve["mean"].to_numpy()
-            ax.errorbar(curve["level"].to_numpy(), mean, capsize=3, marker="o", label=variant,
-                        yerr=[mean - curve["lo"].to_numpy(), curve["hi"].to_numpy() - mean])
-        ax.set_title(f"{task} (T={length})", fontsize=9)
-        ax.set_xlabel("levels kept L′")
-        ax.set_ylabel("test accuracy (%)")
-        ax.legend(fontsize=7)
-    return _save(fig, path)

@@ -1,17 +1,23 @@
 """Training runs from Hydra configs, tracked in MLflow, resumable and reproducible.
 
-``hkt train`` (:mod:`hkt.train.cli`) composes ``config/train.yaml`` (:mod:`hkt.train.config`),
-trains one model (:mod:`hkt.train.loop`) with atomic, ``weights_only``-safe checkpoints
-(:mod:`hkt.train.checkpoint`), logs to MLflow (:mod:`hkt.train.tracking`) and writes the run
-record last (:mod:`hkt.train.record`). Submodules import torch/MLflow lazily from here.
+``hkt train`` (:mod:`hkt.train.cli`) composes ``config/train.yaml`` (:mod:`hkt.train.config`)
+and trains one model (:mod:`hkt.train.loop`, the session) from its parts:
+
+- :mod:`hkt.train.data`: the prepared data a run reads; :mod:`hkt.train.optim`: AdamW and the
+  learning-rate schedule; :mod:`hkt.train.step`: the training step (shared with ``hkt bench``)
+  and evaluation;
+- :mod:`hkt.train.checkpoint`: atomic, ``weights_only``-safe checkpoints and the loop's state;
+  :mod:`hkt.train.rundir`: one process per run directory, a run continues only with its own
+  config and data;
+- :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.progress`: the progress line;
+  :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.record`) and the summary.
 """
 
-from hkt.train.record import load_record, validate_record
-
-__all__ = ["load_record", "validate_record", "train", "load_config"]
+__all__ = ["train", "load_config"]
 
 
 def __getattr__(name: str):
+    # torch and Hydra load only when asked for: `import hkt.train.X` stays cheap for the CLI
     if name == "train":
         from hkt.train.loop import train
 

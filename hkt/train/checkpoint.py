@@ -1,4 +1,5 @@
-"""Checkpoints that survive ``kill -9`` and load with ``torch.load(weights_only=True)``.
+"""Checkpoints that survive ``kill -9`` and load with ``torch.load(weights_only=True)``, and
+:class:`TrainState`, the loop's own state that ``last.pt`` carries.
 
 Every file is written atomically (:mod:`hkt.fileio`): a reader sees the old file or the new
 one, never half of one. Checkpoints hold only tensors and plain Python containers/scalars: RNG
@@ -10,6 +11,7 @@ from __future__ import annotations
 import io
 import pickle
 import random
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,43 @@ import torch
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
 
-__all__ = ["save_checkpoint", "load_checkpoint",
+__all__ = ["CHECKPOINT_FORMAT", "TrainState", "save_checkpoint", "load_checkpoint",
            "rng_state", "set_rng_state"]
+
+#: Version of the checkpoint layout; a checkpoint of another version is refused on resume.
+CHECKPOINT_FORMAT = 1
+
+
+def _no_best() -> dict[str, Any]:
+    return {"acc": -1.0, "loss": None, "step": None}
+
+
+def _empty_window() -> dict[str, Any]:
+    return {"loss": 0.0, "correct": 0, "n": 0, "steps": 0, "time": 0.0}
+
+
+@dataclass
+class TrainState:
+    """What the training loop itself carries from step to step and across a resume (beside the
+    model, optimizer, scheduler, sampler and RNG states). Stored flat in ``last.pt`` under these
+    field names."""
+
+    step: int = 0  # optimizer steps taken
+    best: dict[str, Any] = field(default_factory=_no_best)  # best validation: acc, loss, step
+    history: list[dict[str, Any]] = field(default_factory=list)  # history.csv rows so far
+    window: dict[str, Any] = field(default_factory=_empty_window)  # the partial logging window
+    train_time_s: float = 0.0  # training time (evaluation excluded), over all sessions
+    wall_time_s: float = 0.0  # wall time of the earlier sessions
+    mlflow_run_id: str | None = None
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return asdict(self)  # a deep copy: the checkpoint does not alias the live state
+
+    @classmethod
+    def from_checkpoint(cls, ck: dict[str, Any]) -> "TrainState":
+        return cls(step=int(ck["step"]), best=dict(ck["best"]), history=list(ck["history"]),
+                   window=dict(ck["window"]), train_time_s=float(ck["train_time_s"]),
+                   wall_time_s=float(ck["wall_time_s"]), mlflow_run_id=ck.get("mlflow_run_id"))
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:

@@ -14,11 +14,13 @@ import sys
 
 from omegaconf import OmegaConf
 
+from hkt.config import config_dir
+from hkt.errors import ConfigError
+from hkt.train.config import load_config
+
 
 def _groups_epilog() -> str:
     try:
-        from hkt.config import config_dir
-
         cdir = config_dir()
     except Exception:  # noqa: BLE001 - help must never fail
         return ""
@@ -51,9 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hkt.errors import ConfigError
-    from hkt.train.config import load_config
-
     _log_to_stderr()  # load_config reports how it resolved model.match_params_of
     cfg = load_config(args.overrides)
     if args.print_config:
@@ -63,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("hkt train needs --data DATA_DIR and --out RUN_DIR "
                           "(or --print-config to only show the config)")
     print("# resolved config\n" + OmegaConf.to_yaml(cfg), end="", flush=True)
-    from hkt.train.loop import train
+    from hkt.train.loop import train  # torch: loaded after the config is checked, not for --help
 
     train(cfg, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
           restart_if_changed=args.restart_if_changed)

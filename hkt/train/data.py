@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hkt.data.load import TokenDataset, make_loader, read_split_metadata
 from hkt.errors import DataError
+from hkt.fileio import sha256_file
 
 SPLITS = ("train", "val", "test")
 
@@ -31,8 +33,6 @@ class RunData:
         if missing:
             raise DataError(f"{self.dir} lacks {', '.join(missing)}; is it a directory written "
                             "by `hkt prepare`?")
-        from hkt.data.load import read_split_metadata
-
         self.meta = {s: read_split_metadata(self.dir, s) for s in SPLITS}
         m = self.meta["train"]
         for key in ("task", "vocab_size", "num_classes", "max_length"):
@@ -76,16 +76,12 @@ class RunData:
     def checksums(self) -> dict[str, str]:
         """split -> sha256 of its Parquet file (computed once)."""
         if self._checksums is None:
-            from hkt.data.parquet import sha256_file
-
             self._checksums = {s: sha256_file(p) for s, p in self.paths.items()}
         return self._checksums
 
     def dataset(self, split: str):
         """The split as a :class:`hkt.data.load.TokenDataset` (read once, memory-mapped)."""
         if split not in self._datasets:
-            from hkt.data.load import TokenDataset
-
             self._datasets[split] = TokenDataset(self.paths[split])
         return self._datasets[split]
 
@@ -103,8 +99,6 @@ class RunData:
         The whole split is read in length-bucketed order (less padding; order does not change
         a sum); a prefix keeps file order, a random sample since `hkt prepare` shuffles rows.
         """
-        from hkt.data.load import make_loader
-
         loader = make_loader(self.dataset(split), batch_size=batch_size, shuffle=False,
                              bucket=max_batches is None)
         for i, batch in enumerate(loader):
@@ -118,8 +112,6 @@ class TrainStream:
 
     def __init__(self, data: RunData, batch_size: int, seed: int, *, bucket: bool = True,
                  num_workers: int = 0):
-        from hkt.data.load import make_loader
-
         if data.size("train") < batch_size:
             raise DataError(f"{data.paths['train']} has {data.size('train')} examples, fewer than "
                             f"one batch (train.batch_size={batch_size}); lower train.batch_size")

@@ -20,22 +20,28 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from filelock import FileLock
+
+import hkt
+from hkt.config import flatten
 from hkt.errors import HKTError
 from hkt.fileio import ensure_writable_dir
+from hkt.record import STEP_METRICS
 
 T = TypeVar("T")
 
 __all__ = ["default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
-           "NullTracker", "make_tracker", "STEP_METRICS"]
+           "NullTracker", "make_tracker", "run_tags", "run_params", "STEP_METRICS"]
 
-# per-step series (skipped on replay after a resume); anything else is logged as given
-STEP_METRICS = ("train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
+# STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
+# is logged as given
 
 _TRANSIENT = ("database is locked", "database table is locked", "database is busy",
               "sqlite_busy", "unable to open database file", "disk i/o error",
@@ -145,8 +151,6 @@ def _store_lock(uri: str):
     if db is None:
         yield
         return
-    from filelock import FileLock
-
     db.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(db) + ".lock", timeout=300):
         yield
@@ -188,7 +192,7 @@ class Tracker(NullTracker):
     enabled = True
 
     def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200):
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # mlflow (seconds to import) only when tracking
 
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
         self.flush_every = flush_every
@@ -230,8 +234,8 @@ class Tracker(NullTracker):
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None) -> str:
         """Create a run, or resume ``run_id`` (if the store still has it); log params and tags."""
-        from mlflow.entities import Param
-        from mlflow.exceptions import MlflowException
+        from mlflow.entities import Param  # mlflow: see __init__
+        from mlflow.exceptions import MlflowException  # mlflow: see __init__
 
         self.experiment_id = self._experiment_id()
         run = None
@@ -269,7 +273,7 @@ class Tracker(NullTracker):
 
     # -- logging ---------------------------------------------------------------------------
     def set_tags(self, tags: dict[str, str]) -> None:
-        from mlflow.entities import RunTag
+        from mlflow.entities import RunTag  # mlflow: see __init__
 
         items = [RunTag(k, str(v)[:8000]) for k, v in tags.items()]
         for chunk in _chunks(items, 100):
@@ -277,7 +281,7 @@ class Tracker(NullTracker):
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Buffer per-step metrics; steps already in the store (replay after resume) are skipped."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: see __init__
 
         now = int(time.time() * 1000)
         for k, v in metrics.items():
@@ -289,7 +293,7 @@ class Tracker(NullTracker):
 
     def log_final(self, metrics: dict[str, float], step: int) -> None:
         """Summary metrics (final accuracies, parameter count, timings): always logged."""
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric  # mlflow: see __init__
 
         now = int(time.time() * 1000)
         self._buffer.extend(Metric(k, float(v), now, int(step))
@@ -324,3 +328,30 @@ def make_tracker(cfg: Any) -> NullTracker:
         return NullTracker()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     return Tracker(tracking_uri(t), str(t.experiment), str(t.run_name))
+
+
+def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
+             data_dir: Path, checksums: dict[str, str]) -> dict[str, str]:
+    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile) and
+    where and from what it ran (device, host, versions, git state, directories, data SHA-256)."""
+    import torch  # loaded already when a run starts; this module itself stays torch-free
+
+    git_commit, git_dirty = git
+    return {
+        "task": cfg.task.name, "model": cfg.model.name, "variant": cfg.variant,
+        "seed": str(cfg.seed), "profile": cfg.train.profile,
+        "device": device, "hostname": socket.gethostname(),
+        "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
+        "hkt_version": hkt.__version__, "git_commit": str(git_commit),
+        "git_dirty": str(git_dirty), "run_dir": str(run_dir.resolve()),
+        "data_dir": str(data_dir.resolve()),
+        **{f"data_sha256.{s}": h for s, h in checksums.items()},
+    }
+
+
+def run_params(cfg_dict: dict[str, Any], n_params: int) -> dict[str, Any]:
+    """The MLflow params of a training run: its flattened config (tracking settings aside) and
+    its parameter count."""
+    params = {k: v for k, v in flatten(cfg_dict).items() if not k.startswith("tracking.")}
+    params["n_params"] = n_params
+    return params

@@ -1,24 +1,21 @@
-"""Figures of ``hkt analyze``: κ per level, λ distributions, per-token λ, level truncation."""
+"""Figures of one run's analyses (``hkt analyze``): κ per level, λ distributions, per-token λ,
+level truncation. Each takes the run's analysis table (or λ arrays) and a title."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-
-from hkt.report.figures import _save  # noqa: E402  (one place that writes figures)
-from hkt.report.paper import KURTOSIS as PAPER_KAPPA  # noqa: E402
+from hkt.figures.common import pyplot, save
+from hkt.paper import KURTOSIS as PAPER_KAPPA
 
 
-def kappa_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
+def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:
     """κ per level (mean over layers and heads, min–max bars) vs Gaussian 1 and the paper's ≈33."""
     kurt = table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = pyplot().subplots(figsize=(5.5, 3.6))
     for offset, quantity in zip((-0.2, 0.0, 0.2), ("scores", "queries", "keys")):
         sub = kurt.filter(pl.col("quantity") == quantity).group_by("level").agg(
             pl.col("value").mean().alias("mean"), pl.col("value").min().alias("lo"),
@@ -37,13 +34,13 @@ def kappa_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
     ax.set_xticks(sorted(set(kurt["level"].to_list())))
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save(fig, path)
 
 
-def lambda_distribution_figure(samples: dict[tuple[int, int], np.ndarray], path: Path, title: str) -> Path:
+def lambda_distribution(samples: dict[tuple[int, int], np.ndarray], path: Path, title: str) -> Path:
     """Box plots of λ_l over real tokens, per layer (heads pooled)."""
     layers = sorted({layer for layer, _ in samples})
-    fig, axes = plt.subplots(1, len(layers), figsize=(3.2 * len(layers), 3.2), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(layers), figsize=(3.2 * len(layers), 3.2), squeeze=False)
     for ax, layer in zip(axes[0], layers):
         lam = np.concatenate([v for (ly, _), v in samples.items() if ly == layer])
         ax.boxplot([lam[:, l] for l in range(lam.shape[1])], showfliers=False)
@@ -52,13 +49,13 @@ def lambda_distribution_figure(samples: dict[tuple[int, int], np.ndarray], path:
         ax.set_title(f"layer {layer}", fontsize=9)
         ax.set_ylabel("λ_l")
     fig.suptitle(title, fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)
 
 
-def lambda_example_figure(lam: np.ndarray, path: Path, title: str) -> Path:
+def lambda_example(lam: np.ndarray, path: Path, title: str) -> Path:
     """λ_l(i) over the tokens of one sequence, first layer, one panel per head (stacked areas)."""
     heads, t, levels = lam.shape
-    fig, axes = plt.subplots(heads, 1, figsize=(7, 1.6 * heads + 0.6), squeeze=False, sharex=True)
+    fig, axes = pyplot().subplots(heads, 1, figsize=(7, 1.6 * heads + 0.6), squeeze=False, sharex=True)
     for h, ax in enumerate(axes[:, 0]):
         ax.stackplot(np.arange(t), *[lam[h, :, l] for l in range(levels)], labels=[f"level {l}" for l in range(levels)])
         ax.set_ylim(0, 1)
@@ -66,15 +63,16 @@ def lambda_example_figure(lam: np.ndarray, path: Path, title: str) -> Path:
     axes[0, 0].legend(fontsize=7, loc="upper right", ncol=levels)
     axes[-1, 0].set_xlabel("token position i")
     fig.suptitle(title, fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)
 
 
-def truncation_figure(table: pl.DataFrame, path: Path, title: str) -> Path:
+def truncation_curve(table: pl.DataFrame, path: Path, title: str) -> Path:
+    """Accuracy against the number of levels kept L′ (levels < L′, λ renormalised)."""
     sub = table.filter((pl.col("section") == "truncation") & (pl.col("metric") == "accuracy")).sort("level")
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    fig, ax = pyplot().subplots(figsize=(4.5, 3.2))
     ax.plot(sub["level"].to_numpy(), 100 * sub["value"].to_numpy(), marker="o")
     ax.set_xlabel("levels kept L′ (levels < L′)")
     ax.set_ylabel("accuracy (%)")
     ax.set_xticks(sub["level"].to_list())
     ax.set_title(title, fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)

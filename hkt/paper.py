@@ -1,4 +1,5 @@
-"""The paper's published numbers (DESIGN.md section 1) as data, to print beside ours.
+"""The paper's published numbers (DESIGN.md section 1) as data, to print beside ours: used by
+the report's tables and the figures of runs and analyses alike.
 
 Accuracies are percentages (the paper's unit); our records hold fractions and the tables
 convert. A task is identified by its name *and* its sequence length T, because the same task
@@ -39,7 +40,8 @@ MAIN: tuple[PaperResult, ...] = (
 )
 
 #: Ablation: removing the hierarchy (L=1) on ListOps costs this many percentage points.
-ABLATION_NO_HIERARCHY = {"task": "listops", "length": 512, "levels": 1, "delta_pp": -18.4}
+ABLATION_NO_HIERARCHY = {"task": "listops", "length": 512, "model": "hkt", "levels": 1,
+                         "delta_pp": -18.4}
 
 #: Score-computation cost relative to standard attention (s = STRIDE): at L = LEVELS and the
 #: bound over all L.
@@ -64,9 +66,18 @@ def paper_accuracy(task: str, length: int, model: str) -> PaperResult | None:
     return None
 
 
-def lra_reference(task: str, length: int) -> PaperResult | None:
-    """The LRA paper's vanilla-Transformer figure for (task, T), where one exists."""
+def lra_reference(task: str, length: int, model: str = "mha") -> PaperResult | None:
+    """The LRA paper's vanilla-Transformer figure for (task, T), where one exists (it is set
+    beside our standard attention, ``model`` mha, only)."""
     for r in LRA_TRANSFORMER:
-        if (r.task, r.length) == (task, int(length)):
+        if (r.task, r.length, r.model) == (task, int(length), model):
             return r
+    return None
+
+
+def ablation_delta(task: str, length: int | None, model: str, levels: int | None) -> float | None:
+    """The paper's ablation difference (pp) for ``model`` with ``levels`` on (task, T), if any."""
+    nh = ABLATION_NO_HIERARCHY
+    if (task, length, model, levels) == (nh["task"], nh["length"], nh["model"], nh["levels"]):
+        return nh["delta_pp"]
     return None

@@ -1,0 +1,62 @@
+"""What every figure shares: matplotlib set-up, saving, colours, the empty-data panel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hkt.runs import task_keys
+
+#: A fixed colour per model, so a model looks the same in every figure.
+COLORS = {"mha": "#4C72B0", "hkt": "#DD8452", "conv": "#55A868", "ngram": "#8172B3",
+          "majority": "#937860"}
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` with the non-interactive Agg backend.
+
+    Imported here, on first use, because importing matplotlib costs about a second: commands
+    that draw nothing (``hkt train --print-config``, ``hkt --help``) do not pay it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def color(model: str, i: int) -> str:
+    """The model's colour, else the i-th of matplotlib's cycle."""
+    return COLORS.get(model, f"C{i % 10}")
+
+
+def save(fig: Any, path: str | Path, dpi: int = 120) -> Path:
+    """Lay out, write ``fig`` as PNG to ``path`` (directories created) and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
+def empty(path: str | Path, text: str) -> Path:
+    """A small figure that only says ``text``: written when there is nothing to plot, so that a
+    workflow can declare its figures up front."""
+    fig, ax = pyplot().subplots(figsize=(5, 2))
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    ax.set_axis_off()
+    return save(fig, path)
+
+
+def task_panels(df: pl.DataFrame, width: float = 4, height: float = 3.2):
+    """A figure with one panel per (task, T) of ``df``: (figure, [(axis, task, T, rows)])."""
+    keys = task_keys(df)
+    fig, axes = pyplot().subplots(1, max(1, len(keys)), figsize=(width * max(1, len(keys)), height),
+                                  squeeze=False)
+    return fig, [(ax, task, length,
+                  df.filter((pl.col("task") == task) & (pl.col("length") == length)))
+                 for ax, (task, length) in zip(axes[0], keys)]

@@ -1,0 +1,171 @@
+"""What a run leaves for the tables: its record (``RUN_DIR/record.json``) and ``history.csv``.
+
+The one public writer for runs of every kind: ``hkt train`` and the external baselines
+(:mod:`hkt.baselines.ngram`, or a script of another framework) build the record with
+:func:`make_record` and write it with :func:`write_record`::
+
+    from hkt.record import make_record, write_record
+    write_record(make_record(task="listops", model="mine", variant="main", seed=0, profile="cpu",
+                             config={...}, n_params=0, steps=0, best_step=None,
+                             val_accuracy=0.41, test_accuracy=0.40, data_dir=DATA_DIR), RUN_DIR)
+
+:func:`make_record` fills what every record states the same way (schema version, git commit,
+package version, time of writing, the data's SHA-256 when not given) and validates the result
+against the schema ``hkt/schemas/run_record.schema.json`` (docs/contracts.md lists the fields);
+the MLflow fields may stay null. :func:`write_history` writes the per-step ``history.csv``.
+Torch-free: reading and writing records needs neither torch nor MLflow.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+import hkt
+from hkt.errors import HKTError
+from hkt.fileio import atomic_write_text, sha256_file
+from hkt.provenance import git_state
+
+SCHEMA_VERSION = 1
+RECORD_NAME = "record.json"
+HISTORY_NAME = "history.csv"
+#: What ``hkt analyze`` writes per run (docs/contracts.md "Analyses").
+ANALYSIS_FILE = "analysis.parquet"
+#: The per-step series of a run, in ``history.csv`` after its ``step`` column.
+STEP_METRICS = ("train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
+HISTORY_COLUMNS = ("step", *STEP_METRICS)
+#: The prepared-data splits whose files a record's ``data_checksums`` names.
+DATA_SPLITS = ("train", "val", "test")
+
+__all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
+           "HISTORY_COLUMNS", "RecordError", "schema", "validate_record", "load_record",
+           "make_record", "write_record", "write_history"]
+
+
+class RecordError(HKTError):
+    """A run record that does not match the schema."""
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The JSON schema of run records (package data ``hkt/schemas/run_record.schema.json``)."""
+    text = resources.files("hkt").joinpath("schemas/run_record.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def validate_record(record: dict[str, Any]) -> dict[str, Any]:
+    """Check ``record`` against the schema; raise :class:`RecordError` naming the field."""
+    validator = jsonschema.Draft202012Validator(
+        schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    errors = sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for e in errors[:5]:
+            where = ".".join(str(p) for p in e.absolute_path) or "(record)"
+            lines.append(f"{where}: {e.message}")
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise RecordError("invalid run record: " + "; ".join(lines) + more)
+    return record
+
+
+def load_record(path: str | Path) -> dict[str, Any]:
+    """Read and validate a record (a record.json file, or a run directory holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORD_NAME
+    try:
+        record = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise RecordError(f"no run record at {path}") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path} is not valid JSON: {exc}") from None
+    try:
+        return validate_record(record)
+    except RecordError as exc:
+        raise RecordError(f"{path}: {exc}") from None
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
+                config: dict[str, Any], n_params: int, steps: int, best_step: int | None,
+                val_accuracy: float, test_accuracy: float, data_dir: str | Path,
+                wall_time_s: float = 0.0, ms_per_step: float | None = None,
+                samples_per_s: float | None = None, device: str = "cpu",
+                val_loss: float | None = None, test_loss: float | None = None,
+                test_examples: int | None = None,
+                data_checksums: dict[str, str] | None = None,
+                git: tuple[str | None, bool | None] | None = None,
+                mlflow: tuple[str, str, str] | None = None,
+                **extra: Any) -> dict[str, Any]:
+    """A validated run record (see the module docstring).
+
+    Accuracies are fractions in [0, 1]. ``data_checksums`` defaults to the SHA-256 of
+    ``DATA_DIR/{train,val,test}.parquet``; ``git`` (commit, dirty) to the checkout holding this
+    package (pass the state read when the run started, if the code may change meanwhile);
+    ``mlflow`` is (run id, tracking URI, experiment) of the run's MLflow run, if it has one.
+    ``extra`` fields (e.g. ``external``: which program wrote it) are kept as given.
+    """
+    data_dir = Path(data_dir)
+    if data_checksums is None:
+        data_checksums = {s: sha256_file(data_dir / f"{s}.parquet") for s in DATA_SPLITS}
+    commit, dirty = git if git is not None else git_state()
+    run_id, uri, experiment = mlflow if mlflow is not None else (None, None, None)
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "task": str(task), "model": str(model), "variant": str(variant), "seed": int(seed),
+        "profile": str(profile), "config": config,
+        "n_params": int(n_params), "steps": int(steps),
+        "best_step": None if best_step is None else int(best_step),
+        "val_accuracy": float(val_accuracy), "test_accuracy": float(test_accuracy),
+        "val_loss": None if val_loss is None else float(val_loss),
+        "test_loss": None if test_loss is None else float(test_loss),
+        "test_examples": None if test_examples is None else int(test_examples),
+        "wall_time_s": round(float(wall_time_s), 3),
+        "ms_per_step": _rounded(ms_per_step, 3), "samples_per_s": _rounded(samples_per_s, 2),
+        "device": str(device), "git_commit": commit, "git_dirty": dirty,
+        "data_dir": str(data_dir.resolve()), "data_checksums": dict(data_checksums),
+        "mlflow_run_id": run_id, "mlflow_tracking_uri": uri, "mlflow_experiment": experiment,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hkt_version": hkt.__version__,
+        **extra,
+    }
+    return validate_record(record)
+
+
+def write_record(record: dict[str, Any], path: str | Path) -> Path:
+    """Validate and write ``record`` atomically to ``path`` (a file, or a run directory that
+    gets ``record.json``; any path not ending in .json is one); returns the file written. Written last by every run: its presence
+    means the run is finished."""
+    validate_record(record)
+    path = Path(path)
+    if path.suffix != ".json":
+        path = path / RECORD_NAME
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def write_history(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Write ``history.csv`` (:data:`HISTORY_COLUMNS`; empty cells for values a row lacks)
+    atomically to ``path`` (a file, or a run directory); returns the file written."""
+    path = Path(path)
+    if path.suffix != ".csv":
+        path = path / HISTORY_NAME
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=HISTORY_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: ("" if row.get(k) is None else row[k]) for k in HISTORY_COLUMNS})
+    atomic_write_text(path, buf.getvalue())
+    return path

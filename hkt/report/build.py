@@ -1,0 +1,106 @@
+"""What ``hkt aggregate`` builds (:mod:`hkt.report.cli` parses its arguments): the tables,
+figures and summary of a suite, the analysis and cost tables, and the MLflow audit."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hkt.figures import suite as figures
+from hkt.report import analysis_tables
+from hkt.report.audit import check_display, check_mlflow
+from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.summary import write_summary
+from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
+                               main_display, main_table)
+from hkt.report.writers import write_table
+from hkt.runs import KEY, AggregateError, curves_from_records, load_records, runs_from_records
+
+
+def aggregate(args: argparse.Namespace) -> int:
+    """`hkt aggregate`: read the runs, write every output, run the audit (see the CLI)."""
+    out = Path(args.out)
+    if args.mlflow and args.sources:
+        raise AggregateError("give record paths or --mlflow URI, not both")
+    if not args.mlflow and not args.sources:
+        raise AggregateError("nothing to aggregate: give record.json files/run directories, "
+                             "or --mlflow URI to read an MLflow experiment")
+    if args.check_mlflow and args.mlflow:
+        raise AggregateError("--check-mlflow compares records with MLflow: give records")
+    records: list[dict[str, Any]] = []
+    if args.mlflow:
+        runs, curves = runs_from_mlflow(args.mlflow, args.experiment)
+        source = f"MLflow {args.mlflow}"
+    else:
+        records = load_records(args.sources, validate=not args.no_validate)
+        runs = runs_from_records(records)
+        curves = curves_from_records(records, runs)
+        source = f"{len(records)} run records"
+    if runs.is_empty() and not args.no_tables:
+        raise AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
+    written: list[Path] = []
+    if not args.no_tables:
+        written += write_all(runs, curves, out, main_variant=args.main_variant,
+                             ablation_task=args.ablation_task,
+                             ablation_length=args.ablation_length, source=source)
+        analyses = analysis_tables.load_analyses(args.analyses)
+        if args.analyses and analyses.is_empty():
+            raise AggregateError(f"no analysis.parquet found in {', '.join(args.analyses)}")
+        written += analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables",
+                                                         main_variant=args.main_variant)
+        if not analyses.is_empty():
+            written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
+                                                  out / "figures" / "kappa_by_level.png"))
+            written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
+    failed = 0
+    if args.check_mlflow:
+        check = check_mlflow(records, args.tracking_uri)
+        bad = check.filter(~check["status"].is_in(["ok", "no mlflow"]))
+        failed = len(bad)
+        n_ok = int((check["status"] == "ok").sum())
+        caption = (f"MLflow audit: {n_ok} of {len(check)} records match their MLflow run "
+                   f"(val/test accuracy, parameters); {failed} problem(s).")
+        written += write_table(check, check_display(check), out / "tables" / "mlflow_check",
+                               caption)
+        print(caption)
+    for p in written:
+        print(p)
+    if failed:
+        shown = "; ".join(f"{r['task']}/{r['model']}/{r['variant']}/seed {r['seed']}: "
+                          f"{r['status']} {r['detail']}" for r in bad.head(5).iter_rows(named=True))
+        raise AggregateError(f"{failed} record(s) disagree with MLflow: {shown}")
+    return 0
+
+
+def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
+              ablation_task: str = "listops", ablation_length: int | None = None,
+              source: str = "") -> list[Path]:
+    """Every table, figure and the summary under ``out``; returns the paths written."""
+    tables, figs = out / "tables", out / "figures"
+    main = main_table(runs, (main_variant,))
+    gap = gap_table(main)
+    abl = ablation_table(runs, ablation_task, ablation_length, reference=main_variant,
+                         main_variant=main_variant)
+    abl_len = abl["length"][0] if len(abl) else ablation_length
+    written: list[Path] = []
+    written += write_table(main, main_display(main), tables / "main",
+                           "Main table: accuracy (%) as mean ± std over seeds; the paper's "
+                           "figure beside ours; Δ = ours − paper (test).")
+    written += write_table(gap, gap_display(gap), tables / "gap",
+                           "HKT − MHA test accuracy (percentage points): ours and the paper's.")
+    written += write_table(abl, ablation_display(abl), tables / "ablation",
+                           f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
+                           "the full HKT's; paper Δ: removing the hierarchy (L=1).")
+    runs_csv = tables / "runs.csv"
+    runs.sort(KEY).write_csv(runs_csv)
+    written.append(runs_csv)
+    written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
+    written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",
+                                              ablation_task, abl_len, main_variant))
+    written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
+    written.append(write_summary(out / "summary.md", runs, main, gap, abl, source=source,
+                                 ablation_task=ablation_task, ablation_length=abl_len))
+    return written

@@ -1,0 +1,110 @@
+"""The runs frame and validation curves from MLflow, for runs logged elsewhere (a cluster
+against a tracking server): the same frame :mod:`hkt.runs` builds from run records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import polars as pl
+
+from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
+                      as_float, as_int, frame, latest)
+
+
+def client(uri: str) -> Any:
+    """An MLflow client for ``uri``."""
+    from mlflow.tracking import MlflowClient  # mlflow takes seconds to import: only when used
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def mlflow_experiments(mlflow: Any, names: Sequence[str] | None) -> list[Any]:
+    """The experiments named (all ``hkt-*`` ones when ``names`` is empty)."""
+    if names:
+        exps = []
+        for name in names:
+            exp = mlflow.get_experiment_by_name(name)
+            if exp is None:
+                raise AggregateError(f"no MLflow experiment named '{name}' in the tracking store")
+            exps.append(exp)
+        return exps
+    return [e for e in mlflow.search_experiments() if e.name.startswith("hkt-")]
+
+
+def _finished_runs(mlflow: Any, experiment_ids: list[str]) -> list[Any]:
+    runs, token = [], None
+    while True:
+        page = mlflow.search_runs(experiment_ids, filter_string="attributes.status = 'FINISHED'",
+                                  max_results=1000, page_token=token)
+        runs.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return runs
+
+
+def _ms_iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
+    """One runs-frame row from a finished MLflow run (None if it lacks the final metrics)."""
+    tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+    if "test_accuracy" not in metrics or "task" not in tags or "model" not in tags:
+        return None
+    p = params.get
+    return {
+        "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
+        "variant": tags.get("variant", "default"), "seed": as_int(tags.get("seed", p("seed"))),
+        "profile": tags.get("profile"),
+        "n_params": as_int(metrics.get("n_params", p("n_params"))),
+        "steps": as_int(p("train.max_steps")), "best_step": as_int(metrics.get("best_step")),
+        "val_accuracy": as_float(metrics.get("val_accuracy")),
+        "test_accuracy": as_float(metrics.get("test_accuracy")),
+        "ms_per_step": as_float(metrics.get("ms_per_step")),
+        "wall_time_s": as_float(metrics.get("wall_time_s")), "device": tags.get("device"),
+        "d_model": as_int(p("model.d_model")), "n_layers": as_int(p("model.n_layers")),
+        "d_ffn": as_int(p("model.d_ffn")),
+        **{k: as_column(p(f"model.attention.{k}"), dtype) for k, dtype in VARIANT_FIELDS.items()},
+        "mlflow_run_id": run.info.run_id, "mlflow_tracking_uri": uri,
+        "mlflow_experiment": experiment,
+        "created_at": _ms_iso(run.info.start_time), "source": f"mlflow:{run.info.run_id}",
+    }
+
+
+def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
+                     curves: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The runs frame and validation curves of the finished runs in MLflow ``experiments``.
+
+    ``uri`` is a tracking URI (``sqlite:///results/mlflow.db``, ``http://server:5000``);
+    ``experiments`` defaults to every experiment whose name starts with ``hkt-``. A run counts
+    when it finished and logged ``test_accuracy`` (what ``hkt train`` logs last).
+    """
+    mlflow = client(uri)
+    try:
+        exps = mlflow_experiments(mlflow, experiments)
+    except AggregateError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any store error: say where
+        raise AggregateError(f"cannot read MLflow experiments at {uri}: "
+                             f"{str(exc).splitlines()[0]}") from None
+    rows, curve_rows = [], []
+    for exp in exps:
+        for run in _finished_runs(mlflow, [exp.experiment_id]):
+            row = mlflow_row(run, uri, exp.name)
+            if row is None:
+                continue
+            rows.append(row)
+            if curves and not run.data.tags.get("external"):
+                for m in mlflow.get_metric_history(run.info.run_id, "val_acc"):
+                    curve_rows.append({**{k: row[k] for k in (*KEY, "source")},
+                                       "step": int(m.step), "val_accuracy": float(m.value)})
+    runs = latest(frame(rows, RUN_COLUMNS))
+    curves_df = frame(curve_rows, CURVE_COLUMNS)
+    if not runs.is_empty() and not curves_df.is_empty():
+        # keep only the curves of the runs kept (a rerun replaces an older run)
+        curves_df = curves_df.join(runs.select("source"), on="source", how="semi")
+    return runs, curves_df

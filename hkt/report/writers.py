@@ -1,0 +1,93 @@
+"""The one table writer: cell formatting, Markdown and LaTeX (booktabs) text, and
+:func:`write_table` (``.md``, ``.csv`` and ``.tex`` of one table). Tables pass a *display*,
+``(header, rows)`` of strings, built with :func:`fmt`, :func:`pm` and :func:`signed`; the
+benchmarks use :func:`markdown` too."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+Display = tuple[list[str], list[list[str]]]
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def fmt(v: Any, digits: int = 2) -> str:
+    """A cell: floats with ``digits`` decimals, ints with thousands separators, '' for none."""
+    if _missing(v):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def pm(mean: Any, std: Any) -> str:
+    """``mean ± std`` (two decimals); the mean alone without a std (one seed)."""
+    if mean is None:
+        return ""
+    if _missing(std):
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {std:.2f}"
+
+
+def signed(v: Any) -> str:
+    """A difference with its sign (two decimals), '' for none."""
+    if _missing(v):
+        return ""
+    return f"{v:+.2f}"
+
+
+def markdown(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    """A Markdown table; ``align`` has one letter per column, ``l`` or ``r`` (default: none)."""
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    rule = ["---" if align is None else ("---:" if a == "r" else "---") for a in
+            (align or "l" * len(header))]
+    lines = ["| " + " | ".join(map(esc, header)) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    if not rows:
+        lines.append("| " + " | ".join(["(no runs)"] + [""] * (len(header) - 1)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_TEX = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
+        "±": r"$\pm$", "Δ": r"$\Delta$", "−": "--"}
+
+
+def latex(header: list[str], rows: list[list[str]], caption: str = "", label: str = "") -> str:
+    """A booktabs LaTeX table (first three columns left-aligned, the rest right-aligned)."""
+    def esc(s: str) -> str:
+        return "".join(_TEX.get(ch, ch) for ch in s)
+
+    spec = "l" * min(3, len(header)) + "r" * max(0, len(header) - 3)
+    out = [r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+           " & ".join(esc(h) for h in header) + r" \\", r"\midrule"]
+    out += [" & ".join(esc(c) for c in row) + r" \\" for row in rows]
+    out += [r"\bottomrule", r"\end{tabular}"]
+    if caption:
+        out.append(rf"\caption{{{esc(caption)}}}")
+    if label:
+        out.append(rf"\label{{{label}}}")
+    out.append(r"\end{table}")
+    return "\n".join(out) + "\n"
+
+
+def write_table(df: pl.DataFrame, display: Display, stem: Path, caption: str) -> list[Path]:
+    """Write ``stem``.md (display), .csv (all numeric columns) and .tex (display, booktabs)."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    header, rows = display
+    md, csv, tex = stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")
+    md.write_text(f"{caption}\n\n" + markdown(header, rows), encoding="utf-8")
+    df.write_csv(csv)
+    tex.write_text(latex(header, rows, caption, f"tab:{stem.name}"), encoding="utf-8")
+    return [md, csv, tex]

@@ -1,0 +1,248 @@
+"""The runs frame: one row per run, read from run records (docs/contracts.md "Runs").
+
+Shared by the report (tables, figures) and the analyses (a run's identity, :data:`KEY`), so it
+sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
+(:data:`RUN_COLUMNS`), :func:`curves_from_records` the validation curves
+(:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's variant columns (levels,
+stride, …) come from the fields of its attention config present in the record
+(``config.model.attention``), whatever the model: a field the model lacks is null. The MLflow
+reader (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are
+fractions here and percentages in the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hkt.errors import HKTError
+from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
+
+#: The attention-config fields that tell variants of a model apart (runs-frame columns; null
+#: where a model's attention has no such field).
+VARIANT_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
+                                  "kernel_size": pl.Int64, "fusion": pl.String,
+                                  "upsample": pl.String}
+
+#: The runs frame: one row per run.
+RUN_COLUMNS: dict[str, Any] = {
+    "task": pl.String, "length": pl.Int64, "model": pl.String, "variant": pl.String,
+    "seed": pl.Int64, "profile": pl.String, "n_params": pl.Int64, "steps": pl.Int64,
+    "best_step": pl.Int64, "val_accuracy": pl.Float64, "test_accuracy": pl.Float64,
+    "ms_per_step": pl.Float64, "wall_time_s": pl.Float64, "device": pl.String,
+    "d_model": pl.Int64, "n_layers": pl.Int64, "d_ffn": pl.Int64,
+    **VARIANT_FIELDS,
+    "mlflow_run_id": pl.String, "mlflow_tracking_uri": pl.String, "mlflow_experiment": pl.String,
+    "created_at": pl.String, "source": pl.String,
+}
+
+#: Validation curves: one row per (run, evaluation).
+CURVE_COLUMNS: dict[str, Any] = {
+    "task": pl.String, "length": pl.Int64, "model": pl.String, "variant": pl.String,
+    "seed": pl.Int64, "step": pl.Int64, "val_accuracy": pl.Float64, "source": pl.String,
+}
+
+#: A run's identity: rows with the same key are reruns of one run (the latest one counts).
+KEY = ["task", "length", "model", "variant", "seed"]
+
+#: Display order of models; others follow alphabetically.
+MODEL_ORDER = ("mha", "hkt", "conv", "ngram", "majority")
+#: Display order of tasks; others follow alphabetically.
+TASK_ORDER = ("listops", "cifar10", "imdb")
+
+
+class AggregateError(HKTError):
+    """No runs to aggregate, or a source that cannot be read."""
+
+
+def find_records(paths: Iterable[str | Path], name: str = RECORD_NAME) -> list[Path]:
+    """Files called ``name`` (run records by default): each path is such a file, a directory
+    holding one, or a tree to search; each file once, a missing path is an error."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            found.append(p)
+        elif (p / name).is_file():
+            found.append(p / name)
+        elif p.is_dir():
+            found.extend(sorted(p.rglob(name)))
+        else:
+            raise AggregateError(f"{p}: no such file or directory")
+    seen, out = set(), []
+    for f in found:
+        r = f.resolve()
+        if r not in seen:
+            seen.add(r)
+            out.append(f)
+    return out
+
+
+def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[dict[str, Any]]:
+    """Read (and validate against the run-record schema) every record under ``paths``.
+
+    Each record gets a ``_path`` key: where it was read from.
+    """
+    records = []
+    for f in find_records(paths):
+        if validate:
+            rec = dict(load_record(f))
+        else:
+            try:
+                rec = json.loads(f.read_text("utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise AggregateError(f"{f}: cannot read the run record: {exc}") from None
+        rec["_path"] = str(f)
+        records.append(rec)
+    return records
+
+
+def get_path(d: Any, dotted: str) -> Any:
+    """``d["a"]["b"]`` for ``"a.b"``; None where a level is missing."""
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def as_int(v: Any) -> int | None:
+    """An int from a record or MLflow value (MLflow params are strings); None if absent."""
+    if v is None or v == "" or v == "None":
+        return None
+    try:
+        return int(float(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def as_float(v: Any) -> float | None:
+    """A float from a record or MLflow value; None if absent or NaN."""
+    if v is None or v == "" or v == "None":
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def as_str(v: Any) -> str | None:
+    return None if v is None or v == "None" else str(v)
+
+
+def as_column(value: Any, dtype: Any) -> Any:
+    """``value`` converted for a runs-frame column of ``dtype``."""
+    return as_int(value) if dtype == pl.Int64 else as_float(value) if dtype == pl.Float64 \
+        else as_str(value)
+
+
+def frame(rows: list[dict[str, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """A frame with exactly ``schema``'s columns (missing keys are null)."""
+    return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
+
+
+def record_length(rec: dict[str, Any]) -> int | None:
+    """A run record's sequence length T: its config's task.max_length, else a top-level length."""
+    return as_int(get_path(rec.get("config") or {}, "task.max_length")) or as_int(rec.get("length"))
+
+
+def record_row(rec: dict[str, Any]) -> dict[str, Any]:
+    """One runs-frame row from a run record."""
+    cfg = rec.get("config") or {}
+    att = get_path(cfg, "model.attention") or {}
+    return {
+        "task": rec["task"], "length": record_length(rec), "model": rec["model"],
+        "variant": rec["variant"],
+        "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
+        "n_params": as_int(rec.get("n_params")), "steps": as_int(rec.get("steps")),
+        "best_step": as_int(rec.get("best_step")),
+        "val_accuracy": as_float(rec.get("val_accuracy")),
+        "test_accuracy": as_float(rec.get("test_accuracy")),
+        "ms_per_step": as_float(rec.get("ms_per_step")),
+        "wall_time_s": as_float(rec.get("wall_time_s")),
+        "device": rec.get("device"),
+        "d_model": as_int(get_path(cfg, "model.d_model")),
+        "n_layers": as_int(get_path(cfg, "model.n_layers")),
+        "d_ffn": as_int(get_path(cfg, "model.d_ffn")),
+        **{k: as_column(att.get(k), dtype) for k, dtype in VARIANT_FIELDS.items()},
+        "mlflow_run_id": rec.get("mlflow_run_id"),
+        "mlflow_tracking_uri": rec.get("mlflow_tracking_uri"),
+        "mlflow_experiment": rec.get("mlflow_experiment"),
+        "created_at": rec.get("created_at"), "source": rec.get("_path"),
+    }
+
+
+def latest(runs: pl.DataFrame) -> pl.DataFrame:
+    """One run per :data:`KEY`: the latest one (reruns replace older runs)."""
+    if runs.is_empty():
+        return runs
+    return (runs.sort("created_at", nulls_last=False)
+                .unique(subset=KEY, keep="last", maintain_order=True))
+
+
+def runs_from_records(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    """The runs frame of ``records`` (see :func:`load_records`)."""
+    return latest(frame([record_row(r) for r in records], RUN_COLUMNS))
+
+
+def curves_from_records(records: Sequence[dict[str, Any]],
+                        runs: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Validation curves of the runs kept in ``runs`` (default: ``runs_from_records(records)``).
+
+    Each curve is read from the ``history.csv`` beside the run's record (its ``source``), so a
+    rerun's superseded record, dropped from ``runs``, contributes no curve either.
+    """
+    if runs is None:
+        runs = runs_from_records(records)
+    external = {r.get("_path") for r in records if r.get("external")}
+    rows = []
+    for run in runs.select(*KEY, "source").iter_rows(named=True):
+        if not run["source"] or run["source"] in external:
+            continue  # external baselines: no training curve comparable to the models'
+        hist = Path(run["source"]).parent / HISTORY_NAME
+        if not hist.is_file():
+            continue
+        try:
+            h = pl.read_csv(hist, infer_schema_length=None)
+        except Exception:  # noqa: BLE001 - a broken history only loses its curve
+            continue
+        if "step" not in h.columns or "val_acc" not in h.columns:
+            continue
+        h = h.select(pl.col("step").cast(pl.Int64), pl.col("val_acc").cast(pl.Float64, strict=False))
+        for step, acc in h.drop_nulls().iter_rows():
+            rows.append({**run, "step": step, "val_accuracy": acc})
+    return frame(rows, CURVE_COLUMNS)
+
+
+def most_common_length(runs: pl.DataFrame) -> int | None:
+    """The sequence length most of ``runs`` have (ties: the shortest), None without runs.
+
+    The default T of the per-task ablation table and levels figure.
+    """
+    counts = runs.drop_nulls("length").group_by("length").len()
+    if counts.is_empty():
+        return None
+    return counts.sort(["len", "length"], descending=[True, False])["length"][0]
+
+
+def order_key(col: str, order: Sequence[str]) -> pl.Expr:
+    """Sort key: position in ``order``, then the others after it."""
+    return pl.col(col).replace_strict(list(order), list(range(len(order))),
+                                      default=len(order), return_dtype=pl.Int64)
+
+
+def ordered(values: Iterable[str], order: Sequence[str]) -> list[str]:
+    """``values`` in display ``order`` (others after it, alphabetically)."""
+    return sorted(values, key=lambda v: (order.index(v) if v in order else len(order), v))
+
+
+def task_keys(df: pl.DataFrame) -> list[tuple[str, int]]:
+    """The (task, T) pairs of ``df`` in display order."""
+    keys = df.select("task", "length").unique().rows()
+    return sorted(keys, key=lambda k: (TASK_ORDER.index(k[0]) if k[0] in TASK_ORDER
+                                        else len(TASK_ORDER), k[0], k[1] or 0))

@@ -1,0 +1,65 @@
+"""The end of a training run: its record (through the one writer, :mod:`hkt.record`), the final
+metrics and artifacts in MLflow, and the one-line summary printed for it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hkt.record import RECORD_NAME, make_record, write_record
+from hkt.train.checkpoint import TrainState
+from hkt.train.progress import format_duration
+from hkt.train.tracking import NullTracker
+
+__all__ = ["training_record", "log_final", "summary_line"]
+
+
+def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best: dict[str, Any],
+                    test: dict[str, float], *, n_params: int, wall_time_s: float, device: str,
+                    git: tuple[str | None, bool | None], data_dir: Path,
+                    checksums: dict[str, str], tracker: NullTracker) -> dict[str, Any]:
+    """The record of a finished training run: ``best`` is the best-validation checkpoint (what
+    was tested), ``test`` its test evaluation; speeds exclude evaluation time."""
+    steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
+    return make_record(
+        task=cfg.task.name, model=cfg.model.name, variant=cfg.variant, seed=cfg.seed,
+        profile=cfg.train.profile, config=cfg_dict, n_params=n_params, steps=steps,
+        best_step=best["step"], val_accuracy=best["val_accuracy"],
+        test_accuracy=test["acc"], val_loss=best["val_loss"], test_loss=test["loss"],
+        test_examples=test["n"], wall_time_s=wall_time_s,
+        ms_per_step=1000 * train_time / steps if steps and train_time > 0 else None,
+        samples_per_s=steps * bs / train_time if train_time > 0 else None,
+        device=device, git=git, data_dir=data_dir, data_checksums=checksums,
+        mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None)
+
+
+def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:
+    """Log the record's final metrics, the ``artifacts`` and the record itself, and close the
+    MLflow run as FINISHED (nothing without tracking)."""
+    if not tracker.enabled:
+        return
+    tracker.log_final({
+        "val_accuracy": record["val_accuracy"], "test_accuracy": record["test_accuracy"],
+        "test_loss": record["test_loss"], "best_step": record["best_step"],
+        "n_params": record["n_params"], "wall_time_s": record["wall_time_s"],
+        "ms_per_step": record["ms_per_step"],
+        "throughput_samples_per_s": record["samples_per_s"],
+    }, record["steps"])
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = write_record(record, Path(tmp) / RECORD_NAME)
+        for path in (*artifacts, staged):
+            tracker.log_artifact(path)
+    tracker.finish("FINISHED")
+
+
+def summary_line(record: dict[str, Any], run_dir: Path | str) -> str:
+    """One line on a finished run: accuracies, size, time, speed, device, where its record is."""
+    ms = record.get("ms_per_step")
+    sps = record.get("samples_per_s")
+    speed = f", {ms:.1f} ms/step, {sps:,.0f} samples/s" if ms and sps else ""
+    return (f"{record['task']}/{record['model']}/{record['variant']} seed {record['seed']} "
+            f"[{record['profile']}]: val {record['val_accuracy']:.4f} (step {record['best_step']}), "
+            f"test {record['test_accuracy']:.4f}; {record['n_params']:,} params, "
+            f"{record['steps']} steps in {format_duration(record['wall_time_s'])}{speed} "
+            f"on {record['device']} -> {Path(run_dir) / RECORD_NAME}")
