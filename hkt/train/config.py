@@ -27,6 +27,11 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 def load_config(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``train.yaml`` with ``overrides``, resolved and validated."""
     cfg = compose(CONFIG_NAME, overrides)
+    if cfg.model.get("match_params_of"):  # experiment=mha_matched (h3 scaffolding; h1's wins)
+        from hkt.baselines.matched import matched_d_ffn
+
+        base = [o for o in overrides if not o.startswith(("model=", "experiment="))]
+        cfg.model.d_ffn = matched_d_ffn(base)["d_ffn"]
     validate(cfg)
     return cfg
 
