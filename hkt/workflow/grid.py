@@ -177,6 +177,11 @@ class Grid:
                        f"(profiles: {', '.join(self._options('profile'))})")
         for t in self._main["tasks"]:
             self._check_task(t, "main.tasks")
+        for name, spec in self.external.items():
+            if name in self._options("model"):
+                self._fail(f"external.{name}: the name is taken by config/model/{name}.yaml")
+            for t in spec.get("tasks") or self._main["tasks"]:
+                self._check_task(t, f"external.{name}.tasks")
         for m in self._main["models"]:
             self._check_model(m, "main.models")
         if self._lra.get("enabled"):
@@ -189,11 +194,6 @@ class Grid:
             self._check_task(self.ablation_task, "ablation.task")
             for name in self._ablation.get("include", []):
                 self._check_experiment(name, "ablation.include")
-        for name, spec in self.external.items():
-            if name in self.models or name in self._options("model"):
-                self._fail(f"external.{name}: the name is taken by config/model/{name}.yaml")
-            for t in spec.get("tasks") or self._main["tasks"]:
-                self._check_task(t, f"external.{name}.tasks")
 
     # --- the jobs -------------------------------------------------------------------------------
 
