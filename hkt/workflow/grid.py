@@ -227,10 +227,6 @@ class Grid:
         return [j for j in self.train_jobs()
                 if j.model in models and (variants is None or j.variant in variants)]
 
-    def prepared_tasks(self) -> list[str]:
-        jobs = self.train_jobs() + self.external_jobs()
-        return list(dict.fromkeys(j.task for j in jobs))
-
     # --- paths ----------------------------------------------------------------------------------
 
     def pattern(self, kind: str, name: str = "") -> str:
