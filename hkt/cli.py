@@ -2,8 +2,13 @@
 
 Each subcommand lives in the module that owns its logic; this file only maps names to
 modules, imported lazily so that ``hkt --help`` stays fast. A command module exposes
-``add_arguments(parser)`` and ``run(args) -> int``. ``hkt bench`` has one level more:
-``hkt bench NAME`` maps to the modules in ``BENCHMARKS``.
+``add_arguments(parser)`` and ``run(args) -> int``. ``hkt bench`` and ``hkt baseline`` have one
+level more: ``hkt bench NAME`` maps to the modules in ``BENCHMARKS``, ``hkt baseline NAME`` to
+those in ``BASELINES``.
+
+``hkt --log FILE COMMAND …`` sends the command's output (Python's and the libraries', at the file
+descriptor level) to FILE and, if it fails, prints FILE's last lines on the terminal: the one
+statement of what every workflow rule wants from its log.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import errno
 import importlib
 import os
 import sys
+import traceback
+from collections import deque
+from collections.abc import Callable
 
 from hkt.errors import HKTError
 
@@ -29,6 +37,18 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "train": ("hkt.bench.train", "Training throughput of MHA/HKT models vs nn.TransformerEncoder."),
 }
 
+BASELINES: dict[str, tuple[str, str]] = {
+    "ngram": ("hkt.baselines.ngram", "Non-neural references (majority class, hashed n-gram "
+                                     "logistic regression) on prepared data; writes a run record."),
+}
+
+# group command -> (its table, help)
+GROUPS: dict[str, tuple[dict[str, tuple[str, str]], str]] = {
+    "bench": (BENCHMARKS, "Benchmarks that print numbers and write results/bench/."),
+    "baseline": (BASELINES, "Baselines outside the trained models; each writes a run record."),
+}
+LOG_TAIL_LINES = 20  # lines of a failed command's log shown on the terminal
+
 
 def _add_group(sub: argparse._SubParsersAction, table: dict[str, tuple[str, str]]) -> None:
     for name, (module, help_text) in table.items():
@@ -39,11 +59,14 @@ def _add_group(sub: argparse._SubParsersAction, table: dict[str, tuple[str, str]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hkt", description=__doc__.splitlines()[0])
+    parser.add_argument("--log", metavar="FILE",
+                        help="write the command's output to FILE; on failure show its last "
+                             f"{LOG_TAIL_LINES} lines (what the workflow's rules use)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_group(sub, COMMANDS)
-    bench = sub.add_parser("bench", help="Benchmarks that print numbers and write results/bench/.")
-    bench_sub = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    _add_group(bench_sub, BENCHMARKS)
+    for group, (table, help_text) in GROUPS.items():
+        p = sub.add_parser(group, help=help_text, description=help_text)
+        _add_group(p.add_subparsers(dest="name", metavar="NAME", required=True), table)
     return parser
 
 
@@ -52,10 +75,10 @@ def _command_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str] | No
     if not argv or argv[0].startswith("-"):
         return None
     table, prog, rest = COMMANDS, "hkt", argv
-    if argv[0] == "bench":
+    if argv[0] in GROUPS:
         if len(argv) < 2 or argv[1].startswith("-"):
             return None
-        table, prog, rest = BENCHMARKS, "hkt bench", argv[1:]
+        table, prog, rest = GROUPS[argv[0]][0], f"hkt {argv[0]}", argv[1:]
     name = rest[0]
     if name not in table:
         return None
@@ -66,14 +89,66 @@ def _command_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str] | No
     return parser, module_name
 
 
+def _split_log(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``--log FILE`` / ``--log=FILE`` before the command, and the remaining arguments."""
+    if argv and argv[0].startswith("--log="):
+        return argv[0][len("--log="):], argv[1:]
+    if len(argv) >= 2 and argv[0] == "--log":
+        return argv[1], argv[2:]
+    return None, argv
+
+
+def run_logged(log: str, command: Callable[[], int]) -> int:
+    """Run ``command`` with stdout and stderr (file descriptors 1 and 2, so that child processes
+    and C libraries are included) going to ``log``; if it fails, print the log's last lines to
+    the original stderr. Returns the command's exit status (1 for an uncaught exception, whose
+    traceback goes to the log)."""
+    os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "w", encoding="utf-8") as fh:
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        try:
+            status = command()
+        except SystemExit as exc:
+            code = exc.code
+            status = code if isinstance(code, int) else (0 if code is None else 1)
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - the traceback belongs in the log, then the tail
+            traceback.print_exc()
+            status = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+    if status:
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            tail = "".join(deque(fh, maxlen=LOG_TAIL_LINES))
+        sys.stderr.write(f"--- end of {log}:\n{tail}")
+        sys.stderr.flush()
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    log, argv = _split_log(list(sys.argv[1:] if argv is None else argv))
+    if log is not None:
+        return run_logged(log, lambda: _main(argv))
+    return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     found = _command_parser(argv)
     if found is None:
         build_parser().parse_args(argv)  # prints help/usage and exits
         return 2
     parser, module_name = found
-    skip = 2 if argv[0] == "bench" else 1
+    skip = 2 if argv[0] in GROUPS else 1
     args = parser.parse_intermixed_args(argv[skip:])
     module = importlib.import_module(module_name)
     try:

@@ -319,21 +319,3 @@ def test_cpu_kernel_blocks_agree(chunk_mib, fusion, monkeypatch):
     torch.testing.assert_close(gx, gx_ref, atol=1e-6, rtol=0)
     for a, b in zip(gp, gp_ref):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
-
-
-def test_cpu_kernel_block_layout(monkeypatch):
-    from hkt.attention.fused_cpu import _chunks
-
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
-    v = torch.zeros(6, 4, 100, 8)
-    per_head = 8 * 100 * 3 * 8 * 4  # widened tensors per block × T × L·d × bytes
-    assert _chunks(v, 3, 1e9) == [(slice(0, 6), slice(0, 4))]
-    assert _chunks(v, 3, 8 * per_head)[:2] == [(slice(0, 2), slice(0, 4)), (slice(2, 4), slice(0, 4))]
-    assert _chunks(v, 3, 2 * per_head)[:3] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4)),
-                                               (slice(1, 2), slice(0, 2))]
-    assert len(_chunks(v, 3, 1.0)) == 6 * 4
-    assert _chunks(v, 3, 3 * per_head)[:2] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4))]
-    v8 = torch.zeros(2, 8, 100, 8)
-    assert [blk[1] for blk in _chunks(v8, 3, 3 * per_head)[:3]] == [slice(0, 3), slice(3, 6), slice(6, 8)]
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # a slice per thread at least
-    assert _chunks(v, 3, 1.0)[:2] == [(slice(0, 1), slice(0, 2)), (slice(0, 1), slice(2, 4))]

@@ -32,8 +32,8 @@ def test_peak_memory_sees_allocations():
 
     small = peak_memory_bytes(lambda: torch.ones(1024, 1024).sum(), torch.device("cpu"))
     large = peak_memory_bytes(lambda: torch.ones(4096, 1024).sum(), torch.device("cpu"))
-    if small != small:  # mallinfo2 unavailable (not glibc): nothing to compare
-        return
+    if small != small:  # NaN: mallinfo2 unavailable (not glibc)
+        pytest.skip("peak CPU memory needs glibc's mallinfo2")
     assert large > 3 * small > 0
 
 

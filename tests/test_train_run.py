@@ -45,9 +45,7 @@ def history(run_dir: Path) -> list[dict]:
 @pytest.mark.parametrize("task", ["listops", "imdb", "cifar10"])
 @pytest.mark.parametrize("model", ["mha", "hkt"])
 def test_smoke_run_writes_a_valid_record(prepared_data, tmp_path, task, model):
-    t0 = time.perf_counter()
     rec = run(prepared_data(task), tmp_path / "run", f"model={model}")
-    assert time.perf_counter() - t0 < 30
     validate_record(rec)
     assert load_record(tmp_path / "run") == json.loads((tmp_path / "run/record.json").read_text())
     assert rec["task"] == task and rec["model"] == model and rec["profile"] == "smoke"

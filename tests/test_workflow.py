@@ -1,5 +1,6 @@
 """The Snakemake workflow, fast checks: dry runs resolve every job (default config, the smoke suite,
-the SLURM profile), and a bad config.yaml stops the run naming the key."""
+the SLURM profile), and a bad config.yaml or a bad training override stops the run, naming the key,
+before any job runs."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def test_dry_run_of_the_default_config_resolves_every_job(tmp_path):
     for rule, n in want.items():
         assert stats.get(rule, 0) == n, (rule, stats)
     assert stats["train"] >= 27 + 7 * 3  # 3 tasks x 3 models x 3 seeds + 7 ablations x 3 seeds
-    for rule in ("match_params", "check_mlflow", "aggregate", "bench_attention", "all"):
+    for rule in ("check_mlflow", "aggregate", "bench_attention", "all"):
         assert stats[rule] == 1
 
 
@@ -94,11 +95,25 @@ def test_lra_suite_adds_its_tasks(tmp_path):
     assert stats["prepare"] == base["prepare"] + 2
 
 
-def test_slurm_profile_parses():
+def rule_names() -> set[str]:
+    text = "".join(p.read_text() for p in (ROOT / "workflow").rglob("*.smk"))
+    return set(re.findall(r"^rule (\w+):", text, re.M))
+
+
+def test_slurm_profile_names_real_rules_and_no_resource_amounts():
+    """Resources are set once, in config.yaml; the profile only places jobs (partitions)."""
     profile = yaml.safe_load((ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())
     assert profile["executor"] == "slurm"
-    assert profile["set-resources"]["train"]["gpu"] == 1
     assert "slurm_partition" in profile["default-resources"]
+    assert "set-threads" not in profile
+    rules = rule_names()
+    assert {"train", "prepare", "ngram_baseline", "analyze", "aggregate"} <= rules
+    amounts = {"gpu", "mem_mb", "runtime", "threads", "cpus_per_task"}
+    for rule, res in profile.get("set-resources", {}).items():
+        assert rule in rules, rule
+        assert not amounts & set(res), (rule, res)
+    assert not amounts & set(profile["default-resources"])
+    assert CONFIG["resources"]["train"]["gpu"] == 1
 
 
 def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
@@ -119,7 +134,7 @@ def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     ({"profile": "fast"}, "profile 'fast'"),
     ({"main": {"tasks": ["listops"], "models": ["transformer"]}}, "config/model/transformer.yaml"),
     ({"main": {"tasks": ["pathfinder"], "models": ["hkt"]}}, "task 'pathfinder'"),
-    ({"ablation": {"include": ["levels9"]}}, "levels9"),
+    ({"ablation": {"include": ["levels9"]}}, "names experiment 'levels9'"),
     ({"external": {"ngram": {"seeds": [-1]}}}, "seeds"),
     ({"train_overrides": ["model.d_model = 8"]}, "train_overrides"),
 ])
@@ -131,3 +146,27 @@ def test_bad_config_stops_with_the_key(tmp_path, bad, message):
     assert r.returncode != 0
     assert message in out, out[-3000:]
     assert "Job stats" not in out  # stopped before building the DAG
+
+
+def test_unknown_key_names_the_allowed_keys_not_the_schema(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("sedes: [0]\n")
+    r = snakemake("-n", "--configfile", str(cfg), cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "unknown key sedes (allowed: " in out and ", seeds, " in out, out[-3000:]
+    assert "$schema" not in out and "additionalProperties" not in out
+    assert len(out.splitlines()) < 15, out
+
+
+def test_a_bad_training_override_stops_before_any_job(tmp_path):
+    """Every training config of the DAG is composed and validated when the workflow starts."""
+    r = snakemake("--cores", "1", "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"),
+                  "--config", "results_dir=results", "train_overrides=[optim.lr=abc]",
+                  cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert "config key 'optim.lr': expected float" in out, out[-3000:]
+    assert "hkt train task=listops model=mha profile=smoke experiment=main optim.lr=abc" in out
+    assert "Job stats" not in out and "rule prepare" not in out
+    assert not (tmp_path / "results").exists()

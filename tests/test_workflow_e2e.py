@@ -4,8 +4,8 @@ ListOps (generated, small counts), MHA and HKT, one seed, a two-point ablation (
 main L=3), the shipped external baselines, and one more external baseline added by the README's
 recipe (b) (a new rules/external/*.smk + its name in the config). Checks the tables, figures,
 summary, MLflow runs and audit, that an up-to-date tree does nothing, and that editing one
-model's config re-runs only that model's jobs. The workflow and config are copied first, so the
-test never touches the repository's own files.
+model's config re-runs only that model's jobs. The workflow, config and environment file are
+copied first, so the test never touches the repository's own files.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def workflow_run(tmp_path_factory):
     repo = tmp / "repo"
     for part in ("workflow", "config"):
         shutil.copytree(ROOT / part, repo / part)
+    shutil.copy(ROOT / "environment.yml", repo)  # the rules' conda environment
     script = tmp / "toy_baseline.py"
     script.write_text(TOY_SCRIPT)
     (repo / "workflow" / "rules" / "external" / "toy.smk").write_text(

@@ -6,52 +6,44 @@
 
 rule analyze:
     input:
-        record=f"{R}/runs/{{task}}/{{model}}/{{variant}}/seed{{seed}}/record.json",
-        data=lambda wc: data_files(wc.task),
+        GRID.pattern("run", "record.json"),
+        lambda wc: GRID.data_files(wc.task),
     output:
-        f"{R}/analysis/{{task}}/{{model}}/{{variant}}/seed{{seed}}/analysis.parquet",
-        f"{R}/analysis/{{task}}/{{model}}/{{variant}}/seed{{seed}}/kappa_per_level.png",
+        GRID.pattern("analysis", "analysis.parquet"),
+        GRID.pattern("analysis", "kappa_per_level.png"),
     params:
-        run_dir=lambda wc: run_dir(wc.task, wc.model, wc.variant, wc.seed),
-        out=lambda wc: f"{R}/analysis/{wc.task}/{wc.model}/{wc.variant}/seed{wc.seed}",
-        args=shell_words(ANALYZE.get("args", [])),
+        run=lambda wc: GRID.path("run", **job(wc).wildcards()),
+        out=lambda wc: GRID.path("analysis", **job(wc).wildcards()),
+        args=GRID.analyze_args(),
     log:
-        f"{R}/logs/analyze/{{task}}/{{model}}/{{variant}}/seed{{seed}}.log",
-    threads: res("analyze", "threads", 1)
+        GRID.log("analyze", "{task}/{model}/{variant}/seed{seed}"),
+    conda:
+        CONDA_ENV
+    threads: threads("analyze")
     resources:
-        mem_mb=res("analyze", "mem_mb", 16000),
-        runtime=res("analyze", "runtime", 120),
-        gpu=res("analyze", "gpu", 0),
+        **resources("analyze"),
     shell:
-        """
-        {ENV}
-        export OMP_NUM_THREADS={threads}
-        {HKT} analyze {params.run_dir} --out {params.out} {params.args} > {log} 2>&1 \
-            || {{ s=$?; echo "--- end of {log}:" >&2; tail -n 20 {log} >&2; exit $s; }}
-        """
+        "hkt --log {log} analyze {params.run:q} --out {params.out:q} {params.args:q}"
 
 
-# bench: the attention benchmark whose measured ratios enter the cost table.
+# bench: the attention benchmark whose measured ratios enter the cost table. Inputs: its
+# settings and the HKT layer under test.
 rule bench_attention:
+    input:
+        CONFIG_DIR / "bench" / "attention.yaml",
+        CONFIG_DIR / "model" / "hkt.yaml",
     output:
         f"{R}/bench/attention.csv",
         f"{R}/bench/attention.md",
-    input:
-        settings=str(CONFIG_DIR / "bench" / "attention.yaml"),
-        layer=str(CONFIG_DIR / "model" / "hkt.yaml"),  # the HKT layer under test
     params:
-        args=shell_words(BENCH.get("args", [])),
+        out=lambda wc, output: Path(output[0]).parent,
+        args=GRID.bench_args(),
     log:
-        f"{R}/logs/bench/attention.log",
-    threads: res("bench", "threads", 2)
+        GRID.log("bench", "attention"),
+    conda:
+        CONDA_ENV
+    threads: threads("bench")
     resources:
-        mem_mb=res("bench", "mem_mb", 16000),
-        runtime=res("bench", "runtime", 60),
-        gpu=res("bench", "gpu", 0),
+        **resources("bench"),
     shell:
-        """
-        {ENV}
-        export OMP_NUM_THREADS={threads}
-        {HKT} bench attention --out {R}/bench {params.args} > {log} 2>&1 \
-            || {{ s=$?; echo "--- end of {log}:" >&2; tail -n 20 {log} >&2; exit $s; }}
-        """
+        "hkt --log {log} bench attention --out {params.out:q} {params.args:q}"

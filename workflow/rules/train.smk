@@ -1,9 +1,9 @@
-# train: one (task, model, variant, seed) run with `hkt train`; its output is the run record.
+# train: one (task, model, variant, seed) run; variant = the experiment (config/experiment/).
 #
-# Rerun triggers: the job's Hydra overrides and a digest of the config files it is composed from
-# are params, and those files are inputs, so editing config/model/hkt.yaml re-runs the HKT jobs
-# only. A run directory left by an interrupted job with the same config is resumed from its last
-# checkpoint; one whose config or data changed is started over (`hkt train --restart-if-changed`).
+# Rerun trigger: the digest of the job's composed config (a param), so editing
+# config/model/hkt.yaml re-runs the HKT jobs only. A run directory left by an interrupted job with
+# the same config is resumed from its last checkpoint; one whose config or data changed is
+# started over (`hkt train --restart-if-changed`).
 
 
 wildcard_constraints:
@@ -12,61 +12,25 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-def _train_extra_file(wc):
-    return match_file(wc.task, wc.variant) if needs_match(wc.model, wc.variant) else ""
-
-
 rule train:
     input:
-        data=lambda wc: data_files(wc.task),
-        configs=lambda wc: train_config_files(wc.task, wc.model, wc.variant),
-        extra=lambda wc: [_train_extra_file(wc)] if _train_extra_file(wc) else [],
+        lambda wc: GRID.data_files(wc.task),
     output:
-        record=f"{R}/runs/{{task}}/{{model}}/{{variant}}/seed{{seed}}/record.json",
+        GRID.pattern("run", "record.json"),
     wildcard_constraints:
-        model="|".join(MODELS),
+        model="|".join(GRID.models),
     params:
-        overrides=lambda wc: shell_words(train_overrides(wc.task, wc.model, wc.variant, wc.seed)),
-        # not used by the command: a changed digest of the composed config files re-runs the job
-        stamp=lambda wc: config_stamp(wc.task, wc.model, wc.variant, wc.seed),
-        extra_file=_train_extra_file,
-        run_dir=lambda wc: run_dir(wc.task, wc.model, wc.variant, wc.seed),
-        data_dir=lambda wc: data_dir(wc.task),
+        data=lambda wc: data_dir(wc.task),
+        out=lambda wc: GRID.path("run", **job(wc).wildcards()),
+        overrides=lambda wc: GRID.train_overrides(job(wc)),
+        config_digest=lambda wc: train_digest(job(wc)),
     log:
-        f"{R}/logs/train/{{task}}/{{model}}/{{variant}}/seed{{seed}}.log",
-    threads: res("train", "threads", 1)
+        GRID.log("train", "{task}/{model}/{variant}/seed{seed}"),
+    conda:
+        CONDA_ENV
+    threads: threads("train")
     resources:
-        mem_mb=res("train", "mem_mb", 16000),
-        runtime=res("train", "runtime", 720),
-        gpu=res("train", "gpu", 0),
+        **resources("train"),
     shell:
-        """
-        {ENV}
-        export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
-        extra=""
-        if [ -n "{params.extra_file}" ]; then extra=$(cat "{params.extra_file}"); fi
-        {HKT} train --data {params.data_dir} --out {params.run_dir} --no-progress --restart-if-changed \
-            {params.overrides} $extra > {log} 2>&1 \
-            || {{ s=$?; echo "--- end of {log}:" >&2; tail -n 20 {log} >&2; exit $s; }}
-        """
-
-
-# The size-matched MHA: the FFN width that gives MHA as many parameters as the main HKT.
-rule match_params:
-    input:
-        configs=lambda wc: train_config_files(wc.task, "hkt") + train_config_files(wc.task, "mha"),
-    output:
-        f"{R}/params/{{task}}/{{variant}}.override",
-    params:
-        overrides=lambda wc: shell_words([f"task={task_config_name(wc.task)}",
-                                          f"profile={config['profile']}",
-                                          *config.get("train_overrides", []),
-                                          *variant_spec("mha", wc.variant).get("overrides", [])]),
-    log:
-        f"{R}/logs/match_params/{{task}}/{{variant}}.log",
-    shell:
-        """
-        {ENV}
-        {PY} -m hkt.baselines.matched --out {output} {params.overrides} > {log} 2>&1 \
-            || {{ s=$?; tail -n 20 {log} >&2; exit $s; }}
-        """
+        "hkt --log {log} train --data {params.data:q} --out {params.out:q} --no-progress"
+        " --restart-if-changed {params.overrides:q}"

@@ -1,0 +1,59 @@
+"""Compose and validate the workflow's training configs before any job runs, and digest them.
+
+The workflow calls :func:`train_config_digests` once when it starts, over the overrides of every
+training job of the DAG: a bad ``train_overrides`` entry, a broken experiment file or an impossible
+model setting stops it with one ``hkt: error:``-style message before the first data is prepared.
+Each digest is a training job's rerun trigger (a Snakemake param): it changes exactly when the
+composed config changes, whichever file the change was in, without the workflow knowing which
+files Hydra composes.
+
+Hydra composition costs a fraction of a second per config, so configs are composed once per
+distinct override set, without the seed (it only sets the ``seed`` key, and is part of the job's
+output path anyway).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+
+from hkt.errors import ConfigError
+
+__all__ = ["seedless", "train_config_digest", "train_config_digests"]
+
+
+def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
+    """The overrides without ``seed=…``: the key under which a config is composed once."""
+    return tuple(o for o in overrides if not o.startswith("seed="))
+
+
+def train_config_digest(overrides: Sequence[str]) -> str:
+    """Compose and validate the training config of ``overrides``; return a digest of what
+    defines the run (tracking settings excluded, as when ``hkt train`` compares configs).
+
+    Raises :class:`ConfigError` naming the key, exactly as ``hkt train`` would.
+    """
+    from hkt.train.config import load_config, strip_for_compare
+
+    cfg = strip_for_compare(load_config(list(overrides)))
+    text = json.dumps(cfg, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def train_config_digests(override_sets: Iterable[Sequence[str]]) -> dict[tuple[str, ...], str]:
+    """:func:`train_config_digest` of each distinct :func:`seedless` override set.
+
+    The first failure raises :class:`ConfigError` whose message starts with the ``hkt train``
+    overrides that failed, so the user sees which job's config is wrong.
+    """
+    digests: dict[tuple[str, ...], str] = {}
+    for overrides in override_sets:
+        key = seedless(overrides)
+        if key in digests:
+            continue
+        try:
+            digests[key] = train_config_digest(key)
+        except ConfigError as exc:
+            raise ConfigError(f"hkt train {' '.join(key)}: {exc}") from None
+    return digests

@@ -1,0 +1,331 @@
+"""The workflow's job grid: which runs the workflow config asks for, where their files go, and the
+arguments of each job's ``hkt`` command.
+
+``workflow/rules/common.smk`` is a thin adapter over :class:`Grid`: every rule's inputs, outputs,
+command words and resources come from here, so the grid is tested without Snakemake
+(``tests/test_workflow_grid.py``). Pure Python and YAML, no torch and no Hydra, so that a dry run
+stays fast; composing the training configs is :mod:`hkt.workflow.configs`.
+
+An ablation is an experiment file, ``config/experiment/NAME.yaml``: the workflow's
+``ablation.include`` lists experiment names, and each job trains
+``hkt train … model=M experiment=NAME``, with M the model the file selects
+(``override /model: M``). ``hkt train experiment=NAME`` and the workflow therefore train the same
+thing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hkt.errors import ConfigError
+
+__all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "available_cpus"]
+
+MAIN = "main"  # the experiment (and variant label) of the main-table runs
+# Where each kind of file goes, relative to results_dir: the one statement of the layout.
+LAYOUT = {
+    "data": "data/{task}",
+    "run": "runs/{task}/{model}/{variant}/seed{seed}",
+    "analysis": "analysis/{task}/{model}/{variant}/seed{seed}",
+}
+SPLITS = ("train", "val", "test")
+
+
+class GridError(ConfigError):
+    """A workflow config that names something that does not exist; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: a (task, model, variant, seed) cell of the grid; variant = experiment name."""
+
+    task: str
+    model: str
+    variant: str
+    seed: int
+
+    def wildcards(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may use (its affinity mask, not the machine's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+    """Validate the workflow config against its JSON schema; raise :class:`GridError` naming the
+    first bad key, and for an unknown key the keys allowed there (not the whole schema)."""
+    import jsonschema
+
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(dict(config)),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    err = errors[0]
+    where = ".".join(map(str, err.absolute_path))
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = sorted(err.schema.get("properties") or {})
+        unknown = sorted(k for k in err.instance if k not in allowed)
+        keys = ", ".join(f"{where}.{k}" if where else k for k in unknown)
+        raise GridError(f"unknown key {keys} (allowed{' under ' + where if where else ''}: "
+                        f"{', '.join(allowed)})")
+    raise GridError(f"key {where or '(top level)'}: {err.message}")
+
+
+class Grid:
+    """The jobs, paths and command arguments of one workflow config.
+
+    ``config`` is the merged workflow config (``config/config.yaml`` + ``--configfile`` +
+    ``--config``), already checked by :func:`check_config`; ``config_dir`` the Hydra config
+    directory its names refer to. The constructor checks every name (task, model, profile,
+    experiment) and raises :class:`GridError` naming the key.
+    """
+
+    def __init__(self, config: Mapping[str, Any], config_dir: str | Path, *,
+                 cpus: int | None = None):
+        self.config = config
+        self.config_dir = Path(config_dir)
+        self.results = str(config["results_dir"]).rstrip("/") or "."
+        self.profile = str(config["profile"])
+        self.seeds = list(config["seeds"])
+        self.tasks: Mapping[str, Any] = config["tasks"]
+        self.cpus = cpus or available_cpus()
+        self._main = config["main"]
+        self._lra = config.get("lra") or {}
+        self._ablation = config.get("ablation") or {}
+        self._analyze = config.get("analyze") or {}
+        self.external = {name: spec or {} for name, spec in (config.get("external") or {}).items()
+                         if (spec or {}).get("enabled", True)}
+        self._check()
+
+    # --- what exists ----------------------------------------------------------------------------
+
+    def _options(self, group: str) -> list[str]:
+        return sorted(p.stem for p in (self.config_dir / group).glob("*.yaml"))
+
+    @cached_property
+    def models(self) -> list[str]:
+        """Trainable models: ``config/model/*.yaml`` (external baselines are not among them)."""
+        return [m for m in self._options("model") if m not in self.external]
+
+    def task_config(self, task: str) -> str:
+        """The Hydra task config (``config/task/NAME.yaml``) of a workflow task id."""
+        return (self.tasks[task] or {}).get("config") or task
+
+    def task_info(self, task: str) -> tuple[str, int]:
+        """The task family (as in run records) and sequence length, from its Hydra task file."""
+        return _task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
+
+    def experiment_model(self, name: str) -> str | None:
+        """The model an experiment file selects (``override /model: M``), or None (the caller's)."""
+        return _experiment(self.config_dir / "experiment" / f"{name}.yaml")[0]
+
+    @property
+    def ablation_task(self) -> str:
+        return self._ablation.get("task", "listops")
+
+    @property
+    def ablation_enabled(self) -> bool:
+        return bool(self._ablation.get("enabled"))
+
+    def _fail(self, msg: str) -> None:
+        raise GridError(msg)
+
+    def _check_task(self, task: str, where: str) -> None:
+        if task not in self.tasks:
+            self._fail(f"{where} names task '{task}', which is not under `tasks:` "
+                       f"(defined: {', '.join(sorted(self.tasks))})")
+        path = self.config_dir / "task" / f"{self.task_config(task)}.yaml"
+        if not path.is_file():
+            self._fail(f"task '{task}' uses Hydra task config '{self.task_config(task)}', but "
+                       f"{path} does not exist")
+
+    def _check_model(self, model: str, where: str) -> None:
+        if model not in self.models:
+            self._fail(f"{where} names model '{model}', which has no config/model/{model}.yaml "
+                       f"(models: {', '.join(self.models)}); add one (README: 'Adding a baseline')")
+
+    def _check_experiment(self, name: str, where: str) -> None:
+        path = self.config_dir / "experiment" / f"{name}.yaml"
+        if not path.is_file():
+            self._fail(f"{where} names experiment '{name}', which has no config/experiment/"
+                       f"{name}.yaml (experiments: {', '.join(self._options('experiment'))})")
+        model, variant = _experiment(path)
+        if variant != name:
+            self._fail(f"config/experiment/{name}.yaml sets variant: {variant}; the workflow files "
+                       f"its runs under the experiment's name, so it must set variant: {name}")
+        if name != MAIN:
+            if model is None:
+                self._fail(f"{where}: config/experiment/{name}.yaml selects no model "
+                           "(add `defaults: [{override /model: M}]`)")
+            self._check_model(model, f"config/experiment/{name}.yaml")
+
+    def _check(self) -> None:
+        if not (self.config_dir / "profile" / f"{self.profile}.yaml").is_file():
+            self._fail(f"profile '{self.profile}' has no config/profile/{self.profile}.yaml "
+                       f"(profiles: {', '.join(self._options('profile'))})")
+        for t in self._main["tasks"]:
+            self._check_task(t, "main.tasks")
+        for name, spec in self.external.items():
+            if name in self._options("model"):
+                self._fail(f"external.{name}: the name is taken by config/model/{name}.yaml")
+            for t in spec.get("tasks") or self._main["tasks"]:
+                self._check_task(t, f"external.{name}.tasks")
+        for m in self._main["models"]:
+            self._check_model(m, "main.models")
+        if self._lra.get("enabled"):
+            for t in self._lra.get("tasks", []):
+                self._check_task(t, "lra.tasks")
+            for m in self._lra.get("models", []):
+                self._check_model(m, "lra.models")
+        self._check_experiment(MAIN, "the main table")
+        if self.ablation_enabled:
+            self._check_task(self.ablation_task, "ablation.task")
+            for name in self._ablation.get("include", []):
+                self._check_experiment(name, "ablation.include")
+
+    # --- the jobs -------------------------------------------------------------------------------
+
+    def train_jobs(self) -> list[Job]:
+        """Every run ``hkt train`` makes, main table first, each once."""
+        jobs = []
+        grids = [(self._main["tasks"], self._main["models"])]
+        if self._lra.get("enabled"):
+            grids.append((self._lra.get("tasks", []), self._lra.get("models", [])))
+        for tasks, models in grids:
+            jobs += [Job(t, m, MAIN, s) for t in tasks for m in models for s in self.seeds]
+        if self.ablation_enabled:
+            t = self.ablation_task
+            for s in self._ablation.get("seeds") or self.seeds:
+                jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the references
+                jobs += [Job(t, self.experiment_model(e) or "", e, s)
+                         for e in self._ablation.get("include", [])]
+        return list(dict.fromkeys(jobs))
+
+    def external_jobs(self) -> list[Job]:
+        """Every record an external baseline's rule writes."""
+        return [Job(t, name, MAIN, s) for name, spec in self.external.items()
+                for t in spec.get("tasks") or self._main["tasks"] for s in spec.get("seeds") or [0]]
+
+    def analysis_jobs(self) -> list[Job]:
+        """The trained runs ``hkt analyze`` analyses."""
+        if not self._analyze.get("enabled"):
+            return []
+        variants = self._analyze.get("variants")
+        models = self._analyze.get("models", ["hkt", "mha"])
+        return [j for j in self.train_jobs()
+                if j.model in models and (variants is None or j.variant in variants)]
+
+    # --- paths ----------------------------------------------------------------------------------
+
+    def pattern(self, kind: str, name: str = "") -> str:
+        """A path pattern with Snakemake wildcards, e.g. ``pattern("run", "record.json")``."""
+        return "/".join(p for p in (self.results, LAYOUT[kind], name) if p)
+
+    def path(self, kind: str, name: str = "", **wildcards: Any) -> str:
+        return self.pattern(kind, name).format(**wildcards)
+
+    def log(self, rule: str, pattern: str) -> str:
+        """A rule's log file pattern: ``logs/RULE/PATTERN.log``."""
+        return f"{self.results}/logs/{rule}/{pattern}.log"
+
+    def data_files(self, task: str) -> list[str]:
+        return [self.path("data", f"{s}.parquet", task=task) for s in SPLITS]
+
+    def record(self, job: Job) -> str:
+        return self.path("run", "record.json", **job.wildcards())
+
+    def records(self) -> list[str]:
+        return [self.record(j) for j in self.train_jobs() + self.external_jobs()]
+
+    def analysis_file(self, job: Job) -> str:
+        return self.path("analysis", "analysis.parquet", **job.wildcards())
+
+    def analyses(self) -> list[str]:
+        return [self.analysis_file(j) for j in self.analysis_jobs()]
+
+    # --- command arguments ----------------------------------------------------------------------
+
+    def train_overrides(self, job: Job) -> list[str]:
+        """The Hydra overrides of the job's ``hkt train`` (the workflow's train_overrides last)."""
+        return [f"task={self.task_config(job.task)}", f"model={job.model}",
+                f"profile={self.profile}", f"seed={job.seed}", f"experiment={job.variant}",
+                *self.config.get("train_overrides", [])]
+
+    def prepare_args(self, task: str) -> list[str]:
+        """``hkt prepare`` arguments after ``--out``: task config, overrides, ``--source``."""
+        spec = self.tasks[task] or {}
+        args = [self.task_config(task), *spec.get("prepare", [])]
+        if spec.get("source"):
+            args += ["--source", str(Path(spec["source"]).resolve())]
+        if self.config.get("data_mirror"):
+            args.append(f"prepare.mirror={Path(self.config['data_mirror']).resolve()}")
+        return args
+
+    def external_options(self, name: str) -> list[str]:
+        """``--key value`` words from ``external.NAME.options`` (lists become several values)."""
+        words: list[str] = []
+        for key, value in (self.external.get(name, {}).get("options") or {}).items():
+            if value is None:
+                continue
+            flag = f"--{key.replace('_', '-')}"
+            words += [flag, *map(str, value)] if isinstance(value, list) else [flag, str(value)]
+        return words
+
+    def ablation_args(self) -> list[str]:
+        """``hkt aggregate`` arguments that name the ablation table's task and length."""
+        task = self.ablation_task
+        if task not in self.tasks:
+            return ["--ablation-task", task]
+        family, length = self.task_info(task)
+        return ["--ablation-task", family, "--ablation-length", str(length)]
+
+    def analyze_args(self) -> list[str]:
+        return [str(a) for a in self._analyze.get("args", [])]
+
+    def bench_args(self) -> list[str]:
+        return [str(a) for a in (self.config.get("bench") or {}).get("args", [])]
+
+    @property
+    def bench_enabled(self) -> bool:
+        return bool((self.config.get("bench") or {}).get("enabled", True))
+
+    # --- resources ------------------------------------------------------------------------------
+
+    def resources(self, rule: str) -> dict[str, int]:
+        """``resources.RULE`` of the config, the one place they are set; ``threads`` is clamped
+        to the CPUs this machine offers (a job asking for more would never be scheduled on a
+        node of this size; the clamp is the documented behaviour, see config/README.md)."""
+        res = dict((self.config.get("resources") or {}).get(rule) or {})
+        res["threads"] = max(1, min(int(res.get("threads", 1)), self.cpus))
+        return res
+
+
+@lru_cache(maxsize=None)
+def _task_info(path: Path, task: str) -> tuple[str, int]:
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return str(cfg.get("name", task)), int(cfg.get("max_length", 0))
+
+
+@lru_cache(maxsize=None)
+def _experiment(path: Path) -> tuple[str | None, str | None]:
+    """(model selected by ``override /model: M`` or None, the ``variant`` label) of a file."""
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    model = None
+    for entry in cfg.get("defaults") or []:
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if key.replace(" ", "") in ("override/model", "/model"):
+                    model = str(value)
+    return model, cfg.get("variant")

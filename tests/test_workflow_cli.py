@@ -1,0 +1,49 @@
+"""What the workflow's rules rely on from the `hkt` command: `hkt --log FILE` (output to the log,
+its tail on the terminal only when the command fails) and `hkt baseline ngram`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def hkt(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HKT_CONFIG_DIR": str(ROOT / "config")}
+    return subprocess.run([sys.executable, "-m", "hkt.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_log_keeps_a_good_run_quiet(tmp_path):
+    log = tmp_path / "logs" / "ok.log"
+    r = hkt("--log", str(log), "train", "--print-config", "model=mha")
+    assert r.returncode == 0
+    assert r.stdout == "" and r.stderr == ""
+    assert "name: mha" in log.read_text()
+
+
+def test_log_shows_the_tail_of_a_failed_run(tmp_path):
+    log = tmp_path / "bad.log"
+    r = hkt(f"--log={log}", "train", "--print-config", "optim.lr=abc")
+    assert r.returncode == 2
+    message = "hkt: error: config key 'optim.lr': expected float"
+    assert message in log.read_text()
+    assert r.stderr.startswith(f"--- end of {log}:\n") and message in r.stderr
+
+
+def test_log_keeps_a_traceback_in_the_log(tmp_path):
+    log = tmp_path / "crash.log"
+    r = hkt("--log", str(log), "analyze", str(tmp_path / "no-such-run"), "--out", str(tmp_path))
+    assert r.returncode != 0
+    assert r.stderr.startswith(f"--- end of {log}:\n")
+    assert len(r.stderr.splitlines()) <= 21  # the header and at most 20 lines of the log
+
+
+def test_baseline_ngram_is_an_hkt_command():
+    r = hkt("baseline", "ngram", "--help")
+    assert r.returncode == 0 and "--method {majority,ngram}" in r.stdout
+    r = hkt("baseline", "--help")
+    assert r.returncode == 0 and "ngram" in r.stdout

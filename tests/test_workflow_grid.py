@@ -1,0 +1,158 @@
+"""The workflow's job grid (hkt/workflow/grid.py) without Snakemake: jobs, paths, command
+arguments, resources and the config checks, on the repository's config and on small variations."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hkt.workflow.grid import MAIN, Grid, GridError, Job, check_config
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "config"
+CONFIG = yaml.safe_load((CONFIG_DIR / "config.yaml").read_text())
+SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def grid(cpus: int = 64, **changes) -> Grid:
+    cfg = copy.deepcopy(CONFIG)
+    for key, value in changes.items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) else value
+    check_config(cfg, SCHEMA)
+    return Grid(cfg, CONFIG_DIR, cpus=cpus)
+
+
+def test_default_grid_is_the_paper_suite():
+    g = grid()
+    jobs = g.train_jobs()
+    assert len(jobs) == len(set(jobs)) == 3 * 3 * 3 + 7 * 3  # main grid + 7 ablations x 3 seeds
+    assert jobs[0] == Job("listops", "mha", MAIN, 0)
+    ablations = {j.variant: j.model for j in jobs if j.variant != MAIN}
+    assert ablations == {"levels1": "hkt", "levels2": "hkt", "levels4": "hkt",
+                         "static_fusion": "hkt", "linear_upsample": "hkt", "stride4": "hkt",
+                         "mha_matched": "mha"}
+    assert {j.task for j in jobs if j.variant != MAIN} == {"listops"}
+    assert len(g.external_jobs()) == 2 * 3  # majority, ngram x 3 tasks x seed 0
+    assert {(j.model, j.variant) for j in g.analysis_jobs()} == {("hkt", MAIN), ("mha", MAIN)}
+    assert len(g.records()) == len(jobs) + 6
+
+
+def test_ablation_model_comes_from_the_experiment_file():
+    g = grid()
+    for name in CONFIG["ablation"]["include"]:
+        text = (CONFIG_DIR / "experiment" / f"{name}.yaml").read_text()
+        assert f"override /model: {g.experiment_model(name)}" in text
+    assert g.experiment_model(MAIN) is None
+
+
+def test_train_overrides_are_the_hkt_train_command():
+    g = grid(train_overrides=["train.device=cuda"])
+    assert g.train_overrides(Job("imdb_lra", "hkt", "levels2", 1)) == [
+        "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "experiment=levels2",
+        "train.device=cuda"]
+
+
+def test_paths_follow_one_layout():
+    g = grid(results_dir="out/")
+    j = Job("listops", "hkt", "levels1", 2)
+    assert g.record(j) == "out/runs/listops/hkt/levels1/seed2/record.json"
+    assert g.pattern("run", "record.json") == "out/runs/{task}/{model}/{variant}/seed{seed}/record.json"
+    assert g.path("run", **j.wildcards()) == "out/runs/listops/hkt/levels1/seed2"
+    assert g.analysis_file(j) == "out/analysis/listops/hkt/levels1/seed2/analysis.parquet"
+    assert g.data_files("imdb") == [f"out/data/imdb/{s}.parquet" for s in ("train", "val", "test")]
+    assert g.log("train", "{task}") == "out/logs/train/{task}.log"
+
+
+def test_command_arguments():
+    g = grid(tasks={"listops": {"config": "listops_lra", "prepare": ["prepare.seed=3"],
+                                "source": "/data/lops"}},
+             data_mirror="/mirror",
+             external={"ngram": {"options": {"orders": [1, 2], "buckets": 64, "epochs": 1,
+                                             "max_train": None}}})
+    assert g.prepare_args("listops") == ["listops_lra", "prepare.seed=3", "--source",
+                                         "/data/lops", "prepare.mirror=/mirror"]
+    assert g.external_options("ngram") == ["--orders", "1", "2", "--buckets", "64", "--epochs", "1"]
+    assert g.ablation_args() == ["--ablation-task", "listops", "--ablation-length", "2000"]
+
+
+def test_resources_are_the_config_with_threads_clamped():
+    assert grid(cpus=64).resources("train") == CONFIG["resources"]["train"]
+    assert CONFIG["resources"]["train"]["threads"] > 2
+    assert grid(cpus=2).resources("train")["threads"] == 2
+    assert grid(cpus=2).resources("aggregate")["threads"] == 1
+    assert grid(resources={"aggregate": {}}).resources("aggregate") == {"threads": 1}
+
+
+def test_every_ablation_experiment_names_its_variant(tmp_path):
+    cdir = tmp_path / "config"
+    subprocess.run(["cp", "-r", str(CONFIG_DIR), str(cdir)], check=True)
+    (cdir / "experiment" / "levels2.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: hkt\nvariant: two_levels\n")
+    with pytest.raises(GridError, match="variant: two_levels.*must set variant: levels2"):
+        Grid(CONFIG, cdir)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"profile": "fast"}, "profile 'fast' has no config/profile/fast.yaml"),
+    ({"main": {"models": ["transformer"]}}, "main.models names model 'transformer'"),
+    ({"main": {"tasks": ["pathfinder"]}}, "main.tasks names task 'pathfinder'"),
+    ({"ablation": {"include": ["levels9"]}}, "ablation.include names experiment 'levels9'.*levels1"),
+    ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
+])
+def test_bad_names_are_named(changes, message):
+    with pytest.raises(GridError, match=message):
+        grid(**changes)
+
+
+def test_unknown_key_lists_the_allowed_keys_only():
+    with pytest.raises(GridError) as exc:
+        grid(sedes=[0])
+    msg = str(exc.value)
+    assert msg.startswith("unknown key sedes (allowed: ")
+    assert "seeds" in msg and "$schema" not in msg and len(msg.splitlines()) == 1
+    with pytest.raises(GridError, match=r"unknown key ablation.variants \(allowed under "
+                                        r"ablation: enabled, include, seeds, task\)"):
+        grid(ablation={"variants": {}})
+    with pytest.raises(GridError, match="key seeds: 'abc' is not of type 'array'"):
+        grid(seeds="abc")
+
+
+def test_grid_module_imports_neither_torch_nor_hydra():
+    code = ("import sys, hkt.workflow.grid; "
+            "print(sorted(m for m in ('torch', 'hydra') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the Hydra side: every training config composed and validated before any job runs -----------
+
+def test_train_config_digests_follow_the_composed_config(tmp_path, monkeypatch):
+    from hkt.workflow.configs import train_config_digests
+
+    g = grid()
+    jobs = [Job("listops", m, MAIN, s) for m in ("hkt", "mha") for s in (0, 1)]
+    before = train_config_digests(g.train_overrides(j) for j in jobs)
+    assert len(before) == 2  # composed once per model: the seed is not part of the key
+    cdir = tmp_path / "config"
+    subprocess.run(["cp", "-r", str(CONFIG_DIR), str(cdir)], check=True)
+    path = cdir / "model" / "hkt.yaml"
+    path.write_text(path.read_text().replace("dropout: 0.1 ", "dropout: 0.2 ", 1))
+    monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
+    after = train_config_digests(g.train_overrides(j) for j in jobs)
+    changed = {key[1] for key in before if before[key] != after[key]}
+    assert changed == {"model=hkt"}
+
+
+def test_a_bad_override_names_the_job_and_the_key():
+    from hkt.errors import ConfigError
+    from hkt.workflow.configs import train_config_digests
+
+    g = grid(train_overrides=["optim.lr=abc"])
+    with pytest.raises(ConfigError, match=r"hkt train task=listops model=mha profile=paper "
+                                          r"experiment=main optim.lr=abc: config key 'optim.lr'"):
+        train_config_digests(g.train_overrides(j) for j in g.train_jobs())
