@@ -31,6 +31,7 @@ from typing import Any
 import jsonschema
 
 import hkt
+from hkt.data.layout import SPLITS, split_file
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import git_state
@@ -44,7 +45,6 @@ ANALYSIS_FILE = "analysis.parquet"
 STEP_METRICS = ("train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
 HISTORY_COLUMNS = ("step", *STEP_METRICS)
 #: The prepared-data splits whose files a record's ``data_checksums`` names.
-DATA_SPLITS = ("train", "val", "test")
 
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
            "HISTORY_COLUMNS", "RecordError", "schema", "validate_record", "load_record",
@@ -119,7 +119,7 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
     """
     data_dir = Path(data_dir)
     if data_checksums is None:
-        data_checksums = {s: sha256_file(data_dir / f"{s}.parquet") for s in DATA_SPLITS}
+        data_checksums = {s: sha256_file(data_dir / split_file(s)) for s in SPLITS}
     commit, dirty = git if git is not None else git_state()
     run_id, uri, experiment = mlflow if mlflow is not None else (None, None, None)
     record = {

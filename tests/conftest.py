@@ -56,9 +56,11 @@ def write_prepared_data(out: Path, task: str, *, n_train: int = 64, n_eval: int 
 
 def seal_prepared_data(out: Path) -> None:
     """Write the manifest that `hkt prepare` writes last (after a test edits a split on purpose)."""
-    from hkt.data.parquet import SPLITS, sha256_file, write_manifest
+    from hkt.data.layout import SPLITS, split_file
+    from hkt.data.parquet import write_manifest
+    from hkt.fileio import sha256_file
 
-    write_manifest(out, {s: sha256_file(out / f"{s}.parquet") for s in SPLITS})
+    write_manifest(out, {s: sha256_file(out / split_file(s)) for s in SPLITS})
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from hkt.data.load import BucketBatchSampler, TokenDataset, make_loader, read_split_metadata
-from hkt.data.parquet import SplitData, sha256_file, write_split
+from hkt.data.parquet import SplitData, write_split
+from hkt.fileio import sha256_file
 from hkt.data.prepare import prepare_task
 from hkt.errors import DataError
 

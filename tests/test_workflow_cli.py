@@ -29,7 +29,7 @@ def test_log_shows_the_tail_of_a_failed_run(tmp_path):
     log = tmp_path / "bad.log"
     r = hkt(f"--log={log}", "train", "--print-config", "optim.lr=abc")
     assert r.returncode == 2
-    message = "hkt: error: config key 'optim.lr': expected float"
+    message = "hkt: error: config key 'optim.lr' = 'abc': must be a number"
     assert message in log.read_text()
     assert r.stderr.startswith(f"--- end of {log}:\n") and message in r.stderr
 

@@ -33,7 +33,8 @@ from torch import nn
 
 import hkt
 from hkt.config import flatten
-from hkt.data.parquet import SPLITS, SplitData, read_metadata
+from hkt.data.layout import SPLITS, split_file
+from hkt.data.parquet import SplitData, read_metadata
 from hkt.device import describe_device
 from hkt.errors import ConfigError, DataError, HKTError
 from hkt.fileio import sha256_file
@@ -51,7 +52,7 @@ __all__ = ["read_split", "hashed_ngrams", "majority_baseline", "ngram_baseline",
 
 def read_split(data_dir: str | Path, split: str) -> SplitData:
     """Read ``DATA_DIR/<split>.parquet`` as written by ``hkt prepare`` (id, tokens, label)."""
-    path = Path(data_dir) / f"{split}.parquet"
+    path = Path(data_dir) / split_file(split)
     read_metadata(path)  # a clear DataError unless `hkt prepare` wrote this file
     try:
         table = pq.read_table(path, columns=["id", "tokens", "label"])
@@ -227,7 +228,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         config=config, n_params=res["n_params"], steps=steps, best_step=res["best_step"],
         val_accuracy=res["val_accuracy"], test_accuracy=res["test_accuracy"],
         test_examples=len(splits["test"]), data_dir=data_dir, git=git_state(),
-        data_checksums={s: sha256_file(data_dir / f"{s}.parquet") for s in SPLITS},
+        data_checksums={s: sha256_file(data_dir / split_file(s)) for s in SPLITS},
         ms_per_step=1000 * train_time / steps if steps else None,
         samples_per_s=steps * batch_size / train_time if steps and train_time > 0 else None,
         device=describe_device(torch.device("cpu")), external="hkt.baselines.ngram",

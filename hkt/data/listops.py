@@ -359,7 +359,7 @@ def prepare(cfg: dict[str, Any], source: Path | None):
             raise DataError(f"ListOps source {source} must be a directory holding "
                             f"{', '.join(p['tsv_files'].values())} (LRA's lra_release/listops-1000/)")
         splits = {s: read_tsv(source / p["tsv_files"][s], s, cfg["max_length"]) for s in ("train", "val", "test")}
-        from hkt.data.parquet import sha256_file
+        from hkt.fileio import sha256_file
         src = {"kind": "lra_tsv", "files": {s: p["tsv_files"][s] for s in splits},
                "sha256": {s: sha256_file(source / p["tsv_files"][s]) for s in splits}}
         notes = ["Read from Long Range Arena's official ListOps TSV files; parentheses dropped (the fixed "

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from hkt.data.layout import split_file
 from hkt.data.parquet import read_metadata
 from hkt.errors import DataError
 
@@ -46,7 +47,7 @@ __all__ = ["TokenDataset", "BucketBatchSampler", "Loader", "make_loader", "pad_b
 
 def read_split_metadata(data_dir: str | os.PathLike, split: str = "train") -> dict[str, Any]:
     """The ``hkt`` metadata of ``DATA_DIR/SPLIT.parquet`` (task, vocab_size, num_classes, max_length, …)."""
-    return read_metadata(Path(data_dir) / f"{split}.parquet")
+    return read_metadata(Path(data_dir) / split_file(split))
 
 
 class TokenDataset(Dataset):
@@ -351,7 +352,7 @@ def make_loader(data: str | os.PathLike | TokenDataset, split: str | None = None
         if path.is_dir() or split is not None:
             if split is None:
                 raise DataError(f"{path} is a directory: name the split (make_loader(dir, 'train', ...))")
-            path = path / f"{split}.parquet"
+            path = path / split_file(split)
         ds = TokenDataset(path)
     if pad_multiple < 1:
         raise ValueError("pad_multiple must be >= 1")

@@ -26,11 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hkt.data.sources import file_digests
+from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import DataError
-from hkt.fileio import atomic_path, atomic_write_text
+from hkt.fileio import atomic_path, atomic_write_text, sha256_file
 
-SPLITS = ("train", "val", "test")
 METADATA_KEY = b"hkt"
 COMPRESSION = "zstd"
 SCHEMA = pa.schema([
@@ -111,16 +110,9 @@ class Prepared:
     location: str | None = None         # where the raw data were read (data card only)
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    return file_digests(path, ("sha256",))["sha256"]
-
-
-MANIFEST = "manifest.json"
-
-
 def write_manifest(out: str | os.PathLike, checksums: dict[str, str]) -> None:
     """Write ``out/manifest.json`` (split -> SHA-256 of its file): the last file a preparer writes."""
-    files = {f"{s}.parquet": checksums[s] for s in SPLITS}
+    files = {split_file(s): checksums[s] for s in SPLITS}
     atomic_write_text(Path(out) / MANIFEST, json.dumps({"format": 1, "files": files}, indent=2) + "\n")
 
 
@@ -137,7 +129,7 @@ def check_manifest(out: str | os.PathLike, checksums: dict[str, str]) -> None:
     except (ValueError, KeyError, TypeError) as exc:
         raise DataError(f"{out / MANIFEST} is not a manifest `hkt prepare` wrote ({exc}); {redo}") from None
     for s in SPLITS:
-        want = files.get(f"{s}.parquet") if isinstance(files, dict) else None
+        want = files.get(split_file(s)) if isinstance(files, dict) else None
         if want != checksums[s]:
             raise DataError(f"{out / (s + '.parquet')} does not belong with the other splits: its SHA-256 "
                             f"{checksums[s][:12]}… differs from the manifest's {str(want)[:12]}… (an "

@@ -18,7 +18,8 @@ import numpy as np
 
 import hkt
 from hkt.data.config import family_module, load_task_config
-from hkt.data.parquet import MANIFEST, SPLITS, Prepared, data_card, write_manifest, write_split
+from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.data.parquet import Prepared, data_card, write_manifest, write_split
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 
@@ -80,7 +81,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
             "max_length": cfg["max_length"], "tokenizer": prep.tokenizer, "source": prep.source,
             "params": params, "num_examples": len(prep.splits[s]), "code_version": hkt.__version__,
         }
-        checksums[s] = write_split(out / f"{s}.parquet", prep.splits[s], meta)
+        checksums[s] = write_split(out / split_file(s), prep.splits[s], meta)
         metas[s] = meta
     card = data_card(task=task, cfg=params, meta=metas["train"], splits=prep.splits, checksums=checksums,
                      notes=prep.notes, location=prep.location)

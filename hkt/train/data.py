@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hkt.data.layout import SPLITS, split_file
 from hkt.data.load import TokenDataset, make_loader, read_split_metadata
+from hkt.data.parquet import check_manifest
 from hkt.errors import DataError
 from hkt.fileio import sha256_file
-
-SPLITS = ("train", "val", "test")
 
 __all__ = ["SPLITS", "RunData"]
 
@@ -28,7 +28,7 @@ class RunData:
         if not self.dir.is_dir():
             raise DataError(f"data directory {self.dir} does not exist; create it with "
                             "`hkt prepare TASK --out DIR`")
-        self.paths = {s: self.dir / f"{s}.parquet" for s in SPLITS}
+        self.paths = {s: self.dir / split_file(s) for s in SPLITS}
         missing = [str(p.name) for p in self.paths.values() if not p.is_file()]
         if missing:
             raise DataError(f"{self.dir} lacks {', '.join(missing)}; is it a directory written "
@@ -51,8 +51,6 @@ class RunData:
             self.check_task(task_cfg)
         self._checksums: dict[str, str] | None = None
         self._datasets: dict[str, Any] = {}
-        from hkt.data.parquet import check_manifest
-
         check_manifest(self.dir, self.checksums)  # the three files were written together
         for s in SPLITS:  # every split now, not when first evaluated (test: only after training)
             self.dataset(s).check_ranges(self.vocab_size, self.num_classes)

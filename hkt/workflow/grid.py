@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import ConfigError
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "available_cpus"]
@@ -35,7 +36,6 @@ LAYOUT = {
     "run": "runs/{task}/{model}/{variant}/seed{seed}",
     "analysis": "analysis/{task}/{model}/{variant}/seed{seed}",
 }
-SPLITS = ("train", "val", "test")
 
 
 class GridError(ConfigError):
@@ -241,7 +241,8 @@ class Grid:
         return f"{self.results}/logs/{rule}/{pattern}.log"
 
     def data_files(self, task: str) -> list[str]:
-        return [self.path("data", f"{s}.parquet", task=task) for s in SPLITS]
+        return [*(self.path("data", split_file(s), task=task) for s in SPLITS),
+                self.path("data", MANIFEST, task=task)]
 
     def record(self, job: Job) -> str:
         return self.path("run", "record.json", **job.wildcards())
