@@ -251,3 +251,63 @@ def test_truncated_levels_restores_an_earlier_setting():
     with truncated_levels(attn, 1):
         assert attn.n_levels == 1
     assert attn.active_levels == 2
+
+
+# ------------------------------------------------------------------ the report's table and figure
+
+
+def _analyses() -> pl.DataFrame:
+    """Two seeds of one task's HKT runs, as `hkt analyze` writes their approximation rows."""
+    from hkt.report.aggregate import KEY
+
+    frames = []
+    for seed in (0, 1):
+        trained, init = _model(), _model(fusion="static")
+        torch.manual_seed(seed)
+        batch = {"tokens": torch.randint(1, 20, (2, 17)), "mask": torch.ones(2, 17, dtype=torch.bool)}
+        rows = approximation_rows({"trained": trained, "init": init}, [batch], chunk_mib=1)
+        ident = dict(zip(KEY, ("listops", 512, "hkt", "main", seed)))
+        frames.append(pl.DataFrame(rows).with_columns(*(pl.lit(v).alias(k) for k, v in ident.items())))
+    return pl.concat(frames)
+
+
+def test_approximation_table_pools_heads_and_seeds_per_layer_and_state():
+    from hkt.report.approximation import approximation_display, approximation_table
+
+    analyses = _analyses()
+    t = approximation_table(analyses)
+    assert t.select("layer", "state").rows() == [(0, "trained"), (0, "init"), (1, "trained"), (1, "init")]
+    assert (t["n"] == 4).all() and (t["seeds"] == 2).all() and (t["levels"] == 3).all()
+    rho = analyses.filter((pl.col("metric") == "rho") & (pl.col("layer") == 1)
+                          & (pl.col("quantity") == "init"))["value"]
+    row = t.filter((pl.col("layer") == 1) & (pl.col("state") == "init"))
+    assert row["rho_mean"][0] == pytest.approx(rho.mean())
+    assert row["rho_std"][0] == pytest.approx(rho.std())
+    assert row["rho_min"][0] == pytest.approx(rho.min()) and row["rho_max"][0] == pytest.approx(rho.max())
+    header, rows = approximation_display(t)
+    assert len(rows) == 4 and all(len(r) == len(header) for r in rows)
+
+
+def test_write_approximation_adds_table_figure_and_summary_section(tmp_path):
+    from hkt.report.approximation import CLAIM, write_approximation
+
+    (tmp_path / "summary.md").write_text("# Results summary\n")
+    written = write_approximation(_analyses(), tmp_path)
+    assert {p.name for p in written} == {"approximation.md", "approximation.csv", "approximation.tex",
+                                         "approximation.png"}
+    assert (tmp_path / "figures" / "approximation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("# Results summary\n")
+    assert CLAIM in summary and "listops (T=512), main, L = 3: trained ρ = " in summary
+    assert "at initialisation ρ = " in summary and "figures/approximation.png" in summary
+
+
+def test_write_approximation_without_hkt_analyses_still_writes_its_outputs(tmp_path):
+    from hkt.report.approximation import findings, write_approximation
+
+    mha = pl.DataFrame([{"section": "kernel", "layer": 0, "head": 0, "level": 0, "quantity": "M",
+                         "metric": "psd", "value": 1.0, "task": "listops", "length": 512,
+                         "model": "mha", "variant": "main", "seed": 0}])
+    written = write_approximation(mha, tmp_path)
+    assert all(p.is_file() for p in written) and len(written) == 4
+    assert "No HKT run" in findings(mha)

@@ -13,6 +13,7 @@ from hkt.analysis import figures
 from hkt.analysis.run import analyze_run, load_trained_run
 from hkt.device import resolve_device
 from hkt.config import compose
+from hkt.report import approximation
 from hkt.report.aggregate import KEY, record_row
 from hkt.report.analysis_tables import ANALYSIS_FILE
 
@@ -50,6 +51,7 @@ def summarise(table: pl.DataFrame) -> str:
     if not trunc.is_empty():
         lines.append("truncation accuracy: " +
                      ", ".join(f"L'={lv}: {100 * v:.2f}%" for lv, v in zip(trunc["level"], trunc["value"])))
+    lines += approximation.summary_lines(table)
     return "\n".join(lines)
 
 
@@ -96,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         figures.lambda_example_figure(extra["example_lambdas"], out / "lambda_example.png",
                                       f"{title}: λ per token, layer 0, test example {cfg.figure_example}")
         figures.truncation_figure(table, out / "truncation.png", title)
+        approximation.approximation_figure(table, out / "approximation.png")
     summary = summarise(table)
     (out / "summary.md").write_text(f"# Analysis of {title}\n\n```\n{summary}\n```\n\nSettings:\n\n```yaml\n"
                                     f"{OmegaConf.to_yaml(cfg)}```\n")

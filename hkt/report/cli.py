@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip tables, figures and summary (e.g. with --check-mlflow only)")
     parser.add_argument("--analyses", nargs="+", default=[], metavar="PATH",
                         help="`hkt analyze` outputs (analysis.parquet files or trees holding them): "
-                             "adds the kurtosis, kernel and truncation tables")
+                             "adds the kurtosis, kernel, truncation and approximation tables")
     parser.add_argument("--bench", metavar="CSV", default=None,
                         help="`hkt bench attention` CSV: measured ratios for the cost table")
     parser.add_argument("--no-validate", action="store_true",
@@ -89,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
         if not analyses.is_empty():
             written.append(analysis_tables.kappa_figure(analyses, out / "figures" / "kappa_by_level.png"))
             written.append(analysis_tables.truncation_figure(analyses, out / "figures" / "truncation.png"))
+            from hkt.report.approximation import write_approximation
+
+            written += write_approximation(analyses, out)
     failed = 0
     if args.check_mlflow:
         check = agg.check_mlflow(records, args.tracking_uri)

@@ -41,7 +41,7 @@ rule check_mlflow:
 
 
 def analysis_table_outputs():
-    names = (["kurtosis", "kernel", "truncation"] if all_analyses() else []) + ["cost"]
+    names = (["kurtosis", "kernel", "truncation", "approximation"] if all_analyses() else []) + ["cost"]
     out = []
     for t in names:
         out.append(report(f"{R}/tables/{t}.csv", caption=f"../report/{t}_table.rst", category="Analyses"))
@@ -52,7 +52,8 @@ def analysis_table_outputs():
 def analysis_figure_outputs():
     if not all_analyses():
         return []
-    figures = {"kappa_by_level": "kappa_by_level.rst", "truncation": "truncation_curve.rst"}
+    figures = {"kappa_by_level": "kappa_by_level.rst", "truncation": "truncation_curve.rst",
+               "approximation": "approximation_figure.rst"}
     return [report(f"{R}/figures/{name}.png", caption=f"../report/{rst}", category="Analyses")
             for name, rst in figures.items()]
 
