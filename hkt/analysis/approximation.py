@@ -146,19 +146,14 @@ def _level_scores(terms: LevelTerms, head: int, rows: slice) -> Tensor:
     return (q @ k.transpose(-1, -2)) * terms.scale
 
 
-def _truncate(scores: Tensor, lam: Tensor, keep: int) -> Tensor:
-    """S_{keep} rows from the per-level rows ``scores`` (L, b, n) and λ rows (b, L)."""
-    if keep == lam.shape[-1]:
-        weights = lam  # all levels: λ itself, as the untruncated layer uses it
-    else:
-        weights = lam[:, :keep] / lam[:, :keep].sum(-1, keepdim=True)
-    return torch.einsum("lbn,bl->bn", scores[:keep], weights)
-
-
 def fused_scores(terms: LevelTerms, head: int, keep: int) -> Tensor:
-    """S_{keep} of one head over the real tokens, (n, n); T×T, for tests and small inputs."""
-    n = terms.queries.shape[2]
-    return _truncate(_level_scores(terms, head, slice(0, n)), terms.lambdas[head], keep)
+    """S_{keep} of one head over the real tokens, (n, n), as :func:`head_errors` forms it
+    (T×T at once: for tests and small inputs)."""
+    n, lam = terms.queries.shape[2], terms.lambdas[head]
+    partial = list(_partial_sums(_level_scores(terms, head, slice(0, n)), lam))[keep - 1]
+    if keep == terms.levels:
+        return partial  # all levels: λ itself, as the untruncated layer uses it
+    return partial / lam[:, :keep].sum(-1, keepdim=True)
 
 
 @dataclass(frozen=True)
@@ -195,7 +190,10 @@ def _ratio(sq: np.ndarray, ref_sq: float) -> np.ndarray:
 def head_errors(terms: LevelTerms, head: int, chunk_bytes: float) -> HeadErrors:
     """Residuals and KL of every truncation L′ = 1..L for one head, in blocks of query rows.
 
-    A block holds about L + 8 float64 matrices of (rows × n); ``chunk_bytes`` bounds them.
+    S_{L′} is built up level by level, P_{L′} = P_{L′−1} + λ_{L′−1} ⊙ Ŝ^(L′−1) and
+    S_{L′} = P_{L′} / Σ_{l<L′} λ_l; the reference S_L = P_L is the same sum, so L′ = L
+    reproduces it bit for bit. KL(p_L ‖ p_{L′}) = lse(S_{L′}) − lse(S_L) − Σ_j p_L (S_{L′} − S_L)
+    per row. A block holds about L + 8 float64 matrices of (rows × n); ``chunk_bytes`` bounds them.
     """
     n_levels, n = terms.levels, terms.queries.shape[2]
     lam, v = terms.lambdas[head], terms.values[head]
@@ -209,31 +207,49 @@ def head_errors(terms: LevelTerms, head: int, chunk_bytes: float) -> HeadErrors:
         if terms.causal:  # real tokens keep their order, so j ≤ i among them is causality
             i = torch.arange(rows.start, rows.stop, device=v.device)[:, None]
             allowed = torch.arange(n, device=v.device)[None, :] <= i
-        scores = _level_scores(terms, head, rows)
-        full = _truncate(scores, lam[rows], n_levels)
-        logp_full = _log_softmax(full, allowed)
-        p_full = logp_full.exp()
-        y_full = p_full @ v
-        score_ref = score_ref + _masked(full, allowed).square().sum()
-        output_ref = output_ref + y_full.square().sum()
-        for keep in range(1, n_levels + 1):
-            s = _truncate(scores, lam[rows], keep)
-            score_sq[keep - 1] += _masked(s - full, allowed).square().sum()
-            logp = _log_softmax(s, allowed)
-            kl_sum[keep - 1] += _masked(p_full * (logp_full - logp), allowed).sum()
-            output_sq[keep - 1] += (logp.exp() @ v - y_full).square().sum()
+        scores, lam_r = _level_scores(terms, head, rows), lam[rows]
+        *_, full = _partial_sums(scores, lam_r)
+        p_full, lse_full, y_full = _attend(full, allowed, v)
+        score_ref = score_ref + _sq(_masked(full, allowed))
+        output_ref = output_ref + _sq(y_full)
+        kept = lam_r.cumsum(-1)
+        for keep, partial in enumerate(_partial_sums(scores, lam_r), start=1):
+            s = partial if keep == n_levels else partial / kept[:, keep - 1 : keep]
+            diff = s - full
+            score_sq[keep - 1] += _sq(_masked(diff, allowed))
+            _, lse, y = _attend(s, allowed, v)
+            kl_sum[keep - 1] += (lse - lse_full - torch.linalg.vecdot(p_full, diff)).sum()
+            output_sq[keep - 1] += _sq(y - y_full)
     return HeadErrors(score_sq.cpu().numpy(), float(score_ref), kl_sum.cpu().numpy(),
                       output_sq.cpu().numpy(), float(output_ref), n)
+
+
+def _partial_sums(scores: Tensor, lam: Tensor) -> Iterator[Tensor]:
+    """P_{L′} = Σ_{l<L′} λ_l ⊙ Ŝ^(l) for L′ = 1..L, from per-level rows (L, b, n), λ rows (b, L)."""
+    partial = torch.zeros_like(scores[0])
+    for level in range(scores.shape[0]):
+        partial = torch.addcmul(partial, scores[level], lam[:, level : level + 1])
+        yield partial
+
+
+def _sq(x: Tensor) -> Tensor:
+    """Σ x² in one pass."""
+    flat = x.reshape(-1)
+    return flat @ flat
 
 
 def _masked(x: Tensor, allowed: Tensor | None) -> Tensor:
     return x if allowed is None else torch.where(allowed, x, 0.0)
 
 
-def _log_softmax(s: Tensor, allowed: Tensor | None) -> Tensor:
+def _attend(s: Tensor, allowed: Tensor | None, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """softmax(s) over allowed keys, its row log-sum-exp, and softmax(s) V."""
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))
-    return torch.log_softmax(s, dim=-1)
+    top = s.amax(-1, keepdim=True)
+    e = torch.exp(s - top)
+    z = e.sum(-1, keepdim=True)
+    return e / z, (top + z.log()).squeeze(-1), (e @ v) / z
 
 
 @dataclass(frozen=True)
