@@ -116,7 +116,8 @@ def level_terms(attn: HKTAttention, x: Tensor, key_mask: Tensor | None = None) -
 
     x: (1, T, D), the layer's input; key_mask: (1, T) bool (True = real token) or None. Runs
     the layer's own pyramid, projections, fusion and upsampling on its padded grid with all L
-    levels, and keeps the real tokens.
+    levels, and keeps the real tokens. The layer's own methods (``_pyramid``,
+    ``_fusion_weights``) are used, not copies of them, so that the section follows the model.
     """
     if x.shape[0] != 1:
         raise ValueError(f"level_terms takes one example at a time, got a batch of {x.shape[0]}")
@@ -151,8 +152,14 @@ def fused_scores(terms: LevelTerms, head: int, keep: int) -> Tensor:
     (T×T at once: for tests and small inputs)."""
     n, lam = terms.queries.shape[2], terms.lambdas[head]
     partial = list(_partial_sums(_level_scores(terms, head, slice(0, n)), lam))[keep - 1]
-    if keep == terms.levels:
-        return partial  # all levels: λ itself, as the untruncated layer uses it
+    return _renormalised(partial, lam, keep)
+
+
+def _renormalised(partial: Tensor, lam: Tensor, keep: int) -> Tensor:
+    """S_{keep} = P_{keep} / Σ_{l<keep} λ_l per query row; with every level kept, P_L itself
+    (λ as the untruncated layer uses it)."""
+    if keep == lam.shape[-1]:
+        return partial
     return partial / lam[:, :keep].sum(-1, keepdim=True)
 
 
@@ -212,9 +219,8 @@ def head_errors(terms: LevelTerms, head: int, chunk_bytes: float) -> HeadErrors:
         p_full, lse_full, y_full = _attend(full, allowed, v)
         score_ref = score_ref + _sq(_masked(full, allowed))
         output_ref = output_ref + _sq(y_full)
-        kept = lam_r.cumsum(-1)
         for keep, partial in enumerate(_partial_sums(scores, lam_r), start=1):
-            s = partial if keep == n_levels else partial / kept[:, keep - 1 : keep]
+            s = _renormalised(partial, lam_r, keep)
             diff = s - full
             score_sq[keep - 1] += _sq(_masked(diff, allowed))
             _, lse, y = _attend(s, allowed, v)

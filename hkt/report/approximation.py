@@ -114,10 +114,11 @@ def findings(analyses: pl.DataFrame) -> str:
                         f"{rho.max():.2f}); every added level reduced the residual in "
                         f"{int(sub['all_reduced'].sum())} of {sub.height} heads")
         note = ""
-        if levels <= 3:
-            note = (f" With L = {levels} only {levels - 1} truncation(s) lie below L, so ρ is "
-                    "the ratio of consecutive residuals and the geometric shape itself is not "
-                    "tested.")
+        if levels == 3:
+            note = (" With L = 3 only two truncations lie below L, so ρ is the ratio of their "
+                    "residuals and the geometric shape itself is not tested.")
+        elif levels == 2:
+            note = " With L = 2 a single truncation lies below L: there is no decay to fit."
         out.append(f"{task} (T={length}), {variant}, L = {levels}: " + "; ".join(said) + "." + note)
     return "\n".join(out)
 
