@@ -33,7 +33,7 @@ def test_analyze_hkt_run(hkt_run, tmp_path):
     out = tmp_path / "analysis"
     assert main(["analyze", str(run_dir), "--out", str(out), "examples=16", "gram_examples=2"]) == 0
     table = pl.read_parquet(out / "analysis.parquet")
-    assert set(table["section"]) == {"kurtosis", "kernel", "gram", "fusion", "truncation"}
+    assert set(table["section"]) == {"kurtosis", "kernel", "gram", "fusion", "truncation", "approximation"}
     assert (table["task"] == "listops").all() and (table["model"] == "hkt").all()
     levels = record["config"]["model"]["attention"]["levels"]
     kappa = table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
@@ -53,7 +53,15 @@ def test_analyze_hkt_run(hkt_run, tmp_path):
     means = table.filter((pl.col("section") == "fusion") & (pl.col("metric") == "mean") & (pl.col("level") >= 0))
     sums = means.group_by("layer", "head").agg(pl.col("value").sum())["value"]
     assert ((sums - 1).abs() < 1e-6).all()  # float32 λ
-    for name in ("kappa_per_level.png", "lambda_distribution.png", "lambda_example.png", "truncation.png"):
+    # approximation: the trained model and its initialisation, every layer, head and L'
+    approx = table.filter(pl.col("section") == "approximation")
+    assert set(approx["quantity"]) == {"trained", "init"}
+    full = approx.filter((pl.col("level") == levels) & (pl.col("metric") != "reduced"))
+    assert full.height > 0 and (full["value"] == 0).all()
+    assert (approx.filter(pl.col("metric") == "examples")["value"] == 16).all()
+    assert approx.filter(pl.col("metric") == "rho")["value"].is_finite().all()
+    for name in ("kappa_per_level.png", "lambda_distribution.png", "lambda_example.png", "truncation.png",
+                 "approximation.png"):
         assert (out / name).stat().st_size > 1000
     # logged to the run's MLflow entry
     from mlflow.tracking import MlflowClient
@@ -63,6 +71,24 @@ def test_analyze_hkt_run(hkt_run, tmp_path):
     assert "analysis/analysis.parquet" in artifacts
     metrics = client.get_run(record["mlflow_run_id"]).data.metrics
     assert metrics[f"analysis/truncation_acc_L{levels}"] == pytest.approx(record["test_accuracy"])
+
+
+def test_initial_model_is_the_runs_training_initialisation(hkt_run):
+    """Training seeds torch with the run's seed, then builds the model: the control rebuilds it."""
+    from hkt.analysis.run import initial_model, load_trained_run
+    from hkt.train.loop import seed_everything
+
+    run_dir, record = hkt_run
+    trained = load_trained_run(run_dir)
+    init = initial_model(record, trained.data_dir)
+    seed_everything(int(record["seed"]))
+    meta = {"vocab_size": 18, "num_classes": 10}  # conftest's listops fixture
+    expected = build_model(record["config"]["model"], **meta,
+                           max_length=int(record["config"]["task"]["max_length"]))
+    for (name, p), q in zip(init.named_parameters(), expected.parameters()):
+        assert torch.equal(p, q), name
+    changed = [n for n, p in trained.model.named_parameters() if not torch.equal(p, init.get_parameter(n))]
+    assert changed  # training moved the weights away from the initialisation
 
 
 def test_analyze_mha_run(prepared_data, isolated_results, tmp_path):

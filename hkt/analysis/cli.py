@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from hkt.analysis.run import analyze_run, load_trained_run
 from hkt.config import compose
+from hkt.analysis import approximation
 from hkt.device import resolve_device
 from hkt.figures import analysis as figures
 from hkt.record import ANALYSIS_FILE
@@ -51,6 +52,7 @@ def summarise(table: pl.DataFrame) -> str:
     if not trunc.is_empty():
         lines.append("truncation accuracy: " +
                      ", ".join(f"L'={lv}: {100 * v:.2f}%" for lv, v in zip(trunc["level"], trunc["value"])))
+    lines += approximation.summary_lines(table)
     return "\n".join(lines)
 
 
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         figures.lambda_example(extra["example_lambdas"], out / "lambda_example.png",
                                       f"{title}: λ per token, layer 0, test example {cfg.figure_example}")
         figures.truncation_curve(table, out / "truncation.png", title)
+        figures.approximation_residuals(table, out / "approximation.png")
     summary = summarise(table)
     (out / "summary.md").write_text(f"# Analysis of {title}\n\n```\n{summary}\n```\n\nSettings:\n\n```yaml\n"
                                     f"{OmegaConf.to_yaml(cfg)}```\n")

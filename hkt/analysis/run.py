@@ -10,6 +10,8 @@ metric, value)``:
 - ``gram``: numerical rank of the symmetrised fused Gram on real inputs vs Σ_l rank(M_s^(l)).
 - ``fusion``: distribution of λ per level over real tokens (HKT only).
 - ``truncation``: accuracy when only levels < L′ are kept, L′ = 1..L (HKT only).
+- ``approximation``: how far the fused scores, attention rows and outputs with levels < L′ are
+  from the full model's, and their geometric decay in L′, trained and at initialisation (HKT only).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hkt.analysis.approximation import approximation_rows
 from hkt.analysis.capture import capture_internals
 from hkt.analysis.fusion import lambda_stats
 from hkt.analysis.kernel import as_float64, decompose_bilinear, gram_rank_report, head_columns, psd_condition
@@ -72,12 +75,20 @@ def load_trained_run(run_dir: str | Path, *, data_dir: str | Path | None = None,
     data = Path(data_dir or record["data_dir"])
     if not data.is_dir():
         raise DataError(f"the run's data directory {data} does not exist; pass --data DIR")
-    meta = read_split_metadata(data, "train")
-    model = build_model(record["config"]["model"], vocab_size=int(meta["vocab_size"]),
-                        num_classes=int(meta["num_classes"]),
-                        max_length=int(record["config"]["task"]["max_length"]))
+    model = initial_model(record, data)
     model.load_state_dict(load_checkpoint(ckpt_path)["model"])
     return TrainedRun(run_dir, record, model.to(device).eval(), data)
+
+
+def initial_model(record: dict[str, Any], data_dir: Path) -> nn.Module:
+    """The run's architecture as its training started: its config and seed, no steps taken
+    (training seeds torch with the run's seed right before building the model)."""
+    meta = read_split_metadata(data_dir, "train")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(record["seed"]))
+        return build_model(record["config"]["model"], vocab_size=int(meta["vocab_size"]),
+                           num_classes=int(meta["num_classes"]),
+                           max_length=int(record["config"]["task"]["max_length"])).eval()
 
 
 def _sample_rows(n: int, k: int | None, seed: int) -> np.ndarray:
@@ -279,6 +290,9 @@ def analyze_run(run: TrainedRun, cfg: Any, device: torch.device) -> tuple[list[d
         rows += fusion_rows(collector)
         trunc = _sample_rows(len(dataset), cfg.truncation_examples, int(cfg.seed))
         rows += truncation_rows(run.model, dataset, trunc, cfg, device)
+        approx = sample[_sample_rows(len(sample), cfg.approximation_examples, int(cfg.seed))]
+        rows += approximation_rows({"trained": run.model, "init": initial_model(run.record, run.data_dir).to(device)},
+                                   _batches(dataset, approx, 1, device), float(cfg.approximation_chunk_mib))
     example = min(int(cfg.figure_example), first[1].shape[0] - 1)
     n = int(first[1][example].sum())
     figures = {

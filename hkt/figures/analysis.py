@@ -1,5 +1,5 @@
 """Figures of one run's analyses (``hkt analyze``): κ per level, λ distributions, per-token λ,
-level truncation. Each takes the run's analysis table (or λ arrays) and a title."""
+level truncation, the approximation residuals. Each takes the run's analysis table (or λ arrays) and a title."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hkt.figures.common import pyplot, save
+from hkt.figures.common import empty, pyplot, save
 from hkt.paper import KURTOSIS as PAPER_KAPPA
 
 
@@ -76,3 +76,32 @@ def truncation_curve(table: pl.DataFrame, path: Path, title: str) -> Path:
     ax.set_xticks(sub["level"].to_list())
     ax.set_title(title, fontsize=9)
     return save(fig, path)
+
+
+def approximation_residuals(analyses: pl.DataFrame, path: Path) -> Path:
+    """Score residual vs L′ (log scale), one line per layer, trained solid, initialisation dashed;
+    one panel per task, T and variant; points are geometric means over heads and seeds."""
+    res = analyses.filter((pl.col("section") == "approximation") & (pl.col("metric") == "score_residual")
+                          & (pl.col("value") > 0))
+    if res.is_empty():
+        return empty(Path(path), "no approximation measurements (no HKT analyses)")
+    keys = sorted(res.select("task", "length", "variant").unique().rows())
+    fig, axes = pyplot().subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    for ax, (task, length, variant) in zip(axes[0], keys):
+        sub = res.filter((pl.col("task") == task) & (pl.col("length") == length)
+                         & (pl.col("variant") == variant))
+        curves = (sub.group_by("layer", "quantity", "level")
+                  .agg(pl.col("value").log().mean().exp().alias("r")).sort("level"))
+        for layer in sorted(curves["layer"].unique()):
+            for state, style in zip(("trained", "init"), ("-", "--")):
+                c = curves.filter((pl.col("layer") == layer) & (pl.col("quantity") == state))
+                if not c.is_empty():
+                    ax.plot(c["level"].to_numpy(), c["r"].to_numpy(), style, marker="o",
+                            color=f"C{layer % 10}", label=f"layer {layer}, {state}")
+        ax.set_yscale("log")
+        ax.set_xticks(np.unique(curves["level"].to_numpy()))
+        ax.set_xlabel("levels kept L′ (L′ = L is exactly 0)")
+        ax.set_ylabel("‖S_L′ − S_L‖ / ‖S_L‖")
+        ax.set_title(f"{task} (T={length}), {variant}", fontsize=9)
+        ax.legend(fontsize=7)
+    return save(fig, Path(path))

@@ -11,6 +11,7 @@ import polars as pl
 
 from hkt.figures import suite as figures
 from hkt.report import analysis_tables
+from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.summary import write_summary
@@ -55,6 +56,7 @@ def aggregate(args: argparse.Namespace) -> int:
             written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
                                                   out / "figures" / "kappa_by_level.png"))
             written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
+            written += write_approximation(analyses, out)  # after summary.md: it adds a section
     failed = 0
     if args.check_mlflow:
         check = check_mlflow(records, args.tracking_uri)

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="skip tables, figures and summary (e.g. with --check-mlflow only)")
     parser.add_argument("--analyses", nargs="+", default=[], metavar="PATH",
                         help="`hkt analyze` outputs (analysis.parquet files or trees holding them): "
-                             "adds the kurtosis, kernel and truncation tables")
+                             "adds the kurtosis, kernel, truncation and approximation tables")
     parser.add_argument("--bench", metavar="CSV", default=None,
                         help="`hkt bench attention` CSV: measured ratios for the cost table")
     parser.add_argument("--no-validate", action="store_true",

@@ -113,11 +113,12 @@ def aggregate_outputs():
     out = [f for t in ("main", "gap", "ablation") for f in table(t, "Tables")]
     out += [report(f"{R}/tables/runs.csv", caption="../report/runs_table.rst", category="Tables")]
     out += [figure(f, "Figures") for f in ("val_curves", "accuracy_vs_levels", "main_bar")]
-    analyses = ["kurtosis", "kernel", "truncation"] if GRID.analyses() else []
+    analyses = ["kurtosis", "kernel", "truncation", "approximation"] if GRID.analyses() else []
     out += [f for t in analyses + ["cost"] for f in table(t, "Analyses")]
     if analyses:
         out += [figure("kappa_by_level", "Analyses"),
-                figure("truncation", "Analyses", "truncation_curve")]
+                figure("truncation", "Analyses", "truncation_curve"),
+                figure("approximation", "Analyses", "approximation_figure")]
     return out
 
 
