@@ -172,3 +172,20 @@ def test_call_of_reads_autocast_dtype_and_enabled_backends():
         assert call_of(q, v, torch.ones(1, 1, 1, 4, dtype=torch.bool), 0.1).dtype == torch.bfloat16
     with sdpa_kernel(SDPBackend.MATH):
         assert call_of(q, v, None, 0.0).enabled == frozenset({"math"})
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_padding_decision_compiles_without_graph_breaks(deterministic):
+    """``train.compile`` wraps the model in torch.compile on CUDA: the per-call decision must not
+    break the graph in every layer (the backend flags are not traceable)."""
+    m = HKTAttention(D, H, levels=3)
+    m.use_cpu_kernel = False  # the path CUDA takes
+    x, mask = torch.randn(2, T, D), torch.ones(2, T, dtype=torch.bool)
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    try:
+        torch._dynamo.reset()
+        y = torch.compile(m, backend="eager", fullgraph=True)(x, mask)
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.testing.assert_close(y, m(x, mask))

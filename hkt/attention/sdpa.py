@@ -132,7 +132,13 @@ def call_of(q: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float) ->
     if torch.is_autocast_enabled(device) and dtype.is_floating_point:
         dtype = torch.get_autocast_dtype(device)
     capability = torch.cuda.get_device_capability(q.device) if device == "cuda" else None
-    deterministic = (torch.are_deterministic_algorithms_enabled()
-                     and not torch.is_deterministic_algorithms_warn_only_enabled())
+    if torch.compiler.is_compiling():
+        # torch.compile cannot trace these global flags (a graph break in every layer):
+        # inside a compiled model assume the defaults.
+        enabled, deterministic = frozenset(BACKENDS), False
+    else:
+        enabled = enabled_backends()
+        deterministic = (torch.are_deterministic_algorithms_enabled()
+                         and not torch.is_deterministic_algorithms_warn_only_enabled())
     return AttentionCall(device, dtype, q.shape[-1], v.shape[-1], attn_mask is not None,
-                         dropout_p > 0.0, capability, enabled_backends(), deterministic)
+                         dropout_p > 0.0, capability, enabled, deterministic)
