@@ -156,6 +156,7 @@ def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, 
 def free_memory_bytes(device: torch.device) -> float:
     """Free device memory (CUDA) or the kernel's MemAvailable (CPU)."""
     if device.type == "cuda":
+        torch.cuda.empty_cache()  # what this process cached is free for the job
         return float(torch.cuda.mem_get_info(device)[0])
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -204,9 +205,11 @@ def _check_device(ctx: _Context) -> Iterator[Check]:
                   f"bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}"]
     else:
         parts.append("bf16 autocast on CPU only (the suites train fp32 there)")
-    precision = {str(c.train.precision) for c in ctx.configs.values()}
-    ctx.amp = autocast_dtype(precision.pop() if len(precision) == 1 else "auto", dev)
-    parts.append(f"suite precision {ctx.precision}")
+    precisions = sorted({str(c.train.precision) for c in ctx.configs.values()})
+    ctx.amp = autocast_dtype(precisions[0], dev)
+    parts.append(f"suite precision {ctx.precision}" + (
+        "" if len(precisions) == 1 else f" (jobs differ in train.precision: {precisions}; "
+                                        f"checking {precisions[0]})"))
     wants_gpu = int((ctx.suite.get("resources") or {}).get("train", {}).get("gpu", 0) or 0) > 0
     ok = not (wants_gpu and dev.type != "cuda")
     if not ok:
@@ -366,7 +369,7 @@ def tracking_uri_of(suite: DictConfig) -> str:
 
 
 def _check_mlflow(ctx: _Context) -> Iterator[Check]:
-    from hkt.train.tracking import Tracker
+    from hkt.train.tracking import Tracker, with_retry
 
     mc = ctx.cfg.mlflow
     os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(mc.http_timeout_s))
@@ -381,7 +384,7 @@ def _check_mlflow(ctx: _Context) -> Iterator[Check]:
         note.write_text("hkt doctor write check\n")
         tracker.log_artifact(note)
     tracker.finish("FINISHED")
-    tracker.client.delete_run(run_id)
+    with_retry(tracker.client.delete_run, run_id, what="deleting the doctor's run")
     yield Check("mlflow", True, f"{uri}: wrote and deleted a run (with an artifact) in "
                                 f"experiment '{mc.experiment}'")
 

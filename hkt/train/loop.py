@@ -351,7 +351,8 @@ class _Run:
                                                self.device)
         self.stream_data = self.data.train_stream(int(cfg.train.batch_size), int(cfg.seed),
                                                   bucket=bool(cfg.train.bucket),
-                                                  num_workers=int(cfg.train.num_workers))
+                                                  num_workers=int(cfg.train.num_workers),
+                                                  pin_memory=self.device.type == "cuda")
         self.cfg_dict = OmegaConf.to_container(cfg, resolve=True)
 
         # state that a checkpoint carries
