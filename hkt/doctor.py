@@ -280,12 +280,20 @@ def _forward_backward(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tens
 
 
 def _check_equivalence(ctx: _Context) -> Iterator[Check]:
+    """Per distinct HKT geometry of the suite (the head widths decide the SDPA backend)."""
+    geometries: dict[str, DictConfig] = {}
+    for (task, _, model), cfg in ctx.configs.items():
+        if model == "hkt":
+            key = f"D={cfg.model.d_model}, H={cfg.model.n_heads}, causal={cfg.model.causal}, " \
+                  f"{OmegaConf.to_container(cfg.model.attention, resolve=True)}"
+            geometries.setdefault(key, cfg)
+    for cfg in geometries.values():
+        yield from _equivalence(ctx, cfg)
+
+
+def _equivalence(ctx: _Context, cfg: DictConfig) -> Iterator[Check]:
     from hkt.attention import build_attention
 
-    hkt_cfgs = [c for (_, _, m), c in ctx.configs.items() if m == "hkt"]
-    if not hkt_cfgs:
-        return
-    cfg = max(hkt_cfgs, key=lambda c: int(c.model.d_model))
     eq, dev = ctx.cfg.equivalence, ctx.device
     tol = float(eq.tolerance[ctx.precision])
     b, t, width, heads = int(eq.batch), int(eq.seq_len), int(cfg.model.d_model), int(cfg.model.n_heads)
@@ -295,6 +303,7 @@ def _check_equivalence(ctx: _Context) -> Iterator[Check]:
     x = torch.randn(b, t, width, generator=g).to(dev)
     mask = (torch.arange(t)[None, :] < torch.tensor([t, t // 2 + 1])[:, None]).to(dev)
     w = torch.randn(b, t, width, generator=g, dtype=torch.float64).to(dev)
+    shape = f"L={attention.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}"
 
     torch.manual_seed(int(ctx.cfg.train.seed))
     fused = build_attention("hkt", **common, **{**attention, "impl": "fused"}).to(dev).eval()
@@ -304,8 +313,7 @@ def _check_equivalence(ctx: _Context) -> Iterator[Check]:
     y_ref, gx_ref = _forward_backward(reference, x.double(), mask, w, None)
     err = max(_relative_error(y, y_ref), _relative_error(gx, gx_ref))
     yield Check("hkt fused", err <= tol,
-                f"L={attention.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}: "
-                f"relative error {err:.1e} vs the fp64 reference (tolerance {tol:.0e})")
+                f"{shape}: relative error {err:.1e} vs the fp64 reference (tolerance {tol:.0e})")
 
     torch.manual_seed(int(ctx.cfg.train.seed))
     mha = build_attention("mha", **common).to(dev).eval()
@@ -318,8 +326,8 @@ def _check_equivalence(ctx: _Context) -> Iterator[Check]:
     y_one, gx_one = _forward_backward(one, x, mask, w, ctx.amp)
     err = max(_relative_error(y_one, y_mha.double()), _relative_error(gx_one, gx_mha.double()))
     yield Check("hkt levels=1", err <= tol,
-                f"HKT with one level vs MHA with its weights, {ctx.precision}: relative error "
-                f"{err:.1e} (tolerance {tol:.0e})")
+                f"D={width}, H={heads}, T={t}, {ctx.precision}: HKT with one level vs MHA with its "
+                f"weights: relative error {err:.1e} (tolerance {tol:.0e})")
 
 
 def _check_training(ctx: _Context) -> Iterator[Check]:

@@ -86,3 +86,23 @@ def test_memory_need_scales_activations_not_state():
 
 def test_named_suite_resolves_in_config_suites():
     assert load_suite("smoke").profile == "smoke"
+
+
+def test_fused_path_meets_the_bf16_tolerance_under_autocast():
+    """The doctor's bf16 tolerance holds for HKT's fused path under (CPU) bf16 autocast, for
+    every HKT geometry of the paper profile, and a zero tolerance fails."""
+    import torch
+
+    from hkt.config import compose
+    from hkt.doctor import _check_equivalence, _Context, job_config
+
+    suite = load_suite(None)
+    configs = {job: job_config("paper", job[1], job[2]) for job in suite_jobs(suite)
+               if job[2] == "hkt"}
+    cfg = compose("doctor", ["equivalence.seq_len=64"])
+    ctx = _Context(cfg, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    checks = list(_check_equivalence(ctx))
+    assert len(checks) == 4 and all(c.ok for c in checks), checks  # two HKT geometries
+    strict = compose("doctor", ["equivalence.seq_len=64", "equivalence.tolerance.bf16=0.0"])
+    ctx = _Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    assert not any(c.ok for c in _check_equivalence(ctx) if c.name == "hkt fused")
