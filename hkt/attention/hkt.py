@@ -46,6 +46,7 @@ from hkt.attention.base import (
 )
 from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.registry import register
+from hkt.attention.sdpa import call_of, pad_value
 from hkt.attention.upsample import Upsampler
 from hkt.checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
@@ -349,15 +350,19 @@ class HKTAttention(nn.Module):
     ) -> Tensor:
         """One SDPA call on q̃ = [λ_l U_l Q^(l)]_l, k̃ = [U_l K^(l)]_l (width L·d)."""
         d, n_levels = self.head_dim, len(queries)
+        # Under autocast λ's softmax runs in fp32; cast it so that q̃ stays in the projections'
+        # precision (an fp32 q̃ would double its memory and add a cast copy inside SDPA).
+        lam = lam.to(queries[0].dtype)
         q_tilde = torch.cat([lam[..., l : l + 1] * ups.up(q, l) for l, q in enumerate(queries)], dim=-1)
         k_tilde = torch.cat([ups.up(k, l) for l, k in enumerate(keys)], dim=-1)
-        # The fused CPU/GPU kernels want equal query and value widths: zero-pad V to L·d and
-        # drop the padded output columns (exact: zero columns of V give zero outputs).
-        v_wide = F.pad(v, (0, (n_levels - 1) * d)) if n_levels > 1 else v
+        # Zero-pad V to L·d only where a fused kernel needs equal widths (sdpa.py says which);
+        # exact: zero columns of V give zero output columns, dropped below.
+        pad = pad_value(call_of(q_tilde, v, attn_mask, dropout_p))
+        v_in = F.pad(v, (0, (n_levels - 1) * d)) if pad else v
         y = F.scaled_dot_product_attention(
             q_tilde,
             k_tilde,
-            v_wide,
+            v_in,
             attn_mask=attn_mask,
             dropout_p=dropout_p,
             is_causal=is_causal,

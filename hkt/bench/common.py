@@ -98,7 +98,8 @@ def time_call(fn: Callable[[], object], device: torch.device) -> float:
 
 class TrainStep:
     """A model's training step as ``hkt train`` takes it (the same forward/backward function,
-    optimizer, precision and clipping from the composed training config), for timing."""
+    optimizer, precision and clipping from the composed training config), for timing.
+    ``loss`` is the last step's loss (a device tensor: reading it synchronises)."""
 
     def __init__(self, model: torch.nn.Module, train_cfg: Any, device: torch.device, total_steps: int):
         self.model, self.device = model, device
@@ -106,13 +107,14 @@ class TrainStep:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.amp = autocast_dtype(str(train_cfg.train.precision), device)
         self.grad_clip = train_cfg.optim.grad_clip
+        self.loss: torch.Tensor | None = None
         model.train()
 
     def time(self, tokens: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> float:
         """Seconds for forward, loss, backward, clipping and the optimizer step."""
         def step() -> None:
-            forward_backward(self.model, self.opt, self.params, tokens, mask, labels,
-                             amp=self.amp, grad_clip=self.grad_clip)
+            self.loss, _, _ = forward_backward(self.model, self.opt, self.params, tokens, mask,
+                                               labels, amp=self.amp, grad_clip=self.grad_clip)
             self.opt.step()
 
         return time_call(step, self.device)

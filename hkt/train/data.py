@@ -87,8 +87,9 @@ class RunData:
         return len(self.dataset(split))
 
     def train_stream(self, batch_size: int, seed: int, *, bucket: bool = True,
-                     num_workers: int = 0) -> "TrainStream":
-        return TrainStream(self, batch_size, seed, bucket=bucket, num_workers=num_workers)
+                     num_workers: int = 0, pin_memory: bool = False) -> "TrainStream":
+        return TrainStream(self, batch_size, seed, bucket=bucket, num_workers=num_workers,
+                           pin_memory=pin_memory)
 
     def eval_batches(self, split: str, batch_size: int,
                      max_batches: int | None = None) -> Iterator[dict[str, Any]]:
@@ -109,13 +110,15 @@ class TrainStream:
     """Endless shuffled training batches (epoch after epoch), resumable mid-epoch."""
 
     def __init__(self, data: RunData, batch_size: int, seed: int, *, bucket: bool = True,
-                 num_workers: int = 0):
+                 num_workers: int = 0, pin_memory: bool = False):
+        """``pin_memory``: pinned batches, so that the step's host-to-GPU copy is asynchronous
+        (a copy from pageable memory waits for the GPU to finish the previous step)."""
         if data.size("train") < batch_size:
             raise DataError(f"{data.paths['train']} has {data.size('train')} examples, fewer than "
                             f"one batch (train.batch_size={batch_size}); lower train.batch_size")
         self.loader = make_loader(data.dataset("train"), batch_size=batch_size, shuffle=True,
                                   seed=seed, bucket=bucket, drop_last=True,
-                                  num_workers=num_workers)
+                                  num_workers=num_workers, pin_memory=pin_memory)
         self._it: Iterator[dict[str, Any]] | None = None
 
     def next(self) -> dict[str, Any]:

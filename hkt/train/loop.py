@@ -134,7 +134,8 @@ class _Run:
         self.opt, self.sched = build_optimizer(self.model, cfg.optim, int(tc.max_steps),
                                                self.device)
         self.batches = data.train_stream(int(tc.batch_size), int(cfg.seed),
-                                         bucket=bool(tc.bucket), num_workers=int(tc.num_workers))
+                                         bucket=bool(tc.bucket), num_workers=int(tc.num_workers),
+                                         pin_memory=self.device.type == "cuda")
         self.cfg_dict = OmegaConf.to_container(cfg, resolve=True)
         self.state = TrainState()
         self.tracker: NullTracker = NullTracker()  # the MLflow run, once started

@@ -1,0 +1,465 @@
+"""``hkt doctor [KEY=VALUE ...]``: check this machine against a suite before a multi-hour run.
+
+One line per check, then a verdict; the exit status is 1 when any check fails. The checks:
+
+* ``device``: the device, torch, CUDA and cuDNN versions, bf16 support and the suite's precision;
+  fails when the suite asks for GPUs (``resources.train.gpu``) and none is visible.
+* ``sdpa TASK``: which SDPA backend PyTorch picks for MHA's and HKT's calls at the task's shape
+  (B, H, T, d), with and without a key mask, at the suite's precision; fails when the pick is
+  not one that ``hkt/attention/sdpa.py`` (which decides whether HKT pads V) expects.
+* ``hkt fused`` / ``hkt levels=1``: HKT's fused path at the suite's precision against the fp64
+  reference, and HKT with one level against MHA with the same weights (outputs and input
+  gradients, relative max error within the precision's tolerance).
+* ``train TASK/MODEL``: a few training steps of every main job on a synthetic batch at the
+  task's T, through the benchmarks' :class:`~hkt.bench.common.TrainStep` (``hkt train``'s step):
+  finite loss, measured ms/step and peak memory.
+* ``memory``: free memory against the largest job's need (parameters and optimizer state plus
+  the step's measured peak, scaled to the profile's batch) times a margin.
+* ``mlflow``: the suite's tracking store or server is reachable and writable (one run is
+  created, written, given an artifact, and deleted).
+
+Every number (steps, batch, tolerances, margin) is in ``config/doctor.yaml``.
+:func:`measure_training_step` is the timing other commands reuse (a suite's wall-time estimate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from hkt.errors import ConfigError
+
+__all__ = ["Check", "StepTiming", "load_suite", "suite_jobs", "job_config",
+           "measure_training_step", "run_checks", "add_arguments", "run"]
+
+GIB = 2**30
+
+
+@dataclass
+class Check:
+    """One line of the report."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """One job's measured training step."""
+
+    seq_len: int
+    batch_size: int  # the batch the step ran with
+    n_params: int
+    ms_per_step: float  # median over the timed steps
+    loss: float  # the last step's loss
+    peak_bytes: float  # the step's peak above what was allocated before it (activations, grads)
+    state_bytes: int  # parameters + optimizer state, alive across steps
+
+    def bytes_needed(self, batch_size: int) -> float:
+        """Memory a step of ``batch_size`` needs: state plus the peak scaled linearly in batch."""
+        return self.state_bytes + self.peak_bytes * batch_size / self.batch_size
+
+
+# --------------------------------------------------------------------------------- the suite
+def load_suite(suite: str | None) -> DictConfig:
+    """The workflow config: ``config/config.yaml``, with a suite file merged over it as
+    Snakemake's ``--configfile`` does (dictionaries merge, lists replace). ``suite`` is a path
+    or a name in ``config/suites/``."""
+    from hkt.config import config_dir
+
+    cdir = config_dir()
+    base = OmegaConf.load(cdir / "config.yaml")
+    if suite is None:
+        return base
+    path = Path(suite)
+    if not path.is_file():
+        path = cdir / "suites" / f"{suite}.yaml"
+    if not path.is_file():
+        names = ", ".join(sorted(p.stem for p in (cdir / "suites").glob("*.yaml"))) or "none"
+        raise ConfigError(f"suite={suite!r}: no such file, and no config/suites/{suite}.yaml "
+                          f"(suites: {names})")
+    return OmegaConf.merge(base, OmegaConf.load(path))
+
+
+def suite_jobs(suite: DictConfig) -> list[tuple[str, str, str]]:
+    """The suite's main training jobs as (task id, Hydra task config, model): the main grid and,
+    when enabled, the LRA-length grid."""
+    grids = [suite.main]
+    if suite.get("lra") and suite.lra.get("enabled"):
+        grids.append(suite.lra)
+    jobs = []
+    for grid in grids:
+        for task in grid.tasks:
+            entry = suite.tasks.get(task) or {}
+            for model in grid.models:
+                job = (str(task), str(entry.get("config") or task), str(model))
+                if job not in jobs:
+                    jobs.append(job)
+    return jobs
+
+
+def job_config(profile: str, task_config: str, model: str, overrides: list[str] = ()) -> DictConfig:
+    """The composed, validated ``hkt train`` config of one job (tracking off)."""
+    from hkt.train.config import load_config
+
+    return load_config([f"profile={profile}", f"task={task_config}", f"model={model}",
+                        *overrides, "tracking.enabled=false"])
+
+
+# --------------------------------------------------------------------------------- measuring
+def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, warmup: int,
+                          batch_size: int | None = None, vocab_size: int,
+                          seed: int = 0) -> StepTiming:
+    """Time ``hkt train``'s step for the job ``cfg`` on a synthetic batch at the task's T.
+
+    ``warmup`` untimed steps, then ``steps`` timed ones (median), then one more under the peak
+    memory tracker. ``batch_size`` None = the config's batch.
+    """
+    from hkt.bench.common import TrainStep, peak_memory_bytes
+    from hkt.models import build_model
+
+    torch.manual_seed(seed)
+    b, t = int(batch_size or cfg.train.batch_size), int(cfg.task.max_length)
+    classes = int(cfg.task.num_classes)
+    model = build_model(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=vocab_size,
+                        num_classes=classes, max_length=t).to(device)
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(1, vocab_size, (b, t), generator=g).to(device)
+    mask = torch.ones(b, t, dtype=torch.bool, device=device)
+    labels = torch.randint(0, classes, (b,), generator=g).to(device)
+    step = TrainStep(model, cfg, device, total_steps=warmup + steps + 1)
+    for _ in range(warmup):
+        step.time(tokens, mask, labels)
+    times = sorted(step.time(tokens, mask, labels) for _ in range(steps))
+    peak = peak_memory_bytes(lambda: step.time(tokens, mask, labels), device)
+    state = sum(p.numel() * p.element_size() for p in model.parameters())
+    state += sum(v.numel() * v.element_size() for s in step.opt.state.values()
+                 for v in s.values() if torch.is_tensor(v))
+    return StepTiming(seq_len=t, batch_size=b, n_params=sum(p.numel() for p in model.parameters()),
+                      ms_per_step=1000 * times[len(times) // 2] if times else float("nan"),
+                      loss=float(step.loss.detach()), peak_bytes=peak, state_bytes=state)
+
+
+def free_memory_bytes(device: torch.device) -> float:
+    """Free device memory (CUDA) or the kernel's MemAvailable (CPU)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # what this process cached is free for the job
+        return float(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def _gib(n: float) -> str:
+    """Bytes as GiB, or MiB below one GiB."""
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 2**20:.1f} MiB"
+
+
+# --------------------------------------------------------------------------------- the checks
+@dataclass
+class _Context:
+    cfg: DictConfig
+    suite: DictConfig
+    profile: str
+    device: torch.device
+    amp: torch.dtype | None = None
+    configs: dict[tuple[str, str, str], DictConfig] | None = None
+    timings: dict[tuple[str, str, str], StepTiming] | None = None
+
+    @property
+    def precision(self) -> str:
+        return "bf16" if self.amp is torch.bfloat16 else "fp32"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.amp or torch.float32
+
+
+def _check_device(ctx: _Context) -> Iterator[Check]:
+    from hkt.device import describe_device
+    from hkt.train.step import autocast_dtype
+
+    dev = ctx.device
+    parts = [describe_device(dev), f"torch {torch.__version__}",
+             f"CUDA {torch.version.cuda or 'none'}"]
+    if dev.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(dev)
+        parts += [f"cuDNN {torch.backends.cudnn.version()}", f"sm{major}{minor}",
+                  f"bf16 {'yes' if torch.cuda.is_bf16_supported() else 'no'}"]
+    else:
+        parts.append("bf16 autocast on CPU only (the suites train fp32 there)")
+    precisions = sorted({str(c.train.precision) for c in ctx.configs.values()})
+    ctx.amp = autocast_dtype(precisions[0], dev)
+    parts.append(f"suite precision {ctx.precision}" + (
+        "" if len(precisions) == 1 else f" (jobs differ in train.precision: {precisions}; "
+                                        f"checking {precisions[0]})"))
+    wants_gpu = int((ctx.suite.get("resources") or {}).get("train", {}).get("gpu", 0) or 0) > 0
+    ok = not (wants_gpu and dev.type != "cuda")
+    if not ok:
+        parts.append("but the suite asks a GPU per training job (resources.train.gpu) and none "
+                     "is visible: run it on a GPU machine, or choose a CPU suite/profile")
+    yield Check("device", ok, "; ".join(parts))
+
+
+def _backend_name(index: int) -> str:
+    from torch.nn.attention import SDPBackend
+
+    return {"FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
+            "CUDNN_ATTENTION": "cudnn", "MATH": "math"}.get(SDPBackend(index).name,
+                                                              SDPBackend(index).name.lower())
+
+
+def sdpa_pick(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              mask: torch.Tensor | None) -> tuple[str, tuple[str, ...]]:
+    """(PyTorch's pick for this call, the fused backends sdpa.py expects to accept it)."""
+    from hkt.attention.sdpa import call_of, fused_backends
+
+    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, False, scale=1.0 / math.sqrt(v.shape[-1]),
+                                     enable_gqa=False)
+    return _backend_name(int(choice)), fused_backends(call_of(q, v, mask, 0.0))
+
+
+def _check_sdpa(ctx: _Context) -> Iterator[Check]:
+    from hkt.attention.sdpa import call_of, pad_value
+
+    seen = set()
+    for (task, _, model), cfg in ctx.configs.items():
+        if model not in ("mha", "hkt"):
+            continue
+        h, t = int(cfg.model.n_heads), int(cfg.task.max_length)
+        d = int(cfg.model.d_model) // h
+        levels = int(cfg.model.attention.levels) if model == "hkt" else 1
+        if (task, model) in seen:
+            continue
+        seen.add((task, model))
+        kw = dict(device=ctx.device, dtype=ctx.dtype, requires_grad=True)
+        q = torch.zeros(2, h, t, levels * d, **kw)
+        v = torch.zeros(2, h, t, d, **kw)
+        picks, ok = [], True
+        for mask in (torch.ones(2, 1, 1, t, dtype=torch.bool, device=ctx.device), None):
+            pad = pad_value(call_of(q, v, mask, 0.0))
+            v_in = torch.zeros(2, h, t, levels * d, **kw) if pad else v
+            picked, expected = sdpa_pick(q, q, v_in, mask)
+            agrees = picked in expected if expected else picked == "math"
+            ok &= agrees
+            widths = "" if levels == 1 else f"V {v_in.shape[-1]}{' (padded)' if pad else ''} "
+            picks.append(f"{'masked' if mask is not None else 'unmasked'}: {widths}-> {picked}"
+                         + ("" if agrees else f" (sdpa.py expects {', '.join(expected) or 'math'})"))
+        yield Check(f"sdpa {task}/{model}", ok,
+                    f"T={t}, H={h}, q/k width {levels * d}, {ctx.precision}; " + "; ".join(picks))
+
+
+def _relative_error(a: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((a.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+
+
+def _forward_backward(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor,
+                      weights: torch.Tensor, amp: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
+    x = x.detach().clone().requires_grad_(True)
+    with torch.autocast(x.device.type, dtype=amp or torch.float32, enabled=amp is not None):
+        y = module(x, mask)
+    (y.to(weights.dtype) * weights).sum().backward()
+    return y.detach(), x.grad
+
+
+def _check_equivalence(ctx: _Context) -> Iterator[Check]:
+    """Per distinct HKT geometry of the suite (the head widths decide the SDPA backend)."""
+    geometries: dict[str, DictConfig] = {}
+    for (task, _, model), cfg in ctx.configs.items():
+        if model == "hkt":
+            key = f"D={cfg.model.d_model}, H={cfg.model.n_heads}, causal={cfg.model.causal}, " \
+                  f"{OmegaConf.to_container(cfg.model.attention, resolve=True)}"
+            geometries.setdefault(key, cfg)
+    for cfg in geometries.values():
+        yield from _equivalence(ctx, cfg)
+
+
+def _equivalence(ctx: _Context, cfg: DictConfig) -> Iterator[Check]:
+    from hkt.attention import build_attention
+
+    eq, dev = ctx.cfg.equivalence, ctx.device
+    tol = float(eq.tolerance[ctx.precision])
+    b, t, width, heads = int(eq.batch), int(eq.seq_len), int(cfg.model.d_model), int(cfg.model.n_heads)
+    attention = dict(OmegaConf.to_container(cfg.model.attention, resolve=True))
+    common = dict(d_model=width, n_heads=heads, causal=bool(cfg.model.causal), dropout=0.0)
+    g = torch.Generator().manual_seed(int(ctx.cfg.train.seed))
+    x = torch.randn(b, t, width, generator=g).to(dev)
+    mask = (torch.arange(t)[None, :] < torch.tensor([t, t // 2 + 1])[:, None]).to(dev)
+    w = torch.randn(b, t, width, generator=g, dtype=torch.float64).to(dev)
+    shape = f"L={attention.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}"
+
+    torch.manual_seed(int(ctx.cfg.train.seed))
+    fused = build_attention("hkt", **common, **{**attention, "impl": "fused"}).to(dev).eval()
+    reference = copy.deepcopy(fused).double()
+    reference.impl = "reference"
+    y, gx = _forward_backward(fused, x, mask, w, ctx.amp)
+    y_ref, gx_ref = _forward_backward(reference, x.double(), mask, w, None)
+    err = max(_relative_error(y, y_ref), _relative_error(gx, gx_ref))
+    yield Check("hkt fused", err <= tol,
+                f"{shape}: relative error {err:.1e} vs the fp64 reference (tolerance {tol:.0e})")
+
+    torch.manual_seed(int(ctx.cfg.train.seed))
+    mha = build_attention("mha", **common).to(dev).eval()
+    one = build_attention("hkt", **common, **{**attention, "levels": 1}).to(dev).eval()
+    one.q_proj[0].load_state_dict(mha.q_proj.state_dict())
+    one.k_proj[0].load_state_dict(mha.k_proj.state_dict())
+    one.v_proj.load_state_dict(mha.v_proj.state_dict())
+    one.out_proj.load_state_dict(mha.out_proj.state_dict())
+    y_mha, gx_mha = _forward_backward(mha, x, mask, w, ctx.amp)
+    y_one, gx_one = _forward_backward(one, x, mask, w, ctx.amp)
+    err = max(_relative_error(y_one, y_mha.double()), _relative_error(gx_one, gx_mha.double()))
+    yield Check("hkt levels=1", err <= tol,
+                f"D={width}, H={heads}, T={t}, {ctx.precision}: HKT with one level vs MHA with its "
+                f"weights: relative error {err:.1e} (tolerance {tol:.0e})")
+
+
+def _check_training(ctx: _Context) -> Iterator[Check]:
+    tc, kind = ctx.cfg.train, ctx.device.type
+    batch = tc.batch_size.get(kind)
+    ctx.timings = {}
+    for job, cfg in ctx.configs.items():
+        task, _, model = job
+        timing = measure_training_step(cfg, ctx.device, steps=int(tc.steps[kind]),
+                                       warmup=int(tc.warmup[kind]),
+                                       batch_size=None if batch is None else int(batch),
+                                       vocab_size=int(tc.vocab_size), seed=int(tc.seed))
+        ctx.timings[job] = timing
+        ok = math.isfinite(timing.loss)
+        yield Check(f"train {task}/{model}", ok,
+                    f"T={timing.seq_len}, batch {timing.batch_size}, {timing.n_params:,} params: "
+                    f"loss {timing.loss:.3f}{'' if ok else ' (not finite)'}, "
+                    f"{timing.ms_per_step:.0f} ms/step, step peak {_gib(timing.peak_bytes)}")
+
+
+def _check_memory(ctx: _Context) -> Iterator[Check]:
+    if not ctx.timings:
+        yield Check("memory", False, "no training step was measured (see the train checks)")
+        return
+    margin = float(ctx.cfg.memory.margin)
+    needs = {job: t.bytes_needed(int(ctx.configs[job].train.batch_size))
+             for job, t in ctx.timings.items()}
+    job = max(needs, key=lambda j: needs[j])
+    need, free = needs[job], free_memory_bytes(ctx.device)
+    if not math.isfinite(need):
+        yield Check("memory", False, "the step's peak memory could not be measured here")
+        return
+    batch = int(ctx.configs[job].train.batch_size)
+    scaled = "" if batch == ctx.timings[job].batch_size else f" (extrapolated from batch {ctx.timings[job].batch_size})"
+    yield Check("memory", need * margin <= free,
+                f"largest job {job[0]}/{job[2]} at batch {batch} needs {_gib(need)}{scaled}; "
+                f"x {margin:g} margin = {_gib(need * margin)}; free {_gib(free)}")
+
+
+def tracking_uri_of(suite: DictConfig) -> str:
+    """The store the suite's runs log to: ``tracking_uri``, else $MLFLOW_TRACKING_URI, else
+    ``sqlite:///<results_dir>/mlflow.db`` (as the workflow resolves it)."""
+    from hkt.train.tracking import default_tracking_uri
+
+    return str(suite.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
+               or default_tracking_uri(suite.get("results_dir") or "results"))
+
+
+def _check_mlflow(ctx: _Context) -> Iterator[Check]:
+    from hkt.train.tracking import Tracker, with_retry
+
+    mc = ctx.cfg.mlflow
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(mc.http_timeout_s))
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(int(mc.http_retries))
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    uri = tracking_uri_of(ctx.suite)
+    tracker = Tracker(uri, str(mc.experiment), "hkt-doctor")
+    run_id = tracker.start(tags={"hkt.doctor": "write check"})
+    tracker.log_final({"doctor_write_check": 1.0}, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        note = Path(tmp) / "doctor.txt"
+        note.write_text("hkt doctor write check\n")
+        tracker.log_artifact(note)
+    tracker.finish("FINISHED")
+    with_retry(tracker.client.delete_run, run_id, what="deleting the doctor's run")
+    yield Check("mlflow", True, f"{uri}: wrote and deleted a run (with an artifact) in "
+                                f"experiment '{mc.experiment}'")
+
+
+CHECKS: tuple[tuple[str, Callable[[_Context], Iterator[Check]]], ...] = (
+    ("device", _check_device), ("sdpa", _check_sdpa), ("hkt fused", _check_equivalence),
+    ("train", _check_training), ("memory", _check_memory), ("mlflow", _check_mlflow),
+)
+
+
+def _failure(name: str, exc: BaseException) -> Check:
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return Check(name, False, f"{type(exc).__name__}: {first} "
+                              f"({Path(where.filename).name}:{where.lineno})")
+
+
+def run_checks(cfg: DictConfig, report: Callable[[Check], None]) -> list[Check]:
+    """Run every check for the doctor config ``cfg``, reporting each as it finishes.
+    An exception inside a check is that check's failure; the others still run."""
+    from hkt.device import resolve_device
+
+    suite = load_suite(cfg.suite.file)
+    profile = str(cfg.suite.profile or suite.profile)
+    device = resolve_device(str(cfg.device), source="config key 'device'")
+    overrides = [str(o) for o in suite.get("train_overrides") or []]
+    configs = {job: job_config(profile, job[1], job[2], overrides) for job in suite_jobs(suite)}
+    ctx = _Context(cfg, suite, profile, device, configs=configs)
+    checks: list[Check] = []
+    for name, check in CHECKS:
+        try:
+            for c in check(ctx):
+                checks.append(c)
+                report(c)
+        except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
+            c = _failure(name, exc)
+            checks.append(c)
+            report(c)
+    return checks
+
+
+# --------------------------------------------------------------------------------- command
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Check this machine against a suite before running it: device and "
+                          "versions, SDPA backends, HKT's fused path, a few training steps of "
+                          "every main job, memory, MLflow. Settings: config/doctor.yaml.")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="overrides of config/doctor.yaml, e.g. suite.file=smoke suite.profile=cpu "
+                             "train.steps.cpu=3")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hkt.config import compose
+
+    cfg = compose("doctor", args.overrides)
+    start = time.perf_counter()
+    print(f"hkt doctor: suite {cfg.suite.file or 'config/config.yaml'}, profile "
+          f"{cfg.suite.profile or load_suite(cfg.suite.file).profile}", flush=True)
+
+    def report(c: Check) -> None:
+        print(f"  {'ok  ' if c.ok else 'FAIL'}  {c.name:<22} {c.detail}", flush=True)
+
+    checks = run_checks(cfg, report)
+    failed = [c.name for c in checks if not c.ok]
+    took = time.perf_counter() - start
+    if failed:
+        print(f"hkt doctor: {len(failed)} of {len(checks)} checks FAILED ({', '.join(failed)}) "
+              f"in {took:.0f} s", flush=True)
+        return 1
+    print(f"hkt doctor: all {len(checks)} checks passed in {took:.0f} s", flush=True)
+    return 0

@@ -1,0 +1,108 @@
+"""``hkt doctor``: the report, the exit status, and the pieces other commands reuse."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hkt.doctor import StepTiming, load_suite, suite_jobs
+
+# The tiniest suite worth checking: one task, both attention models, no GPU asked for.
+TINY_SUITE = """\
+profile: smoke
+main: {tasks: [listops], models: [mha, hkt]}
+lra: {enabled: false}
+resources: {train: {threads: 1, gpu: 0, mem_mb: 2000, runtime: 30}}
+"""
+TINY = ["train.batch_size.cpu=2", "train.steps.cpu=1", "train.warmup.cpu=0",
+        "equivalence.seq_len=32", "device=cpu"]
+
+
+def doctor(tmp_path: Path, suite_text: str, tracking_uri: str, *extra: str):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(suite_text)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri}
+    return subprocess.run(
+        [sys.executable, "-m", "hkt.cli", "doctor", f"suite.file={suite}", *TINY, *extra],
+        capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_doctor_reports_every_check_and_passes(tmp_path):
+    proc = doctor(tmp_path, TINY_SUITE, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    checks = [line.split()[1:3] for line in lines[1:-1]]
+    assert [c[0] for c in checks] == ["device", "sdpa", "sdpa", "hkt", "hkt", "train", "train",
+                                      "memory", "mlflow"], proc.stdout
+    assert all(line.lstrip().startswith("ok") for line in lines[1:-1]), proc.stdout
+    assert "train listops/hkt" in proc.stdout and "ms/step" in proc.stdout
+    assert "masked: V 24 (padded) -> flash" in proc.stdout  # the CPU flash kernel, V padded
+    assert lines[-1].startswith("hkt doctor: all 9 checks passed")
+    assert (tmp_path / "mlflow.db").is_file()
+
+
+def test_failing_checks_give_nonzero_exit(tmp_path):
+    """A suite that asks for GPUs on this CPU machine and an MLflow store that cannot be created
+    (its directory would be inside a regular file) fail; the other checks still run."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    suite = TINY_SUITE.replace("gpu: 0", "gpu: 1")
+    proc = doctor(tmp_path, suite, f"sqlite:///{blocker / 'mlflow.db'}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failed = [line.split()[1] for line in proc.stdout.splitlines() if line.lstrip().startswith("FAIL")]
+    assert failed == ["device", "mlflow"], proc.stdout
+    assert "none is visible" in proc.stdout
+    assert "train listops/mha" in proc.stdout  # the checks after the failure ran
+    assert "2 of 9 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
+
+
+def test_bad_setting_is_a_config_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "hkt.cli", "doctor", "suite.file=no-such-suite"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "hkt: error: suite='no-such-suite'" in proc.stderr and "smoke" in proc.stderr
+
+
+def test_suite_merges_over_the_workflow_config(tmp_path):
+    """A suite file replaces lists and merges dictionaries, as Snakemake's --configfile does;
+    its jobs are the main grid plus the LRA grid when enabled."""
+    path = tmp_path / "s.yaml"
+    path.write_text("main: {models: [mha]}\nlra: {enabled: true, models: [hkt]}\n")
+    suite = load_suite(str(path))
+    assert suite.profile == "paper" and list(suite.main.tasks) == ["listops", "cifar10", "imdb"]
+    assert suite_jobs(suite) == [("listops", "listops", "mha"), ("cifar10", "cifar10", "mha"),
+                                 ("imdb", "imdb", "mha"), ("listops_lra", "listops_lra", "hkt"),
+                                 ("imdb_lra", "imdb_lra", "hkt")]
+
+
+def test_memory_need_scales_activations_not_state():
+    t = StepTiming(seq_len=512, batch_size=2, n_params=10, ms_per_step=1.0, loss=1.0,
+                   peak_bytes=100.0, state_bytes=40)
+    assert t.bytes_needed(2) == 140
+    assert t.bytes_needed(32) == 40 + 1600
+
+
+def test_named_suite_resolves_in_config_suites():
+    assert load_suite("smoke").profile == "smoke"
+
+
+def test_fused_path_meets_the_bf16_tolerance_under_autocast():
+    """The doctor's bf16 tolerance holds for HKT's fused path under (CPU) bf16 autocast, for
+    every HKT geometry of the paper profile, and a zero tolerance fails."""
+    import torch
+
+    from hkt.config import compose
+    from hkt.doctor import _check_equivalence, _Context, job_config
+
+    suite = load_suite(None)
+    configs = {job: job_config("paper", job[1], job[2]) for job in suite_jobs(suite)
+               if job[2] == "hkt"}
+    cfg = compose("doctor", ["equivalence.seq_len=64"])
+    ctx = _Context(cfg, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    checks = list(_check_equivalence(ctx))
+    assert len(checks) == 4 and all(c.ok for c in checks), checks  # two HKT geometries
+    strict = compose("doctor", ["equivalence.seq_len=64", "equivalence.tolerance.bf16=0.0"])
+    ctx = _Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    assert not any(c.ok for c in _check_equivalence(ctx) if c.name == "hkt fused")
