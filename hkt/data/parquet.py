@@ -22,9 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hkt.data.sources import file_digests
 from hkt.errors import DataError
-from hkt.fileio import atomic_path
+from hkt.fileio import atomic_path, sha256_file
 
 SPLITS = ("train", "val", "test")
 METADATA_KEY = b"hkt"
@@ -91,10 +90,6 @@ class SplitData:
         starts = self.offsets[:-1][index]
         gather = np.repeat(starts - offsets[:-1], lens) + np.arange(offsets[-1], dtype=np.int64)
         return SplitData(ids, self.flat[gather], offsets, self.labels[index])
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    return file_digests(path, ("sha256",))["sha256"]
 
 
 def to_table(data: SplitData) -> pa.Table:
