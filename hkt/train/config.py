@@ -57,6 +57,7 @@ SCHEMA: dict[str, Any] = {
         "batch_size": pos_int, "max_steps": pos_int, "eval_every": pos_int,
         "eval_batches": optional(pos_int), "test_batches": optional(pos_int),
         "checkpoint_every": pos_int, "log_every": pos_int,
+        "progress_every_s": spec(number, lo=0, lo_open=True),
         "bucket": boolean, "num_workers": nonneg_int,
         "device": spec(choice, options=("auto", "cpu", "cuda")),
         "precision": spec(choice, options=("auto", "fp32", "bf16")),

@@ -235,7 +235,8 @@ class _Run:
                  f"data {self.data_dir} ({self.data.size('train')} train examples)")
         if tracker.enabled:
             self.say(f"MLflow: run {st.mlflow_run_id} in experiment '{tracker.experiment}' at {tracker.uri}")
-        bar = Progress(max_steps, initial=st.step, stream=self.stream, enabled=self.show_progress)
+        bar = Progress(max_steps, initial=st.step, stream=self.stream, enabled=self.show_progress,
+                       every_s=float(tc.progress_every_s))
 
         # window accumulators live on the device (no sync per step on CUDA)
         w_loss = torch.tensor(st.window["loss"], dtype=torch.float64, device=device)
@@ -278,7 +279,8 @@ class _Run:
             do_log = step % log_every == 0 or step == max_steps
             do_eval = step % eval_every == 0 or step == max_steps
             do_ckpt = step % ckpt_every == 0 or step == max_steps
-            if not (do_log or do_eval or do_ckpt):
+            do_beat = bar.due()  # a progress line is owed (slow steps): a clock read, no sync
+            if not (do_log or do_eval or do_ckpt or do_beat):
                 continue
             # a sync point: account time, check the window for divergence
             if device.type == "cuda":
@@ -289,6 +291,11 @@ class _Run:
             if bool(w_bad):
                 raise diverged(f"between steps {step - w_steps + 1} and {step}")
             row: dict[str, Any] = {"step": step}
+            if not (do_log or do_eval or do_ckpt):  # only the progress line
+                bar.update(step, {"samples_per_s": w_steps * bs / w_time if w_time > 0 else None},
+                           best=st.best)
+                t_mark = time.perf_counter()
+                continue
             if do_log:
                 row.update(train_loss=w_loss.item() / max(1, w_n),
                            train_acc=w_correct.item() / max(1, w_n), lr=lr_used,
@@ -297,8 +304,11 @@ class _Run:
                 w_n = w_steps = 0
                 w_time = 0.0
             if do_eval:
+                def validating(batches: int, examples: int, step: int = step) -> None:
+                    bar.note(step, f"validating: {batches} batches, {examples} examples so far")
+
                 val = evaluate(self.forward, model, self.data.eval_batches(
-                    "val", bs, tc.eval_batches), device, amp)
+                    "val", bs, tc.eval_batches), device, amp, on_batch=validating)
                 row.update(val_loss=val["loss"], val_acc=val["acc"])
                 if val["acc"] > st.best["acc"]:
                     st.best = {"acc": val["acc"], "loss": val["loss"], "step": step}
@@ -311,7 +321,9 @@ class _Run:
                 tracker.flush()
                 self._save_last()
             if do_log or do_eval:
-                bar.update(step, row, best=st.best)
+                bar.update(step, row, best=st.best, force=do_eval)
+            elif do_beat:
+                bar.update(step, {}, best=st.best)
             t_mark = time.perf_counter()
         bar.close()
         sync_window()
@@ -322,8 +334,12 @@ class _Run:
         cfg = self.cfg
         best = load_checkpoint(self.best_path)
         self.model.load_state_dict(best["model"])
+        self.say(f"testing the best checkpoint (step {best['step']}) on {self.data.paths['test']}")
+        beat = Progress(1, stream=self.stream, enabled=self.show_progress,
+                        every_s=float(cfg.train.progress_every_s))
         test = evaluate(self.forward, self.model, self.data.eval_batches(
-            "test", int(cfg.train.batch_size), cfg.train.test_batches), self.device, self.amp)
+            "test", int(cfg.train.batch_size), cfg.train.test_batches), self.device, self.amp,
+            on_batch=lambda b, n: beat.note(self.state.step, f"testing: {b} batches, {n} examples so far"))
         title = f"{cfg.task.name} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
         curve = learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         history = write_history(self.state.history, self.run_dir / HISTORY_NAME)

@@ -1,7 +1,9 @@
 """A dependency-free progress bar for training: loss, accuracy, learning rate, throughput, ETA.
 
-On a terminal it redraws one line; elsewhere (logs, CI, Snakemake) it prints one line per
-update, so log files stay readable.
+On a terminal it redraws one line at every update. Elsewhere (a log file under Snakemake, CI) it
+prints a line at most every ``every_s`` seconds, and the training loop asks it (:meth:`due`) at
+every step, so that ``tail -f`` on a job's log always sees it move, whether a step takes a
+millisecond or a minute, and long validations report their batches too.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ def format_duration(seconds: float | None) -> str:
 
 class Progress:
     def __init__(self, total: int, *, initial: int = 0, stream: TextIO | None = None,
-                 enabled: bool | None = None, width: int = 24):
+                 enabled: bool | None = None, width: int = 24, every_s: float = 30.0):
         self.total, self.start_step = total, initial
+        self.every_s = every_s
+        self._last_line: float | None = None  # when the last line was written (perf_counter)
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.enabled = True if enabled is None else enabled
@@ -32,10 +36,25 @@ class Progress:
         self.last: dict[str, Any] = {}
         self._drawn = False
 
-    def update(self, step: int, row: dict[str, Any], *, best: dict[str, Any] | None = None) -> None:
+    def due(self) -> bool:
+        """Whether a line is owed: none written yet, or the last one is ``every_s`` old."""
+        return self.enabled and (self._last_line is None
+                                 or time.perf_counter() - self._last_line >= self.every_s)
+
+    def note(self, step: int, what: str) -> None:
+        """A line about work between steps (e.g. validation), if one is due."""
+        if self.due() and not self.tty:
+            self._write(f"step {step}/{self.total} | {what}")
+
+    def update(self, step: int, row: dict[str, Any], *, best: dict[str, Any] | None = None,
+               force: bool = False) -> None:
+        """Record ``row`` (metrics of ``step``); draw it on a terminal, or write a line to a log
+        when one is due or ``force`` (an evaluation)."""
         if not self.enabled:
             return
         self.last.update({k: v for k, v in row.items() if v is not None})
+        if not (self.tty or force or self.due()):
+            return
         r = self.last
         frac = step / max(1, self.total)
         elapsed = time.perf_counter() - self.t0
@@ -59,10 +78,16 @@ class Progress:
             filled = int(self.width * frac)
             bar = "█" * filled + "·" * (self.width - filled)
             self.stream.write(f"\r[{bar}] " + " | ".join(parts) + "\x1b[K")
+            self.stream.flush()
             self._drawn = True
+            self._last_line = time.perf_counter()
         else:
-            self.stream.write("step " + " | ".join(parts) + "\n")
+            self._write("step " + " | ".join(parts))
+
+    def _write(self, line: str) -> None:
+        self.stream.write(line + "\n")
         self.stream.flush()
+        self._last_line = time.perf_counter()
 
     def close(self) -> None:
         if self.enabled and self.tty and self._drawn:

@@ -4,6 +4,7 @@ benchmarks time what ``hkt train`` runs) and one evaluation pass, under the same
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,15 +66,17 @@ def forward_backward(forward: Any, opt: torch.optim.Optimizer, params: list[nn.P
 
 @torch.no_grad()
 def evaluate(forward, model: nn.Module, batches, device: torch.device,
-             amp: torch.dtype | None) -> dict[str, float]:
+             amp: torch.dtype | None, on_batch: Callable[[int, int], None] | None = None
+             ) -> dict[str, float]:
     """Mean loss, accuracy and example count ``n`` over ``batches`` (model in eval mode,
-    restored afterwards)."""
+    restored afterwards). ``on_batch(batches_done, examples_done)`` is called after each batch
+    (progress lines during a long validation)."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     n = 0
-    for batch in batches:
+    for i, batch in enumerate(batches):
         tokens, mask, labels = to_device(batch, device)
         with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
             logits = forward(tokens, mask)
@@ -81,6 +84,8 @@ def evaluate(forward, model: nn.Module, batches, device: torch.device,
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").double()
         correct += (logits.argmax(-1) == labels).sum()
         n += labels.numel()
+        if on_batch is not None:
+            on_batch(i + 1, n)
     model.train(was_training)
     if n == 0:
         raise TrainingError("evaluation saw no examples (empty split?)")

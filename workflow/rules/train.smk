@@ -32,5 +32,5 @@ rule train:
     resources:
         **resources("train"),
     shell:
-        "hkt --log {log} train --data {params.data:q} --out {params.out:q} --no-progress"
+        "hkt --log {log} train --data {params.data:q} --out {params.out:q}"
         " --restart-if-changed {params.overrides:q}"
