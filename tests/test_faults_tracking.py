@@ -32,3 +32,20 @@ def test_a_crash_that_is_not_an_hkt_error_fails_the_mlflow_run(tmp_path, isolate
     info = MlflowClient(f"sqlite:///{isolated_results}/mlflow.db").get_run(run_id)
     assert info.info.status == "FAILED" and info.info.end_time is not None
     assert info.data.tags["hkt.error"].startswith("RuntimeError: simulated CUDA error")
+
+
+def test_a_final_phase_killed_before_the_record_logs_each_summary_metric_once(tmp_path, isolated_results):
+    from hkt.record import RECORD_NAME
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
+            "profile=smoke", "--no-progress"]
+    assert main(args) == 0
+    (run / RECORD_NAME).unlink()  # killed after the final metrics were logged, before the record
+    assert main(args) == 0        # the rerun redoes the final phase
+    run_id = json.loads((run / "mlflow_run.json").read_text())["run_id"]
+    client = MlflowClient(f"sqlite:///{isolated_results}/mlflow.db")
+    assert client.get_run(run_id).info.status == "FINISHED"
+    for key in ("val_accuracy", "test_accuracy", "test_loss", "n_params", "wall_time_s", "best_step"):
+        assert len(client.get_metric_history(run_id, key)) == 1, key

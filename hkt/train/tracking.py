@@ -210,6 +210,7 @@ class Tracker(NullTracker):
                                      what=f"opening the MLflow store {uri}")
         self._buffer: list[Any] = []
         self._watermark: dict[str, int] = {}
+        self._resumed = False  # a run of an earlier session: it may already hold final metrics
         self.run_id = None
         self.experiment_id = None
 
@@ -249,6 +250,7 @@ class Tracker(NullTracker):
             with_retry(self.client.update_run, self.run_id, status="RUNNING",
                        what="resuming the MLflow run")
             self._watermark = self._read_watermark()
+            self._resumed = True
         else:
             run = with_retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
                              tags=dict(tags or {}), what="creating the MLflow run")
@@ -292,12 +294,18 @@ class Tracker(NullTracker):
             self.flush()
 
     def log_final(self, metrics: dict[str, float], step: int) -> None:
-        """Summary metrics (final accuracies, parameter count, timings): always logged."""
+        """Summary metrics (final accuracies, parameter count, timings), once per run: a final
+        phase that was killed before the record and is run again does not log them twice."""
         from mlflow.entities import Metric  # mlflow: see __init__
 
+        logged: set[str] = set()
+        if self._resumed:
+            logged = {k for k in metrics if any(
+                m.step == int(step) for m in with_retry(self.client.get_metric_history, self.run_id,
+                                                       k, what="reading metric history"))}
         now = int(time.time() * 1000)
         self._buffer.extend(Metric(k, float(v), now, int(step))
-                            for k, v in metrics.items() if v is not None)
+                            for k, v in metrics.items() if v is not None and k not in logged)
         self.flush()
 
     def flush(self) -> None:
