@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import hkt
+from hkt import environment
 from hkt.data.parquet import SPLITS, SplitData, read_metadata, sha256_file
 from hkt.errors import ConfigError, DataError, HKTError
 from hkt.provenance import git_state
@@ -239,6 +240,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         "git_commit": commit, "git_dirty": dirty, "data_dir": str(data_dir.resolve()),
         "data_checksums": checksums, "mlflow_run_id": None, "mlflow_tracking_uri": None,
         "mlflow_experiment": None, "created_at": "", "hkt_version": hkt.__version__,
+        "env_digest": environment.save(out),  # writes OUT/environment.json
         "external": "hkt.baselines.ngram", **res["extra"],
     }
     out.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ metrics (``DIR/tables/mlflow_check.{md,csv}``) and fails when one does not.
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hkt.report import aggregate as agg
+    from hkt.report import environments
 
     out = Path(args.out)
     if args.mlflow and args.sources:
@@ -74,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         source = f"{len(records)} run records"
     if runs.is_empty() and not args.no_tables:
         raise agg.AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
+    for warning in environments.mixed_warnings(runs):
+        print(f"hkt: warning: {warning}", file=sys.stderr)
     written: list[Path] = []
     if not args.no_tables:
         written += write_all(runs, curves, out, main_variant=args.main_variant,
@@ -147,6 +151,7 @@ def write_summary(path: Path, runs, main, gap, abl, *, source: str, ablation_tas
                   ablation_length: int | None) -> Path:
     """A few lines on the suite, the main and ablation tables, and links to every output."""
     from hkt.report import aggregate as agg
+    from hkt.report import environments
 
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
     tasks = ", ".join(f"{t} (T={n})" for t, n in runs.select("task", "length").unique()
@@ -164,6 +169,7 @@ def write_summary(path: Path, runs, main, gap, abl, *, source: str, ablation_tas
         "## HKT − MHA", "", agg.markdown(*agg.gap_display(gap)),
         f"## Ablations on {ablation_task} (T={ablation_length})", "",
         agg.markdown(*agg.ablation_display(abl)),
+        *environments.summary_section(runs),
         "## Files", "",
         "- Tables (Markdown, CSV, LaTeX): " + ", ".join(
             f"[{t}](tables/{t}.md) ([csv](tables/{t}.csv), [tex](tables/{t}.tex))" for t in TABLES)

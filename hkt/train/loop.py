@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 import hkt
+from hkt import environment
 from hkt.config import flatten
 from hkt.device import describe_device, resolve_device
 from hkt.provenance import git_state
@@ -601,6 +602,7 @@ class _Run:
             "mlflow_experiment": self.tracker.experiment if self.tracker.enabled else None,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "hkt_version": hkt.__version__,
+            "env_digest": environment.save(self.run_dir),  # writes RUN_DIR/environment.json
         }
         if self.tracker.enabled:
             self.tracker.log_final({
