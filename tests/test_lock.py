@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -69,8 +70,9 @@ def test_every_entry_is_pinned_and_hashed_and_torch_is_outside(name):
     assert {"mlflow", "snakemake", "polars", "sympy", "networkx"} <= names  # torch's deps too
 
 
-def _pins(name: str) -> dict[str, str]:
-    env = default_environment()
+def _pins(name: str, **marker_env: str) -> dict[str, str]:
+    """``{name: version}`` of a lock's entries for this interpreter (or ``marker_env``'s)."""
+    env = dict(default_environment(), **marker_env)
     return {canonicalize_name(req.name): str(req.specifier)[2:] for req, _ in requirements(ROOT / "requirements" / name)
             if req.marker is None or req.marker.evaluate(env)}
 
@@ -101,3 +103,26 @@ def test_locked_versions_satisfy_the_pinned_torch():
         assert req.name in pins, f"torch needs {req.name}, which the lock lacks"
         assert req.specifier.contains(pins[req.name], prereleases=True), (
             f"torch needs {req}, the lock pins {pins[req.name]}")
+
+
+def test_conda_environment_pins_the_locked_versions():
+    """environment.yml pins each direct dependency (and torch) to the locked version."""
+    import yaml
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text("utf-8"))
+    conda = {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, str) and " =" in dep:
+            name, version = dep.split(" =", 1)
+            conda[name] = version.split()[0]
+    pip = dict(d.split("==", 1) for dep in env["dependencies"] if isinstance(dep, dict)
+               for d in dep["pip"] if "==" in d)
+    assert env["dependencies"][0] == "python=3.11"
+    locked = _pins("lock-dev.txt", python_version="3.11", python_full_version="3.11.0")
+    assert conda.pop("pytorch") == lock.torch_requirement().split("==", 1)[1]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    direct = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    dev = {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["dev"]}
+    assert set(conda) == direct - {"torch"} and set(pip) == dev
+    for name, version in {**conda, **pip}.items():
+        assert locked.get(name) == version, f"environment.yml pins {name} {version}, the lock {locked.get(name)}"
