@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if runs.is_empty() and not args.no_tables:
         raise agg.AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
     for warning in environments.mixed_warnings(runs):
-        print(f"hkt: warning: {warning}", file=sys.stderr)
+        print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
     written: list[Path] = []
     if not args.no_tables:
         written += write_all(runs, curves, out, main_variant=args.main_variant,

@@ -34,9 +34,9 @@ def mixed_warnings(runs: pl.DataFrame) -> list[str]:
     for col, what in (("env_digest", "software environments"), ("git_commit", "git commits")):
         counts = _counts(runs, col)
         if len(counts) > 1:
-            shown = ", ".join(f"{v[:12]} ({n} runs)" for v, n in counts.items())
+            shown = ", ".join(f"{v[:12]} ({n} run{'s' * (n != 1)})" for v, n in counts.items())
             out.append(f"the {len(runs)} runs in these tables come from {len(counts)} different "
-                       f"{what}: {shown}; see the Environment section of summary.md")
+                       f"{what}: {shown}")
     return out
 
 
@@ -69,13 +69,12 @@ def summary_section(runs: pl.DataFrame) -> list[str]:
     if len(envs) <= 1 and len(commits) <= 1:
         env = f"software environment `{next(iter(envs))}`" if envs else "no recorded environment"
         commit = f"commit `{next(iter(commits))[:12]}`" if commits else "no recorded commit"
-        lines.append(f"All runs: {env}, {commit}.")
+        lines += [f"All runs: {env}, {commit}.", ""]
     for warning in mixed_warnings(runs):
-        lines.append(f"**Warning:** {warning[0].upper()}{warning[1:]}.")
+        lines += [f"**Warning:** {warning[0].upper()}{warning[1:]}.", ""]
     if missing and envs:
-        lines.append(f"{missing} run(s) record no environment digest (older records or "
-                     "external tools) and are not compared.")
-    lines.append("")
+        lines += [f"{missing} run(s) record no environment digest (older records or "
+                  "external tools) and are not compared.", ""]
     if len(envs) > 1:
         loaded = {}
         for digest in envs:
