@@ -39,6 +39,7 @@ RUN_COLUMNS: dict[str, Any] = {
     **VARIANT_FIELDS,
     "mlflow_run_id": pl.String, "mlflow_tracking_uri": pl.String, "mlflow_experiment": pl.String,
     "created_at": pl.String, "source": pl.String,
+    "env_digest": pl.String, "git_commit": pl.String,  # provenance (hkt.report.environments)
 }
 
 #: Validation curves: one row per (run, evaluation).
@@ -174,6 +175,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "mlflow_tracking_uri": rec.get("mlflow_tracking_uri"),
         "mlflow_experiment": rec.get("mlflow_experiment"),
         "created_at": rec.get("created_at"), "source": rec.get("_path"),
+        "env_digest": rec.get("env_digest"), "git_commit": rec.get("git_commit"),
     }
 
 

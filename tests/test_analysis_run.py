@@ -68,8 +68,10 @@ def test_analyze_hkt_run(hkt_run, tmp_path):
 
     client = MlflowClient(tracking_uri=record["mlflow_tracking_uri"])
     artifacts = {a.path for a in client.list_artifacts(record["mlflow_run_id"], "analysis")}
-    assert "analysis/analysis.parquet" in artifacts
+    assert {"analysis/analysis.parquet", "analysis/environment.json"} <= artifacts
     metrics = client.get_run(record["mlflow_run_id"]).data.metrics
+    assert client.get_run(record["mlflow_run_id"]).data.tags["analysis.env_digest"] == \
+        json.loads((out / "environment.json").read_text())["digest"]
     assert metrics[f"analysis/truncation_acc_L{levels}"] == pytest.approx(record["test_accuracy"])
 
 

@@ -95,6 +95,8 @@ def test_logs_to_mlflow_and_passes_the_audit(tmp_path):
     assert check["status"].to_list() == ["ok"]
     runs, _ = runs_from_mlflow(uri)
     assert runs["test_accuracy"].to_list() == [rec["test_accuracy"]]
+    assert runs["env_digest"].to_list() == [rec["env_digest"]]  # the MLflow tag, as the record
+    assert (tmp_path / "run" / "environment.json").is_file()
 
 
 def test_command_line_errors_are_one_line(tmp_path, capsys):

@@ -157,7 +157,10 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert tags["data_sha256.train"] == rec["data_checksums"]["train"]
     assert tags["git_commit"] == str(rec["git_commit"])
     arts = {a.path for a in client.list_artifacts(r.info.run_id)}
-    assert {"config.yaml", "record.json", "learning_curve.png", "history.csv"} <= arts
+    assert {"config.yaml", "record.json", "learning_curve.png", "history.csv",
+            "environment.json"} <= arts
+    saved = json.loads((tmp_path / "r" / "environment.json").read_text())
+    assert tags["env_digest"] == rec["env_digest"] == saved["digest"]
     steps = [x.step for x in client.get_metric_history(r.info.run_id, "train_loss")]
     assert steps == list(range(1, 13))
     assert len(client.get_metric_history(r.info.run_id, "val_acc")) == 2

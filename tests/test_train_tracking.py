@@ -108,7 +108,8 @@ def test_four_concurrent_processes_lose_nothing(tmp_path):
             hist = client.get_metric_history(r.info.run_id, key)
             assert sorted(m.step for m in hist) == list(range(1, n + 1))
         assert r.data.metrics["test_accuracy"] == pytest.approx(i / 10)
-        assert [a.path for a in client.list_artifacts(r.info.run_id)] == [f"artifact{i}.txt"]
+        assert [a.path for a in client.list_artifacts(r.info.run_id)] == [f"artifact{i}.txt",
+                                                                          "environment.json"]
 
 
 def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):

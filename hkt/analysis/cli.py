@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 from omegaconf import OmegaConf
 
+from hkt import environment
 from hkt.analysis.run import analyze_run, load_trained_run
 from hkt.config import compose
 from hkt.analysis import approximation
@@ -56,7 +57,7 @@ def summarise(table: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame) -> bool:
+def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame, tags: dict[str, str]) -> bool:
     run_id, uri = record.get("mlflow_run_id"), record.get("mlflow_tracking_uri")
     if not run_id or not uri:
         return False
@@ -70,6 +71,8 @@ def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame) -> bool:
     metrics.update({f"analysis/truncation_acc_L{lv}": v for lv, v in zip(trunc["level"], trunc["value"])})
     for key, value in sorted(metrics.items()):
         with_retry(client.log_metric, run_id, key, float(value), what="MLflow log_metric")
+    for key, value in tags.items():
+        with_retry(client.set_tag, run_id, key, value, what="MLflow set_tag")
     with_retry(client.log_artifacts, run_id, str(out), "analysis", what="MLflow log_artifacts")
     return True
 
@@ -102,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     (out / "summary.md").write_text(f"# Analysis of {title}\n\n```\n{summary}\n```\n\nSettings:\n\n```yaml\n"
                                     f"{OmegaConf.to_yaml(cfg)}```\n")
     (out / "settings.json").write_text(json.dumps(OmegaConf.to_container(cfg), indent=2))
+    env_digest = environment.save(out)  # OUT/environment.json, logged with the rest
     print(summary)
-    if cfg.mlflow and _log_to_mlflow(rec, out, table):
+    if cfg.mlflow and _log_to_mlflow(rec, out, table, {"analysis.env_digest": env_digest}):
         print(f"logged to MLflow run {rec['mlflow_run_id']} (artifacts under analysis/)")
     print(f"wrote {out / ANALYSIS_FILE} and figures in {out}")
     return 0

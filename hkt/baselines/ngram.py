@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 import hkt
+from hkt import environment
 from hkt.config import flatten
 from hkt.data.layout import SPLITS, split_file
 from hkt.data.parquet import SplitData, read_metadata
@@ -238,7 +239,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     mlflow = None
     if tracking_uri:
         mlflow = _log_mlflow(fields, res["history"], tracking_uri, experiment or f"hkt-{task}")
-    record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=mlflow)
+    record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=mlflow,
+                         env_digest=environment.save(out))  # writes OUT/environment.json
     write_record(record, out)
     return record
 

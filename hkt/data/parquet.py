@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hkt import environment
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import DataError
 from hkt.fileio import atomic_path, atomic_write_text, sha256_file
@@ -199,7 +200,8 @@ def data_card(*, task: str, cfg: dict[str, Any], meta: dict[str, Any], splits: d
     names = meta.get("class_names") or [str(i) for i in range(meta["num_classes"])]
     src = meta["source"]
     out = [f"# Data card: `{task}`", "",
-           f"Prepared by `hkt prepare {task}` (hkt {meta['code_version']}). Task family `{meta['task']}`, "
+           f"Prepared by `hkt prepare {task}` (hkt {meta['code_version']}, software environment "
+           f"`{environment.digest()}`). Task family `{meta['task']}`, "
            f"{meta['num_classes']} classes, context T = {meta['max_length']}, vocabulary of "
            f"{meta['vocab_size']} ids ({meta['tokenizer']}).", "", "## Source", ""]
     for key in sorted(src):

@@ -4,13 +4,14 @@ figures and summary of a suite, the analysis and cost tables, and the MLflow aud
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from hkt.figures import suite as figures
-from hkt.report import analysis_tables
+from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
@@ -42,6 +43,8 @@ def aggregate(args: argparse.Namespace) -> int:
         source = f"{len(records)} run records"
     if runs.is_empty() and not args.no_tables:
         raise AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
+    for warning in environments.mixed_warnings(runs):
+        print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
     written: list[Path] = []
     if not args.no_tables:
         written += write_all(runs, curves, out, main_variant=args.main_variant,

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from hkt.environment import DIGEST_TAG
 from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
                       as_float, as_int, frame, latest)
 
@@ -72,6 +73,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "mlflow_run_id": run.info.run_id, "mlflow_tracking_uri": uri,
         "mlflow_experiment": experiment,
         "created_at": _ms_iso(run.info.start_time), "source": f"mlflow:{run.info.run_id}",
+        "env_digest": tags.get(DIGEST_TAG), "git_commit": tags.get("git_commit"),
     }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
+from hkt.report import environments
 from hkt.report.tables import ablation_display, gap_display, main_display
 from hkt.report.writers import markdown
 
@@ -34,6 +35,7 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         "## HKT − MHA", "", markdown(*gap_display(gap)),
         f"## Ablations on {ablation_task} (T={ablation_length})", "",
         markdown(*ablation_display(abl)),
+        *environments.summary_section(runs),
         "## Files", "",
         "- Tables (Markdown, CSV, LaTeX): " + ", ".join(
             f"[{t}](tables/{t}.md) ([csv](tables/{t}.csv), [tex](tables/{t}.tex))" for t in TABLES)

@@ -18,9 +18,11 @@ __all__ = ["training_record", "log_final", "summary_line"]
 def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best: dict[str, Any],
                     test: dict[str, float], *, n_params: int, wall_time_s: float, device: str,
                     git: tuple[str | None, bool | None], data_dir: Path,
-                    checksums: dict[str, str], tracker: NullTracker) -> dict[str, Any]:
+                    checksums: dict[str, str], tracker: NullTracker,
+                    env_digest: str | None = None) -> dict[str, Any]:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
-    was tested), ``test`` its test evaluation; speeds exclude evaluation time."""
+    was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
+    names the software environment (:mod:`hkt.environment`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
         task=cfg.task.name, model=cfg.model.name, variant=cfg.variant, seed=cfg.seed,
@@ -31,7 +33,8 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         ms_per_step=1000 * train_time / steps if steps and train_time > 0 else None,
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
-        mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None)
+        mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
+        env_digest=env_digest)
 
 
 def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from hkt import environment
 from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError, RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
@@ -346,7 +347,8 @@ class _Run:
         record = training_record(
             cfg, self.cfg_dict, self.state, best, test, n_params=self.n_params,
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
-            data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker)
+            data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
+            env_digest=environment.save(self.run_dir))  # writes RUN_DIR/environment.json
         log_final(self.tracker, record, [self.run_dir / rundir.CONFIG_NAME, curve, history])
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"
         self.say(summary_line(record, self.run_dir))

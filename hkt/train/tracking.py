@@ -21,6 +21,7 @@ import json
 import os
 import random
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -262,7 +263,16 @@ class Tracker(NullTracker):
             with_retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
         if tags:
             self.set_tags(tags)
+        self._log_environment()
         return self.run_id
+
+    def _log_environment(self) -> None:
+        """The installed distributions as artifact ``environment.json``, their digest as a tag."""
+        from hkt import environment
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.set_tags({environment.DIGEST_TAG: environment.save(tmp)})
+            self.log_artifact(Path(tmp) / environment.ENV_FILE)
 
     def _read_watermark(self) -> dict[str, int]:
         marks = {}
