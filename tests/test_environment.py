@@ -12,7 +12,8 @@ import polars as pl
 
 from hkt import environment
 from hkt.cli import main as hkt_main
-from hkt.report import aggregate as agg
+from hkt.report.mlflow_runs import mlflow_row
+from hkt.runs import RUN_COLUMNS
 from hkt.report import environments
 from tests.test_report_aggregate import make_record, write_records
 
@@ -130,9 +131,9 @@ def test_mlflow_runs_carry_the_digest_tag():
                                    "git_commit": "d" * 40},
                              params={}, metrics={"test_accuracy": 0.5}),
         info=SimpleNamespace(run_id="r1", start_time=None))
-    row = agg.mlflow_row(run, "sqlite:///x.db", "hkt-listops")
+    row = mlflow_row(run, "sqlite:///x.db", "hkt-listops")
     assert row["env_digest"] == "abc" and row["git_commit"] == "d" * 40
     runs = pl.DataFrame([row, dict(row, env_digest="xyz", source="mlflow:r2")],
-                        schema=agg.RUN_COLUMNS, orient="row")
+                        schema=RUN_COLUMNS, orient="row")
     assert any("2 different software environments" in w
                for w in environments.mixed_warnings(runs))
