@@ -58,8 +58,10 @@ def write_records(root: Path, records: list[dict]) -> Path:
 def suite_records() -> list[dict]:
     recs = []
     for seed, (h, m) in enumerate([(0.56, 0.50), (0.55, 0.51), (0.54, 0.49)]):
-        recs.append(make_record(model="hkt", seed=seed, val=h + 0.01, test=h, n_params=1200))
-        recs.append(make_record(model="mha", seed=seed, val=m + 0.01, test=m, n_params=1000))
+        recs.append(make_record(model="hkt", seed=seed, val=h + 0.01, test=h, n_params=1200,
+                                test_examples=2000))
+        recs.append(make_record(model="mha", seed=seed, val=m + 0.01, test=m, n_params=1000,
+                                test_examples=2000))
         recs.append(make_record(model="hkt", variant="levels1", seed=seed, levels=1, test=h - 0.2,
                                 val=h - 0.2))
         recs.append(make_record(task="imdb", length=1024, model="hkt", seed=seed, test=0.7, val=0.7))
@@ -86,11 +88,19 @@ def test_main_table_means_stds_and_paper(tmp_path):
                                                       ("listops", "majority")]
     maj = main.filter(pl.col("model") == "majority").row(0, named=True)
     assert maj["paper_mean"] is None and maj["test_std"] is None  # one seed: no std
-    gap = gap_table(main)
+    gap = gap_table(main, runs)
     g = gap.filter(pl.col("task") == "listops").row(0, named=True)
     assert g["ours_pp"] == pytest.approx(55.0 - 50.0)
     assert g["paper_pp"] == pytest.approx(55.10 - 50.33)
     assert g["difference_pp"] == pytest.approx(5.0 - 4.77)
+    # Welch over seeds: 56, 55, 54 vs 50, 51, 49: SE = sqrt(1/3 + 1/3), df = 4, t(0.975, 4) = 2.776
+    half = 2.776 * (2 / 3) ** 0.5
+    assert (g["ci_low_pp"], g["ci_high_pp"]) == pytest.approx((5.0 - half, 5.0 + half), abs=2e-3)
+    assert g["p_value"] == pytest.approx(0.0036, abs=2e-4) and g["significant"].startswith("yes")
+    assert (g["seeds_a"], g["seeds_b"], g["test_examples"]) == (3, 3, "2000")
+    flat = gap.filter(pl.col("task") == "imdb").row(0, named=True)  # 70, 70, 70 vs 60, 60, 60
+    assert flat["p_value"] is None and "no spread" in flat["significant"]
+    assert flat["test_examples"] == "?"  # records without test_examples say so
 
 
 def test_ablation_table_deltas_and_paper_figure(tmp_path):
@@ -103,6 +113,20 @@ def test_ablation_table_deltas_and_paper_figure(tmp_path):
     assert l1["paper_delta_pp"] == pytest.approx(paper.ABLATION_NO_HIERARCHY["delta_pp"])
     assert abl.row(0, named=True)["delta_pp"] == pytest.approx(0.0)
     assert l1["setting"].startswith("HKT L=1")
+    half = 2.776 * (2 / 3) ** 0.5  # 36, 35, 34 vs 56, 55, 54
+    assert (l1["ci_low_pp"], l1["ci_high_pp"]) == pytest.approx((-20 - half, -20 + half), abs=2e-3)
+    assert l1["significant"].startswith("yes") and l1["seeds_a"] == 3
+    assert abl.row(0, named=True)["p_value"] is None  # the reference itself
+
+
+def test_runs_csv_gives_each_run_a_wilson_interval(tmp_path):
+    from hkt.report.tables import with_test_interval
+
+    recs = [make_record(seed=0, test=0.5, test_examples=10), make_record(seed=1, test=0.5)]
+    runs = with_test_interval(runs_from_records(load_records([write_records(tmp_path, recs)])))
+    r0, r1 = runs.sort("seed").rows(named=True)
+    assert (r0["test_ci_low"], r0["test_ci_high"]) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert r1["test_ci_low"] is None  # unknown number of test examples: no interval
 
 
 def test_reruns_keep_the_latest_record(tmp_path):
@@ -253,8 +277,9 @@ def mlflow_store(tmp_path_factory):
                 client.log_param(rid, f"model.{k}", v)
         for k, v in r["config"]["model"].get("attention", {}).items():
             client.log_param(rid, f"model.attention.{k}", v)
-        for k in ("val_accuracy", "test_accuracy", "n_params", "ms_per_step"):
-            client.log_metric(rid, k, r[k], step=12)
+        for k in ("val_accuracy", "test_accuracy", "n_params", "ms_per_step", "test_examples"):
+            if r.get(k) is not None:  # as hkt train's log_final
+                client.log_metric(rid, k, r[k], step=12)
         client.log_metric(rid, "val_acc", r["val_accuracy"], step=12)
         client.set_terminated(rid, "FINISHED")
         r.update(mlflow_run_id=rid, mlflow_tracking_uri=uri, mlflow_experiment=name)

@@ -263,6 +263,7 @@ def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
     ms = f["ms_per_step"]
     tracker.log_final({"val_accuracy": f["val_accuracy"], "test_accuracy": f["test_accuracy"],
                        "n_params": f["n_params"], "best_step": f["best_step"],
+                       "test_examples": f["test_examples"],
                        "ms_per_step": None if ms is None else round(ms, 3)}, f["steps"])
     tracker.finish("FINISHED")
     return run_id, uri, experiment

@@ -17,7 +17,7 @@ from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.summary import write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
-                               main_display, main_table)
+                               main_display, main_table, with_test_interval)
 from hkt.report.writers import write_table
 from hkt.runs import KEY, AggregateError, curves_from_records, load_records, runs_from_records
 
@@ -86,7 +86,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     """Every table, figure and the summary under ``out``; returns the paths written."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
-    gap = gap_table(main)
+    gap = gap_table(main, runs, variants=(main_variant,))
     abl = ablation_table(runs, ablation_task, ablation_length, reference=main_variant,
                          main_variant=main_variant)
     abl_len = abl["length"][0] if len(abl) else ablation_length
@@ -100,7 +100,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            "the full HKT's; paper Δ: removing the hierarchy (L=1).")
     runs_csv = tables / "runs.csv"
-    runs.sort(KEY).write_csv(runs_csv)
+    with_test_interval(runs).sort(KEY).write_csv(runs_csv)
     written.append(runs_csv)
     written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
     written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",

@@ -2,9 +2,11 @@
 
 * :func:`main_table`: per task, T and model, mean ± std over seeds of validation and test
   accuracy, parameters, time per step; the paper's figure beside ours and the difference.
-* :func:`gap_table`: HKT − MHA per task and T, ours and the paper's.
+* :func:`gap_table`: HKT − MHA per task and T, ours and the paper's, with Welch's test over
+  seeds (95% CI of the difference, p-value, significant at 5%?) and the test examples behind it.
 * :func:`ablation_table`: the variants on one task against the full HKT, with the paper's L=1
-  figure.
+  figure and the same test of each difference.
+* :func:`with_test_interval`: each run's Wilson 95% interval of its test accuracy (runs.csv).
 
 ``*_display`` turns a table into the strings of its Markdown/LaTeX form
 (:mod:`hkt.report.writers`). Accuracies are fractions in the runs frame, percentages here.
@@ -18,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
+from hkt.report.stats import welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
 from hkt.runs import MODEL_ORDER, TASK_ORDER, VARIANT_FIELDS, most_common_length, order_key
 
@@ -73,17 +76,63 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
                   order_key("model", MODEL_ORDER), "model")
 
 
-def gap_table(main: pl.DataFrame, a: str = "hkt", b: str = "mha") -> pl.DataFrame:
-    """Per task and T: ours a − b (pp) beside the paper's a − b, and their difference."""
+#: Columns of a difference between two groups of runs over seeds (gap and ablation tables).
+DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.Float64,
+               "significant": pl.String, "seeds_a": pl.Int64, "seeds_b": pl.Int64,
+               "test_examples": pl.String}
+
+
+def _test_values(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
+    sel = runs
+    for k, v in where.items():
+        sel = sel.filter(pl.col(k) == v)
+    return sel
+
+
+def _examples(sel: pl.DataFrame) -> str:
+    """The number of test examples behind the accuracies (one number when they agree)."""
+    n = sorted({v for v in sel["test_examples"].to_list() if v is not None})
+    return "?" if not n else str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
+
+
+def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
+    """Welch's test of mean test accuracy (pp) of runs ``a`` minus runs ``b``, over seeds."""
+    d = welch_difference((a["test_accuracy"] * 100).to_list(), (b["test_accuracy"] * 100).to_list())
+    nan = d.ci_low != d.ci_low
+    return {"ci_low_pp": None if nan else d.ci_low, "ci_high_pp": None if nan else d.ci_high,
+            "p_value": None if d.p_value != d.p_value else d.p_value, "significant": d.verdict,
+            "seeds_a": d.n_a, "seeds_b": d.n_b, "test_examples": _examples(pl.concat([a, b]))}
+
+
+def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = "hkt", b: str = "mha",
+              variants: Sequence[str] = ("main",)) -> pl.DataFrame:
+    """Per task and T: ours a − b (pp) with Welch's test over seeds (95% CI, p, significant at
+    5%?, seeds and test examples), beside the paper's a − b and the difference of the two."""
     cols = ["task", "length", "test_mean", "paper_mean"]
     left = main.filter(pl.col("model") == a).select(cols)
     right = main.filter(pl.col("model") == b).select(cols)
-    g = left.join(right, on=["task", "length"], suffix="_b")
-    return g.select(
+    g = left.join(right, on=["task", "length"], suffix="_b").select(
         "task", "length",
         (pl.col("test_mean") - pl.col("test_mean_b")).alias("ours_pp"),
         (pl.col("paper_mean") - pl.col("paper_mean_b")).alias("paper_pp"),
     ).with_columns((pl.col("ours_pp") - pl.col("paper_pp")).alias("difference_pp"))
+    sel = runs.filter(pl.col("variant").is_in(list(variants)))
+    stats = [difference_columns(_test_values(sel, task=t, length=n, model=a),
+                                _test_values(sel, task=t, length=n, model=b))
+             for t, n in g.select("task", "length").iter_rows()]
+    return pl.concat([g, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")
+
+
+def with_test_interval(runs: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` plus ``test_ci_low`` / ``test_ci_high``: the Wilson 95% interval of each run's
+    test accuracy (correct answers out of ``test_examples``; null where that is unknown)."""
+    lo, hi = [], []
+    for acc, n in runs.select("test_accuracy", "test_examples").iter_rows():
+        ci = wilson_interval(round(acc * n), n) if acc is not None and n else (None, None)
+        lo.append(ci[0])
+        hi.append(ci[1])
+    return runs.with_columns(pl.Series("test_ci_low", lo, dtype=pl.Float64),
+                             pl.Series("test_ci_high", hi, dtype=pl.Float64))
 
 
 def describe_variant(row: dict[str, Any]) -> str:
@@ -100,8 +149,8 @@ ABLATION_SCHEMA = {"variant": pl.String, "model": pl.String, "setting": pl.Strin
                    "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
                    "test_mean": pl.Float64, "test_std": pl.Float64, "n_params": pl.Int64,
                    "ms_per_step": pl.Float64, "delta_pp": pl.Float64,
-                   "paper_delta_pp": pl.Float64, "levels": pl.Int64, "task": pl.String,
-                   "length": pl.Int64}
+                   "paper_delta_pp": pl.Float64, **DIFF_SCHEMA, "levels": pl.Int64,
+                   "task": pl.String, "length": pl.Int64}
 
 
 def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None = None,
@@ -136,6 +185,11 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
         pl.Series("paper_delta_pp", paper_delta, dtype=pl.Float64),
         pl.lit(task).alias("task"), pl.lit(length, dtype=pl.Int64).alias("length"),
     )
+    ref_runs = _test_values(sel, model=subject, variant=reference)
+    stats = [difference_columns(_test_values(sel, model=m, variant=v), ref_runs)
+             if (m, v) != (subject, reference) else dict.fromkeys(DIFF_SCHEMA)
+             for m, v in t.select("model", "variant").iter_rows()]
+    t = pl.concat([t, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")
     rank = (pl.when((pl.col("model") == subject) & (pl.col("variant") == reference)).then(0)
               .when(pl.col("model") == subject).then(1).otherwise(2))
     main_first = pl.when(pl.col("variant") == main_variant).then(0).otherwise(1)
@@ -157,18 +211,32 @@ def main_display(main: pl.DataFrame) -> Display:
     return header, rows
 
 
+def _ci(r: dict[str, Any]) -> str:
+    if r["ci_low_pp"] is None:
+        return ""
+    return f"[{signed(r['ci_low_pp'])}, {signed(r['ci_high_pp'])}]"
+
+
+def _p(v: float | None) -> str:
+    return "" if v is None else f"{v:.3f}" if v >= 0.001 else f"{v:.1e}"
+
+
 def gap_display(gap: pl.DataFrame) -> Display:
-    header = ["task", "T", "HKT − MHA, ours (pp)", "HKT − MHA, paper (pp)", "difference (pp)"]
-    rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), signed(r["paper_pp"]),
-             signed(r["difference_pp"])] for r in gap.iter_rows(named=True)]
+    header = ["task", "T", "HKT − MHA, ours (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
+              "seeds", "test examples", "HKT − MHA, paper (pp)", "difference (pp)"]
+    rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), _ci(r), _p(r["p_value"]),
+             r["significant"] or "", f"{r['seeds_a']} vs {r['seeds_b']}", r["test_examples"] or "",
+             signed(r["paper_pp"]), signed(r["difference_pp"])] for r in gap.iter_rows(named=True)]
     return header, rows
 
 
 def ablation_display(abl: pl.DataFrame) -> Display:
     header = ["variant", "setting", "seeds", "val acc (%)", "test acc (%)",
-              "Δ vs HKT (pp)", "paper Δ (pp)", "params", "ms/step"]
+              "Δ vs HKT (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", "test examples",
+              "paper Δ (pp)", "params", "ms/step"]
     rows = [[r["variant"], r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
-             pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]),
+             pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), _ci(r), _p(r["p_value"]),
+             r["significant"] or "", r["test_examples"] or "",
              signed(r["paper_delta_pp"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)]
             for r in abl.iter_rows(named=True)]
     return header, rows

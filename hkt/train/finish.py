@@ -45,6 +45,7 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     tracker.log_final({
         "val_accuracy": record["val_accuracy"], "test_accuracy": record["test_accuracy"],
         "test_loss": record["test_loss"], "best_step": record["best_step"],
+        "test_examples": record["test_examples"],
         "n_params": record["n_params"], "wall_time_s": record["wall_time_s"],
         "ms_per_step": record["ms_per_step"],
         "throughput_samples_per_s": record["samples_per_s"],
