@@ -281,15 +281,13 @@ def test_approximation_table_pools_heads_and_seeds_per_layer_and_state():
 
 
 def test_write_approximation_adds_table_figure_and_summary_section(tmp_path):
-    from hkt.report.approximation import CLAIM, write_approximation
+    from hkt.report.approximation import CLAIM, summary_section, write_approximation
 
-    (tmp_path / "summary.md").write_text("# Results summary\n")
     written = write_approximation(_analyses(), tmp_path)
     assert {p.name for p in written} == {"approximation.md", "approximation.csv", "approximation.tex",
                                          "approximation.png"}
     assert (tmp_path / "figures" / "approximation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    summary = (tmp_path / "summary.md").read_text()
-    assert summary.startswith("# Results summary\n")
+    summary = "\n".join(summary_section(_analyses()))
     assert CLAIM in summary and "listops (T=512), main, L = 3: trained ρ = " in summary
     assert "at initialisation ρ = " in summary and "figures/approximation.png" in summary
 

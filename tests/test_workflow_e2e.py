@@ -124,6 +124,12 @@ def test_tables_figures_and_summary(workflow_run):
         assert (res / "figures" / f"{f}.png").read_bytes()[:4] == b"\x89PNG"
     summary = (res / "summary.md").read_text()
     assert "profile: smoke" in summary and "[main](tables/main.md)" in summary
+    for table in (res / "tables").glob("*.md"):  # every table and figure is linked
+        assert f"(tables/{table.name})" in summary, table.name
+    for figure in (res / "figures").glob("*.png"):
+        assert f"(figures/{figure.name})" in summary, figure.name
+    assert {"kurtosis.md", "approximation.md", "cost.md"} <= {p.name for p in (res / "tables").glob("*.md")}
+    assert "snakemake --report results/report.html" in summary  # its own results_dir
     runs = pl.read_csv(res / "tables" / "runs.csv")
     assert len(runs) == 6  # mha, hkt, hkt levels1, majority, ngram, toy
     assert (res / "logs" / "train" / "listops" / "hkt" / "levels1" / "seed0.log").is_file()

@@ -124,24 +124,23 @@ def findings(analyses: pl.DataFrame) -> str:
 
 
 def write_approximation(analyses: pl.DataFrame, out: Path) -> list[Path]:
-    """``out/tables/approximation.{md,csv,tex}``, ``out/figures/approximation.png`` and a section
-    appended to ``out/summary.md`` (when it exists). Written even without HKT analyses (saying
-    so), so that a workflow can declare them."""
+    """``out/tables/approximation.{md,csv,tex}`` and ``out/figures/approximation.png``. Written
+    even without HKT analyses (saying so), so that a workflow can declare them."""
     out = Path(out)
     table = approximation_table(analyses)
-    said = findings(analyses)
     caption = (f"Approximation: per-level decay ratio ρ of the level-truncation residual. {CLAIM} "
-               f"Measured: {' '.join(said.splitlines())}")
+               f"Measured: {' '.join(findings(analyses).splitlines())}")
     written = write_table(table, approximation_display(table), out / "tables" / SECTION, caption)
     written.append(approximation_residuals(analyses, out / "figures" / f"{SECTION}.png"))
-    summary = out / "summary.md"
-    if summary.is_file():
-        text = "\n".join([
-            "", "## Approximation: does the truncation error decay geometrically in L?", "",
-            CLAIM, "", READING, "", "What the numbers say:", "", said, "",
+    return written
+
+
+def summary_section(analyses: pl.DataFrame) -> list[str]:
+    """The section of ``summary.md``: the claim, how to read ρ, what the numbers say, the table
+    and the figure."""
+    table = approximation_table(analyses)
+    return ["## Approximation: does the truncation error decay geometrically in L?", "",
+            CLAIM, "", READING, "", "What the numbers say:", "", findings(analyses), "",
             markdown(*approximation_display(table)),
             f"![residual vs levels kept](figures/{SECTION}.png) "
-            f"([table](tables/{SECTION}.md), [csv](tables/{SECTION}.csv))", ""])
-        with summary.open("a", encoding="utf-8") as f:
-            f.write(text)
-    return written
+            f"([table](tables/{SECTION}.md), [csv](tables/{SECTION}.csv))", ""]

@@ -12,6 +12,7 @@ import polars as pl
 
 from hkt.figures import suite as figures
 from hkt.report import analysis_tables, environments
+from hkt.report.approximation import summary_section as approximation_section
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
@@ -47,9 +48,11 @@ def aggregate(args: argparse.Namespace) -> int:
         print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
     written: list[Path] = []
     if not args.no_tables:
-        written += write_all(runs, curves, out, main_variant=args.main_variant,
-                             ablation_task=args.ablation_task,
-                             ablation_length=args.ablation_length, source=source)
+        made, (main, gap, abl, abl_len) = write_all(
+            runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
+            ablation_length=args.ablation_length)
+        written += made
+        sections: list[str] = []
         analyses = analysis_tables.load_analyses(args.analyses)
         if args.analyses and analyses.is_empty():
             raise AggregateError(f"no analysis.parquet found in {', '.join(args.analyses)}")
@@ -59,7 +62,12 @@ def aggregate(args: argparse.Namespace) -> int:
             written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
                                                   out / "figures" / "kappa_by_level.png"))
             written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
-            written += write_approximation(analyses, out)  # after summary.md: it adds a section
+            written += write_approximation(analyses, out)
+            sections += approximation_section(analyses)
+        # last: it links every table and figure written above
+        written.append(write_summary(out / "summary.md", runs, main, gap, abl, source=source,
+                                     ablation_task=args.ablation_task, ablation_length=abl_len,
+                                     sections=sections))
     failed = 0
     if args.check_mlflow:
         check = check_mlflow(records, args.tracking_uri)
@@ -81,9 +89,10 @@ def aggregate(args: argparse.Namespace) -> int:
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
-              ablation_task: str = "listops", ablation_length: int | None = None,
-              source: str = "") -> list[Path]:
-    """Every table, figure and the summary under ``out``; returns the paths written."""
+              ablation_task: str = "listops", ablation_length: int | None = None
+              ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:
+    """The result tables and figures under ``out``; returns the paths written and the main,
+    gap and ablation tables with the ablation's T (for the summary)."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
@@ -106,6 +115,4 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
-    written.append(write_summary(out / "summary.md", runs, main, gap, abl, source=source,
-                                 ablation_task=ablation_task, ablation_length=abl_len))
-    return written
+    return written, (main, gap, abl, abl_len)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,8 +18,10 @@ FIGURES = ("val_curves", "accuracy_vs_levels", "main_bar")
 
 def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.DataFrame,
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
-                  ablation_length: int | None) -> Path:
-    """A few lines on the suite, the main and ablation tables, and links to every output."""
+                  ablation_length: int | None, sections: Sequence[str] = ()) -> Path:
+    """A few lines on the suite, the main and ablation tables, ``sections`` (more Markdown), and
+    links to every table and figure in ``path``'s directory: write it after them."""
+    out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
     tasks = ", ".join(f"{t} (T={n})" for t, n in runs.select("task", "length").unique()
                       .sort("task", "length").rows())
@@ -30,21 +33,27 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         f"{len(runs)} runs from {source}; profile: {profiles or '?'}; tasks: {tasks}; "
         f"models: {models}; seeds: {seeds}. Written by `hkt aggregate` at {now}.", "",
         "Accuracies are percentages, mean ± std over seeds (sample std; none with one seed). "
+        "Differences come with Welch's test over seeds: the 95% confidence interval, the p-value "
+        "and whether the difference is significant at the 5% level. "
         "Only the `paper` profile is meant to be compared with the paper's figures.", "",
         "## Main table", "", markdown(*main_display(main)),
         "## HKT − MHA", "", markdown(*gap_display(gap)),
         f"## Ablations on {ablation_task} (T={ablation_length})", "",
         markdown(*ablation_display(abl)),
+        *sections,
         *environments.summary_section(runs),
         "## Files", "",
-        "- Tables (Markdown, CSV, LaTeX): " + ", ".join(
-            f"[{t}](tables/{t}.md) ([csv](tables/{t}.csv), [tex](tables/{t}.tex))" for t in TABLES)
-        + ", every run: [runs.csv](tables/runs.csv)",
-        "- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in FIGURES),
     ]
-    if (path.parent / "tables" / "mlflow_check.md").exists():
-        lines.append("- MLflow audit: [mlflow_check](tables/mlflow_check.md)")
-    lines.append("- Report (after `snakemake --report results/report.html`): [report.html](report.html)")
+    tables = sorted(p.stem for p in (out / "tables").glob("*.md"))
+    ordered = [t for t in TABLES if t in tables] + [t for t in tables if t not in TABLES]
+    lines.append("- Tables (Markdown, CSV, LaTeX): " + ", ".join(
+        f"[{t}](tables/{t}.md) ([csv](tables/{t}.csv), [tex](tables/{t}.tex))" for t in ordered)
+        + ", every run: [runs.csv](tables/runs.csv)")
+    figures = sorted(p.stem for p in (out / "figures").glob("*.png"))
+    ordered = [f for f in FIGURES if f in figures] + [f for f in figures if f not in FIGURES]
+    lines.append("- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in ordered))
+    lines.append(f"- Report (after `snakemake --report {out}/report.html`, run from the "
+                 "repository): [report.html](report.html)")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
