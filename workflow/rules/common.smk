@@ -96,22 +96,24 @@ def train_digest(j):
 
 # --- the tables and figures (`snakemake --report` captions in workflow/report/) ----------------------
 
+CAPTIONS = REPO / "workflow" / "report"  # absolute: these are called from several .smk files
 
 def table(name, category, caption=None):
     """A table's three files; the CSV carries the report caption (report/NAME_table.rst)."""
     csv = report(f"{R}/tables/{name}.csv", category=category,
-                 caption=f"../report/{caption or name + '_table'}.rst")
+                 caption=str(CAPTIONS / f"{caption or name + '_table'}.rst"))
     return [csv, f"{R}/tables/{name}.md", f"{R}/tables/{name}.tex"]
 
 
 def figure(name, category, caption=None):
     return report(f"{R}/figures/{name}.png", category=category,
-                  caption=f"../report/{caption or name}.rst")
+                  caption=str(CAPTIONS / f"{caption or name}.rst"))
 
 
 def aggregate_outputs():
     out = [f for t in ("main", "gap", "ablation") for f in table(t, "Tables")]
-    out += [report(f"{R}/tables/runs.csv", caption="../report/runs_table.rst", category="Tables")]
+    out += [report(f"{R}/tables/runs.csv", caption=str(CAPTIONS / "runs_table.rst"),
+                   category="Tables")]
     out += [figure(f, "Figures") for f in ("val_curves", "accuracy_vs_levels", "main_bar")]
     analyses = ["kurtosis", "kernel", "truncation", "approximation"] if GRID.analyses() else []
     out += [f for t in analyses + ["cost"] for f in table(t, "Analyses")]
