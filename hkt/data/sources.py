@@ -78,6 +78,12 @@ def verify_file(path: Path, expected: dict[str, str | None], *, delete_on_mismat
 
 
 # ---- downloads ---------------------------------------------------------------------------
+# Hand-written on purpose. pooch (1.9) downloads to a temporary file that it deletes on failure:
+# an interrupted 80 MB download starts again from byte 0, where this one resumes with an HTTP
+# Range request (tests/test_data_sources.py drops a transfer served on 127.0.0.1 and checks the
+# resume). The checksums, the offline mirror and the safe archive reading are ours either way.
+# tqdm was not taken for the progress line either: in a log file (not a terminal) it writes
+# carriage-return redraws or, with disable=None, nothing; this writes one plain line every 5 s.
 
 class _Progress:
     def __init__(self, name: str, total: int | None, start: int, enabled: bool) -> None:

@@ -1,5 +1,8 @@
 """A dependency-free progress bar for training: loss, accuracy, learning rate, throughput, ETA.
 
+(Not tqdm: in a log file tqdm writes carriage-return redraws, or nothing with ``disable=None``;
+a job's log needs plain, timed lines. See also ``hkt.data.sources``.)
+
 On a terminal it redraws one line at every update. Elsewhere (a log file under Snakemake, CI) it
 prints a line at most every ``every_s`` seconds, and the training loop asks it (:meth:`due`) at
 every step, so that ``tail -f`` on a job's log always sees it move, whether a step takes a
