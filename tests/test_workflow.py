@@ -20,9 +20,11 @@ CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 def snakemake(*args: str, cwd: Path, snakefile: Path = SNAKEFILE, timeout: int = 300,
               env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run Snakemake with this Python (hkt importable, `hkt` on PATH) in directory ``cwd``."""
+    """Run Snakemake with this Python in directory ``cwd``, as a user runs `.venv/bin/snakemake`:
+    the venv is not activated (its bin/ is not on PATH; the workflow finds `hkt` itself)."""
     e = dict(os.environ if env is None else env)
-    e["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{e.get('PATH', '')}"
+    venv_bin = str(Path(sys.executable).parent)
+    e["PATH"] = os.pathsep.join(p for p in e.get("PATH", "").split(os.pathsep) if p != venv_bin)
     e.pop("MLFLOW_TRACKING_URI", None)
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(cwd),
            *args]

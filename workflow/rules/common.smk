@@ -29,6 +29,9 @@ TRACKING_URI = (config.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_UR
 # server); jobs inherit the environment, on a cluster too (envvars: below).
 os.environ.update(HKT_CONFIG_DIR=str(CONFIG_DIR), HKT_RESULTS_DIR=str(Path(R).resolve()),
                   MLFLOW_TRACKING_URI=TRACKING_URI, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false")
+# Rules call `hkt`: the one installed beside the Python that runs Snakemake, so that
+# `.venv/bin/snakemake` works without activating the venv (the README's main command).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 envvars:
