@@ -64,7 +64,8 @@ def test_paths_follow_one_layout():
     assert g.pattern("run", "record.json") == "out/runs/{task}/{model}/{variant}/seed{seed}/record.json"
     assert g.path("run", **j.wildcards()) == "out/runs/listops/hkt/levels1/seed2"
     assert g.analysis_file(j) == "out/analysis/listops/hkt/levels1/seed2/analysis.parquet"
-    assert g.data_files("imdb") == [f"out/data/imdb/{s}.parquet" for s in ("train", "val", "test")]
+    assert g.data_files("imdb") == [*(f"out/data/imdb/{s}.parquet" for s in ("train", "val", "test")),
+                                    "out/data/imdb/manifest.json"]
     assert g.log("train", "{task}") == "out/logs/train/{task}.log"
 
 
@@ -141,7 +142,7 @@ def test_train_config_digests_follow_the_composed_config(tmp_path, monkeypatch):
     cdir = tmp_path / "config"
     subprocess.run(["cp", "-r", str(CONFIG_DIR), str(cdir)], check=True)
     path = cdir / "model" / "hkt.yaml"
-    path.write_text(path.read_text().replace("dropout: 0.1 ", "dropout: 0.2 ", 1))
+    path.write_text(path.read_text() + "dropout: 0.2\n")  # the file selects; its defaults are HKTConfig's
     monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
     after = train_config_digests(g.train_overrides(j) for j in jobs)
     changed = {key[1] for key in before if before[key] != after[key]}
