@@ -5,6 +5,7 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
     python -m hkt.baselines.ngram --data DATA_DIR --out RUN_DIR --method ngram [--seed 0]
         [--variant main] [--profile LABEL] [--orders 1 2 3] [--buckets 1048576]
         [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [--tracking-uri URI]
+        [--experiment NAME]
 
 * ``majority``: predicts the most frequent training label (0 parameters). Its accuracy is the
   class prior: the floor any model must clear.
@@ -14,12 +15,16 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
 
 Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`, docs/contracts.md
 "Runs"), ``history.csv`` (validation accuracy per epoch) and, with ``--tracking-uri``, logs
-the same numbers to MLflow (experiment ``hkt-<task>``); otherwise its MLflow fields are null.
+the same numbers, the record and its config to MLflow, in the experiment of the suite's trained
+models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets, else ``hkt-<profile>-<task>`` as
+``hkt train`` names it); otherwise its MLflow fields are null.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,7 +46,7 @@ from hkt.errors import ConfigError, DataError, HKTError
 from hkt.fileio import sha256_file
 from hkt.provenance import git_state
 from hkt.record import RECORD_NAME, make_record, write_history, write_record
-from hkt.train.tracking import Tracker
+from hkt.train.tracking import EXPERIMENT_ENV, Tracker, experiment_name
 
 METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
@@ -238,17 +243,26 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         write_history(res["history"], out)
     mlflow = None
     if tracking_uri:
-        mlflow = _log_mlflow(fields, res["history"], tracking_uri, experiment or f"hkt-{task}")
+        tracker = _start_mlflow(fields, res["history"], tracking_uri,
+                                experiment or os.environ.get(EXPERIMENT_ENV)
+                                or experiment_name(profile, task))
+        mlflow = (tracker.run_id, tracking_uri, tracker.experiment)
     record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=mlflow,
                          env_digest=environment.save(out))  # writes OUT/environment.json
     write_record(record, out)
+    if tracking_uri:  # the record and its config as artifacts, as `hkt train` logs them
+        out_cfg = out / "config.json"
+        out_cfg.write_text(json.dumps(config, indent=2) + "\n")
+        for path in (out / RECORD_NAME, out_cfg):  # environment.json: logged by start()
+            tracker.log_artifact(path)
+        tracker.finish("FINISHED")
     return record
 
 
-def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
-                experiment: str) -> tuple[str, str, str]:
-    """Log the baseline as an MLflow run, the way ``hkt train`` logs its runs; returns the
-    record's (run id, tracking URI, experiment)."""
+def _start_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
+                  experiment: str) -> Tracker:
+    """Log the baseline's params, tags and metrics as an MLflow run, the way ``hkt train`` logs
+    its runs; the caller adds the artifacts and closes the run."""
     f = fields
     tracker = Tracker(uri, experiment, f"{f['task']}-{f['model']}-{f['variant']}-s{f['seed']}")
     tags = {"task": f["task"], "model": f["model"], "variant": f["variant"],
@@ -257,7 +271,7 @@ def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
             "external": f["external"],
             **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()}}
     params = {**flatten(f["config"]), "n_params": f["n_params"]}
-    run_id = tracker.start(None, params=params, tags=tags)
+    tracker.start(None, params=params, tags=tags)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
     ms = f["ms_per_step"]
@@ -265,8 +279,7 @@ def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
                        "n_params": f["n_params"], "best_step": f["best_step"],
                        "test_examples": f["test_examples"],
                        "ms_per_step": None if ms is None else round(ms, 3)}, f["steps"])
-    tracker.finish("FINISHED")
-    return run_id, uri, experiment
+    return tracker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -291,7 +304,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri", default=None,
                         help="log the run to this MLflow store too (default: no MLflow run)")
     parser.add_argument("--experiment", default=None,
-                        help="MLflow experiment (default: hkt-<task>, as hkt train)")
+                        help=f"MLflow experiment (default: ${EXPERIMENT_ENV} if set, as the "
+                        "workflow does, else hkt-<profile>-<task>, as hkt train names it)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ from hkt.record import STEP_METRICS
 
 T = TypeVar("T")
 
-__all__ = ["default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
+__all__ = ["EXPERIMENT_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
            "NullTracker", "make_tracker", "run_tags", "run_params", "STEP_METRICS"]
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
@@ -57,6 +57,17 @@ RETRIES = {"count": 0}  # transient failures retried in this process (diagnostic
 # MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
 # this value makes it open on its runs, as a model-training experiment.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
+# The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
+# the workflow sets this variable to experiment_name(profile, task) for every external job.
+EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
+
+
+def experiment_name(profile: str, task: str) -> str:
+    """The experiment of a suite's runs of ``task`` under budget ``profile``, as config/train.yaml
+    ``tracking.experiment`` composes it for ``hkt train`` (a test holds the two together)."""
+    return f"hkt-{profile}-{task}"
 
 
 class TrackingError(HKTError):
@@ -171,7 +182,7 @@ class NullTracker:
     experiment: str | None = None
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
-              tags: dict[str, str] | None = None) -> str | None:
+              tags: dict[str, str] | None = None, start_time: float | None = None) -> str | None:
         return None
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
@@ -234,8 +245,12 @@ class Tracker(NullTracker):
             return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
-              tags: dict[str, str] | None = None) -> str:
-        """Create a run, or resume ``run_id`` (if the store still has it); log params and tags."""
+              tags: dict[str, str] | None = None, start_time: float | None = None) -> str:
+        """Create a run, or resume ``run_id`` (if the store still has it); log params and tags.
+
+        ``start_time`` (seconds since the epoch, default now) is when a new run began: the
+        session start, so that MLflow's "Duration" spans the data loading and model building
+        that precede this call. A resumed run keeps the start of its first session."""
         from mlflow.entities import Param  # mlflow: see __init__
         from mlflow.exceptions import MlflowException  # mlflow: see __init__
 
@@ -254,7 +269,9 @@ class Tracker(NullTracker):
             self._resumed = True
         else:
             run = with_retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
-                             tags=dict(tags or {}), what="creating the MLflow run")
+                             tags=dict(tags or {}),
+                             start_time=None if start_time is None else int(start_time * 1000),
+                             what="creating the MLflow run")
             self.run_id = run.info.run_id
         items = [Param(k, _param_value(v)) for k, v in (params or {}).items()]
         existing = {} if run is None else dict(getattr(run.data, "params", {}) or {})
