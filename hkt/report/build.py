@@ -20,7 +20,8 @@ from hkt.report.summary import write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
                                main_display, main_table, with_test_interval)
 from hkt.report.writers import write_table
-from hkt.runs import KEY, AggregateError, curves_from_records, load_records, runs_from_records
+from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
+                      paper_caveat, runs_from_records)
 
 
 def aggregate(args: argparse.Namespace) -> int:
@@ -99,15 +100,25 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     abl = ablation_table(runs, ablation_task, ablation_length, reference=main_variant,
                          main_variant=main_variant)
     abl_len = abl["length"][0] if len(abl) else ablation_length
+    main_runs = runs.filter(pl.col("variant") == main_variant)
+    abl_runs = runs.filter(pl.col("task") == ablation_task)
+    if abl_len is not None:
+        abl_runs = abl_runs.filter(pl.col("length") == abl_len)
+
+    def notes(sel: pl.DataFrame) -> str:  # the caveats a reader needs in the file itself
+        return " ".join(filter(None, (paper_caveat(sel), examples_note(sel))))
+
     written: list[Path] = []
     written += write_table(main, main_display(main), tables / "main",
                            "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                           "figure beside ours; Δ = ours − paper (test).")
+                           f"figure beside ours; Δ = ours − paper (test). {notes(main_runs)}")
     written += write_table(gap, gap_display(gap), tables / "gap",
-                           "HKT − MHA test accuracy (percentage points): ours and the paper's.")
+                           "HKT − MHA test accuracy (percentage points): ours and the paper's. "
+                           + notes(main_runs))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
-                           "the full HKT's; paper Δ: removing the hierarchy (L=1).")
+                           f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
+                           + notes(abl_runs))
     runs_csv = tables / "runs.csv"
     with_test_interval(runs).sort(KEY).write_csv(runs_csv)
     written.append(runs_csv)
