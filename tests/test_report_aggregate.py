@@ -344,3 +344,42 @@ def test_paper_numbers_are_the_design_notes():
     assert score_cost_ratio(paper.LEVELS, paper.STRIDE) == pytest.approx(paper.SCORE_COST["levels3"])
     assert score_cost_limit(paper.STRIDE) == pytest.approx(paper.SCORE_COST["bound"])
     assert math.isclose(paper.ABLATION_NO_HIERARCHY["delta_pp"], -18.4)
+
+
+def test_tables_state_their_caveats_in_the_file(tmp_path):
+    """A non-paper profile's main and ablation tables say that the paper comparison is of
+    shape; each accuracy says how many test examples it rests on."""
+    from hkt.report.build import write_all
+
+    records = load_records([write_records(tmp_path / "runs", suite_records())])
+    runs, curves = runs_from_records(records), curves_from_records(records)
+    write_all(runs, curves, tmp_path / "out")
+    main_md = (tmp_path / "out" / "tables" / "main.md").read_text()
+    first = main_md.splitlines()[0]
+    assert "not paper" in first and "shape" in first and "not in value" in first
+    assert "2000 test examples" in first or "test examples" in first
+    header = main_md.splitlines()[2]
+    assert "test examples" in header
+    listops_hkt = next(l for l in main_md.splitlines() if l.startswith("| listops | 512 | hkt"))
+    assert "| 2000 |" in listops_hkt
+    assert "shape" in (tmp_path / "out" / "tables" / "ablation.md").read_text().splitlines()[0]
+    paper_runs = runs.with_columns(pl.lit("paper").alias("profile"))
+    write_all(paper_runs, curves, tmp_path / "paper")
+    assert "shape" not in (tmp_path / "paper" / "tables" / "main.md").read_text()
+
+
+def test_main_bar_says_what_its_comparison_means(tmp_path, monkeypatch):
+    runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
+    title = _figure_of(monkeypatch, figures.main_bar, runs).axes[0].get_title()
+    assert "not paper" in title.replace("\n", " ") and "2000" in title
+
+
+def test_identical_validation_curves_stay_apart(tmp_path, monkeypatch):
+    """Two models with the same curve: different markers and line styles keep both visible."""
+    records = load_records([write_records(tmp_path, suite_records())])
+    curves = curves_from_records(records)
+    same = curves.with_columns(pl.lit(0.5).alias("val_accuracy"))
+    ax = _figure_of(monkeypatch, figures.val_curves, same).axes[0]
+    lines = [l for l in ax.get_lines() if not l.get_label().startswith("_")]
+    assert len(lines) == 2
+    assert len({(l.get_marker(), l.get_linestyle()) for l in lines}) == 2

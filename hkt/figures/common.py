@@ -42,11 +42,9 @@ def style(i: int) -> tuple[str, Any]:
     return STYLES[i % len(STYLES)]
 
 
-def integer_axis(axis: Any) -> None:
-    """Ticks at integers only (levels, levels kept): no fractional ticks between them."""
-    from matplotlib.ticker import MaxNLocator
-
-    axis.set_major_locator(MaxNLocator(integer=True))
+def integer_ticks(ax: Any, values: Any) -> None:
+    """x ticks at the integers ``values`` only (levels, levels kept): none between them."""
+    ax.set_xticks(sorted({int(v) for v in values}))
 
 
 def min_span(ax: Any, span: float) -> None:

@@ -16,12 +16,13 @@ its outputs up front.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import polars as pl
 
 from hkt import paper
-from hkt.figures.common import (color, empty, integer_axis, pyplot, save, style, task_panels,
+from hkt.figures.common import (color, empty, integer_ticks, pyplot, save, style, task_panels,
                                 min_span)
 from hkt.runs import (MODEL_ORDER, examples_note, most_common_length, ordered, paper_caveat,
                       task_keys)
@@ -140,10 +141,10 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Main table: mean ± std over seeds (dots: seeds)")
-    note = " ".join(filter(None, (paper_caveat(sel), examples_note(sel))))
-    fig.text(0.01, 0.01, note, fontsize=7, ha="left", va="bottom", wrap=True)
-    fig.subplots_adjust(bottom=0.25)
+    note = " ".join(filter(None, (paper_caveat(sel), examples_note(sel))))  # read with the bars
+    width_chars = int(fig.get_figwidth() * 14)
+    ax.set_title("\n".join(["Main table: mean ± std over seeds (dots: seeds)",
+                            *textwrap.wrap(note, width_chars)]), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))  # one legend entry per model (and the paper)
@@ -162,7 +163,7 @@ def kappa_by_level(kurtosis: pl.DataFrame, path: Path) -> Path:
             mean = sub["kappa_mean"].to_numpy()
             err = [mean - sub["kappa_min"].to_numpy(), sub["kappa_max"].to_numpy() - mean]
             ax.errorbar(sub["level"].to_numpy() + offset, mean, yerr=err, fmt="o", capsize=3, label=model)
-        integer_axis(ax.xaxis)
+        integer_ticks(ax, part["level"].to_list())
         ax.axhline(1.0, color="gray", ls="--", lw=1, label="Gaussian")
         ax.axhline(paper.KURTOSIS, color="tab:red", ls=":", lw=1, label=f"paper ≈ {paper.KURTOSIS:g}")
         ax.set_yscale("log")
@@ -191,7 +192,7 @@ def truncation_by_task(analyses: pl.DataFrame, path: Path) -> Path:
             ax.errorbar(curve["level"].to_numpy(), mean, capsize=3, marker=marker, ls=ls,
                         label=variant,
                         yerr=[mean - curve["lo"].to_numpy(), curve["hi"].to_numpy() - mean])
-        integer_axis(ax.xaxis)
+        integer_ticks(ax, sub["level"].to_list())
         min_span(ax, TRUNCATION_MIN_SPAN_PP)  # one example in a few hundred must not look large
         sample = f", {int(n.max())} test examples" if len(n) else ""
         ax.set_title(f"{task} (T={length}){sample}", fontsize=9)
