@@ -383,3 +383,29 @@ def test_identical_validation_curves_stay_apart(tmp_path, monkeypatch):
     lines = [l for l in ax.get_lines() if not l.get_label().startswith("_")]
     assert len(lines) == 2
     assert len({(l.get_marker(), l.get_linestyle()) for l in lines}) == 2
+
+
+def test_data_from_an_alternative_archive_is_flagged_in_summary_tables_and_runs(tmp_path, capsys):
+    """A run's data prepared from a non-official archive: summary.md says so at its top,
+    main.md in its caption, runs.csv in column data_warning."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "imdb-data"
+    data.mkdir()
+    meta = {"task": "imdb", "task_config": "imdb",
+            "source": {"file": "imdb_relabelled.tar.gz", "official": False, "sha256": "cd" * 32}}
+    pq.write_table(pa.table({"label": [0]}).replace_schema_metadata({"hkt": json.dumps(meta)}),
+                   data / "train.parquet")
+    recs = [dict(r, data_dir=str(data)) if r["task"] == "imdb" else r for r in suite_records()]
+    write_records(tmp_path / "runs", recs)
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert "imdb_relabelled.tar.gz" in capsys.readouterr().err
+    summary = (out / "summary.md").read_text().splitlines()
+    top = "\n".join(summary[:6])
+    assert "**Warning (imdb, T=1024):**" in top and "not the official archive" in top
+    assert "imdb_relabelled.tar.gz" in (out / "tables" / "main.md").read_text().splitlines()[0]
+    runs = pl.read_csv(out / "tables" / "runs.csv")
+    flagged = runs.filter(pl.col("data_warning").is_not_null())
+    assert set(flagged["task"]) == {"imdb"} and len(flagged) == 6

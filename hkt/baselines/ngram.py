@@ -46,7 +46,7 @@ from hkt.errors import ConfigError, DataError, HKTError
 from hkt.fileio import sha256_file
 from hkt.provenance import git_state
 from hkt.record import RECORD_NAME, make_record, write_history, write_record
-from hkt.train.tracking import EXPERIMENT_ENV, Tracker, experiment_name
+from hkt.train.tracking import EXPERIMENT_ENV, Tracker, data_tags, experiment_name
 
 METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
@@ -225,7 +225,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                      "features": "log1p(count), unit L2 norm", "classifier": "logistic regression"}
         train_cfg = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": "sparse adam",
                      "max_train": max_train}
-    config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length},
+    config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length,
+                       "prepare": meta.get("params") or {}},  # how `hkt prepare` made the data
               "model": model_cfg, "train": {"profile": profile, **train_cfg},
               "seed": seed, "variant": variant}
     steps, train_time = int(res["steps"]), float(res["train_time_s"])
@@ -243,7 +244,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         write_history(res["history"], out)
     mlflow = None
     if tracking_uri:
-        tracker = _start_mlflow(fields, res["history"], tracking_uri,
+        tracker = _start_mlflow(fields, meta, res["history"], tracking_uri,
                                 experiment or os.environ.get(EXPERIMENT_ENV)
                                 or experiment_name(profile, task))
         mlflow = (tracker.run_id, tracking_uri, tracker.experiment)
@@ -259,8 +260,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     return record
 
 
-def _start_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
-                  experiment: str) -> Tracker:
+def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
+                  history: list[dict[str, Any]], uri: str, experiment: str) -> Tracker:
     """Log the baseline's params, tags and metrics as an MLflow run, the way ``hkt train`` logs
     its runs; the caller adds the artifacts and closes the run."""
     f = fields
@@ -269,7 +270,8 @@ def _start_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: st
             "seed": str(f["seed"]), "profile": f["profile"], "device": f["device"],
             "hkt_version": hkt.__version__, "git_commit": str(f["git"][0]),
             "external": f["external"],
-            **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()}}
+            **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()},
+            **data_tags(data_meta)}
     params = {**flatten(f["config"]), "n_params": f["n_params"]}
     tracker.start(None, params=params, tags=tags)
     for h in history:

@@ -187,12 +187,13 @@ class _Run:
         self.tracker = make_tracker(self.cfg)
         if not self.tracker.enabled:
             return
+        meta = self.data.meta["train"]
         tags = run_tags(self.cfg, device=describe_device(self.device), git=self.git,
                         run_dir=self.run_dir, data_dir=self.data_dir,
-                        checksums=self.data.checksums)
+                        checksums=self.data.checksums, data_meta=meta)
+        params = run_params(self.cfg_dict, self.n_params, meta.get("params"))
         self.state.mlflow_run_id = self.tracker.start(
-            self.state.mlflow_run_id, params=run_params(self.cfg_dict, self.n_params), tags=tags,
-            start_time=self.session_epoch)
+            self.state.mlflow_run_id, params=params, tags=tags, start_time=self.session_epoch)
         rundir.write_mlflow_info(self.run_dir, self.state.mlflow_run_id, self.tracker.uri,
                                  self.tracker.experiment)
 
