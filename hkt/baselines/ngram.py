@@ -43,7 +43,7 @@ from hkt.data.layout import SPLITS, split_file
 from hkt.data.parquet import SplitData, read_metadata
 from hkt.device import describe_device
 from hkt.errors import ConfigError, DataError, HKTError
-from hkt.fileio import sha256_file
+from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import git_state
 from hkt.record import RECORD_NAME, make_record, write_history, write_record
 from hkt.train.tracking import EXPERIMENT_ENV, Tracker, data_tags, experiment_name
@@ -205,7 +205,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     if not orders or min(orders) < 1 or max(orders) > 8:
         raise ConfigError(f"--orders must be n-gram orders in 1..8, got {list(orders)}")
     data_dir, out = Path(data_dir), Path(out)
-    t_start = time.perf_counter()
+    t_start, t_epoch = time.perf_counter(), time.time()  # t_epoch: the MLflow run's start
     splits = {s: read_split(data_dir, s) for s in SPLITS}
     meta = read_metadata(data_dir / "train.parquet")
     task = str(meta.get("task") or data_dir.name)
@@ -242,26 +242,32 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         **res["extra"])
     if res["history"]:
         write_history(res["history"], out)
-    mlflow = None
-    if tracking_uri:
-        tracker = _start_mlflow(fields, meta, res["history"], tracking_uri,
-                                experiment or os.environ.get(EXPERIMENT_ENV)
-                                or experiment_name(profile, task))
-        mlflow = (tracker.run_id, tracking_uri, tracker.experiment)
-    record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=mlflow,
-                         env_digest=environment.save(out))  # writes OUT/environment.json
-    write_record(record, out)
-    if tracking_uri:  # the record and its config as artifacts, as `hkt train` logs them
-        out_cfg = out / "config.json"
-        out_cfg.write_text(json.dumps(config, indent=2) + "\n")
-        for path in (out / RECORD_NAME, out_cfg):  # environment.json: logged by start()
-            tracker.log_artifact(path)
-        tracker.finish("FINISHED")
+    if not tracking_uri:
+        record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=None,
+                             env_digest=environment.save(out))  # writes OUT/environment.json
+        write_record(record, out)
+        return record
+    tracker = _start_mlflow(fields, meta, res["history"], tracking_uri,
+                            experiment or os.environ.get(EXPERIMENT_ENV)
+                            or experiment_name(profile, task), start_time=t_epoch)
+    try:
+        record = make_record(**fields, wall_time_s=time.perf_counter() - t_start,
+                             mlflow=(tracker.run_id, tracking_uri, tracker.experiment),
+                             env_digest=environment.save(out))
+        write_record(record, out)
+        atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
+        for name in (RECORD_NAME, "config.json"):  # as `hkt train` logs them (environment.json:
+            tracker.log_artifact(out / name)    # logged by start())
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    tracker.finish("FINISHED")
     return record
 
 
 def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
-                  history: list[dict[str, Any]], uri: str, experiment: str) -> Tracker:
+                  history: list[dict[str, Any]], uri: str, experiment: str, *,
+                  start_time: float | None = None) -> Tracker:
     """Log the baseline's params, tags and metrics as an MLflow run, the way ``hkt train`` logs
     its runs; the caller adds the artifacts and closes the run."""
     f = fields
@@ -273,7 +279,7 @@ def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
             **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()},
             **data_tags(data_meta)}
     params = {**flatten(f["config"]), "n_params": f["n_params"]}
-    tracker.start(None, params=params, tags=tags)
+    tracker.start(None, params=params, tags=tags, start_time=start_time)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
     ms = f["ms_per_step"]
