@@ -203,8 +203,9 @@ def provenance_warning(meta: dict[str, Any]) -> str | None:
         return None
     what = src.get("file") or "a local directory"
     digest = f" (SHA-256 {src['sha256']})" if src.get("sha256") else ""
+    official = f" {src['official_file']}" if src.get("official_file") else ""
     return (f"{meta.get('task_config') or meta.get('task')} was prepared from {what}{digest}, not "
-            "the official archive: an alternative copy (e.g. JPEG-compressed images, a relabelled "
+            f"the official archive{official}: an alternative copy (e.g. JPEG-compressed images, a relabelled "
             "archive) can change the results; compare them with published figures with care.")
 
 
