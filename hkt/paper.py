@@ -24,6 +24,10 @@ class PaperResult:
     seeds: int = 3
 
 
+#: The budget profile (config/profile/) that trains at the paper's scale: only its runs can be
+#: compared with the figures below in value; runs of any other profile, in shape only.
+PROFILE = "paper"
+
 #: The paper's HKT configuration (pyramid levels L and stride s), which its figures were
 #: measured with: where our tables and figures place the paper's points and costs.
 LEVELS = 3

@@ -7,7 +7,9 @@ sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
 stride, …) come from the fields of its attention config present in the record
 (``config.model.attention``), whatever the model: a field the model lacks is null. The MLflow
 reader (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are
-fractions here and percentages in the tables.
+fractions here and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
+what a table or figure of runs must tell its reader (paper comparison of shape only; the test
+examples behind each accuracy).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from hkt import paper
 from hkt.errors import HKTError
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
 
@@ -249,3 +252,28 @@ def task_keys(df: pl.DataFrame) -> list[tuple[str, int]]:
     keys = df.select("task", "length").unique().rows()
     return sorted(keys, key=lambda k: (TASK_ORDER.index(k[0]) if k[0] in TASK_ORDER
                                         else len(TASK_ORDER), k[0], k[1] or 0))
+
+
+# -- what a table or figure of runs must say about them (its caption or footnote) --------------
+
+def paper_caveat(runs: pl.DataFrame) -> str:
+    """A sentence for any table or figure that puts the paper's figures beside ``runs``: empty
+    when every run is of the paper's profile, else that the comparison is of shape, not value."""
+    others = sorted({p for p in runs["profile"].to_list() if p and p != paper.PROFILE}) \
+        if "profile" in runs.columns else []
+    if not others:
+        return ""
+    return (f"Profile {', '.join(others)}, not {paper.PROFILE}: compare with the paper's "
+            "figures in shape (which model leads, how accuracy moves), not in value.")
+
+
+def examples_note(runs: pl.DataFrame) -> str:
+    """How many test examples the accuracies rest on, and the step that gives one run's
+    accuracy (one example = 100/n percentage points)."""
+    n = sorted({v for v in runs["test_examples"].to_list() if v}) \
+        if "test_examples" in runs.columns else []
+    if not n:
+        return "The number of test examples behind the accuracies is unknown."
+    shown = str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
+    return (f"Each run's test accuracy rests on {shown} test examples (column 'test examples'): "
+            f"one example is {100 / n[0]:.3g} points{' at most' if len(n) > 1 else ''}.")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
@@ -85,18 +86,42 @@ def test_majority_and_ngram_write_valid_records(tmp_path):
     assert main["model"].to_list() == ["ngram", "majority"]
 
 
-def test_logs_to_mlflow_and_passes_the_audit(tmp_path):
+def test_logs_to_mlflow_and_passes_the_audit(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("HKT_MLFLOW_EXPERIMENT", raising=False)
     data = keyword_data(tmp_path / "data", n_train=100, n_eval=40)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     rec = ngram.run_baseline(data, tmp_path / "run", method="ngram", buckets=1 << 10, epochs=1,
-                             tracking_uri=uri)
-    assert rec["mlflow_experiment"] == "hkt-keyword" and rec["mlflow_tracking_uri"] == uri
+                             tracking_uri=uri, profile="smoke")
+    # the experiment `hkt train` uses for this profile and task (config/train.yaml)
+    assert rec["mlflow_experiment"] == "hkt-smoke-keyword" and rec["mlflow_tracking_uri"] == uri
+    client = MlflowClient(uri)
+    artifacts = {a.path for a in client.list_artifacts(rec["mlflow_run_id"])}
+    assert artifacts == {"record.json", "config.json", "environment.json"}
+    assert client.get_run(rec["mlflow_run_id"]).info.status == "FINISHED"
     check = check_mlflow(load_records([tmp_path / "run"]))
     assert check["status"].to_list() == ["ok"]
     runs, _ = runs_from_mlflow(uri)
     assert runs["test_accuracy"].to_list() == [rec["test_accuracy"]]
     assert runs["env_digest"].to_list() == [rec["env_digest"]]  # the MLflow tag, as the record
     assert (tmp_path / "run" / "environment.json").is_file()
+
+
+def test_the_workflow_names_the_experiment_through_the_environment(tmp_path, monkeypatch):
+    """An external command learns the suite's experiment from $HKT_MLFLOW_EXPERIMENT."""
+    monkeypatch.setenv("HKT_MLFLOW_EXPERIMENT", "hkt-paper-keyword")
+    data = keyword_data(tmp_path / "data", n_train=40, n_eval=20)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    rec = ngram.run_baseline(data, tmp_path / "run", method="majority", tracking_uri=uri)
+    assert rec["mlflow_experiment"] == "hkt-paper-keyword"
+
+
+def test_help_names_the_default_experiment(capsys):
+    with pytest.raises(SystemExit):
+        ngram.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "HKT_MLFLOW_EXPERIMENT" in text and "hkt-<profile>-<task>" in text
 
 
 def test_command_line_errors_are_one_line(tmp_path, capsys):

@@ -58,6 +58,14 @@ def test_round_trip_bytes_labels_and_counts(prepared, reviews):
     assert any("é".encode() in original[r][0] for r in seen)  # non-ASCII UTF-8 exercised
 
 
+def test_an_alternative_archive_is_flagged_at_the_top_of_the_card(prepared):
+    """Data from a non-official archive says so in the card's first lines, not only in a log."""
+    head = "\n".join((prepared / "README.md").read_text().splitlines()[:4])
+    assert "**Warning:**" in head and "not the official archive" in head
+    meta = read_metadata(prepared / "train.parquet")
+    assert meta["source"]["sha256"] in head
+
+
 def test_truncation_is_counted_in_the_card(prepared, reviews):
     card = (prepared / "README.md").read_text()
     assert "NOT the official" in card and "Validation: 4 reviews carved" in card

@@ -344,3 +344,68 @@ def test_paper_numbers_are_the_design_notes():
     assert score_cost_ratio(paper.LEVELS, paper.STRIDE) == pytest.approx(paper.SCORE_COST["levels3"])
     assert score_cost_limit(paper.STRIDE) == pytest.approx(paper.SCORE_COST["bound"])
     assert math.isclose(paper.ABLATION_NO_HIERARCHY["delta_pp"], -18.4)
+
+
+def test_tables_state_their_caveats_in_the_file(tmp_path):
+    """A non-paper profile's main and ablation tables say that the paper comparison is of
+    shape; each accuracy says how many test examples it rests on."""
+    from hkt.report.build import write_all
+
+    records = load_records([write_records(tmp_path / "runs", suite_records())])
+    runs, curves = runs_from_records(records), curves_from_records(records)
+    write_all(runs, curves, tmp_path / "out")
+    main_md = (tmp_path / "out" / "tables" / "main.md").read_text()
+    first = main_md.splitlines()[0]
+    assert "not paper" in first and "shape" in first and "not in value" in first
+    assert "2000 test examples" in first or "test examples" in first
+    header = main_md.splitlines()[2]
+    assert "test examples" in header
+    listops_hkt = next(l for l in main_md.splitlines() if l.startswith("| listops | 512 | hkt"))
+    assert "| 2000 |" in listops_hkt
+    assert "shape" in (tmp_path / "out" / "tables" / "ablation.md").read_text().splitlines()[0]
+    paper_runs = runs.with_columns(pl.lit("paper").alias("profile"))
+    write_all(paper_runs, curves, tmp_path / "paper")
+    assert "shape" not in (tmp_path / "paper" / "tables" / "main.md").read_text()
+
+
+def test_main_bar_says_what_its_comparison_means(tmp_path, monkeypatch):
+    runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
+    title = _figure_of(monkeypatch, figures.main_bar, runs).axes[0].get_title()
+    assert "not paper" in title.replace("\n", " ") and "2000" in title
+
+
+def test_identical_validation_curves_stay_apart(tmp_path, monkeypatch):
+    """Two models with the same curve: different markers and line styles keep both visible."""
+    records = load_records([write_records(tmp_path, suite_records())])
+    curves = curves_from_records(records)
+    same = curves.with_columns(pl.lit(0.5).alias("val_accuracy"))
+    ax = _figure_of(monkeypatch, figures.val_curves, same).axes[0]
+    lines = [l for l in ax.get_lines() if not l.get_label().startswith("_")]
+    assert len(lines) == 2
+    assert len({(l.get_marker(), l.get_linestyle()) for l in lines}) == 2
+
+
+def test_data_from_an_alternative_archive_is_flagged_in_summary_tables_and_runs(tmp_path, capsys):
+    """A run's data prepared from a non-official archive: summary.md says so at its top,
+    main.md in its caption, runs.csv in column data_warning."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "imdb-data"
+    data.mkdir()
+    meta = {"task": "imdb", "task_config": "imdb",
+            "source": {"file": "imdb_relabelled.tar.gz", "official": False, "sha256": "cd" * 32}}
+    pq.write_table(pa.table({"label": [0]}).replace_schema_metadata({"hkt": json.dumps(meta)}),
+                   data / "train.parquet")
+    recs = [dict(r, data_dir=str(data)) if r["task"] == "imdb" else r for r in suite_records()]
+    write_records(tmp_path / "runs", recs)
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert "imdb_relabelled.tar.gz" in capsys.readouterr().err
+    summary = (out / "summary.md").read_text().splitlines()
+    top = "\n".join(summary[:6])
+    assert "**Warning (imdb, T=1024):**" in top and "not the official archive" in top
+    assert "imdb_relabelled.tar.gz" in (out / "tables" / "main.md").read_text().splitlines()[0]
+    runs = pl.read_csv(out / "tables" / "runs.csv")
+    flagged = runs.filter(pl.col("data_warning").is_not_null())
+    assert set(flagged["task"]) == {"imdb"} and len(flagged) == 6

@@ -166,3 +166,38 @@ def test_file_without_length_takes_it_from_its_run_record(tmp_path):
     (f.parent / "record.json").unlink()
     with pytest.raises(AggregateError, match="re-run `hkt analyze`"):
         at.load_analyses([f])
+
+
+def test_truncation_table_says_whether_its_sample_is_the_main_tables(analyses):
+    t = at.truncation_table(analyses)
+    assert set(t["examples"].to_list()) == {50}
+    runs = pl.DataFrame({"task": ["listops", "listops"], "length": [512, 2000],
+                         "test_examples": [32, 32]})
+    caption = at.truncation_caption(t, runs)
+    assert "different sample" in caption and "50 here, 32 in the main table" in caption
+    same = at.truncation_caption(t, runs.with_columns(pl.lit(50).alias("test_examples")))
+    assert "same test examples as the main table" in same
+
+
+def _figure(monkeypatch, fn, *args):
+    caught = []
+    monkeypatch.setattr(suite, "save", lambda fig, path: caught.append(fig) or path)
+    fn(*args, "unused.png")
+    return caught[0]
+
+
+def test_level_axes_have_integer_ticks_and_truncation_a_sensible_span(analyses, monkeypatch):
+    for fig in (_figure(monkeypatch, suite.kappa_by_level, at.kurtosis_table(analyses)),
+                _figure(monkeypatch, suite.truncation_by_task, analyses)):
+        ax = fig.axes[0]
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks)
+    # a near-flat truncation curve (one example in 256) keeps at least the minimum span
+    flat = analyses.with_columns(
+        pl.when(pl.col("section") == "truncation").then(
+            pl.when(pl.col("metric") == "accuracy").then(0.095 + 0.001 * pl.col("level"))
+            .otherwise(256.0)).otherwise(pl.col("value")).alias("value"))
+    ax = _figure(monkeypatch, suite.truncation_by_task, flat).axes[0]
+    lo, hi = ax.get_ylim()
+    assert hi - lo >= suite.TRUNCATION_MIN_SPAN_PP
+    assert "256 test examples" in ax.get_title()

@@ -128,3 +128,51 @@ def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):
         exp = client.get_experiment_by_name(name)
         assert exp.tags.get("mlflow.experimentKind") == "custom_model_development", name
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_external_commands_and_hkt_train_share_the_experiment_name():
+    """Baselines outside `hkt train` learn the experiment from experiment_name (the workflow
+    exports it as $HKT_MLFLOW_EXPERIMENT): the name config/train.yaml composes."""
+    from hkt.train.config import load_config
+    from hkt.train.tracking import experiment_name
+
+    cfg = load_config(["task=listops", "model=mha", "profile=smoke"])
+    assert cfg.tracking.experiment == experiment_name("smoke", "listops") == "hkt-smoke-listops"
+
+
+def test_run_duration_starts_when_the_session_started(tmp_path):
+    """MLflow's Duration is end - start: a run started at the session start spans the setup."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from hkt.train.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    began = time.time() - 30.0  # data loading and model building took 30 s before start()
+    t = Tracker(uri, "e", "run")
+    t.start(start_time=began)
+    t.finish()
+    info = MlflowClient(uri).get_run(t.run_id).info
+    assert info.start_time == int(began * 1000)
+    assert (info.end_time - info.start_time) / 1000 >= 30.0
+
+
+def test_params_and_tags_describe_the_data_actually_used():
+    """task.prepare.* come from the data's metadata (what `hkt prepare` did), not the task
+    config's defaults; data from an alternative archive tags the run with a warning."""
+    from hkt.train.tracking import data_tags, run_params
+
+    cfg = {"task": {"name": "listops", "prepare": {"splits": {"train": 96000}, "seed": 0}},
+           "tracking": {"uri": "x"}, "seed": 1}
+    params = run_params(cfg, 10, {"splits": {"train": 2000, "val": 50}})
+    assert params["task.prepare.splits.train"] == 2000 and params["task.prepare.splits.val"] == 50
+    assert "task.prepare.seed" not in params  # the config's, not the data's
+    assert run_params(cfg, 10)["task.prepare.splits.train"] == 96000  # no metadata: the config
+    alt = {"task": "imdb", "task_config": "imdb",
+           "source": {"file": "aclImdb_mirror.tar.gz", "official": False, "sha256": "ab" * 32}}
+    tags = data_tags(alt)
+    assert tags["data_official"] == "false"
+    assert "aclImdb_mirror.tar.gz" in tags["data_warning"] and "ab" * 32 in tags["data_warning"]
+    assert data_tags({"source": {"file": "x.tar.gz", "official": True}}) == {"data_official": "true"}
+    assert data_tags({"source": {"generator": "lra"}}) == {}

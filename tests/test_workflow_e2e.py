@@ -166,6 +166,13 @@ def test_mlflow_holds_every_run(workflow_run):
         assert run.info.status == "FINISHED"
         assert run.data.metrics["test_accuracy"] == pytest.approx(rec["test_accuracy"])
         assert run.data.tags["model"] == rec["model"]
+    # one experiment per profile and task: external baselines beside the trained models
+    experiments = {rec["task"]: set() for rec in records}
+    for rec in records:
+        if rec["mlflow_run_id"]:
+            experiments[rec["task"]].add(client.get_experiment(
+                client.get_run(rec["mlflow_run_id"]).info.experiment_id).name)
+    assert all(len(names) == 1 for names in experiments.values()), experiments
     check = pl.read_csv(res / "tables" / "mlflow_check.csv")
     assert sorted(check["status"].to_list()) == ["no mlflow"] + ["ok"] * 5
 
@@ -203,3 +210,4 @@ def test_report_has_the_captions(workflow_run):
     html = (w["results"] / "report.html").read_text()
     for caption in ("Main table.", "Ablations", "Accuracy vs pyramid levels", "MLflow audit"):
         assert caption in html
+    assert "['" not in html.split("This run:", 1)[-1][:400]  # lists read as lists, not Python

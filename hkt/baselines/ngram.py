@@ -5,6 +5,7 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
     python -m hkt.baselines.ngram --data DATA_DIR --out RUN_DIR --method ngram [--seed 0]
         [--variant main] [--profile LABEL] [--orders 1 2 3] [--buckets 1048576]
         [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [--tracking-uri URI]
+        [--experiment NAME]
 
 * ``majority``: predicts the most frequent training label (0 parameters). Its accuracy is the
   class prior: the floor any model must clear.
@@ -14,12 +15,16 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
 
 Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`, docs/contracts.md
 "Runs"), ``history.csv`` (validation accuracy per epoch) and, with ``--tracking-uri``, logs
-the same numbers to MLflow (experiment ``hkt-<task>``); otherwise its MLflow fields are null.
+the same numbers, the record and its config to MLflow, in the experiment of the suite's trained
+models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets, else ``hkt-<profile>-<task>`` as
+``hkt train`` names it); otherwise its MLflow fields are null.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,10 +43,10 @@ from hkt.data.layout import SPLITS, split_file
 from hkt.data.parquet import SplitData, read_metadata
 from hkt.device import describe_device
 from hkt.errors import ConfigError, DataError, HKTError
-from hkt.fileio import sha256_file
+from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import git_state
 from hkt.record import RECORD_NAME, make_record, write_history, write_record
-from hkt.train.tracking import Tracker
+from hkt.train.tracking import EXPERIMENT_ENV, Tracker, data_tags, experiment_name
 
 METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
@@ -200,7 +205,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
     if not orders or min(orders) < 1 or max(orders) > 8:
         raise ConfigError(f"--orders must be n-gram orders in 1..8, got {list(orders)}")
     data_dir, out = Path(data_dir), Path(out)
-    t_start = time.perf_counter()
+    t_start, t_epoch = time.perf_counter(), time.time()  # t_epoch: the MLflow run's start
     splits = {s: read_split(data_dir, s) for s in SPLITS}
     meta = read_metadata(data_dir / "train.parquet")
     task = str(meta.get("task") or data_dir.name)
@@ -220,7 +225,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                      "features": "log1p(count), unit L2 norm", "classifier": "logistic regression"}
         train_cfg = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": "sparse adam",
                      "max_train": max_train}
-    config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length},
+    config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length,
+                       "prepare": meta.get("params") or {}},  # how `hkt prepare` made the data
               "model": model_cfg, "train": {"profile": profile, **train_cfg},
               "seed": seed, "variant": variant}
     steps, train_time = int(res["steps"]), float(res["train_time_s"])
@@ -236,28 +242,44 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         **res["extra"])
     if res["history"]:
         write_history(res["history"], out)
-    mlflow = None
-    if tracking_uri:
-        mlflow = _log_mlflow(fields, res["history"], tracking_uri, experiment or f"hkt-{task}")
-    record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=mlflow,
-                         env_digest=environment.save(out))  # writes OUT/environment.json
-    write_record(record, out)
+    if not tracking_uri:
+        record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=None,
+                             env_digest=environment.save(out))  # writes OUT/environment.json
+        write_record(record, out)
+        return record
+    tracker = _start_mlflow(fields, meta, res["history"], tracking_uri,
+                            experiment or os.environ.get(EXPERIMENT_ENV)
+                            or experiment_name(profile, task), start_time=t_epoch)
+    try:
+        record = make_record(**fields, wall_time_s=time.perf_counter() - t_start,
+                             mlflow=(tracker.run_id, tracking_uri, tracker.experiment),
+                             env_digest=environment.save(out))
+        write_record(record, out)
+        atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
+        for name in (RECORD_NAME, "config.json"):  # as `hkt train` logs them (environment.json:
+            tracker.log_artifact(out / name)    # logged by start())
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    tracker.finish("FINISHED")
     return record
 
 
-def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
-                experiment: str) -> tuple[str, str, str]:
-    """Log the baseline as an MLflow run, the way ``hkt train`` logs its runs; returns the
-    record's (run id, tracking URI, experiment)."""
+def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
+                  history: list[dict[str, Any]], uri: str, experiment: str, *,
+                  start_time: float | None = None) -> Tracker:
+    """Log the baseline's params, tags and metrics as an MLflow run, the way ``hkt train`` logs
+    its runs; the caller adds the artifacts and closes the run."""
     f = fields
     tracker = Tracker(uri, experiment, f"{f['task']}-{f['model']}-{f['variant']}-s{f['seed']}")
     tags = {"task": f["task"], "model": f["model"], "variant": f["variant"],
             "seed": str(f["seed"]), "profile": f["profile"], "device": f["device"],
             "hkt_version": hkt.__version__, "git_commit": str(f["git"][0]),
             "external": f["external"],
-            **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()}}
+            **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()},
+            **data_tags(data_meta)}
     params = {**flatten(f["config"]), "n_params": f["n_params"]}
-    run_id = tracker.start(None, params=params, tags=tags)
+    tracker.start(None, params=params, tags=tags, start_time=start_time)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
     ms = f["ms_per_step"]
@@ -265,8 +287,7 @@ def _log_mlflow(fields: dict[str, Any], history: list[dict[str, Any]], uri: str,
                        "n_params": f["n_params"], "best_step": f["best_step"],
                        "test_examples": f["test_examples"],
                        "ms_per_step": None if ms is None else round(ms, 3)}, f["steps"])
-    tracker.finish("FINISHED")
-    return run_id, uri, experiment
+    return tracker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -291,7 +312,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri", default=None,
                         help="log the run to this MLflow store too (default: no MLflow run)")
     parser.add_argument("--experiment", default=None,
-                        help="MLflow experiment (default: hkt-<task>, as hkt train)")
+                        help=f"MLflow experiment (default: ${EXPERIMENT_ENV} if set, as the "
+                        "workflow does, else hkt-<profile>-<task>, as hkt train names it)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,6 +33,29 @@ def color(model: str, i: int) -> str:
     return COLORS.get(model, f"C{i % 10}")
 
 
+#: (marker, line style) pairs that tell lines apart when they lie on top of each other.
+STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("x", (0, (1, 3))))
+
+
+def style(i: int) -> tuple[str, Any]:
+    """The i-th line's marker and line style (cycling through :data:`STYLES`)."""
+    return STYLES[i % len(STYLES)]
+
+
+def integer_ticks(ax: Any, values: Any) -> None:
+    """x ticks at the integers ``values`` only (levels, levels kept): none between them."""
+    ax.set_xticks(sorted({int(v) for v in values}))
+
+
+def min_span(ax: Any, span: float) -> None:
+    """Widen the y-axis around its data to at least ``span``, so that a tiny difference on a
+    near-flat curve is not drawn across the whole panel."""
+    lo, hi = ax.get_ylim()
+    if hi - lo < span:
+        mid = (lo + hi) / 2
+        ax.set_ylim(mid - span / 2, mid + span / 2)
+
+
 def save(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     """Lay out, write ``fig`` as PNG to ``path`` (directories created) and close it."""
     path = Path(path)

@@ -16,13 +16,20 @@ its outputs up front.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import polars as pl
 
 from hkt import paper
-from hkt.figures.common import color, empty, pyplot, save, task_panels
-from hkt.runs import MODEL_ORDER, most_common_length, ordered, task_keys
+from hkt.figures.common import (color, empty, integer_ticks, pyplot, save, style, task_panels,
+                                min_span)
+from hkt.runs import (MODEL_ORDER, examples_note, most_common_length, ordered, paper_caveat,
+                      task_keys)
+
+#: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
+#: curve is drawn flat, not stretched over the whole panel.
+TRUNCATION_MIN_SPAN_PP = 10.0
 
 
 def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = ("main",)) -> Path:
@@ -44,7 +51,9 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
                       pl.col("seed").n_unique().alias("n")).sort("step"))
             n = g["n"].max()
             c = color(model, i)
-            ax.plot(g["step"], g["mean"], marker="o", ms=3, color=c, label=f"{model} ({n} seed{'s' if n != 1 else ''})")
+            marker, ls = style(i)  # identical curves stay visible: one drawn over the other
+            ax.plot(g["step"], g["mean"], marker=marker, ms=6 - i % 3, ls=ls, mfc="none", color=c,
+                    label=f"{model} ({n} seed{'s' if n != 1 else ''})")
             ax.fill_between(g["step"], g["lo"], g["hi"], color=c, alpha=0.2, linewidth=0)
         ax.set_title(f"{task} (T={length})")
         ax.set_xlabel("step")
@@ -132,7 +141,10 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Main table: mean ± std over seeds (dots: seeds)")
+    note = " ".join(filter(None, (paper_caveat(sel), examples_note(sel))))  # read with the bars
+    width_chars = int(fig.get_figwidth() * 14)
+    ax.set_title("\n".join(["Main table: mean ± std over seeds (dots: seeds)",
+                            *textwrap.wrap(note, width_chars)]), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))  # one legend entry per model (and the paper)
@@ -151,6 +163,7 @@ def kappa_by_level(kurtosis: pl.DataFrame, path: Path) -> Path:
             mean = sub["kappa_mean"].to_numpy()
             err = [mean - sub["kappa_min"].to_numpy(), sub["kappa_max"].to_numpy() - mean]
             ax.errorbar(sub["level"].to_numpy() + offset, mean, yerr=err, fmt="o", capsize=3, label=model)
+        integer_ticks(ax, part["level"].to_list())
         ax.axhline(1.0, color="gray", ls="--", lw=1, label="Gaussian")
         ax.axhline(paper.KURTOSIS, color="tab:red", ls=":", lw=1, label=f"paper ≈ {paper.KURTOSIS:g}")
         ax.set_yscale("log")
@@ -164,17 +177,25 @@ def kappa_by_level(kurtosis: pl.DataFrame, path: Path) -> Path:
 def truncation_by_task(analyses: pl.DataFrame, path: Path) -> Path:
     """Accuracy vs levels kept L′ per (task, T) and variant, mean over seeds with the seed
     range; ``analyses`` holds the runs' analysis tables (its truncation accuracy rows are used)."""
-    acc = analyses.filter((pl.col("section") == "truncation") & (pl.col("metric") == "accuracy"))
+    rows = analyses.filter(pl.col("section") == "truncation")
+    acc = rows.filter(pl.col("metric") == "accuracy")
+    examples = rows.filter(pl.col("metric") == "examples")
     fig, panels = task_panels(acc)
     for ax, task, length, sub in panels:
-        for variant in sorted(sub["variant"].unique().to_list()):
+        n = examples.filter((pl.col("task") == task) & (pl.col("length") == length))["value"]
+        for i, variant in enumerate(sorted(sub["variant"].unique().to_list())):
             curve = (sub.filter(pl.col("variant") == variant).group_by("level")
                      .agg((pl.col("value") * 100).mean().alias("mean"), (pl.col("value") * 100).min().alias("lo"),
                           (pl.col("value") * 100).max().alias("hi")).sort("level"))
             mean = curve["mean"].to_numpy()
-            ax.errorbar(curve["level"].to_numpy(), mean, capsize=3, marker="o", label=variant,
+            marker, ls = style(i)
+            ax.errorbar(curve["level"].to_numpy(), mean, capsize=3, marker=marker, ls=ls,
+                        label=variant,
                         yerr=[mean - curve["lo"].to_numpy(), curve["hi"].to_numpy() - mean])
-        ax.set_title(f"{task} (T={length})", fontsize=9)
+        integer_ticks(ax, sub["level"].to_list())
+        min_span(ax, TRUNCATION_MIN_SPAN_PP)  # one example in a few hundred must not look large
+        sample = f", {int(n.max())} test examples" if len(n) else ""
+        ax.set_title(f"{task} (T={length}){sample}", fontsize=9)
         ax.set_xlabel("levels kept L′")
         ax.set_ylabel("test accuracy (%)")
         ax.legend(fontsize=7)

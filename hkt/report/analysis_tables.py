@@ -133,19 +133,47 @@ def truncation_table(df: pl.DataFrame) -> pl.DataFrame:
     full = (acc.group_by(KEY).agg(pl.col("level").max().alias("levels"))
             .join(acc, on=KEY).filter(pl.col("level") == pl.col("levels"))
             .select(*KEY, pl.col("value").alias("full")))
+    examples = (_metric(df, "truncation", "examples").group_by(*KEY, "level")
+                .agg(pl.col("value").max().cast(pl.Int64).alias("examples")))
+    acc = acc.join(examples, on=[*KEY, "level"], how="left") if not examples.is_empty() else \
+        acc.with_columns(pl.lit(None, dtype=pl.Int64).alias("examples"))
     return (acc.join(full, on=KEY)
             .with_columns(((pl.col("value") - pl.col("full")) * 100).alias("delta_pp"))
             .group_by("task", "length", "variant", "level")
             .agg((pl.col("value") * 100).mean().alias("acc_mean"), (pl.col("value") * 100).std().alias("acc_std"),
-                 pl.col("delta_pp").mean().alias("delta_pp"), pl.col("seed").n_unique().alias("seeds"))
+                 pl.col("delta_pp").mean().alias("delta_pp"), pl.col("seed").n_unique().alias("seeds"),
+                 pl.col("examples").max().alias("examples"))
             .sort("task", "length", "variant", "level"))
 
 
 def truncation_display(t: pl.DataFrame) -> Display:
-    header = ["task", "T", "variant", "levels kept L′", "seeds", "test acc (%)", "Δ vs all levels (pp)"]
+    header = ["task", "T", "variant", "levels kept L′", "seeds", "test examples", "test acc (%)",
+              "Δ vs all levels (pp)"]
     rows = [[r["task"], str(r["length"]), r["variant"], str(r["level"]), str(r["seeds"]),
-             pm(r["acc_mean"], r["acc_std"]), f"{r['delta_pp']:+.2f}"] for r in t.iter_rows(named=True)]
+             fmt(r["examples"]), pm(r["acc_mean"], r["acc_std"]), f"{r['delta_pp']:+.2f}"]
+            for r in t.iter_rows(named=True)]
     return header, rows
+
+
+def truncation_caption(t: pl.DataFrame, runs: pl.DataFrame) -> str:
+    """The truncation table's caption, saying whether its sample is the main table's: the
+    analysis reads a seeded sample of ``truncation_examples`` (config/analysis.yaml) of the
+    split, the main table the runs' whole test evaluation."""
+    caption = "Level truncation: test accuracy with only levels < L′ (λ renormalised)"
+    if t.is_empty() or "examples" not in t.columns:
+        return caption
+    differ = []
+    for task, length, n in t.select("task", "length", "examples").unique().sort("task", "length").rows():
+        sel = runs.filter((pl.col("task") == task) & (pl.col("length") == length)) \
+            if not runs.is_empty() else runs
+        main_n = sorted({v for v in sel["test_examples"].to_list() if v is not None}) \
+            if "test_examples" in sel.columns else []
+        if n is not None and main_n and main_n != [n]:
+            differ.append(f"{task} T={length}: {n} here, {'/'.join(map(str, main_n))} in the main table")
+    if differ:
+        return (f"{caption}. A different sample from the main table's (the analysis' seeded "
+                f"sample of the test split: {'; '.join(differ)}), so L′ = L need not equal it.")
+    return f"{caption}, on the same test examples as the main table."
 
 
 def cost_table(runs: pl.DataFrame, bench_csv: str | Path | None,
@@ -198,12 +226,12 @@ def write_analysis_tables(analyses: pl.DataFrame, runs: pl.DataFrame, bench_csv:
              f"Normalised Mardia kurtosis κ (Gaussian = 1; the paper reports κ ≈ {PAPER_KAPPA:g})"),
             ("kernel", kernel_table, kernel_display,
              "Kernel structure per level: antisymmetric share, spectrum of M_s, PSD condition, Gram rank"),
-            ("truncation", truncation_table, truncation_display,
-             "Level truncation: test accuracy with only levels < L′ (λ renormalised)"),
+            ("truncation", truncation_table, truncation_display, None),
         ):
             t = build(analyses)
             if not t.is_empty():
-                written += write_table(t, show(t), tables / name, caption)
+                written += write_table(t, show(t), tables / name,
+                                       caption or truncation_caption(t, runs))
     cost = cost_table(runs, bench_csv, main_variant)
     written += write_table(cost, cost_display(cost), tables / "cost",
                            "Cost of HKT relative to MHA: analytic score FLOPs vs measured")

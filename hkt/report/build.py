@@ -16,11 +16,12 @@ from hkt.report.approximation import summary_section as approximation_section
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
-from hkt.report.summary import write_summary
+from hkt.report.summary import data_warnings, with_data_warning, write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
                                main_display, main_table, with_test_interval)
 from hkt.report.writers import write_table
-from hkt.runs import KEY, AggregateError, curves_from_records, load_records, runs_from_records
+from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
+                      paper_caveat, runs_from_records)
 
 
 def aggregate(args: argparse.Namespace) -> int:
@@ -47,10 +48,13 @@ def aggregate(args: argparse.Namespace) -> int:
     for warning in environments.mixed_warnings(runs):
         print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
     written: list[Path] = []
+    warnings = data_warnings(records)  # data prepared from an alternative archive
+    for (task, length), warning in warnings.items():
+        print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
         made, (main, gap, abl, abl_len) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
-            ablation_length=args.ablation_length)
+            ablation_length=args.ablation_length, data_warnings=warnings)
         written += made
         sections: list[str] = []
         analyses = analysis_tables.load_analyses(args.analyses)
@@ -67,7 +71,7 @@ def aggregate(args: argparse.Namespace) -> int:
         # last: it links every table and figure written above
         written.append(write_summary(out / "summary.md", runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
-                                     sections=sections))
+                                     sections=sections, data_warnings=warnings))
     failed = 0
     if args.check_mlflow:
         check = check_mlflow(records, args.tracking_uri)
@@ -89,27 +93,44 @@ def aggregate(args: argparse.Namespace) -> int:
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
-              ablation_task: str = "listops", ablation_length: int | None = None
+              ablation_task: str = "listops", ablation_length: int | None = None,
+              data_warnings: dict[tuple[str, int | None], str] | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
-    gap and ablation tables with the ablation's T (for the summary)."""
+    gap and ablation tables with the ablation's T (for the summary). ``data_warnings``
+    (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the main table's caption
+    and runs.csv's ``data_warning`` column."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
     abl = ablation_table(runs, ablation_task, ablation_length, reference=main_variant,
                          main_variant=main_variant)
     abl_len = abl["length"][0] if len(abl) else ablation_length
+    main_runs = runs.filter(pl.col("variant") == main_variant)
+    abl_runs = runs.filter(pl.col("task") == ablation_task)
+    if abl_len is not None:
+        abl_runs = abl_runs.filter(pl.col("length") == abl_len)
+
+    warnings = data_warnings or {}
+
+    def notes(sel: pl.DataFrame) -> str:  # the caveats a reader needs in the file itself
+        data = [f"Warning ({t}, T={n}): {w}" for (t, n), w in sorted(warnings.items(), key=str)
+                if not sel.filter((pl.col("task") == t) & (pl.col("length") == n)).is_empty()]
+        return " ".join(filter(None, (paper_caveat(sel), examples_note(sel), *data)))
+
     written: list[Path] = []
     written += write_table(main, main_display(main), tables / "main",
                            "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                           "figure beside ours; Δ = ours − paper (test).")
+                           f"figure beside ours; Δ = ours − paper (test). {notes(main_runs)}")
     written += write_table(gap, gap_display(gap), tables / "gap",
-                           "HKT − MHA test accuracy (percentage points): ours and the paper's.")
+                           "HKT − MHA test accuracy (percentage points): ours and the paper's. "
+                           + notes(main_runs))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
-                           "the full HKT's; paper Δ: removing the hierarchy (L=1).")
+                           f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
+                           + notes(abl_runs))
     runs_csv = tables / "runs.csv"
-    with_test_interval(runs).sort(KEY).write_csv(runs_csv)
+    with_data_warning(with_test_interval(runs), warnings).sort(KEY).write_csv(runs_csv)
     written.append(runs_csv)
     written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
     written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",

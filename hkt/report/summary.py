@@ -8,19 +8,50 @@ from pathlib import Path
 
 import polars as pl
 
+from hkt.data.layout import split_file
+from hkt.data.parquet import provenance_warning, read_metadata
+from hkt.errors import DataError
 from hkt.report import environments
 from hkt.report.tables import ablation_display, gap_display, main_display
 from hkt.report.writers import markdown
+from hkt.runs import record_length
 
 TABLES = ("main", "gap", "ablation")
 FIGURES = ("val_curves", "accuracy_vs_levels", "main_bar")
 
 
+def data_warnings(records: Sequence[dict]) -> dict[tuple[str, int | None], str]:
+    """Per (task, T): the provenance warning of the data its runs were trained on, when that
+    data was prepared from an alternative to the official archive (read from the Parquet
+    metadata in each record's ``data_dir``; data no longer there is skipped)."""
+    out: dict[tuple[str, int | None], str] = {}
+    for rec in records:
+        data_dir = rec.get("data_dir")
+        if not data_dir:
+            continue
+        try:
+            meta = read_metadata(Path(data_dir) / split_file("train"))
+        except DataError:
+            continue
+        warning = provenance_warning(meta)
+        if warning:
+            out[(rec["task"], record_length(rec))] = warning
+    return out
+
+
+def with_data_warning(runs: pl.DataFrame, warnings: dict[tuple[str, int | None], str]) -> pl.DataFrame:
+    """``runs`` plus ``data_warning``: the provenance warning of each run's data (or null)."""
+    col = [warnings.get((t, n)) for t, n in runs.select("task", "length").iter_rows()]
+    return runs.with_columns(pl.Series("data_warning", col, dtype=pl.String))
+
+
 def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.DataFrame,
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
-                  ablation_length: int | None, sections: Sequence[str] = ()) -> Path:
+                  ablation_length: int | None, sections: Sequence[str] = (),
+                  data_warnings: dict[tuple[str, int | None], str] | None = None) -> Path:
     """A few lines on the suite, the main and ablation tables, ``sections`` (more Markdown), and
-    links to every table and figure in ``path``'s directory: write it after them."""
+    links to every table and figure in ``path``'s directory: write it after them.
+    ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T)."""
     out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
     tasks = ", ".join(f"{t} (T={n})" for t, n in runs.select("task", "length").unique()
@@ -32,6 +63,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         "# Results summary", "",
         f"{len(runs)} runs from {source}; profile: {profiles or '?'}; tasks: {tasks}; "
         f"models: {models}; seeds: {seeds}. Written by `hkt aggregate` at {now}.", "",
+        *[f"> **Warning ({t}, T={n}):** {w}\n" for (t, n), w in sorted((data_warnings or {}).items(),
+                                                                     key=lambda kv: str(kv[0]))],
         "Accuracies are percentages, mean ± std over seeds (sample std; none with one seed). "
         "Differences come with Welch's test over seeds: the 95% confidence interval, the p-value "
         "and whether the difference is significant at the 5% level. "

@@ -47,7 +47,7 @@ MAIN_SCHEMA = {
     "val_mean": pl.Float64, "val_std": pl.Float64, "test_mean": pl.Float64,
     "test_std": pl.Float64, "n_params": pl.Int64, "ms_per_step": pl.Float64,
     "profile": pl.String, "paper_mean": pl.Float64, "paper_std": pl.Float64,
-    "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64}
+    "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64, "test_examples": pl.String}
 
 
 def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.DataFrame:
@@ -55,7 +55,8 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
 
     Columns: task, length, model, seeds, val_mean, val_std, test_mean, test_std, n_params,
     ms_per_step, profile, paper_mean, paper_std, delta_vs_paper (ours − paper, pp),
-    lra_transformer (the LRA paper's vanilla Transformer at that T, for context).
+    lra_transformer (the LRA paper's vanilla Transformer at that T, for context), test_examples
+    (how many test examples each accuracy rests on: one number, or a range when runs differ).
     """
     sel = runs.filter(pl.col("variant").is_in(list(variants)))
     if sel.is_empty():
@@ -72,7 +73,10 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
                        pl.Series("paper_std", ps, dtype=pl.Float64),
                        pl.Series("lra_transformer", lra, dtype=pl.Float64))
     t = t.with_columns((pl.col("test_mean") - pl.col("paper_mean")).alias("delta_vs_paper"))
-    return t.sort(order_key("task", TASK_ORDER), "task", "length",
+    examples = [_examples(_test_values(sel, task=task, length=length, model=model))
+                for task, length, model in t.select("task", "length", "model").iter_rows()]
+    t = t.with_columns(pl.Series("test_examples", examples, dtype=pl.String))
+    return t.select(*MAIN_SCHEMA).sort(order_key("task", TASK_ORDER), "task", "length",
                   order_key("model", MODEL_ORDER), "model")
 
 
@@ -199,12 +203,13 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
 
 
 def main_display(main: pl.DataFrame) -> Display:
-    header = ["task", "T", "model", "seeds", "val acc (%)", "test acc (%)", "paper (%)",
-              "Δ vs paper (pp)", "params", "ms/step"]
+    header = ["task", "T", "model", "seeds", "val acc (%)", "test acc (%)", "test examples",
+              "paper (%)", "Δ vs paper (pp)", "params", "ms/step"]
     rows = []
     for r in main.iter_rows(named=True):
         rows.append([r["task"], str(r["length"]), r["model"], str(r["seeds"]),
                      pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]),
+                     r["test_examples"] or "",
                      pm(r["paper_mean"], r["paper_std"]) if r["paper_mean"] is not None else
                      (f"({r['lra_transformer']:.2f} LRA)" if r["lra_transformer"] is not None else ""),
                      signed(r["delta_vs_paper"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)])

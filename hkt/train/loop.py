@@ -108,6 +108,7 @@ class _Run:
         """``cfg`` is validated by ``train``. Builds the model, optimizer and data stream, and
         applies the process-wide torch settings the config asks for."""
         self.session_start = time.perf_counter()
+        self.session_epoch = time.time()  # the same instant, as MLflow's run start
         self.cfg, self.data_dir, self.data, self.run_dir = cfg, data_dir, data, run_dir
         self.stream, self.show_progress = stream, progress
         self.last_path = run_dir / "checkpoints" / "last.pt"
@@ -186,11 +187,13 @@ class _Run:
         self.tracker = make_tracker(self.cfg)
         if not self.tracker.enabled:
             return
+        meta = self.data.meta["train"]
         tags = run_tags(self.cfg, device=describe_device(self.device), git=self.git,
                         run_dir=self.run_dir, data_dir=self.data_dir,
-                        checksums=self.data.checksums)
+                        checksums=self.data.checksums, data_meta=meta)
+        params = run_params(self.cfg_dict, self.n_params, meta.get("params"))
         self.state.mlflow_run_id = self.tracker.start(
-            self.state.mlflow_run_id, params=run_params(self.cfg_dict, self.n_params), tags=tags)
+            self.state.mlflow_run_id, params=params, tags=tags, start_time=self.session_epoch)
         rundir.write_mlflow_info(self.run_dir, self.state.mlflow_run_id, self.tracker.uri,
                                  self.tracker.experiment)
 

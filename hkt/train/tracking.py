@@ -32,14 +32,15 @@ from filelock import FileLock
 
 import hkt
 from hkt.config import flatten
+from hkt.data.parquet import provenance_warning
 from hkt.errors import HKTError
 from hkt.fileio import ensure_writable_dir
 from hkt.record import STEP_METRICS
 
 T = TypeVar("T")
 
-__all__ = ["default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
-           "NullTracker", "make_tracker", "run_tags", "run_params", "STEP_METRICS"]
+__all__ = ["EXPERIMENT_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
+           "NullTracker", "make_tracker", "data_tags", "run_tags", "run_params", "STEP_METRICS"]
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
 # is logged as given
@@ -57,6 +58,17 @@ RETRIES = {"count": 0}  # transient failures retried in this process (diagnostic
 # MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
 # this value makes it open on its runs, as a model-training experiment.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+
+# The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
+# the workflow sets this variable to experiment_name(profile, task) for every external job.
+EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
+
+
+def experiment_name(profile: str, task: str) -> str:
+    """The experiment of a suite's runs of ``task`` under budget ``profile``, as config/train.yaml
+    ``tracking.experiment`` composes it for ``hkt train`` (a test holds the two together)."""
+    return f"hkt-{profile}-{task}"
 
 
 class TrackingError(HKTError):
@@ -171,7 +183,7 @@ class NullTracker:
     experiment: str | None = None
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
-              tags: dict[str, str] | None = None) -> str | None:
+              tags: dict[str, str] | None = None, start_time: float | None = None) -> str | None:
         return None
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
@@ -234,8 +246,12 @@ class Tracker(NullTracker):
             return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
-              tags: dict[str, str] | None = None) -> str:
-        """Create a run, or resume ``run_id`` (if the store still has it); log params and tags."""
+              tags: dict[str, str] | None = None, start_time: float | None = None) -> str:
+        """Create a run, or resume ``run_id`` (if the store still has it); log params and tags.
+
+        ``start_time`` (seconds since the epoch, default now) is when a new run began: the
+        session start, so that MLflow's "Duration" spans the data loading and model building
+        that precede this call. A resumed run keeps the start of its first session."""
         from mlflow.entities import Param  # mlflow: see __init__
         from mlflow.exceptions import MlflowException  # mlflow: see __init__
 
@@ -254,11 +270,15 @@ class Tracker(NullTracker):
             self._resumed = True
         else:
             run = with_retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
-                             tags=dict(tags or {}), what="creating the MLflow run")
+                             tags=dict(tags or {}),
+                             start_time=None if start_time is None else int(start_time * 1000),
+                             what="creating the MLflow run")
             self.run_id = run.info.run_id
         items = [Param(k, _param_value(v)) for k, v in (params or {}).items()]
         existing = {} if run is None else dict(getattr(run.data, "params", {}) or {})
-        items = [p for p in items if existing.get(p.key) != p.value]
+        # a resumed run holds its params already (the resume checked config and data are the
+        # same); MLflow refuses to change one, so a key it has is not logged again
+        items = [p for p in items if p.key not in existing]
         for chunk in _chunks(items, 100):
             with_retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
         if tags:
@@ -348,10 +368,24 @@ def make_tracker(cfg: Any) -> NullTracker:
     return Tracker(tracking_uri(t), str(t.experiment), str(t.run_name))
 
 
+def data_tags(meta: dict[str, Any]) -> dict[str, str]:
+    """Tags on the provenance of a run's data, from its Parquet metadata (``meta``, the train
+    split's): ``data_official`` where the source says, and ``data_warning`` when the data was
+    prepared from an alternative to the official archive (:func:`provenance_warning`)."""
+    src = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+    tags = {} if "official" not in src else {"data_official": str(bool(src["official"])).lower()}
+    warning = provenance_warning(meta)
+    if warning:
+        tags["data_warning"] = warning
+    return tags
+
+
 def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
-             data_dir: Path, checksums: dict[str, str]) -> dict[str, str]:
+             data_dir: Path, checksums: dict[str, str],
+             data_meta: dict[str, Any] | None = None) -> dict[str, str]:
     """The MLflow tags of a training run: what it is (task, model, variant, seed, profile) and
-    where and from what it ran (device, host, versions, git state, directories, data SHA-256)."""
+    where and from what it ran (device, host, versions, git state, directories, data SHA-256,
+    the data's provenance from its metadata ``data_meta``)."""
     import torch  # loaded already when a run starts; this module itself stays torch-free
 
     git_commit, git_dirty = git
@@ -364,12 +398,20 @@ def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_
         "git_dirty": str(git_dirty), "run_dir": str(run_dir.resolve()),
         "data_dir": str(data_dir.resolve()),
         **{f"data_sha256.{s}": h for s, h in checksums.items()},
+        **data_tags(data_meta or {}),
     }
 
 
-def run_params(cfg_dict: dict[str, Any], n_params: int) -> dict[str, Any]:
+def run_params(cfg_dict: dict[str, Any], n_params: int,
+               data_params: dict[str, Any] | None = None) -> dict[str, Any]:
     """The MLflow params of a training run: its flattened config (tracking settings aside) and
-    its parameter count."""
+    its parameter count. ``data_params`` (the ``params`` of the data's Parquet metadata: how
+    ``hkt prepare`` made it) replace the task config's ``task.prepare.*`` defaults, so that the
+    params describe the data actually used (smoke data has 2000 training examples, not the
+    config's 96000)."""
     params = {k: v for k, v in flatten(cfg_dict).items() if not k.startswith("tracking.")}
+    if data_params is not None:
+        params = {k: v for k, v in params.items() if not k.startswith("task.prepare.")}
+        params.update(flatten({"task": {"prepare": data_params}}))
     params["n_params"] = n_params
     return params

@@ -9,6 +9,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError
+from hkt.train.tracking import experiment_name
 from hkt.workflow.configs import seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
 

@@ -8,7 +8,9 @@
 #   - runs any command that writes it,
 # plus `NAME: {enabled: true, tasks: null, seeds: [0]}` under `external:` in config/config.yaml.
 # The aggregation then includes its records; its options (external.NAME.options) become
-# `--key value` arguments through GRID.external_options(NAME).
+# `--key value` arguments through GRID.external_options(NAME). The rule runs its command with
+# HKT_MLFLOW_EXPERIMENT set to the experiment of the suite's trained models (hkt-<profile>-<task>),
+# so that a command that logs to MLflow (at $MLFLOW_TRACKING_URI) puts its run beside theirs.
 
 
 rule ngram_baseline:
@@ -24,6 +26,7 @@ rule ngram_baseline:
         options=lambda wc: GRID.external_options(wc.model),
         profile=GRID.profile,
         tracking_uri=TRACKING_URI,
+        experiment=lambda wc: experiment_name(GRID.profile, wc.task),
     log:
         GRID.log("external", "{task}/{model}/{variant}/seed{seed}"),
     conda:
@@ -32,6 +35,6 @@ rule ngram_baseline:
     resources:
         **resources("external"),
     shell:
-        "hkt --log {log} baseline ngram --data {params.data:q} --out {params.out:q}"
+        "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log} baseline ngram --data {params.data:q} --out {params.out:q}"
         " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
         " --profile {params.profile} {params.options:q} --tracking-uri {params.tracking_uri:q}"
