@@ -42,7 +42,8 @@ for _ in $(seq 1 120); do
   kill -0 "$server" 2>/dev/null || { cat "$log" >&2; exit 1; }
   sleep 1
 done
-url="http://127.0.0.1:$port/#/experiments/$exp_id"
+# the address the README gives: MLflow 3.17 opens in GenAI mode unless the address says otherwise
+url="http://127.0.0.1:$port/#/experiments/$exp_id/runs?workflowType=machine_learning"
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,1000 \
   --virtual-time-budget=20000 --screenshot="$out" "$url" >/dev/null 2>&1
 echo "screenshot of $url (experiment $exp_id) in $out"
