@@ -73,23 +73,27 @@ class StepTiming:
 
 
 # --------------------------------------------------------------------------------- the suite
-def load_suite(suite: str | None) -> DictConfig:
+def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> DictConfig:
     """The workflow config: ``config/config.yaml``, with a suite file merged over it as
     Snakemake's ``--configfile`` does (dictionaries merge, lists replace). ``suite`` is a path
-    or a name in ``config/suites/``."""
+    or a name in ``config/suites/``; None or ``auto`` is the workflow's own choice
+    (:mod:`hkt.workflow.suites`: paper with CUDA, else cpu; ``cuda`` replaces the CUDA check)."""
     from hkt.config import config_dir
+    from hkt.workflow.suites import cuda_available, resolve_suite
 
     cdir = config_dir()
     base = OmegaConf.load(cdir / "config.yaml")
-    if suite is None:
-        return base
+    if suite is None or suite == "auto":
+        resolved, _ = resolve_suite(OmegaConf.to_container(base), cdir,
+                                    cuda=cuda or cuda_available)
+        return OmegaConf.create(resolved)
     path = Path(suite)
     if not path.is_file():
         path = cdir / "suites" / f"{suite}.yaml"
     if not path.is_file():
         names = ", ".join(sorted(p.stem for p in (cdir / "suites").glob("*.yaml"))) or "none"
         raise ConfigError(f"suite={suite!r}: no such file, and no config/suites/{suite}.yaml "
-                          f"(suites: {names})")
+                          f"(suites: {names}, or auto)")
     return OmegaConf.merge(base, OmegaConf.load(path))
 
 
@@ -448,7 +452,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = compose("doctor", args.overrides)
     start = time.perf_counter()
-    print(f"hkt doctor: suite {cfg.suite.file or 'config/config.yaml'}, profile "
+    print(f"hkt doctor: suite {cfg.suite.file or 'auto'}, profile "
           f"{cfg.suite.profile or load_suite(cfg.suite.file).profile}", flush=True)
 
     def report(c: Check) -> None:

@@ -98,6 +98,7 @@ class Grid:
         self.config_dir = Path(config_dir)
         self.results = str(config["results_dir"]).rstrip("/") or "."
         self.profile = str(config["profile"])
+        self.suite = config.get("suite")  # the suite's name, recorded in every run (suites.py)
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
         self.cpus = cpus or available_cpus()
@@ -260,9 +261,10 @@ class Grid:
 
     def train_overrides(self, job: Job) -> list[str]:
         """The Hydra overrides of the job's ``hkt train`` (the workflow's train_overrides last)."""
+        suite = [f"tracking.suite={self.suite}"] if self.suite else []
         return [f"task={self.task_config(job.task)}", f"model={job.model}",
                 f"profile={self.profile}", f"seed={job.seed}", f"experiment={job.variant}",
-                *self.config.get("train_overrides", [])]
+                *suite, *self.config.get("train_overrides", [])]
 
     def prepare_args(self, task: str) -> list[str]:
         """``hkt prepare`` arguments after ``--out``: task config, overrides, ``--source``."""

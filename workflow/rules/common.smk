@@ -11,6 +11,25 @@ from snakemake.exceptions import WorkflowError
 from hkt.errors import ConfigError
 from hkt.workflow.configs import seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
+from hkt.workflow.suites import ENV_VAR as SUITE_ENV, resolve_suite
+
+# `suite: auto` (config.yaml's default): the paper suite with CUDA, else the CPU suite; the
+# command line's --configfile/--config keys are applied again over the chosen file.
+try:
+    _resolved, _chosen = resolve_suite(
+        config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
+        files=bool(workflow.config_settings.configfiles))
+except ConfigError as exc:
+    raise WorkflowError(f"workflow config: {exc}")
+config.clear()
+config.update(_resolved)
+os.environ[SUITE_ENV] = str(config["suite"])  # a cluster job re-reads the Snakefile: same choice
+if workflow.is_main_process:
+    _why = (f" (suite: auto, {'CUDA available' if config['suite'] == 'paper' else 'no CUDA'}; "
+            f"${SUITE_ENV} or --configfile config/suites/NAME.yaml chooses another)"
+            if _chosen else " (from the config files given)")
+    print(f"hkt: suite {config['suite']}{_why}, profile {config.get('profile')}, "
+          f"results in {config.get('results_dir')}/", file=sys.stderr)
 
 try:
     check_config(config, yaml.safe_load(SCHEMA.read_text()))
@@ -32,6 +51,7 @@ os.environ.update(HKT_CONFIG_DIR=str(CONFIG_DIR), HKT_RESULTS_DIR=str(Path(R).re
 
 
 envvars:
+    "HKT_SUITE",
     "HKT_CONFIG_DIR",
     "HKT_RESULTS_DIR",
     "MLFLOW_TRACKING_URI",
