@@ -51,10 +51,10 @@ def test_ablation_model_comes_from_the_experiment_file():
 
 
 def test_train_overrides_are_the_hkt_train_command():
-    g = grid(train_overrides=["train.device=cuda"])
+    g = grid(train_overrides=["train.device=cuda"], suite="paper")
     assert g.train_overrides(Job("imdb_lra", "hkt", "levels2", 1)) == [
         "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "experiment=levels2",
-        "train.device=cuda"]
+        "tracking.suite=paper", "train.device=cuda"]
 
 
 def test_paths_follow_one_layout():
@@ -64,7 +64,8 @@ def test_paths_follow_one_layout():
     assert g.pattern("run", "record.json") == "out/runs/{task}/{model}/{variant}/seed{seed}/record.json"
     assert g.path("run", **j.wildcards()) == "out/runs/listops/hkt/levels1/seed2"
     assert g.analysis_file(j) == "out/analysis/listops/hkt/levels1/seed2/analysis.parquet"
-    assert g.data_files("imdb") == [f"out/data/imdb/{s}.parquet" for s in ("train", "val", "test")]
+    assert g.data_files("imdb") == [*(f"out/data/imdb/{s}.parquet" for s in ("train", "val", "test")),
+                                    "out/data/imdb/manifest.json"]
     assert g.log("train", "{task}") == "out/logs/train/{task}.log"
 
 

@@ -26,6 +26,7 @@ import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import ConfigError
+from hkt.workflow.suites import AUTO
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "available_cpus"]
 
@@ -98,7 +99,8 @@ class Grid:
         self.config_dir = Path(config_dir)
         self.results = str(config["results_dir"]).rstrip("/") or "."
         self.profile = str(config["profile"])
-        self.suite = config.get("suite")  # the suite's name, recorded in every run (suites.py)
+        # the suite's name, recorded in every run; `auto` unresolved (hkt.workflow.suites) is none
+        self.suite = None if config.get("suite") in (None, AUTO) else str(config["suite"])
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
         self.cpus = cpus or available_cpus()
