@@ -142,7 +142,7 @@ def test_train_config_digests_follow_the_composed_config(tmp_path, monkeypatch):
     cdir = tmp_path / "config"
     subprocess.run(["cp", "-r", str(CONFIG_DIR), str(cdir)], check=True)
     path = cdir / "model" / "hkt.yaml"
-    path.write_text(path.read_text().replace("dropout: 0.1 ", "dropout: 0.2 ", 1))
+    path.write_text(path.read_text() + "dropout: 0.25\n")  # a value no profile sets
     monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
     after = train_config_digests(g.train_overrides(j) for j in jobs)
     changed = {key[1] for key in before if before[key] != after[key]}
