@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Shape", "JobEstimate", "Plan", "shape_of", "estimate", "load_plan", "cached_timer",
-           "calibration_file", "format_plan", "add_arguments", "run"]
+           "calibration_file", "format_plan", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
 
 RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
 
@@ -254,6 +254,40 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def job_counts(grid: Any) -> str:
+    """The jobs per rule of a grid, without timing anything (what a dry run prints)."""
+    counts = {"prepare": len({j.task for j in grid.train_jobs() + grid.external_jobs()}),
+              "train": len(grid.train_jobs()), "external": len(grid.external_jobs()),
+              "analyze": len(grid.analysis_jobs()), "bench": int(grid.bench_enabled),
+              "aggregate": 1}
+    return ", ".join(f"{r} {n}" for r, n in counts.items() if n)
+
+
+def log_advice(grid: Any) -> str:
+    """Where each job's log is, and how to follow one."""
+    return (f"logs: {grid.results}/logs/RULE/... (one per job; a training job's is "
+            f"{grid.log('train', 'TASK/MODEL/VARIANT/seedS')}); follow one with "
+            f"`tail -f {grid.log('train', '<task>/<model>/main/seed0')}`")
+
+
+def workflow_plan(config: Mapping[str, Any], *, calibrate: bool) -> str:
+    """What the workflow prints before any job starts: the suite's jobs per rule, where the logs
+    are and, with ``calibrate``, the plan with its ETA (cached calibrations, else a short fresh
+    one); without it (a dry run), how to get the ETA."""
+    from hkt.config import compose, config_dir
+    from hkt.workflow.grid import Grid
+
+    grid = Grid(config, config_dir())
+    if not calibrate:
+        return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; for an estimated "
+                f"wall time on this machine run `hkt plan --suite {config.get('suite')}` "
+                "(a short calibration, cached for the workflow's start)")
+    cfg = compose("plan", [])
+    plan = make_plan(cfg, config=config, log=lambda s: print(s, flush=True))
+    return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}\n"
+            f"{log_advice(grid)}")
+
+
 # --------------------------------------------------------------------------------- command
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Print a suite's device, jobs per rule and estimated wall time on this "
@@ -265,13 +299,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
 
 
-def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None) -> Plan:
-    """The plan of ``cfg`` (config/plan.yaml composed), timing what the cache lacks."""
+def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
+              config: Mapping[str, Any] | None = None) -> Plan:
+    """The plan of ``cfg`` (config/plan.yaml composed), timing what the cache lacks; ``config``
+    = a resolved workflow config to plan instead of ``cfg.suite`` (the workflow's own)."""
     import torch
 
+    from hkt.config import config_dir
     from hkt.device import describe_device, resolve_device
+    from hkt.workflow.grid import Grid
 
-    config, grid = load_plan(str(cfg.suite))
+    if config is None:
+        config, grid = load_plan(str(cfg.suite))
+    else:
+        grid = Grid(config, config_dir())
     device = resolve_device(str(cfg.device), source="config key 'device'")
     threads = int(grid.resources("train")["threads"])
     kind = "cuda" if device.type == "cuda" else "cpu"

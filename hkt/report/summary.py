@@ -23,6 +23,7 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     links to every table and figure in ``path``'s directory: write it after them."""
     out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
+    suites = sorted({s for s in runs["suite"].to_list() if s}) if "suite" in runs.columns else []
     tasks = ", ".join(f"{t} (T={n})" for t, n in runs.select("task", "length").unique()
                       .sort("task", "length").rows())
     models = ", ".join(sorted(set(runs["model"].to_list())))
@@ -30,7 +31,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = [
         "# Results summary", "",
-        f"{len(runs)} runs from {source}; profile: {profiles or '?'}; tasks: {tasks}; "
+        f"{len(runs)} runs from {source}; suite: {', '.join(suites) or 'none named'}; "
+        f"profile: {profiles or '?'}; tasks: {tasks}; "
         f"models: {models}; seeds: {seeds}. Written by `hkt aggregate` at {now}.", "",
         "Accuracies are percentages, mean ± std over seeds (sample std; none with one seed). "
         "Differences come with Welch's test over seeds: the 95% confidence interval, the p-value "

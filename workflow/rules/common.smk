@@ -57,6 +57,17 @@ envvars:
     "MLFLOW_TRACKING_URI",
 
 
+def print_plan(calibrate):
+    """The suite's plan (hkt/plan.py): job counts on a dry run, with the ETA when jobs start."""
+    from hkt.plan import workflow_plan
+
+    print(workflow_plan(config, calibrate=calibrate), file=sys.stderr, flush=True)
+
+
+if workflow.is_main_process and workflow.dryrun:
+    print_plan(calibrate=False)
+
+
 def init_tracking_store():
     """Create the SQLite MLflow store once, before parallel jobs race to run its migrations."""
     if not TRACKING_URI.startswith("sqlite:///"):
