@@ -62,6 +62,7 @@ class Plan:
     slots: dict[str, int]                  # jobs of a rule that run at once
     calibrated: dict[str, float] = field(default_factory=dict)  # shape label -> ms/step (job batch)
     cached: int = 0                        # shapes whose timing came from the cache
+    untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
 
     def counts(self) -> Counter:
         return Counter(j.rule for j in self.jobs)
@@ -148,10 +149,12 @@ def calibration_file(results_dir: str | Path) -> Path:
 
 def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh: bool = False,
                  on_measure: Callable[[str, float], None] | None = None
-                 ) -> tuple[Callable[[Any, Shape], float], Callable[[], int]]:
+                 ) -> tuple[Callable[[Any, Shape], float], dict[str, Any]]:
     """A ``step_seconds`` function for :func:`estimate` that times a shape once on ``device``
-    with ``threads`` CPU threads (cached in ``cache`` per device, torch version and shape), and a
-    function returning how many shapes came from the cache."""
+    with ``threads`` CPU threads (cached in ``cache`` per device, torch version and shape), and
+    its statistics: ``cached`` (shapes read from the cache) and ``untimed`` (shapes met after
+    ``settings.budget_s`` of timing, given the time per example of the first timed shape with
+    the same T, model and size: an ablation of HKT as HKT's main shape)."""
     import torch
 
     from hkt.device import describe_device
@@ -166,21 +169,30 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
             store = json.loads(cache.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             store = {}
-    hits = [0]
+    stats: dict[str, Any] = {"cached": 0, "untimed": [], "spent_s": 0.0}
     kind = device.type if device.type in ("cpu", "cuda") else "cpu"
+    per_example: dict[tuple, float] = {}  # (T, model, width, depth, heads) -> seconds per example
 
     def step_seconds(cfg: Any, shape: Shape) -> float:
-        cap = settings.max_batch.get(kind)
-        batch = shape.batch_size if cap is None else min(shape.batch_size, int(cap))
+        cap = settings.max_tokens.get(kind)
+        t = int(cfg.task.max_length)
+        batch = shape.batch_size if cap is None else max(1, min(shape.batch_size, int(cap) // t))
         key = f"{where}|{shape_of(cfg, batch, shape.label).key}"
+        similar = (t, *(str(cfg.model.get(k)) for k in ("name", "d_model", "n_layers", "n_heads")))
         if key in store:
-            hits[0] += 1
+            stats["cached"] += 1
             entry = store[key]
+        elif stats["spent_s"] > float(settings.budget_s[kind]) and similar in per_example:
+            stats["untimed"].append(shape.label)
+            return per_example[similar] * shape.batch_size
         else:
-            t = measure_training_step(cfg, device, steps=int(settings.steps[kind]),
+            start = time.perf_counter()
+            m = measure_training_step(cfg, device, steps=int(settings.steps[kind]),
                                       warmup=int(settings.warmup[kind]), batch_size=batch,
-                                      vocab_size=int(settings.vocab_size), seed=int(settings.seed))
-            entry = {"ms_per_step": t.ms_per_step, "batch": batch, "shape": shape.label,
+                                      vocab_size=int(settings.vocab_size), seed=int(settings.seed),
+                                      peak=False)
+            stats["spent_s"] += time.perf_counter() - start
+            entry = {"ms_per_step": m.ms_per_step, "batch": batch, "shape": shape.label,
                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             store[key] = entry
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -188,10 +200,12 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
             tmp.write_text(json.dumps(store, indent=1, sort_keys=True), encoding="utf-8")
             tmp.replace(cache)
             if on_measure:
-                on_measure(shape.label, t.ms_per_step)
-        return entry["ms_per_step"] / 1000 * shape.batch_size / entry["batch"]
+                on_measure(shape.label, m.ms_per_step)
+        seconds = entry["ms_per_step"] / 1000 / entry["batch"]
+        per_example.setdefault(similar, seconds)
+        return seconds * shape.batch_size
 
-    return step_seconds, lambda: hits[0]
+    return step_seconds, stats
 
 
 # --------------------------------------------------------------------------------- the suite
@@ -244,7 +258,9 @@ def format_plan(plan: Plan) -> str:
              f"  jobs: {sum(counts.values())} ("
              + ", ".join(f"{r} {counts[r]}" for r in RULE_ORDER if counts.get(r)) + ")"]
     for label, ms in plan.calibrated.items():
-        lines.append(f"  step {label:<28} {ms:8.0f} ms (at the job's batch)")
+        note = " (not timed: calibration budget spent; as its main shape)" \
+            if label in plan.untimed else ""
+        lines.append(f"  step {label:<28} {ms:8.0f} ms (at the job's batch){note}")
     for rule in RULE_ORDER:
         if counts.get(rule):
             how = "measured" if rule == "train" else "allowance, config/plan.yaml"
@@ -316,7 +332,7 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
     device = resolve_device(str(cfg.device), source="config key 'device'")
     threads = int(grid.resources("train")["threads"])
     kind = "cuda" if device.type == "cuda" else "cpu"
-    timer, hits = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
+    timer, stats = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
                                fresh=bool(cfg.fresh),
                                on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
     configs = job_configs(grid)
@@ -324,7 +340,7 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
     plan = estimate(grid, configs, timer, eval_cost=float(cfg.eval_cost), gpus=gpus,
                     other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},
                     suite=str(config.get("suite")), device=describe_device(device))
-    plan.cached = hits()
+    plan.cached, plan.untimed = stats["cached"], stats["untimed"]
     return plan
 
 
@@ -336,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     plan = make_plan(cfg, log=lambda s: print(s, flush=True))
     print(format_plan(plan))
-    print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache) in "
+    print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "
+          f"{len(plan.untimed)} not timed) in "
           f"{time.perf_counter() - start:.0f} s")
     return 0
