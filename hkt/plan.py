@@ -294,10 +294,13 @@ def workflow_plan(config: Mapping[str, Any], *, calibrate: bool) -> str:
     from hkt.workflow.grid import Grid
 
     grid = Grid(config, config_dir())
+    name = str(config.get("suite"))
+    suite = name if (config_dir() / "suites" / f"{name}.yaml").is_file() else "YOUR_SUITE.yaml"
     if not calibrate:
-        return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; for an estimated "
-                f"wall time on this machine run `hkt plan --suite {config.get('suite')}` "
-                "(a short calibration, cached for the workflow's start)")
+        return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; the estimated "
+                "wall time follows when jobs start (not on a dry run); to see it now: "
+                f"`hkt plan --suite {suite}` (a short calibration, cached for the "
+                "workflow's start)")
     cfg = compose("plan", [])
     plan = make_plan(cfg, config=config, log=lambda s: print(s, flush=True))
     return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}\n"

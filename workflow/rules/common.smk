@@ -58,13 +58,14 @@ envvars:
 
 
 def print_plan(calibrate):
-    """The suite's plan (hkt/plan.py): job counts on a dry run, with the ETA when jobs start."""
+    """The suite's plan (hkt/plan.py): its job counts when the workflow is read (a dry run too,
+    without timing anything), the full plan with its ETA when jobs are about to start."""
     from hkt.plan import workflow_plan
 
     print(workflow_plan(config, calibrate=calibrate), file=sys.stderr, flush=True)
 
 
-if workflow.is_main_process and workflow.dryrun:
+if workflow.is_main_process:
     print_plan(calibrate=False)
 
 
