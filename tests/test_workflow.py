@@ -192,7 +192,7 @@ def test_a_bad_training_override_stops_before_any_job(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert "config key 'optim.lr' = 'abc': must be a number" in out, out[-3000:]
-    assert "hkt train task=listops model=mha profile=smoke experiment=main tracking.suite=smoke "
-            "optim.lr=abc" in out
+    assert ("hkt train task=listops model=mha profile=smoke experiment=main tracking.suite=smoke "
+            "optim.lr=abc") in out
     assert "Job stats" not in out and "rule prepare" not in out
     assert not (tmp_path / "results").exists()
