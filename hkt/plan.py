@@ -94,7 +94,9 @@ def _split_batches(cfg: Any, split: str, limit: Any) -> int:
     ``limit`` (eval_batches / test_batches) when that is smaller."""
     size = int(cfg.task.get("prepare", {}).get("splits", {}).get(split, 0) or 0)
     n = math.ceil(size / int(cfg.train.batch_size)) if size else 0
-    return min(n, int(limit)) if limit is not None and n else (int(limit or 0) if not n else n)
+    if not n:  # the split's size is not in the config: the limit alone, if any
+        return int(limit or 0)
+    return n if limit is None else min(n, int(limit))
 
 
 def job_seconds(cfg: Any, step_s: float, eval_cost: float) -> float:
