@@ -73,23 +73,27 @@ class StepTiming:
 
 
 # --------------------------------------------------------------------------------- the suite
-def load_suite(suite: str | None) -> DictConfig:
+def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> DictConfig:
     """The workflow config: ``config/config.yaml``, with a suite file merged over it as
     Snakemake's ``--configfile`` does (dictionaries merge, lists replace). ``suite`` is a path
-    or a name in ``config/suites/``."""
+    or a name in ``config/suites/``; None or ``auto`` is the workflow's own choice
+    (:mod:`hkt.workflow.suites`: paper with CUDA, else cpu; ``cuda`` replaces the CUDA check)."""
     from hkt.config import config_dir
+    from hkt.workflow.suites import cuda_available, resolve_suite
 
     cdir = config_dir()
     base = OmegaConf.load(cdir / "config.yaml")
-    if suite is None:
-        return base
+    if suite is None or suite == "auto":
+        resolved, _ = resolve_suite(OmegaConf.to_container(base), cdir,
+                                    cuda=cuda or cuda_available)
+        return OmegaConf.create(resolved)
     path = Path(suite)
     if not path.is_file():
         path = cdir / "suites" / f"{suite}.yaml"
     if not path.is_file():
         names = ", ".join(sorted(p.stem for p in (cdir / "suites").glob("*.yaml"))) or "none"
         raise ConfigError(f"suite={suite!r}: no such file, and no config/suites/{suite}.yaml "
-                          f"(suites: {names})")
+                          f"(suites: {names}, or auto)")
     return OmegaConf.merge(base, OmegaConf.load(path))
 
 
@@ -121,11 +125,12 @@ def job_config(profile: str, task_config: str, model: str, overrides: list[str] 
 # --------------------------------------------------------------------------------- measuring
 def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, warmup: int,
                           batch_size: int | None = None, vocab_size: int,
-                          seed: int = 0) -> StepTiming:
+                          seed: int = 0, peak: bool = True) -> StepTiming:
     """Time ``hkt train``'s step for the job ``cfg`` on a synthetic batch at the task's T.
 
     ``warmup`` untimed steps, then ``steps`` timed ones (median), then one more under the peak
-    memory tracker. ``batch_size`` None = the config's batch.
+    memory tracker (``peak`` False: not measured, NaN; a time-only caller saves a step).
+    ``batch_size`` None = the config's batch.
     """
     from hkt.bench.common import TrainStep, peak_memory_bytes
     from hkt.models import build_model
@@ -143,13 +148,14 @@ def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, 
     for _ in range(warmup):
         step.time(tokens, mask, labels)
     times = sorted(step.time(tokens, mask, labels) for _ in range(steps))
-    peak = peak_memory_bytes(lambda: step.time(tokens, mask, labels), device)
+    peak_bytes = (peak_memory_bytes(lambda: step.time(tokens, mask, labels), device) if peak
+                  else float("nan"))
     state = sum(p.numel() * p.element_size() for p in model.parameters())
     state += sum(v.numel() * v.element_size() for s in step.opt.state.values()
                  for v in s.values() if torch.is_tensor(v))
     return StepTiming(seq_len=t, batch_size=b, n_params=sum(p.numel() for p in model.parameters()),
                       ms_per_step=1000 * times[len(times) // 2] if times else float("nan"),
-                      loss=float(step.loss.detach()), peak_bytes=peak, state_bytes=state)
+                      loss=float(step.loss.detach()), peak_bytes=peak_bytes, state_bytes=state)
 
 
 def free_memory_bytes(device: torch.device) -> float:
@@ -448,7 +454,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = compose("doctor", args.overrides)
     start = time.perf_counter()
-    print(f"hkt doctor: suite {cfg.suite.file or 'config/config.yaml'}, profile "
+    print(f"hkt doctor: suite {cfg.suite.file or 'auto'}, profile "
           f"{cfg.suite.profile or load_suite(cfg.suite.file).profile}", flush=True)
 
     def report(c: Check) -> None:

@@ -35,7 +35,7 @@ VARIANT_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
 #: The runs frame: one row per run.
 RUN_COLUMNS: dict[str, Any] = {
     "task": pl.String, "length": pl.Int64, "model": pl.String, "variant": pl.String,
-    "seed": pl.Int64, "profile": pl.String, "n_params": pl.Int64, "steps": pl.Int64,
+    "seed": pl.Int64, "profile": pl.String, "suite": pl.String, "n_params": pl.Int64, "steps": pl.Int64,
     "best_step": pl.Int64, "val_accuracy": pl.Float64, "test_accuracy": pl.Float64,
     "test_examples": pl.Int64, "ms_per_step": pl.Float64, "wall_time_s": pl.Float64, "device": pl.String,
     "d_model": pl.Int64, "n_layers": pl.Int64, "d_ffn": pl.Int64,
@@ -163,6 +163,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
         "variant": rec["variant"],
         "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
+        "suite": get_path(cfg, "tracking.suite"),  # the workflow suite (hkt.workflow.suites)
         "n_params": as_int(rec.get("n_params")), "steps": as_int(rec.get("steps")),
         "best_step": as_int(rec.get("best_step")),
         "val_accuracy": as_float(rec.get("val_accuracy")),

@@ -152,7 +152,7 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert r.data.params["model.d_model"] == str(rec["config"]["model"]["d_model"])
     assert r.data.params["seed"] == "0" and "tracking.uri" not in r.data.params
     tags = r.data.tags
-    assert tags["profile"] == "smoke" and tags["device"] == rec["device"]
+    assert tags["profile"] == "smoke" and tags["suite"] == "none" and tags["device"] == rec["device"]
     assert tags["torch_version"] == torch.__version__ and "hostname" in tags
     assert tags["data_sha256.train"] == rec["data_checksums"]["train"]
     assert tags["git_commit"] == str(rec["git_commit"])

@@ -63,11 +63,34 @@ def expected_counts(cfg: dict) -> dict[str, int]:
             "analyze": analyze if cfg["analyze"]["enabled"] else 0}
 
 
-def test_dry_run_of_the_default_config_resolves_every_job(tmp_path):
-    r = snakemake("-n", "--quiet", "rules", cwd=tmp_path)
+def suite(name: str) -> dict:
+    """config.yaml with config/suites/NAME.yaml merged over it (as --configfile does)."""
+    from hkt.workflow.suites import merge
+
+    return merge(CONFIG, yaml.safe_load((ROOT / "config" / "suites" / f"{name}.yaml").read_text()))
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="auto picks the paper suite here")
+def test_dry_run_without_cuda_picks_the_cpu_suite_and_says_so(tmp_path):
+    r = snakemake("-n", "--quiet", "rules", "--config", "results_dir=res", cwd=tmp_path,
+                  env={k: v for k, v in os.environ.items() if k != "HKT_SUITE"})
     assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout + r.stderr
+    assert "hkt: suite cpu (suite: auto, no CUDA" in out and "results in res/" in out
+    stats = job_stats(out)
+    cpu = suite("cpu")
+    for rule, n in expected_counts(cpu).items():
+        assert stats.get(rule, 0) == n, (rule, stats)
+    assert stats["train"] == 3 * 3 + 3  # ListOps x (mha, hkt, conv) x 3 seeds + levels1 x 3
+
+
+def test_dry_run_of_the_paper_suite_resolves_every_job(tmp_path):
+    r = snakemake("-n", "--quiet", "rules", "--configfile",
+                  str(ROOT / "config" / "suites" / "paper.yaml"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "hkt: suite paper (from the config files given)" in r.stderr
     stats = job_stats(r.stdout + r.stderr)
-    want = expected_counts(CONFIG)
+    want = expected_counts(suite("paper"))
     for rule, n in want.items():
         assert stats.get(rule, 0) == n, (rule, stats)
     assert stats["train"] >= 27 + 7 * 3  # 3 tasks x 3 models x 3 seeds + 7 ablations x 3 seeds
@@ -87,6 +110,7 @@ def test_dry_run_of_the_smoke_suite(tmp_path):
 
 
 def test_lra_suite_adds_its_tasks(tmp_path):
+    """A config file that names no suite adds to config.yaml's own values (suite custom)."""
     cfg = tmp_path / "lra.yaml"
     cfg.write_text("lra: {enabled: true}\n")
     r = snakemake("-n", "--quiet", "rules", "--configfile", str(cfg), cwd=tmp_path)
@@ -121,7 +145,8 @@ def test_slurm_profile_names_real_rules_and_no_resource_amounts():
 def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm",
                         reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
-    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"), cwd=tmp_path)
+    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"), "--configfile",
+                  str(ROOT / "config" / "suites" / "paper.yaml"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     assert job_stats(out)["train"] == expected_counts(CONFIG)["train"]
@@ -169,6 +194,7 @@ def test_a_bad_training_override_stops_before_any_job(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert "config key 'optim.lr' = 'abc': must be a number" in out, out[-3000:]
-    assert "hkt train task=listops model=mha profile=smoke experiment=main optim.lr=abc" in out
+    assert ("hkt train task=listops model=mha profile=smoke experiment=main tracking.suite=smoke "
+            "optim.lr=abc") in out
     assert "Job stats" not in out and "rule prepare" not in out
     assert not (tmp_path / "results").exists()

@@ -103,7 +103,17 @@ def workflow_run(tmp_path_factory):
                   timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     return {"repo": repo, "cfg": cfg, "work": work, "results": work / "results",
-            "snakefile": snakefile}
+            "snakefile": snakefile, "output": r.stdout + r.stderr}
+
+
+def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
+    out = workflow_run["output"]
+    plan = out.index("estimated wall time:")
+    assert out.index("hkt: suite custom (from the config files given)") < plan
+    assert "jobs: " in out and "train " in out and "(measured)" in out
+    assert "tail -f results/logs/train/" in out
+    assert plan < out.index("rule prepare:")
+    assert (workflow_run["results"] / "plan" / "calibration.json").is_file()
 
 
 def test_tables_figures_and_summary(workflow_run):
@@ -124,6 +134,7 @@ def test_tables_figures_and_summary(workflow_run):
         assert (res / "figures" / f"{f}.png").read_bytes()[:4] == b"\x89PNG"
     summary = (res / "summary.md").read_text()
     assert "profile: smoke" in summary and "[main](tables/main.md)" in summary
+    assert "suite: custom;" in summary  # config files that name no suite
     for table in (res / "tables").glob("*.md"):  # every table and figure is linked
         assert f"(tables/{table.name})" in summary, table.name
     for figure in (res / "figures").glob("*.png"):

@@ -51,10 +51,10 @@ def test_ablation_model_comes_from_the_experiment_file():
 
 
 def test_train_overrides_are_the_hkt_train_command():
-    g = grid(train_overrides=["train.device=cuda"])
+    g = grid(train_overrides=["train.device=cuda"], suite="paper")
     assert g.train_overrides(Job("imdb_lra", "hkt", "levels2", 1)) == [
         "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "experiment=levels2",
-        "train.device=cuda"]
+        "tracking.suite=paper", "train.device=cuda"]
 
 
 def test_paths_follow_one_layout():
@@ -142,7 +142,7 @@ def test_train_config_digests_follow_the_composed_config(tmp_path, monkeypatch):
     cdir = tmp_path / "config"
     subprocess.run(["cp", "-r", str(CONFIG_DIR), str(cdir)], check=True)
     path = cdir / "model" / "hkt.yaml"
-    path.write_text(path.read_text() + "dropout: 0.2\n")  # the file selects; its defaults are HKTConfig's
+    path.write_text(path.read_text() + "dropout: 0.25\n")  # a value no profile sets
     monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
     after = train_config_digests(g.train_overrides(j) for j in jobs)
     changed = {key[1] for key in before if before[key] != after[key]}

@@ -54,6 +54,7 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T)."""
     out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
+    suites = sorted({s for s in runs["suite"].to_list() if s}) if "suite" in runs.columns else []
     tasks = ", ".join(f"{t} (T={n})" for t, n in runs.select("task", "length").unique()
                       .sort("task", "length").rows())
     models = ", ".join(sorted(set(runs["model"].to_list())))
@@ -61,7 +62,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = [
         "# Results summary", "",
-        f"{len(runs)} runs from {source}; profile: {profiles or '?'}; tasks: {tasks}; "
+        f"{len(runs)} runs from {source}; suite: {', '.join(suites) or 'none named'}; "
+        f"profile: {profiles or '?'}; tasks: {tasks}; "
         f"models: {models}; seeds: {seeds}. Written by `hkt aggregate` at {now}.", "",
         *[f"> **Warning ({t}, T={n}):** {w}\n" for (t, n), w in sorted((data_warnings or {}).items(),
                                                                      key=lambda kv: str(kv[0]))],

@@ -78,7 +78,7 @@ SCHEMA: dict[str, Any] = {
     },
     "tracking": {
         "enabled": boolean, "uri": _tracking_uri,
-        "results_dir": text, "experiment": text, "run_name": text,
+        "results_dir": text, "experiment": text, "run_name": text, "suite": optional(text),
     },
 }
 

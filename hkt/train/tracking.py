@@ -392,6 +392,7 @@ def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_
     return {
         "task": cfg.task.name, "model": cfg.model.name, "variant": cfg.variant,
         "seed": str(cfg.seed), "profile": cfg.train.profile,
+        "suite": str(cfg.tracking.get("suite") or "none"),
         "device": device, "hostname": socket.gethostname(),
         "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
         "hkt_version": hkt.__version__, "git_commit": str(git_commit),

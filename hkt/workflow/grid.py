@@ -26,6 +26,7 @@ import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import ConfigError
+from hkt.workflow.suites import AUTO
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "available_cpus"]
 
@@ -98,6 +99,8 @@ class Grid:
         self.config_dir = Path(config_dir)
         self.results = str(config["results_dir"]).rstrip("/") or "."
         self.profile = str(config["profile"])
+        # the suite's name, recorded in every run; `auto` unresolved (hkt.workflow.suites) is none
+        self.suite = None if config.get("suite") in (None, AUTO) else str(config["suite"])
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
         self.cpus = cpus or available_cpus()
@@ -260,9 +263,10 @@ class Grid:
 
     def train_overrides(self, job: Job) -> list[str]:
         """The Hydra overrides of the job's ``hkt train`` (the workflow's train_overrides last)."""
+        suite = [f"tracking.suite={self.suite}"] if self.suite else []
         return [f"task={self.task_config(job.task)}", f"model={job.model}",
                 f"profile={self.profile}", f"seed={job.seed}", f"experiment={job.variant}",
-                *self.config.get("train_overrides", [])]
+                *suite, *self.config.get("train_overrides", [])]
 
     def prepare_args(self, task: str) -> list[str]:
         """``hkt prepare`` arguments after ``--out``: task config, overrides, ``--source``."""

@@ -12,6 +12,25 @@ from hkt.errors import ConfigError
 from hkt.train.tracking import experiment_name
 from hkt.workflow.configs import seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
+from hkt.workflow.suites import ENV_VAR as SUITE_ENV, resolve_suite
+
+# `suite: auto` (config.yaml's default): the paper suite with CUDA, else the CPU suite; the
+# command line's --configfile/--config keys are applied again over the chosen file.
+try:
+    _resolved, _chosen = resolve_suite(
+        config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
+        files=bool(workflow.config_settings.configfiles))
+except ConfigError as exc:
+    raise WorkflowError(f"workflow config: {exc}")
+config.clear()
+config.update(_resolved)
+os.environ[SUITE_ENV] = str(config["suite"])  # a cluster job re-reads the Snakefile: same choice
+if workflow.is_main_process:
+    _why = (f" (suite: auto, {'CUDA available' if config['suite'] == 'paper' else 'no CUDA'}; "
+            f"${SUITE_ENV} or --configfile config/suites/NAME.yaml chooses another)"
+            if _chosen else " (from the config files given)")
+    print(f"hkt: suite {config['suite']}{_why}, profile {config.get('profile')}, "
+          f"results in {config.get('results_dir')}/", file=sys.stderr)
 
 try:
     check_config(config, yaml.safe_load(SCHEMA.read_text()))
@@ -36,9 +55,22 @@ os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.envir
 
 
 envvars:
+    "HKT_SUITE",
     "HKT_CONFIG_DIR",
     "HKT_RESULTS_DIR",
     "MLFLOW_TRACKING_URI",
+
+
+def print_plan(calibrate):
+    """The suite's plan (hkt/plan.py): its job counts when the workflow is read (a dry run too,
+    without timing anything), the full plan with its ETA when jobs are about to start."""
+    from hkt.plan import workflow_plan
+
+    print(workflow_plan(config, calibrate=calibrate), file=sys.stderr, flush=True)
+
+
+if workflow.is_main_process:
+    print_plan(calibrate=False)
 
 
 def init_tracking_store():

@@ -1,0 +1,363 @@
+"""``hkt plan [KEY=VALUE ...]``: the plan of a suite on this machine, and how long it would take.
+
+Prints the device, the jobs per rule, and an estimated wall time. The estimate is measured, not
+guessed, where it matters: a few training steps of every distinct shape of the suite (task
+length, model and variant geometry, batch) are timed on this device with ``hkt doctor``'s
+:func:`~hkt.doctor.measure_training_step` (``hkt train``'s step), at the threads each training
+job gets. A job's time is its ``max_steps`` times that, plus its evaluations (validation every
+``eval_every`` steps, the test set once; forward-only batches at ``eval_cost`` of a step).
+The other rules (prepare, baselines, analyses, benchmark, aggregate) get fixed allowances per
+job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can run at once
+(the cores, or GPUs, over the rule's resources), and rules are added one after the other: the
+workflow overlaps them somewhat, so the estimate leans long.
+
+Calibrations are cached per (device, torch version, shape) in
+``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
+reuse them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Shape", "JobEstimate", "Plan", "shape_of", "estimate", "load_plan", "cached_timer",
+           "calibration_file", "format_plan", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
+
+RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a training step's time depends on: the composed model, the task's T, the batch."""
+
+    key: str          # digest of the model config, T and batch
+    label: str        # e.g. listops/hkt/levels1 (the first job that has it)
+    batch_size: int   # the job's batch
+
+
+@dataclass
+class JobEstimate:
+    rule: str
+    name: str
+    seconds: float
+
+
+@dataclass
+class Plan:
+    """A suite's jobs with their estimated seconds, and the slots each rule runs in."""
+
+    suite: str
+    profile: str
+    device: str
+    jobs: list[JobEstimate]
+    slots: dict[str, int]                  # jobs of a rule that run at once
+    calibrated: dict[str, float] = field(default_factory=dict)  # shape label -> ms/step (job batch)
+    cached: int = 0                        # shapes whose timing came from the cache
+    untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
+
+    def counts(self) -> Counter:
+        return Counter(j.rule for j in self.jobs)
+
+    def rule_wall(self, rule: str) -> float:
+        """Seconds a rule takes: its total over its slots, at least its longest job."""
+        times = [j.seconds for j in self.jobs if j.rule == rule]
+        if not times:
+            return 0.0
+        return max(sum(times) / self.slots.get(rule, 1), max(times))
+
+    @property
+    def wall_seconds(self) -> float:
+        return sum(self.rule_wall(r) for r in self.counts())
+
+
+def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
+    """The :class:`Shape` of a composed training config timed at ``batch_size``."""
+    from omegaconf import OmegaConf
+
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    text = json.dumps({"model": model, "T": int(cfg.task.max_length), "batch": batch_size,
+                       "classes": int(cfg.task.num_classes)}, sort_keys=True, default=str)
+    return Shape(hashlib.sha256(text.encode()).hexdigest()[:16], label, int(cfg.train.batch_size))
+
+
+def _split_batches(cfg: Any, split: str, limit: Any) -> int:
+    """Batches of one evaluation pass over ``split``: the split's size over the batch, or the
+    ``limit`` (eval_batches / test_batches) when that is smaller."""
+    size = int(cfg.task.get("prepare", {}).get("splits", {}).get(split, 0) or 0)
+    n = math.ceil(size / int(cfg.train.batch_size)) if size else 0
+    if not n:  # the split's size is not in the config: the limit alone, if any
+        return int(limit or 0)
+    return n if limit is None else min(n, int(limit))
+
+
+def job_seconds(cfg: Any, step_s: float, eval_cost: float) -> float:
+    """A training job's seconds: its steps, its validations and one test pass."""
+    tr = cfg.train
+    steps = int(tr.max_steps)
+    evals = math.ceil(steps / int(tr.eval_every)) if int(tr.eval_every) > 0 else 1
+    val = _split_batches(cfg, "val", tr.get("eval_batches"))
+    test = _split_batches(cfg, "test", tr.get("test_batches"))
+    return step_s * (steps + eval_cost * (evals * val + test))
+
+
+def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any, Shape], float],
+             *, other_seconds: Mapping[str, float], eval_cost: float, gpus: int = 0,
+             suite: str = "?", device: str = "?") -> Plan:
+    """The plan of ``grid`` (a :class:`~hkt.workflow.grid.Grid`). ``configs`` maps each training
+    job to its composed config; ``step_seconds(cfg, shape)`` gives a training step's seconds at
+    the job's batch (measured, or faked in tests); ``other_seconds`` the allowance per job of
+    every other rule; ``gpus`` the GPUs the jobs share (0: a CPU machine)."""
+    jobs: list[JobEstimate] = []
+    calibrated: dict[str, float] = {}
+    shapes: dict[str, float] = {}
+    for job in grid.train_jobs():
+        cfg = configs[job]
+        label = f"{job.task}/{job.model}/{job.variant}"
+        shape = shape_of(cfg, int(cfg.train.batch_size), label)
+        if shape.key not in shapes:
+            shapes[shape.key] = step_seconds(cfg, shape)
+            calibrated[label] = 1000 * shapes[shape.key]
+        jobs.append(JobEstimate("train", f"{label}/seed{job.seed}",
+                                job_seconds(cfg, shapes[shape.key], eval_cost)))
+    counts = {"prepare": len({j.task for j in grid.train_jobs() + grid.external_jobs()}),
+              "external": len(grid.external_jobs()), "analyze": len(grid.analysis_jobs()),
+              "bench": int(grid.bench_enabled), "aggregate": 1}
+    for rule, n in counts.items():
+        jobs += [JobEstimate(rule, f"{rule}{i}", float(other_seconds.get(rule, 0.0)))
+                 for i in range(n)]
+    slots = {}
+    for rule in RULE_ORDER:
+        res = grid.resources(rule)
+        n = max(1, grid.cpus // int(res["threads"]))
+        if gpus and int(res.get("gpu", 0) or 0) > 0:
+            n = min(n, max(1, gpus // int(res["gpu"])))
+        slots[rule] = n
+    return Plan(suite, grid.profile, device, jobs, slots, calibrated)
+
+
+# --------------------------------------------------------------------------------- measuring
+def calibration_file(results_dir: str | Path) -> Path:
+    return Path(results_dir) / "plan" / "calibration.json"
+
+
+def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh: bool = False,
+                 on_measure: Callable[[str, float], None] | None = None
+                 ) -> tuple[Callable[[Any, Shape], float], dict[str, Any]]:
+    """A ``step_seconds`` function for :func:`estimate` that times a shape once on ``device``
+    with ``threads`` CPU threads (cached in ``cache`` per device, torch version and shape), and
+    its statistics: ``cached`` (shapes read from the cache) and ``untimed`` (shapes met after
+    ``settings.budget_s`` of timing, given the time per example of the first timed shape with
+    the same T, model and size: an ablation of HKT as HKT's main shape)."""
+    import torch
+
+    from hkt.device import describe_device
+    from hkt.doctor import measure_training_step
+
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    where = f"{describe_device(device)}|torch {torch.__version__}"
+    store: dict[str, Any] = {}
+    if cache.is_file() and not fresh:
+        try:
+            store = json.loads(cache.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            store = {}
+    stats: dict[str, Any] = {"cached": 0, "untimed": [], "spent_s": 0.0}
+    kind = device.type if device.type in ("cpu", "cuda") else "cpu"
+    per_example: dict[tuple, float] = {}  # (T, model, width, depth, heads) -> seconds per example
+
+    def step_seconds(cfg: Any, shape: Shape) -> float:
+        cap = settings.max_tokens.get(kind)
+        t = int(cfg.task.max_length)
+        batch = shape.batch_size if cap is None else max(1, min(shape.batch_size, int(cap) // t))
+        key = f"{where}|{shape_of(cfg, batch, shape.label).key}"
+        similar = (t, *(str(cfg.model.get(k)) for k in ("name", "d_model", "n_layers", "n_heads")))
+        if key in store:
+            stats["cached"] += 1
+            entry = store[key]
+        elif stats["spent_s"] > float(settings.budget_s[kind]) and similar in per_example:
+            stats["untimed"].append(shape.label)
+            return per_example[similar] * shape.batch_size
+        else:
+            start = time.perf_counter()
+            m = measure_training_step(cfg, device, steps=int(settings.steps[kind]),
+                                      warmup=int(settings.warmup[kind]), batch_size=batch,
+                                      vocab_size=int(settings.vocab_size), seed=int(settings.seed),
+                                      peak=False)
+            stats["spent_s"] += time.perf_counter() - start
+            entry = {"ms_per_step": m.ms_per_step, "batch": batch, "shape": shape.label,
+                     "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            store[key] = entry
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(".tmp")
+            tmp.write_text(json.dumps(store, indent=1, sort_keys=True), encoding="utf-8")
+            tmp.replace(cache)
+            if on_measure:
+                on_measure(shape.label, m.ms_per_step)
+        seconds = entry["ms_per_step"] / 1000 / entry["batch"]
+        per_example.setdefault(similar, seconds)
+        return seconds * shape.batch_size
+
+    return step_seconds, stats
+
+
+# --------------------------------------------------------------------------------- the suite
+def load_plan(suite: str, *, cuda: Callable[[], bool] | None = None) -> tuple[dict, Any]:
+    """The workflow config of ``suite`` (``auto``, a name in config/suites/ or a file; ``auto``
+    chosen as the workflow chooses it) and its :class:`~hkt.workflow.grid.Grid`."""
+    from omegaconf import OmegaConf
+
+    from hkt.config import config_dir
+    from hkt.doctor import load_suite
+    from hkt.workflow.grid import Grid
+
+    config = OmegaConf.to_container(load_suite(None if suite == "auto" else suite, cuda=cuda),
+                                    resolve=True)
+    return config, Grid(config, config_dir())
+
+
+def job_configs(grid: Any) -> dict[Any, Any]:
+    """Every training job's composed config (composed once per seedless override set); the
+    suite's prepare overrides of a task's splits apply to its evaluation sizes."""
+    from hkt.train.config import load_config
+    from hkt.workflow.configs import seedless
+
+    composed: dict[tuple[str, ...], Any] = {}
+    out = {}
+    for job in grid.train_jobs():
+        prep = [f"task.{o}" for o in (grid.tasks[job.task] or {}).get("prepare", [])
+                if str(o).startswith("prepare.splits.")]
+        key = (*seedless(grid.train_overrides(job)), *prep)
+        if key not in composed:
+            composed[key] = load_config([*key, "tracking.enabled=false"])
+        out[job] = composed[key]
+    return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan as the workflow and ``hkt plan`` print it."""
+    counts = plan.counts()
+    lines = [f"suite {plan.suite} (profile {plan.profile}) on {plan.device}",
+             f"  jobs: {sum(counts.values())} ("
+             + ", ".join(f"{r} {counts[r]}" for r in RULE_ORDER if counts.get(r)) + ")"]
+    for label, ms in plan.calibrated.items():
+        note = " (not timed: calibration budget spent; as its main shape)" \
+            if label in plan.untimed else ""
+        lines.append(f"  step {label:<28} {ms:8.0f} ms (at the job's batch){note}")
+    for rule in RULE_ORDER:
+        if counts.get(rule):
+            how = "measured" if rule == "train" else "allowance, config/plan.yaml"
+            lines.append(f"  {rule:<9} {counts[rule]:3d} jobs, {plan.slots[rule]} at once: "
+                         f"{_duration(plan.rule_wall(rule))} ({how})")
+    lines.append(f"  estimated wall time: {_duration(plan.wall_seconds)}")
+    return "\n".join(lines)
+
+
+def job_counts(grid: Any) -> str:
+    """The jobs per rule of a grid, without timing anything (what a dry run prints)."""
+    counts = {"prepare": len({j.task for j in grid.train_jobs() + grid.external_jobs()}),
+              "train": len(grid.train_jobs()), "external": len(grid.external_jobs()),
+              "analyze": len(grid.analysis_jobs()), "bench": int(grid.bench_enabled),
+              "aggregate": 1}
+    return ", ".join(f"{r} {n}" for r, n in counts.items() if n)
+
+
+def log_advice(grid: Any) -> str:
+    """Where each job's log is, and how to follow one."""
+    return (f"logs: {grid.results}/logs/RULE/... (one per job; a training job's is "
+            f"{grid.log('train', 'TASK/MODEL/VARIANT/seedS')}); follow one with "
+            f"`tail -f {grid.log('train', '<task>/<model>/main/seed0')}`")
+
+
+def workflow_plan(config: Mapping[str, Any], *, calibrate: bool) -> str:
+    """What the workflow prints before any job starts: the suite's jobs per rule, where the logs
+    are and, with ``calibrate``, the plan with its ETA (cached calibrations, else a short fresh
+    one); without it (a dry run), how to get the ETA."""
+    from hkt.config import compose, config_dir
+    from hkt.workflow.grid import Grid
+
+    grid = Grid(config, config_dir())
+    name = str(config.get("suite"))
+    suite = name if (config_dir() / "suites" / f"{name}.yaml").is_file() else "YOUR_SUITE.yaml"
+    if not calibrate:
+        return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; the estimated "
+                "wall time follows when jobs start (not on a dry run); to see it now: "
+                f"`hkt plan --suite {suite}` (a short calibration, cached for the "
+                "workflow's start)")
+    cfg = compose("plan", [])
+    plan = make_plan(cfg, config=config, log=lambda s: print(s, flush=True))
+    return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}\n"
+            f"{log_advice(grid)}")
+
+
+# --------------------------------------------------------------------------------- command
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Print a suite's device, jobs per rule and estimated wall time on this "
+                          "machine, from a short measured calibration (settings: config/plan.yaml; "
+                          "cached in RESULTS_DIR/plan/).")
+    parser.add_argument("--suite", help="auto (the workflow's choice), a name in config/suites/ "
+                                        "or a file (default: config/plan.yaml's suite)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
+
+
+def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
+              config: Mapping[str, Any] | None = None) -> Plan:
+    """The plan of ``cfg`` (config/plan.yaml composed), timing what the cache lacks; ``config``
+    = a resolved workflow config to plan instead of ``cfg.suite`` (the workflow's own)."""
+    import torch
+
+    from hkt.config import config_dir
+    from hkt.device import describe_device, resolve_device
+    from hkt.workflow.grid import Grid
+
+    if config is None:
+        config, grid = load_plan(str(cfg.suite))
+    else:
+        grid = Grid(config, config_dir())
+    device = resolve_device(str(cfg.device), source="config key 'device'")
+    threads = int(grid.resources("train")["threads"])
+    kind = "cuda" if device.type == "cuda" else "cpu"
+    timer, stats = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
+                               fresh=bool(cfg.fresh),
+                               on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
+    configs = job_configs(grid)
+    gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+    plan = estimate(grid, configs, timer, eval_cost=float(cfg.eval_cost), gpus=gpus,
+                    other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},
+                    suite=str(config.get("suite")), device=describe_device(device))
+    plan.cached, plan.untimed = stats["cached"], stats["untimed"]
+    return plan
+
+
+def run(args: argparse.Namespace) -> int:
+    from hkt.config import compose
+
+    overrides = list(args.overrides) + ([f"suite={args.suite}"] if args.suite else [])
+    cfg = compose("plan", overrides)
+    start = time.perf_counter()
+    plan = make_plan(cfg, log=lambda s: print(s, flush=True))
+    print(format_plan(plan))
+    print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "
+          f"{len(plan.untimed)} not timed) in "
+          f"{time.perf_counter() - start:.0f} s")
+    return 0

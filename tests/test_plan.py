@@ -1,0 +1,118 @@
+"""`hkt plan`: the arithmetic of the estimate (with a fake step time), its output, and a real
+calibration of the smoke suite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from hkt.plan import Plan, JobEstimate, estimate, format_plan
+from hkt.workflow.grid import Grid
+from hkt.workflow.suites import merge
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "config"
+CONFIG = yaml.safe_load((CONFIG_DIR / "config.yaml").read_text())
+
+SUITE = {
+    "suite": "tiny", "seeds": [0, 1],
+    "main": {"tasks": ["listops"], "models": ["mha", "hkt"]},
+    "ablation": {"enabled": True, "task": "listops", "seeds": None, "include": ["levels1"]},
+    "external": {"majority": {"enabled": False}, "ngram": {"enabled": True, "seeds": [0]}},
+    "analyze": {"enabled": True, "models": ["hkt"], "variants": ["main"]},
+    "bench": {"enabled": True},
+    "resources": {"train": {"threads": 2}, "analyze": {"threads": 1}, "prepare": {"threads": 4},
+                  "external": {"threads": 1}, "bench": {"threads": 4}, "aggregate": {"threads": 1}},
+}
+OTHER = {"prepare": 100.0, "external": 10.0, "analyze": 30.0, "bench": 7.0, "aggregate": 5.0}
+
+
+def fake_config(job) -> OmegaConf:
+    """A composed config's fields that the estimate reads: 10 steps, validation every 5 steps on
+    2 batches, a test set of 3 batches (split sizes at batch 4)."""
+    return OmegaConf.create({
+        "model": {"name": job.model, "variant": job.variant},
+        "task": {"max_length": 512, "num_classes": 10,
+                 "prepare": {"splits": {"val": 400, "test": 12}}},
+        "train": {"batch_size": 4, "max_steps": 10, "eval_every": 5, "eval_batches": 2,
+                  "test_batches": None},
+    })
+
+
+def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
+    grid = Grid(merge(CONFIG, SUITE), CONFIG_DIR, cpus=4)
+    configs = {j: fake_config(j) for j in grid.train_jobs()}
+    timed = []
+
+    def step_seconds(cfg, shape):
+        timed.append(shape.label)
+        return 2.0 if cfg.model.name == "hkt" else 1.0
+
+    plan = estimate(grid, configs, step_seconds, other_seconds=OTHER, eval_cost=0.5)
+    # jobs: mha, hkt main x 2 seeds, levels1 x 2 seeds; one prepare, one ngram, hkt main analysed
+    assert dict(plan.counts()) == {"train": 6, "prepare": 1, "external": 1, "analyze": 2,
+                                   "bench": 1, "aggregate": 1}
+    assert sorted(timed) == ["listops/hkt/levels1", "listops/hkt/main", "listops/mha/main"]
+    # a job: step x (10 steps + 0.5 x (2 validations x 2 batches + 3 test batches)) = step x 13.5
+    train = {j.name: j.seconds for j in plan.jobs if j.rule == "train"}
+    assert train["listops/mha/main/seed0"] == pytest.approx(13.5)
+    assert train["listops/hkt/levels1/seed1"] == pytest.approx(27.0)
+    # 4 cores: train (2 threads) 2 at once, analyze (1 thread) 4, prepare/bench (4 threads) 1
+    assert plan.slots["train"] == 2 and plan.slots["analyze"] == 4 and plan.slots["bench"] == 1
+    assert plan.rule_wall("train") == pytest.approx((2 * 13.5 + 4 * 27.0) / 2)
+    assert plan.rule_wall("analyze") == pytest.approx(30.0)  # 2 jobs, 4 slots: the longest job
+    assert plan.wall_seconds == pytest.approx(67.5 + 100 + 10 + 30 + 7 + 5)
+
+
+def test_gpus_limit_the_training_slots():
+    suite = merge(SUITE, {"resources": {"train": {"threads": 1, "gpu": 1}}})
+    grid = Grid(merge(CONFIG, suite), CONFIG_DIR, cpus=16)
+    configs = {j: fake_config(j) for j in grid.train_jobs()}
+    plan = estimate(grid, configs, lambda cfg, shape: 1.0, other_seconds=OTHER, eval_cost=0.5,
+                    gpus=2)
+    assert plan.slots["train"] == 2 and plan.slots["external"] == 16
+
+
+def test_format_names_the_device_rules_and_total():
+    plan = Plan("cpu", "cpu", "cpu (x86_64, 2 cores)",
+                [JobEstimate("train", "a", 3600.0), JobEstimate("train", "b", 3600.0),
+                 JobEstimate("aggregate", "c", 60.0)],
+                {"train": 2, "aggregate": 1}, {"listops/hkt/main": 1234.0})
+    text = format_plan(plan)
+    assert text.splitlines()[0] == "suite cpu (profile cpu) on cpu (x86_64, 2 cores)"
+    assert "jobs: 3 (train 2, aggregate 1)" in text
+    assert "train       2 jobs, 2 at once: 60 min (measured)" in text
+    assert "step listops/hkt/main" in text and "1234 ms" in text
+    assert text.endswith("estimated wall time: 61 min")
+
+
+def hkt_plan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HKT_CONFIG_DIR": str(CONFIG_DIR)}
+    env.pop("HKT_SUITE", None)
+    return subprocess.run([sys.executable, "-m", "hkt.cli", "plan", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_plan_of_the_smoke_suite_calibrates_once_then_reads_the_cache(tmp_path):
+    r = hkt_plan("--suite", "smoke", "device=cpu", "calibration.budget_s.cpu=600", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "suite smoke (profile smoke) on cpu" in r.stdout
+    assert "jobs: " in r.stdout and "train      16 jobs" in r.stdout
+    assert "estimated wall time:" in r.stdout
+    assert "(0 from the cache, 0 not timed)" in r.stdout and "timed listops/hkt/levels1" in r.stdout
+    assert (tmp_path / "results" / "plan" / "calibration.json").is_file()
+    again = hkt_plan("--suite", "smoke", "device=cpu", cwd=tmp_path)
+    assert again.returncode == 0 and "timed " not in again.stdout
+    n = r.stdout.split("hkt plan: ")[1].split(" shapes")[0]
+    assert f"{n} shapes ({n} from the cache, 0 not timed)" in again.stdout
+
+
+def test_unknown_suite_is_an_error(tmp_path):
+    r = hkt_plan("--suite", "nosuch", cwd=tmp_path)
+    assert r.returncode == 2 and "hkt: error: suite='nosuch'" in r.stderr
