@@ -157,3 +157,15 @@ def test_a_bad_override_names_the_job_and_the_key():
     with pytest.raises(ConfigError, match=r"hkt train task=listops model=mha profile=paper "
                                           r"experiment=main optim.lr=abc: config key 'optim.lr'"):
         train_config_digests(g.train_overrides(j) for j in g.train_jobs())
+
+
+def test_jobs_find_hkt_beside_the_python_that_runs_snakemake(monkeypatch):
+    import os
+    import sys
+
+    from hkt.workflow.jobenv import put_interpreter_first
+
+    here = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", here, "/bin"]))
+    assert put_interpreter_first().split(os.pathsep) == [here, "/usr/bin", "/bin"]  # once, first
+    assert (Path(here) / "hkt").exists()

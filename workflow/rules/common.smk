@@ -12,6 +12,7 @@ from hkt.errors import ConfigError
 from hkt.train.tracking import experiment_name
 from hkt.workflow.configs import seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
+from hkt.workflow.jobenv import put_interpreter_first
 from hkt.workflow.suites import ENV_VAR as SUITE_ENV, resolve_suite
 
 # `suite: auto` (config.yaml's default): the paper suite with CUDA, else the CPU suite; the
@@ -49,9 +50,7 @@ TRACKING_URI = (config.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_UR
 # server); jobs inherit the environment, on a cluster too (envvars: below).
 os.environ.update(HKT_CONFIG_DIR=str(CONFIG_DIR), HKT_RESULTS_DIR=str(Path(R).resolve()),
                   MLFLOW_TRACKING_URI=TRACKING_URI, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false")
-# Rules call `hkt`: the one installed beside the Python that runs Snakemake, so that
-# `.venv/bin/snakemake` works without activating the venv (the README's main command).
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+put_interpreter_first()  # rules call `hkt`: the one beside this Python, venv activated or not
 
 
 envvars:
