@@ -339,7 +339,7 @@ class _Run:
         best = load_checkpoint(self.best_path)
         self.model.load_state_dict(best["model"])
         self.say(f"testing the best checkpoint (step {best['step']}) on {self.data.paths['test']}")
-        beat = Progress(1, stream=self.stream, enabled=self.show_progress,
+        beat = Progress(int(cfg.train.max_steps), stream=self.stream, enabled=self.show_progress,
                         every_s=float(cfg.train.progress_every_s))
         test = evaluate(self.forward, self.model, self.data.eval_batches(
             "test", int(cfg.train.batch_size), cfg.train.test_batches), self.device, self.amp,
