@@ -44,9 +44,13 @@ ANALYSIS_FILE = "analysis.parquet"
 #: The per-step series of a run, in ``history.csv`` after its ``step`` column.
 STEP_METRICS = ("train_loss", "train_acc", "lr", "samples_per_s", "val_loss", "val_acc")
 HISTORY_COLUMNS = ("step", *STEP_METRICS)
-#: The prepared-data splits whose files a record's ``data_checksums`` names.
+#: The ``section`` of ``hkt analyze``'s approximation rows, and their ``quantity``: the trained
+#: model, and the same architecture at initialisation (the control).
+APPROXIMATION_SECTION = "approximation"
+APPROXIMATION_STATES = ("trained", "init")
 
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
+           "APPROXIMATION_SECTION", "APPROXIMATION_STATES",
            "HISTORY_COLUMNS", "RecordError", "schema", "validate_record", "load_record",
            "make_record", "write_record", "write_history"]
 

@@ -40,10 +40,11 @@ from hkt.attention import HKTAttention
 from hkt.attention.hkt import truncate_levels
 from hkt.attention.base import split_heads
 from hkt.attention.upsample import Upsampler
+from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 
-SECTION = "approximation"
+SECTION = APPROXIMATION_SECTION
 #: The models compared: the trained run and the same architecture at initialisation.
-STATES = ("trained", "init")
+STATES = APPROXIMATION_STATES
 
 __all__ = ["summary_lines", "GeometricFit", "HeadErrors", "LevelTerms", "SECTION", "STATES", "approximation_rows",
            "fused_scores", "geometric_fit", "head_errors", "layer_inputs", "level_terms"]

@@ -10,6 +10,7 @@ import polars as pl
 
 from hkt.figures.common import empty, pyplot, save
 from hkt.paper import KURTOSIS as PAPER_KAPPA
+from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 
 
 def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:
@@ -81,7 +82,7 @@ def truncation_curve(table: pl.DataFrame, path: Path, title: str) -> Path:
 def approximation_residuals(analyses: pl.DataFrame, path: Path) -> Path:
     """Score residual vs L′ (log scale), one line per layer, trained solid, initialisation dashed;
     one panel per task, T and variant; points are geometric means over heads and seeds."""
-    res = analyses.filter((pl.col("section") == "approximation") & (pl.col("metric") == "score_residual")
+    res = analyses.filter((pl.col("section") == APPROXIMATION_SECTION) & (pl.col("metric") == "score_residual")
                           & (pl.col("value") > 0))
     if res.is_empty():
         return empty(Path(path), "no approximation measurements (no HKT analyses)")
@@ -93,7 +94,7 @@ def approximation_residuals(analyses: pl.DataFrame, path: Path) -> Path:
         curves = (sub.group_by("layer", "quantity", "level")
                   .agg(pl.col("value").log().mean().exp().alias("r")).sort("level"))
         for layer in sorted(curves["layer"].unique()):
-            for state, style in zip(("trained", "init"), ("-", "--")):
+            for state, style in zip(APPROXIMATION_STATES, ("-", "--")):
                 c = curves.filter((pl.col("layer") == layer) & (pl.col("quantity") == state))
                 if not c.is_empty():
                     ax.plot(c["level"].to_numpy(), c["r"].to_numpy(), style, marker="o",

@@ -18,10 +18,11 @@ from pathlib import Path
 import polars as pl
 
 from hkt.figures.analysis import approximation_residuals
+from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 from hkt.report.writers import fmt, markdown, pm, write_table
 
-SECTION = "approximation"
-STATES = ("trained", "init")
+SECTION = APPROXIMATION_SECTION
+STATES = APPROXIMATION_STATES
 BY = ["task", "length", "variant"]
 
 #: What the paper says (DESIGN.md section 3; arXiv 2604.08829's abstract).

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,7 +74,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
                        pl.Series("paper_std", ps, dtype=pl.Float64),
                        pl.Series("lra_transformer", lra, dtype=pl.Float64))
     t = t.with_columns((pl.col("test_mean") - pl.col("paper_mean")).alias("delta_vs_paper"))
-    examples = [_examples(_test_values(sel, task=task, length=length, model=model))
+    examples = [_examples(_where(sel, task=task, length=length, model=model))
                 for task, length, model in t.select("task", "length", "model").iter_rows()]
     t = t.with_columns(pl.Series("test_examples", examples, dtype=pl.String))
     return t.select(*MAIN_SCHEMA).sort(order_key("task", TASK_ORDER), "task", "length",
@@ -86,7 +87,7 @@ DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.
                "test_examples": pl.String}
 
 
-def _test_values(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
+def _where(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
     sel = runs
     for k, v in where.items():
         sel = sel.filter(pl.col(k) == v)
@@ -102,9 +103,9 @@ def _examples(sel: pl.DataFrame) -> str:
 def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
     """Welch's test of mean test accuracy (pp) of runs ``a`` minus runs ``b``, over seeds."""
     d = welch_difference((a["test_accuracy"] * 100).to_list(), (b["test_accuracy"] * 100).to_list())
-    nan = d.ci_low != d.ci_low
+    nan = math.isnan(d.ci_low)
     return {"ci_low_pp": None if nan else d.ci_low, "ci_high_pp": None if nan else d.ci_high,
-            "p_value": None if d.p_value != d.p_value else d.p_value, "significant": d.verdict,
+            "p_value": None if math.isnan(d.p_value) else d.p_value, "significant": d.verdict,
             "seeds_a": d.n_a, "seeds_b": d.n_b, "test_examples": _examples(pl.concat([a, b]))}
 
 
@@ -121,8 +122,8 @@ def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = "hkt", b: str = "
         (pl.col("paper_mean") - pl.col("paper_mean_b")).alias("paper_pp"),
     ).with_columns((pl.col("ours_pp") - pl.col("paper_pp")).alias("difference_pp"))
     sel = runs.filter(pl.col("variant").is_in(list(variants)))
-    stats = [difference_columns(_test_values(sel, task=t, length=n, model=a),
-                                _test_values(sel, task=t, length=n, model=b))
+    stats = [difference_columns(_where(sel, task=t, length=n, model=a),
+                                _where(sel, task=t, length=n, model=b))
              for t, n in g.select("task", "length").iter_rows()]
     return pl.concat([g, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")
 
@@ -189,8 +190,8 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
         pl.Series("paper_delta_pp", paper_delta, dtype=pl.Float64),
         pl.lit(task).alias("task"), pl.lit(length, dtype=pl.Int64).alias("length"),
     )
-    ref_runs = _test_values(sel, model=subject, variant=reference)
-    stats = [difference_columns(_test_values(sel, model=m, variant=v), ref_runs)
+    ref_runs = _where(sel, model=subject, variant=reference)
+    stats = [difference_columns(_where(sel, model=m, variant=v), ref_runs)
              if (m, v) != (subject, reference) else dict.fromkeys(DIFF_SCHEMA)
              for m, v in t.select("model", "variant").iter_rows()]
     t = pl.concat([t, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")

@@ -27,7 +27,7 @@ def format_duration(seconds: float | None) -> str:
 
 class Progress:
     def __init__(self, total: int, *, initial: int = 0, stream: TextIO | None = None,
-                 enabled: bool | None = None, width: int = 24, every_s: float = 30.0):
+                 enabled: bool | None = None, width: int = 24, every_s: float):
         self.total, self.start_step = total, initial
         self.every_s = every_s
         self._last_line: float | None = None  # when the last line was written (perf_counter)
