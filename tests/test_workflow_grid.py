@@ -81,12 +81,33 @@ def test_command_arguments():
     assert g.ablation_args() == ["--ablation-task", "listops", "--ablation-length", "2000"]
 
 
-def test_resources_are_the_config_with_threads_clamped():
-    assert grid(cpus=64).resources("train") == CONFIG["resources"]["train"]
+BIG_NODE = {"cpus": None, "mem_mb": 10**7}
+
+
+def test_resources_are_the_config_clamped_to_the_node():
+    assert grid(cpus=64, node=BIG_NODE).resources("train") == CONFIG["resources"]["train"]
+    assert grid(cpus=64, node=BIG_NODE).clamps() == []
     assert CONFIG["resources"]["train"]["threads"] > 2
     assert grid(cpus=2).resources("train")["threads"] == 2
     assert grid(cpus=2).resources("aggregate")["threads"] == 1
     assert grid(resources={"aggregate": {}}).resources("aggregate") == {"threads": 1}
+    small = Grid({**CONFIG, "node": {"cpus": 2, "mem_mb": 8000}}, CONFIG_DIR)
+    assert small.resources("train") == {**CONFIG["resources"]["train"], "threads": 2,
+                                        "mem_mb": 8000}
+    assert small.resources("aggregate") == CONFIG["resources"]["aggregate"]  # 1 thread, 4000 MB
+    clamps = small.clamps()
+    asked = CONFIG["resources"]["train"]
+    assert (f"resources.train.threads: {asked['threads']} asked, the node has 2 CPUs: 2 used "
+            "(config `node` sets the node)") in clamps
+    assert any(c.startswith(f"resources.train.mem_mb: {asked['mem_mb']} asked, the node has "
+                            "8000 MB: 8000 used") for c in clamps)
+    assert not any(c.startswith("resources.aggregate") for c in clamps)
+
+
+def test_a_node_key_that_does_not_exist_is_named():
+    cfg = {**copy.deepcopy(CONFIG), "node": {"cpu": 4}}
+    with pytest.raises(GridError, match=r"unknown key node\.cpu \(allowed under node: cpus, mem_mb\)"):
+        check_config(cfg, SCHEMA)
 
 
 def test_every_ablation_experiment_names_its_variant(tmp_path):

@@ -64,6 +64,17 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def machine_memory_mb() -> int:
+    """This machine's memory in MB (MemTotal; what `slurmd -C` reports as RealMemory)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
 def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
     """Validate the workflow config against its JSON schema; raise :class:`GridError` naming the
     first bad key, and for an unknown key the keys allowed there (not the whole schema)."""
@@ -103,7 +114,10 @@ class Grid:
         self.suite = None if config.get("suite") in (None, AUTO) else str(config["suite"])
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
-        self.cpus = cpus or available_cpus()
+        node = config.get("node") or {}
+        # the node jobs run on (config `node`; null = this machine): resources are clamped to it
+        self.cpus = int(cpus or node.get("cpus") or available_cpus())
+        self.mem_mb = int(node.get("mem_mb") or machine_memory_mb())
         self._main = config["main"]
         self._lra = config.get("lra") or {}
         self._ablation = config.get("ablation") or {}
@@ -309,12 +323,29 @@ class Grid:
     # --- resources ------------------------------------------------------------------------------
 
     def resources(self, rule: str) -> dict[str, int]:
-        """``resources.RULE`` of the config, the one place they are set; ``threads`` is clamped
-        to the CPUs this machine offers (a job asking for more would never be scheduled on a
-        node of this size; the clamp is the documented behaviour, see config/README.md)."""
-        res = dict((self.config.get("resources") or {}).get(rule) or {})
+        """``resources.RULE`` of the config, the one place they are set, with ``threads`` and
+        ``mem_mb`` clamped to the node (a job asking for more would never be scheduled; the clamp
+        is the documented behaviour, see config/README.md; :meth:`clamps` says what changed)."""
+        res = dict(self._asked(rule))
         res["threads"] = max(1, min(int(res.get("threads", 1)), self.cpus))
+        if "mem_mb" in res:
+            res["mem_mb"] = min(int(res["mem_mb"]), self.mem_mb)
         return res
+
+    def _asked(self, rule: str) -> Mapping[str, Any]:
+        return (self.config.get("resources") or {}).get(rule) or {}
+
+    def clamps(self) -> list[str]:
+        """One line per resource the config asks for above the node, naming it and its limit."""
+        node = {"threads": (self.cpus, "CPUs"), "mem_mb": (self.mem_mb, "MB")}
+        lines = []
+        for rule in sorted(self.config.get("resources") or {}):
+            asked, given = self._asked(rule), self.resources(rule)
+            for key, (limit, unit) in node.items():
+                if key in asked and int(asked[key]) > given[key]:
+                    lines.append(f"resources.{rule}.{key}: {asked[key]} asked, the node has "
+                                 f"{limit} {unit}: {given[key]} used (config `node` sets the node)")
+        return lines
 
 
 @lru_cache(maxsize=None)

@@ -70,6 +70,8 @@ def print_plan(calibrate):
 
 if workflow.is_main_process:
     print_plan(calibrate=False)
+    for _clamp in GRID.clamps():
+        print(f"hkt: {_clamp}", file=sys.stderr)
 
 
 def init_tracking_store():
