@@ -145,10 +145,13 @@ def test_slurm_profile_names_real_rules_and_no_resource_amounts():
 def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm",
                         reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
+    node = tmp_path / "node.yaml"  # a cluster's GPU node, as README "On a cluster" says to give
+    node.write_text("node: {cpus: 32, mem_mb: 256000, gpus: 4}\n")
     r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"), "--configfile",
-                  str(ROOT / "config" / "suites" / "paper.yaml"), cwd=tmp_path)
+                  str(ROOT / "config" / "suites" / "paper.yaml"), str(node), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
+    assert "asked, the node has" not in out  # nothing clamped on that node
     assert job_stats(out)["train"] == expected_counts(CONFIG)["train"]
     train_resources = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
     assert train_resources and all("gpu=1" in line for line in train_resources)

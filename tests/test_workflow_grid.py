@@ -81,7 +81,7 @@ def test_command_arguments():
     assert g.ablation_args() == ["--ablation-task", "listops", "--ablation-length", "2000"]
 
 
-BIG_NODE = {"cpus": None, "mem_mb": 10**7}
+BIG_NODE = {"cpus": None, "mem_mb": 10**7, "gpus": 8}
 
 
 def test_resources_are_the_config_clamped_to_the_node():
@@ -91,9 +91,9 @@ def test_resources_are_the_config_clamped_to_the_node():
     assert grid(cpus=2).resources("train")["threads"] == 2
     assert grid(cpus=2).resources("aggregate")["threads"] == 1
     assert grid(resources={"aggregate": {}}).resources("aggregate") == {"threads": 1}
-    small = Grid({**CONFIG, "node": {"cpus": 2, "mem_mb": 8000}}, CONFIG_DIR)
+    small = Grid({**CONFIG, "node": {"cpus": 2, "mem_mb": 8000, "gpus": 0}}, CONFIG_DIR)
     assert small.resources("train") == {**CONFIG["resources"]["train"], "threads": 2,
-                                        "mem_mb": 8000}
+                                        "mem_mb": 8000, "gpu": 0}
     assert small.resources("aggregate") == CONFIG["resources"]["aggregate"]  # 1 thread, 4000 MB
     clamps = small.clamps()
     asked = CONFIG["resources"]["train"]
@@ -101,12 +101,22 @@ def test_resources_are_the_config_clamped_to_the_node():
             "(config `node` sets the node)") in clamps
     assert any(c.startswith(f"resources.train.mem_mb: {asked['mem_mb']} asked, the node has "
                             "8000 MB: 8000 used") for c in clamps)
+    assert ("resources.train.gpu: 1 asked, the node has 0 GPUs: 0 used (config `node` sets the "
+            "node)") in clamps
     assert not any(c.startswith("resources.aggregate") for c in clamps)
+
+
+def test_the_node_default_is_this_machine(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert grid(cpus=64, node={"mem_mb": 10**7}).resources("train")["gpu"] == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert grid(cpus=64, node={"mem_mb": 10**7}).resources("train")["gpu"] == 0
+    assert grid(cpus=64, node={"mem_mb": 10**7, "gpus": 2}).resources("train")["gpu"] == 1
 
 
 def test_a_node_key_that_does_not_exist_is_named():
     cfg = {**copy.deepcopy(CONFIG), "node": {"cpu": 4}}
-    with pytest.raises(GridError, match=r"unknown key node\.cpu \(allowed under node: cpus, mem_mb\)"):
+    with pytest.raises(GridError, match=r"unknown key node\.cpu \(allowed under node: cpus, gpus, mem_mb\)"):
         check_config(cfg, SCHEMA)
 
 

@@ -75,6 +75,17 @@ def machine_memory_mb() -> int:
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
 
 
+def machine_gpus() -> int:
+    """The NVIDIA GPUs this process may use: CUDA_VISIBLE_DEVICES if set, else the driver's
+    count (/proc/driver/nvidia/gpus); without importing torch, so that a dry run stays fast."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d.strip() for d in visible.split(",") if d.strip()]
+        return 0 if not ids or ids[0].startswith("-") else len(ids)
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return len(list(gpus.iterdir())) if gpus.is_dir() else 0
+
+
 def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
     """Validate the workflow config against its JSON schema; raise :class:`GridError` naming the
     first bad key, and for an unknown key the keys allowed there (not the whole schema)."""
@@ -115,9 +126,11 @@ class Grid:
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
         node = config.get("node") or {}
-        # the node jobs run on (config `node`; null = this machine): resources are clamped to it
+        # the node jobs run on (config `node`; null = this machine): resources are clamped to it;
+        # gpus 0 is a node without GPUs, not "unknown"
         self.cpus = int(cpus or node.get("cpus") or available_cpus())
         self.mem_mb = int(node.get("mem_mb") or machine_memory_mb())
+        self.gpus = int(machine_gpus() if node.get("gpus") is None else node["gpus"])
         self._main = config["main"]
         self._lra = config.get("lra") or {}
         self._ablation = config.get("ablation") or {}
@@ -323,13 +336,14 @@ class Grid:
     # --- resources ------------------------------------------------------------------------------
 
     def resources(self, rule: str) -> dict[str, int]:
-        """``resources.RULE`` of the config, the one place they are set, with ``threads`` and
-        ``mem_mb`` clamped to the node (a job asking for more would never be scheduled; the clamp
+        """``resources.RULE`` of the config, the one place they are set, with ``threads``,
+        ``mem_mb`` and ``gpu`` clamped to the node (a job asking for more would never be scheduled; the clamp
         is the documented behaviour, see config/README.md; :meth:`clamps` says what changed)."""
         res = dict(self._asked(rule))
         res["threads"] = max(1, min(int(res.get("threads", 1)), self.cpus))
-        if "mem_mb" in res:
-            res["mem_mb"] = min(int(res["mem_mb"]), self.mem_mb)
+        for key, limit in (("mem_mb", self.mem_mb), ("gpu", self.gpus)):
+            if key in res:
+                res[key] = min(int(res[key]), limit)
         return res
 
     def _asked(self, rule: str) -> Mapping[str, Any]:
@@ -337,7 +351,8 @@ class Grid:
 
     def clamps(self) -> list[str]:
         """One line per resource the config asks for above the node, naming it and its limit."""
-        node = {"threads": (self.cpus, "CPUs"), "mem_mb": (self.mem_mb, "MB")}
+        node = {"threads": (self.cpus, "CPUs"), "mem_mb": (self.mem_mb, "MB"),
+                "gpu": (self.gpus, "GPUs")}
         lines = []
         for rule in sorted(self.config.get("resources") or {}):
             asked, given = self._asked(rule), self.resources(rule)

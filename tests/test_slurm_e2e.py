@@ -1,0 +1,306 @@
+"""The workflow on a real one-node SLURM cluster (scripts/slurm-local.sh) with every run on a real
+MLflow tracking server (`mlflow server` on 127.0.0.1), through workflow/profiles/slurm-local.
+
+- The smoke workflow (ListOps: MHA, HKT, the baselines, HKT's analysis): every job that is not a
+  local rule ran as a SLURM job; every run, its metrics and its artifacts are on the server,
+  baselines included; `hkt aggregate --mlflow` rebuilds the tables the records give.
+- A training job cancelled with `scancel` mid-run is resubmitted by Snakemake's retry, resumes
+  from its checkpoint and ends with the record of an uninterrupted run.
+
+The cluster: the one `.ci/run` started, else one these tests start and stop (as root, with
+slurm-wlm and munge installed), else the tests skip and say how to get one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+import yaml
+
+from test_workflow import ROOT, job_stats, snakemake
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = ROOT / "scripts" / "slurm-local.sh"
+PROFILE = ROOT / "workflow" / "profiles" / "slurm-local"
+LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localrules`
+
+# The small smoke workflow: ListOps, MHA and HKT, the two baselines, HKT's analysis.
+SMOKE = {
+    "suite": "slurmtest",
+    "profile": "smoke",
+    "seeds": [0],
+    "train_overrides": ["train.test_batches=2"],
+    "tasks": {"listops": {"config": "listops", "prepare": [
+        "prepare.splits.train=256", "prepare.splits.val=32", "prepare.splits.test=32"]}},
+    "main": {"tasks": ["listops"], "models": ["mha", "hkt"]},
+    "ablation": {"enabled": False},
+    "external": {"majority": {"enabled": True, "seeds": [0]},
+                 "ngram": {"enabled": True, "seeds": [0],
+                           "options": {"orders": [1, 2], "buckets": 4096, "epochs": 1}}},
+    "analyze": {"enabled": True, "models": ["hkt"], "variants": ["main"],
+                "args": ["examples=8", "truncation_examples=16", "approximation_examples=2"]},
+    "bench": {"enabled": False},
+    "resources": {rule: {"threads": 1, "mem_mb": 1000, "runtime": 10}
+                  for rule in ("prepare", "train", "external", "analyze", "bench", "aggregate")},
+}
+# Timing columns differ between a record and its MLflow run by nature (written at different
+# moments); every other column of every table must agree.
+TIMING = {"ms_per_step", "wall_time_s", "samples_per_s", "created_at"}
+
+
+# --- the cluster and the server ---------------------------------------------------------------
+
+def _cluster(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """A running one-node cluster: the one already up, or one started (and stopped) here."""
+    if _cluster("status").returncode == 0:
+        yield None
+        return
+    if not shutil.which("slurmctld") or not shutil.which("munged"):
+        pytest.skip("Slurm is not installed: `sudo scripts/slurm-local.sh install` (Debian/Ubuntu; "
+                    ".ci/run does it) gives the one-node cluster these tests run on")
+    if os.geteuid() != 0:
+        pytest.skip("the one-node Slurm cluster needs root (slurmd runs jobs as their user): "
+                    "`sudo scripts/slurm-local.sh up`, then run the tests")
+    env = {**os.environ, "HKT_SLURM_DIR": str(tmp_path_factory.mktemp("slurm"))}
+    up = _cluster("up", env=env)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield env["HKT_SLURM_DIR"]
+    finally:
+        _cluster("down", env=env)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tracking_server(tmp_path_factory):
+    """A fresh `mlflow server` on 127.0.0.1 (SQLite, its own artifact store), stopped by PID."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    mlflow = Path(sys.executable).parent / "mlflow"
+    log = open(root / "server.log", "w")
+    proc = subprocess.Popen(
+        [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+         "--artifacts-destination", str(root / "artifacts")],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (root / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "mlflow server: no /health in 120 s"
+            time.sleep(0.5)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def _repo_copy(tmp: Path) -> Path:
+    """The workflow and config, copied: the tests never write into the repository."""
+    repo = tmp / "repo"
+    for part in ("workflow", "config"):
+        shutil.copytree(ROOT / part, repo / part)
+    shutil.copy(ROOT / "environment.yml", repo)
+    return repo
+
+
+def _on_slurm(*args: str, repo: Path, work: Path, uri: str,
+              timeout: int = 600) -> subprocess.CompletedProcess:
+    return snakemake("--profile", str(PROFILE), "--config", f"tracking_uri={uri}", *args,
+                     cwd=work, snakefile=repo / "workflow" / "Snakefile", timeout=timeout)
+
+
+def _submitted(output: str) -> dict[str, list[str]]:
+    """rule -> SLURM job ids, from the plugin's 'submitted with SLURM jobid N (log: …)' lines."""
+    jobs: dict[str, list[str]] = {}
+    for jobid, log in re.findall(r"submitted with SLURM jobid (\d+) \(log: ([^)]*)\)", output):
+        rule = re.search(r"/rule_(\w+?)/", log).group(1)
+        jobs.setdefault(rule, []).append(jobid)
+    return jobs
+
+
+# --- the smoke workflow on SLURM, tracked on the server -----------------------------------------
+
+@pytest.fixture(scope="module")
+def slurm_run(slurm_cluster, tracking_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("slurm-smoke")
+    repo, work = _repo_copy(tmp), tmp / "work"
+    work.mkdir()
+    cfg = tmp / "config.yaml"
+    cfg.write_text(yaml.safe_dump(SMOKE))
+    t0 = time.monotonic()
+    r = _on_slurm("--configfile", str(cfg), repo=repo, work=work, uri=tracking_server)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    return {"output": out, "results": work / "results", "work": work, "uri": tracking_server,
+            "seconds": time.monotonic() - t0}
+
+
+def test_every_job_but_the_local_rules_ran_as_a_slurm_job(slurm_run):
+    stats = job_stats(slurm_run["output"])
+    remote = {rule: n for rule, n in stats.items() if rule != "total" and rule not in LOCAL_RULES}
+    assert remote == {"prepare": 1, "train": 2, "ngram_baseline": 2, "analyze": 1}
+    submitted = _submitted(slurm_run["output"])
+    assert {rule: len(ids) for rule, ids in submitted.items()} == remote
+    ids = [i for v in submitted.values() for i in v]
+    assert len(set(ids)) == len(ids)
+    for rule, jobids in submitted.items():  # each left its SLURM log (slurm-keep-successful-logs)
+        logs = {p.stem for p in (slurm_run["work"] / ".snakemake" / "slurm_logs").rglob("*.log")
+                if f"rule_{rule}" in str(p)}
+        assert set(jobids) <= logs, (rule, jobids, logs)
+    print(f"smoke workflow on SLURM with a tracking server: {slurm_run['seconds']:.0f} s")
+
+
+def test_every_run_metric_and_artifact_is_on_the_server(slurm_run):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=slurm_run["uri"])
+    records = sorted((slurm_run["results"] / "runs").rglob("record.json"))
+    models = set()
+    for path in records:
+        rec = json.loads(path.read_text())
+        models.add(rec["model"])
+        assert rec["mlflow_tracking_uri"] == slurm_run["uri"], path
+        run = client.get_run(rec["mlflow_run_id"])
+        assert run.info.status == "FINISHED", path
+        assert run.data.metrics["test_accuracy"] == pytest.approx(rec["test_accuracy"])
+        assert run.data.metrics["val_accuracy"] == pytest.approx(rec["val_accuracy"])
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert "record.json" in artifacts, (path, artifacts)
+        served = json.loads(Path(client.download_artifacts(
+            run.info.run_id, "record.json", dst_path=str(path.parent.parent / "dl"))).read_text())
+        assert served["test_accuracy"] == rec["test_accuracy"]
+        if rec["model"] in {"mha", "hkt"}:  # trained runs: their curves and checkpoint record
+            assert len(client.get_metric_history(run.info.run_id, "val_acc")) >= 1
+            assert {"environment.json", "history.csv"} <= artifacts, artifacts
+    assert models == {"mha", "hkt", "ngram", "majority"}
+    check = pl.read_csv(slurm_run["results"] / "tables" / "mlflow_check.csv")
+    assert check.height == len(records) and set(check["status"]) == {"ok"}
+
+
+def test_aggregate_from_the_server_rebuilds_the_record_tables(slurm_run, tmp_path):
+    out = tmp_path / "from-mlflow"
+    r = subprocess.run([sys.executable, "-m", "hkt.cli", "aggregate", "--mlflow", slurm_run["uri"],
+                        "--out", str(out), "--main-variant", "main", "--ablation-task", "listops",
+                        "--ablation-length", "512"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ours = slurm_run["results"] / "tables"
+    compared = 0
+    for table in sorted((out / "tables").glob("*.csv")):
+        theirs = pl.read_csv(table)
+        records = pl.read_csv(ours / table.name)
+        keep = [c for c in records.columns if c not in TIMING]
+        assert set(theirs.columns) - TIMING == set(keep), table.name
+        assert theirs.select(keep).equals(records.select(keep)), (
+            f"{table.name}:\n{theirs.select(keep)}\n{records.select(keep)}")
+        compared += 1
+    assert compared >= 4  # main, gap, ablation, runs at least
+
+
+# --- a cancelled job is resubmitted and resumes -------------------------------------------------
+
+def _checkpoint_step(path: Path) -> int:
+    try:
+        return int(torch.load(path, weights_only=True)["step"])
+    except Exception:  # noqa: BLE001 - absent, or replaced while we read it
+        return -1
+
+
+def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_cluster,
+                                                                      tracking_server, tmp_path):
+    budget = ["train.test_batches=2", "train.max_steps=400", "train.checkpoint_every=25",
+              "train.eval_every=100", "train.log_every=10"]
+    cfg = {**SMOKE, "train_overrides": budget, "main": {"tasks": ["listops"], "models": ["mha"]},
+           "external": {}, "analyze": {"enabled": False}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    repo = _repo_copy(tmp_path)
+    target = "results/runs/listops/mha/main/seed0/record.json"
+    args = ["--configfile", str(tmp_path / "config.yaml"), target]
+
+    work = tmp_path / "work"
+    work.mkdir()
+    run_dir = work / "results" / "runs" / "listops" / "mha" / "main" / "seed0"
+    e = dict(os.environ)
+    venv_bin = str(Path(sys.executable).parent)
+    e["PATH"] = os.pathsep.join(p for p in e.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "-s", str(repo / "workflow" / "Snakefile"),
+         "--directory", str(work), "--profile", str(PROFILE),
+         "--config", f"tracking_uri={tracking_server}", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
+    try:
+        deadline = time.monotonic() + 240
+        while _checkpoint_step(run_dir / "checkpoints" / "last.pt") < 50:
+            assert proc.poll() is None, proc.stdout.read()[-4000:]
+            assert time.monotonic() < deadline, "no checkpoint at step 50 within 240 s"
+            time.sleep(0.05)
+        jobs = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %j"],
+                              capture_output=True, text=True, check=True).stdout.split("\n")
+        running = [line.split()[0] for line in jobs if line.strip()]
+        assert len(running) == 1, jobs
+        subprocess.run(["scancel", running[0]], check=True)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["scancel", "--quiet", "--partition", "hkt"], capture_output=True)
+    assert proc.returncode == 0, out[-6000:]
+    submitted = _submitted(out)["train"]
+    assert len(submitted) == 2 and running[0] == submitted[0], out[-4000:]  # the retry
+    log = (work / "results" / "logs" / "train" / "listops" / "mha" / "main" / "seed0.log")
+    resumed = re.search(r"resuming from \S+last\.pt at step (\d+)", log.read_text())
+    assert resumed and 50 <= int(resumed.group(1)) < 400, log.read_text()[-3000:]
+
+    # the same job, uninterrupted, run locally
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    r = snakemake("--cores", "2", "--config", "tracking_uri=sqlite:///" + str(ref / "m.db"),
+                  *args, cwd=ref, snakefile=repo / "workflow" / "Snakefile")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    got = json.loads((run_dir / "record.json").read_text())
+    want = json.loads((ref / target).read_text())
+    same = ("steps", "best_step", "val_accuracy", "test_accuracy", "val_loss", "test_loss",
+            "test_examples", "n_params", "data_checksums")
+    assert {k: got[k] for k in same} == {k: want[k] for k in same}
+    losses = [pl.read_csv(d / "history.csv")["train_loss"].to_list()
+              for d in (run_dir, ref / "results" / "runs" / "listops" / "mha" / "main" / "seed0")]
+    assert losses[0] == losses[1]
