@@ -41,8 +41,9 @@ install() {
     fi
     command -v apt-get >/dev/null || die "install needs apt-get (Debian/Ubuntu); elsewhere install Slurm and MUNGE with your package manager"
     local t0=$SECONDS
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null \
-        || die "apt-get install slurm-wlm munge failed (no package index? run apt-get update)"
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge)
+    "${apt[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && "${apt[@]}" >/dev/null; } \
+        || die "apt-get install slurm-wlm munge failed (see apt-get's message above)"
     echo "slurm-local: installed $(slurmctld -V) and munge in $((SECONDS - t0)) s"
 }
 
