@@ -10,7 +10,7 @@ from typing import Any
 from hkt.record import RECORD_NAME, make_record, write_record
 from hkt.train.checkpoint import TrainState
 from hkt.train.progress import format_duration
-from hkt.train.tracking import NullTracker
+from hkt.train.tracking import NullTracker, suite_run
 
 __all__ = ["training_record", "log_final", "summary_line"]
 
@@ -34,7 +34,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
         mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
-        env_digest=env_digest)
+        suite_run=suite_run(cfg.tracking), env_digest=env_digest)
 
 
 def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:
