@@ -1,5 +1,20 @@
 """The runs frame and validation curves from MLflow, for runs logged elsewhere (a cluster
-against a tracking server): the same frame :mod:`hkt.runs` builds from run records."""
+against a tracking server): the same frame :mod:`hkt.runs` builds from run records.
+
+Every column holds what the run's record holds (a test compares the two on real runs), except
+these, which differ by nature:
+
+* ``source``: the record's path, or ``mlflow:<run id>``;
+* ``mlflow_tracking_uri``: the URI the run was logged to, or the one it was read from (the
+  same unless the store moved or is reached another way, e.g. a server in front of the file);
+* ``data_warning``: for a record, read from the data's metadata at aggregation (none once the
+  data is deleted); in MLflow, the tag logged with the run.
+
+Runs logged before ``hkt.train.finish.log_final`` logged what makes the rest equal fall back
+to what MLflow has: ``steps`` the configured ``train.max_steps`` (an external baseline's:
+none), ``created_at`` the start of the run (not the writing of its record), an external
+baseline's ``wall_time_s`` none, and ``results_dir`` none.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +25,9 @@ from typing import Any
 import polars as pl
 
 from hkt.environment import DIGEST_TAG
+from hkt.provenance import SuiteRun
 from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
-                      as_float, as_int, frame, latest)
+                      as_float, as_int, as_str, frame, latest)
 
 
 def client(uri: str) -> Any:
@@ -60,9 +76,10 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
     return {
         "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
         "variant": tags.get("variant", "default"), "seed": as_int(tags.get("seed", p("seed"))),
-        "profile": tags.get("profile"),
+        "profile": tags.get("profile"), **SuiteRun.from_tags(tags).fields(),
         "n_params": as_int(metrics.get("n_params", p("n_params"))),
-        "steps": as_int(p("train.max_steps")), "best_step": as_int(metrics.get("best_step")),
+        "steps": as_int(metrics.get("steps", p("train.max_steps"))),
+        "best_step": as_int(metrics.get("best_step")),
         "val_accuracy": as_float(metrics.get("val_accuracy")),
         "test_accuracy": as_float(metrics.get("test_accuracy")),
         "test_examples": as_int(metrics.get("test_examples")),
@@ -73,8 +90,10 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         **{k: as_column(p(f"model.attention.{k}"), dtype) for k, dtype in VARIANT_FIELDS.items()},
         "mlflow_run_id": run.info.run_id, "mlflow_tracking_uri": uri,
         "mlflow_experiment": experiment,
-        "created_at": _ms_iso(run.info.start_time), "source": f"mlflow:{run.info.run_id}",
-        "env_digest": tags.get(DIGEST_TAG), "git_commit": tags.get("git_commit"),
+        "created_at": tags.get("created_at") or _ms_iso(run.info.start_time),
+        "source": f"mlflow:{run.info.run_id}",
+        "env_digest": tags.get(DIGEST_TAG), "git_commit": as_str(tags.get("git_commit")),
+        "data_warning": tags.get("data_warning"),
     }
 
 
