@@ -11,11 +11,13 @@ from typing import Any
 import polars as pl
 
 from hkt.figures import suite as figures
+from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import summary_section as approximation_section
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
                                main_display, main_table, with_test_interval)
@@ -34,10 +36,18 @@ def aggregate(args: argparse.Namespace) -> int:
                              "or --mlflow URI to read an MLflow experiment")
     if args.check_mlflow and args.mlflow:
         raise AggregateError("--check-mlflow compares records with MLflow: give records")
+    choice = SuiteChoice(args.suite, args.results_dir, args.untagged)
+    if choice.named() and not args.mlflow:
+        raise AggregateError(f"{choice.describe()} chooses among the runs of an MLflow store: "
+                             "give --mlflow URI, or pass the records of one suite run")
     records: list[dict[str, Any]] = []
     if args.mlflow:
-        runs, curves = runs_from_mlflow(args.mlflow, args.experiment)
+        runs, curves = runs_from_mlflow(args.mlflow, args.experiment, choice=choice)
         source = f"MLflow {args.mlflow}"
+        if not runs.is_empty() and runs[RESULTS_DIR_TAG].is_null().all():
+            print(f"hkt: warning: the {len(runs)} MLflow runs read have no results_dir tag "
+                  "(logged before runs named their results directory): runs of another results "
+                  "directory logged so too would be mixed in", file=sys.stderr)
     else:
         records = load_records(args.sources, validate=not args.no_validate)
         # the data's provenance warning, which an MLflow run carries as a tag
