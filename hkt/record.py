@@ -34,7 +34,7 @@ import hkt
 from hkt.data.layout import SPLITS, split_file
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
-from hkt.provenance import git_state
+from hkt.provenance import SuiteRun, git_state
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "record.json"
@@ -112,13 +112,16 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
                 data_checksums: dict[str, str] | None = None,
                 git: tuple[str | None, bool | None] | None = None,
                 mlflow: tuple[str, str, str] | None = None,
+                suite_run: SuiteRun | None = None,
                 **extra: Any) -> dict[str, Any]:
     """A validated run record (see the module docstring).
 
     Accuracies are fractions in [0, 1]. ``data_checksums`` defaults to the SHA-256 of
     ``DATA_DIR/{train,val,test}.parquet``; ``git`` (commit, dirty) to the checkout holding this
     package (pass the state read when the run started, if the code may change meanwhile);
-    ``mlflow`` is (run id, tracking URI, experiment) of the run's MLflow run, if it has one.
+    ``mlflow`` is (run id, tracking URI, experiment) of the run's MLflow run, if it has one;
+    ``suite_run`` the suite run that asked for it (fields ``suite``, ``results_dir``, as its
+    MLflow tags: :class:`hkt.provenance.SuiteRun`).
     ``extra`` fields (e.g. ``external``: which program wrote it) are kept as given.
     """
     data_dir = Path(data_dir)
@@ -143,6 +146,7 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
         "mlflow_run_id": run_id, "mlflow_tracking_uri": uri, "mlflow_experiment": experiment,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hkt_version": hkt.__version__,
+        **(suite_run.fields() if suite_run is not None else {}),
         **extra,
     }
     return validate_record(record)

@@ -24,6 +24,7 @@ import polars as pl
 
 from hkt import paper
 from hkt.errors import HKTError
+from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
 
 #: The attention-config fields that tell variants of a model apart (runs-frame columns; null
@@ -32,10 +33,14 @@ VARIANT_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
                                   "kernel_size": pl.Int64, "fusion": pl.String,
                                   "upsample": pl.String}
 
-#: The runs frame: one row per run.
+#: The runs frame: one row per run. ``suite`` and ``results_dir`` name its suite run
+#: (:class:`hkt.provenance.SuiteRun`; null: no suite, or not recorded); ``data_warning`` is the
+#: provenance warning of its data, if any (:func:`hkt.data.parquet.provenance_warning`: an MLflow
+#: tag; for a record the report reads it from the data's metadata, a layer above this module).
 RUN_COLUMNS: dict[str, Any] = {
     "task": pl.String, "length": pl.Int64, "model": pl.String, "variant": pl.String,
-    "seed": pl.Int64, "profile": pl.String, "suite": pl.String, "n_params": pl.Int64, "steps": pl.Int64,
+    "seed": pl.Int64, "profile": pl.String, SUITE_TAG: pl.String, RESULTS_DIR_TAG: pl.String,
+    "n_params": pl.Int64, "steps": pl.Int64,
     "best_step": pl.Int64, "val_accuracy": pl.Float64, "test_accuracy": pl.Float64,
     "test_examples": pl.Int64, "ms_per_step": pl.Float64, "wall_time_s": pl.Float64, "device": pl.String,
     "d_model": pl.Int64, "n_layers": pl.Int64, "d_ffn": pl.Int64,
@@ -43,6 +48,7 @@ RUN_COLUMNS: dict[str, Any] = {
     "mlflow_run_id": pl.String, "mlflow_tracking_uri": pl.String, "mlflow_experiment": pl.String,
     "created_at": pl.String, "source": pl.String,
     "env_digest": pl.String, "git_commit": pl.String,  # provenance (hkt.report.environments)
+    "data_warning": pl.String,
 }
 
 #: Validation curves: one row per (run, evaluation).
@@ -163,7 +169,9 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
         "variant": rec["variant"],
         "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
-        "suite": get_path(cfg, "tracking.suite"),  # the workflow suite (hkt.workflow.suites)
+        # records written before they named their suite run: the suite is in the config
+        SUITE_TAG: rec.get(SUITE_TAG, get_path(cfg, "tracking.suite")),
+        RESULTS_DIR_TAG: rec.get(RESULTS_DIR_TAG),
         "n_params": as_int(rec.get("n_params")), "steps": as_int(rec.get("steps")),
         "best_step": as_int(rec.get("best_step")),
         "val_accuracy": as_float(rec.get("val_accuracy")),
@@ -181,6 +189,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "mlflow_experiment": rec.get("mlflow_experiment"),
         "created_at": rec.get("created_at"), "source": rec.get("_path"),
         "env_digest": rec.get("env_digest"), "git_commit": rec.get("git_commit"),
+        "data_warning": rec.get("data_warning"),
     }
 
 

@@ -109,12 +109,21 @@ def test_logs_to_mlflow_and_passes_the_audit(tmp_path, monkeypatch):
 
 
 def test_the_workflow_names_the_experiment_through_the_environment(tmp_path, monkeypatch):
-    """An external command learns the suite's experiment from $HKT_MLFLOW_EXPERIMENT."""
+    """An external command learns the suite's experiment from $HKT_MLFLOW_EXPERIMENT and its
+    results directory from $HKT_RESULTS_DIR; the rule passes the suite."""
+    from mlflow.tracking import MlflowClient
+
     monkeypatch.setenv("HKT_MLFLOW_EXPERIMENT", "hkt-paper-keyword")
+    monkeypatch.setenv("HKT_RESULTS_DIR", str(tmp_path / "res"))
     data = keyword_data(tmp_path / "data", n_train=40, n_eval=20)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rec = ngram.run_baseline(data, tmp_path / "run", method="majority", tracking_uri=uri)
+    rec = ngram.run_baseline(data, tmp_path / "run", method="majority", tracking_uri=uri,
+                             suite="paper")
     assert rec["mlflow_experiment"] == "hkt-paper-keyword"
+    assert rec["suite"] == "paper" and rec["results_dir"] == str((tmp_path / "res").resolve())
+    run = MlflowClient(uri).get_run(rec["mlflow_run_id"])
+    assert run.data.tags["suite"] == "paper" and run.data.tags["results_dir"] == rec["results_dir"]
+    assert run.data.metrics["wall_time_s"] == rec["wall_time_s"]  # as hkt train logs it
 
 
 def test_help_names_the_default_experiment(capsys):
@@ -122,6 +131,7 @@ def test_help_names_the_default_experiment(capsys):
         ngram.main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "HKT_MLFLOW_EXPERIMENT" in text and "hkt-<profile>-<task>" in text
+    assert "--suite" in text and "HKT_RESULTS_DIR" in text
 
 
 def test_command_line_errors_are_one_line(tmp_path, capsys):

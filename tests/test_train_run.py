@@ -153,6 +153,11 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert r.data.params["seed"] == "0" and "tracking.uri" not in r.data.params
     tags = r.data.tags
     assert tags["profile"] == "smoke" and tags["suite"] == "none" and tags["device"] == rec["device"]
+    # the suite run, in the record and as tags (hkt.provenance.SuiteRun); what the MLflow
+    # reader needs to give the record's steps and time of writing
+    assert rec["suite"] is None and rec["results_dir"] == str(isolated_results.resolve())
+    assert tags["results_dir"] == rec["results_dir"] and tags["created_at"] == rec["created_at"]
+    assert m["steps"] == rec["steps"] == 12
     assert tags["torch_version"] == torch.__version__ and "hostname" in tags
     assert tags["data_sha256.train"] == rec["data_checksums"]["train"]
     assert tags["git_commit"] == str(rec["git_commit"])

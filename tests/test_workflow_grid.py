@@ -55,6 +55,8 @@ def test_train_overrides_are_the_hkt_train_command():
     assert g.train_overrides(Job("imdb_lra", "hkt", "levels2", 1)) == [
         "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "experiment=levels2",
         "tracking.suite=paper", "train.device=cuda"]
+    assert g.suite_args() == ["--suite", "paper"]  # the external baselines' tracking.suite
+    assert grid(suite="auto").suite_args() == []
 
 
 def test_paths_follow_one_layout():

@@ -5,7 +5,7 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
     python -m hkt.baselines.ngram --data DATA_DIR --out RUN_DIR --method ngram [--seed 0]
         [--variant main] [--profile LABEL] [--orders 1 2 3] [--buckets 1048576]
         [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [--tracking-uri URI]
-        [--experiment NAME]
+        [--experiment NAME] [--suite NAME] [--results-dir DIR]
 
 * ``majority``: predicts the most frequent training label (0 parameters). Its accuracy is the
   class prior: the floor any model must clear.
@@ -17,7 +17,10 @@ Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`,
 "Runs"), ``history.csv`` (validation accuracy per epoch) and, with ``--tracking-uri``, logs
 the same numbers, the record and its config to MLflow, in the experiment of the suite's trained
 models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets, else ``hkt-<profile>-<task>`` as
-``hkt train`` names it); otherwise its MLflow fields are null.
+``hkt train`` names it); otherwise its MLflow fields are null. Record and MLflow run name the
+suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`): ``--suite`` (the workflow
+passes its suite) and ``--results-dir`` (default ``$HKT_RESULTS_DIR``, which the workflow sets,
+else ``results``).
 """
 
 from __future__ import annotations
@@ -44,9 +47,11 @@ from hkt.data.parquet import SplitData, read_metadata
 from hkt.device import describe_device
 from hkt.errors import ConfigError, DataError, HKTError
 from hkt.fileio import atomic_write_text, sha256_file
-from hkt.provenance import git_state
+from hkt.provenance import SuiteRun, git_state
 from hkt.record import RECORD_NAME, make_record, write_history, write_record
-from hkt.train.tracking import EXPERIMENT_ENV, Tracker, data_tags, experiment_name
+from hkt.train.finish import log_final
+from hkt.train.tracking import (EXPERIMENT_ENV, RESULTS_ENV, Tracker, data_tags, experiment_name,
+                                suite_run)
 
 METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
@@ -195,8 +200,12 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                  variant: str = "main", profile: str = "baseline",
                  orders: tuple[int, ...] = (1, 2, 3), buckets: int = 1 << 20, epochs: int = 5,
                  batch_size: int = 256, lr: float = 0.05, max_train: int | None = None,
-                 tracking_uri: str | None = None, experiment: str | None = None) -> dict[str, Any]:
-    """Train ``method`` on the prepared data in ``data_dir``; write and return the run record."""
+                 tracking_uri: str | None = None, experiment: str | None = None,
+                 suite: str | None = None, results_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train ``method`` on the prepared data in ``data_dir``; write and return the run record.
+
+    ``suite`` and ``results_dir`` (default ``$HKT_RESULTS_DIR``, else ``results``) name the suite
+    run, as ``tracking.suite`` and ``tracking.results_dir`` do for ``hkt train``."""
     if method not in METHODS:
         raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     bits = int(buckets).bit_length() - 1
@@ -239,6 +248,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         ms_per_step=1000 * train_time / steps if steps else None,
         samples_per_s=steps * batch_size / train_time if steps and train_time > 0 else None,
         device=describe_device(torch.device("cpu")), external="hkt.baselines.ngram",
+        suite_run=suite_run({"suite": suite,
+                             "results_dir": results_dir or os.environ.get(RESULTS_ENV)}),
         **res["extra"])
     if res["history"]:
         write_history(res["history"], out)
@@ -256,24 +267,24 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                              env_digest=environment.save(out))
         write_record(record, out)
         atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
-        for name in (RECORD_NAME, "config.json"):  # as `hkt train` logs them (environment.json:
-            tracker.log_artifact(out / name)    # logged by start())
+        # final metrics, record and config as `hkt train` logs them (environment.json: by start())
+        log_final(tracker, record, [out / "config.json"])
     except BaseException:
         tracker.finish("FAILED")
         raise
-    tracker.finish("FINISHED")
     return record
 
 
 def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
                   history: list[dict[str, Any]], uri: str, experiment: str, *,
                   start_time: float | None = None) -> Tracker:
-    """Log the baseline's params, tags and metrics as an MLflow run, the way ``hkt train`` logs
-    its runs; the caller adds the artifacts and closes the run."""
+    """Start the baseline's MLflow run with its params, tags and validation curve, the way
+    ``hkt train`` logs its runs; the caller logs the final metrics and closes the run."""
     f = fields
+    run: SuiteRun = f["suite_run"]
     tracker = Tracker(uri, experiment, f"{f['task']}-{f['model']}-{f['variant']}-s{f['seed']}")
     tags = {"task": f["task"], "model": f["model"], "variant": f["variant"],
-            "seed": str(f["seed"]), "profile": f["profile"], "device": f["device"],
+            "seed": str(f["seed"]), "profile": f["profile"], **run.tags(), "device": f["device"],
             "hkt_version": hkt.__version__, "git_commit": str(f["git"][0]),
             "external": f["external"],
             **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()},
@@ -282,11 +293,6 @@ def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
     tracker.start(None, params=params, tags=tags, start_time=start_time)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
-    ms = f["ms_per_step"]
-    tracker.log_final({"val_accuracy": f["val_accuracy"], "test_accuracy": f["test_accuracy"],
-                       "n_params": f["n_params"], "best_step": f["best_step"],
-                       "test_examples": f["test_examples"],
-                       "ms_per_step": None if ms is None else round(ms, 3)}, f["steps"])
     return tracker
 
 
@@ -314,6 +320,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default=None,
                         help=f"MLflow experiment (default: ${EXPERIMENT_ENV} if set, as the "
                         "workflow does, else hkt-<profile>-<task>, as hkt train names it)")
+    parser.add_argument("--suite", default=None, metavar="NAME",
+                        help="the workflow suite that asked for the run (record field and MLflow "
+                        "tag `suite`; default: none)")
+    parser.add_argument("--results-dir", default=None, metavar="DIR",
+                        help=f"the suite's results directory (default: ${RESULTS_ENV} if set, as "
+                        "the workflow does, else results)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -321,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
                        variant=args.variant, profile=args.profile, orders=tuple(args.orders),
                        buckets=args.buckets, epochs=args.epochs, batch_size=args.batch_size,
                        lr=args.lr, max_train=args.max_train, tracking_uri=args.tracking_uri,
-                       experiment=args.experiment)
+                       experiment=args.experiment, suite=args.suite, results_dir=args.results_dir)
     print(f"{rec['task']} {rec['model']} seed {rec['seed']}: val {100 * rec['val_accuracy']:.2f}% "
           f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / RECORD_NAME}")
     return 0

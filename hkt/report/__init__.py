@@ -4,6 +4,7 @@
 - :mod:`hkt.report.tables`: main, gap (HKT − MHA) and ablation tables, each with its display.
 - :mod:`hkt.report.analysis_tables`: kurtosis, kernel, truncation and cost tables.
 - :mod:`hkt.report.mlflow_runs`: the runs frame read from MLflow instead of records.
+- :mod:`hkt.report.suite_choice`: which suite run's MLflow runs it reads.
 - :mod:`hkt.report.audit`: every record against its MLflow run.
 - :mod:`hkt.report.writers`: the one table writer (Markdown, CSV, LaTeX).
 - :mod:`hkt.report.summary`: ``summary.md``.

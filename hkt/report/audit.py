@@ -1,4 +1,6 @@
-"""The MLflow audit: every run record's MLflow run exists and holds the record's final metrics."""
+"""The MLflow audit: every run record's MLflow run exists, holds the record's final metrics and
+belongs to the record's suite run. Runs are looked up by the id in each record, not by
+experiment, so other suite runs on the same server do not enter it."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
 from hkt.report.mlflow_runs import client as mlflow_client
 
 
@@ -14,7 +17,9 @@ def check_mlflow(records: Sequence[dict[str, Any]], tracking_uri: str | None = N
                  tol: float = 1e-9) -> pl.DataFrame:
     """Check that every record's MLflow run exists and holds the record's final metrics.
 
-    Compares ``val_accuracy``, ``test_accuracy`` and ``n_params``. ``tracking_uri`` overrides
+    Compares ``val_accuracy``, ``test_accuracy`` and ``n_params``, and the suite run (``suite``,
+    ``results_dir``) where the record names it: a run directory copied from another results
+    directory resumes, and re-tags, that directory's MLflow run. ``tracking_uri`` overrides
     the URI stored in the records (runs moved to another store). Status per record: ``ok``,
     ``missing`` (no such run), ``mismatch`` (detail names the metric), ``unreachable`` or
     ``no mlflow`` (the record has no MLflow run, e.g. an external baseline: not an error).
@@ -52,6 +57,10 @@ def check_mlflow(records: Sequence[dict[str, Any]], tracking_uri: str | None = N
                 problems.append(f"{key} not logged")
             elif abs(float(got) - float(want)) > tol:
                 problems.append(f"{key}: record {want} vs MLflow {got}")
+        tagged = SuiteRun.from_tags(run.data.tags).fields()
+        for key in (SUITE_TAG, RESULTS_DIR_TAG):
+            if key in rec and rec[key] != tagged[key]:
+                problems.append(f"{key}: record {rec[key]} vs MLflow {tagged[key]}")
         if problems:
             row.update(status="mismatch", detail="; ".join(problems))
         rows.append(row)

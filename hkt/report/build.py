@@ -11,12 +11,14 @@ from typing import Any
 import polars as pl
 
 from hkt.figures import suite as figures
+from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import summary_section as approximation_section
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
-from hkt.report.summary import data_warnings, with_data_warning, write_summary
+from hkt.report.suite_choice import SuiteChoice
+from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
                                main_display, main_table, with_test_interval)
 from hkt.report.writers import write_table
@@ -34,13 +36,23 @@ def aggregate(args: argparse.Namespace) -> int:
                              "or --mlflow URI to read an MLflow experiment")
     if args.check_mlflow and args.mlflow:
         raise AggregateError("--check-mlflow compares records with MLflow: give records")
+    choice = SuiteChoice(args.suite, args.results_dir, args.untagged)
+    if choice.named() and not args.mlflow:
+        raise AggregateError(f"{choice.describe()} chooses among the runs of an MLflow store: "
+                             "give --mlflow URI, or pass the records of one suite run")
     records: list[dict[str, Any]] = []
     if args.mlflow:
-        runs, curves = runs_from_mlflow(args.mlflow, args.experiment)
+        runs, curves = runs_from_mlflow(args.mlflow, args.experiment, choice=choice)
         source = f"MLflow {args.mlflow}"
+        if not runs.is_empty() and runs[RESULTS_DIR_TAG].is_null().all():
+            print(f"hkt: warning: the {len(runs)} MLflow runs read have no results_dir tag "
+                  "(logged before runs named their results directory): runs of another results "
+                  "directory logged so too would be mixed in", file=sys.stderr)
     else:
         records = load_records(args.sources, validate=not args.no_validate)
-        runs = runs_from_records(records)
+        # the data's provenance warning, which an MLflow run carries as a tag
+        runs = runs_from_records([{**r, "data_warning": record_data_warning(r)}
+                                  for r in records])
         curves = curves_from_records(records, runs)
         source = f"{len(records)} run records"
     if runs.is_empty() and not args.no_tables:
@@ -48,7 +60,7 @@ def aggregate(args: argparse.Namespace) -> int:
     for warning in environments.mixed_warnings(runs):
         print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
     written: list[Path] = []
-    warnings = data_warnings(records)  # data prepared from an alternative archive
+    warnings = data_warnings(runs)  # data prepared from an alternative archive
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
@@ -98,8 +110,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
     gap and ablation tables with the ablation's T (for the summary). ``data_warnings``
-    (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the main table's caption
-    and runs.csv's ``data_warning`` column."""
+    (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
@@ -130,7 +141,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
                            + notes(abl_runs))
     runs_csv = tables / "runs.csv"
-    with_data_warning(with_test_interval(runs), warnings).sort(KEY).write_csv(runs_csv)
+    with_test_interval(runs).sort(KEY).write_csv(runs_csv)
     written.append(runs_csv)
     written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
     written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",

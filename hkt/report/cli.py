@@ -1,8 +1,11 @@
 """``hkt aggregate [RECORDS…] --out DIR``: tables, figures and a summary from run records.
 
 Sources: run records (``record.json`` files, run directories, or trees searched for them), or
-``--mlflow URI`` to read the finished runs of MLflow experiments instead (``hkt-<task>`` unless
-``--experiment`` names them), e.g. runs logged on a cluster to a tracking server. Writes
+``--mlflow URI`` to read the finished runs of MLflow experiments instead (every ``hkt-*`` one
+unless ``--experiment`` names them), e.g. runs logged on a cluster to a tracking server. The
+runs of one suite run only: a store holding several (a suite run is a suite and its results
+directory) needs ``--suite NAME`` and/or ``--results-dir DIR`` (or ``--untagged``, for runs
+logged before runs named their results directory); the error lists those present. Writes
 ``DIR/tables/{main,gap,ablation}.{md,csv,tex}``, ``DIR/tables/runs.csv``,
 ``DIR/figures/{val_curves,accuracy_vs_levels,main_bar}.png`` and ``DIR/summary.md``.
 ``--check-mlflow`` also checks that every record's MLflow run exists and holds the same final
@@ -25,6 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read runs from this MLflow tracking store/server instead of records")
     parser.add_argument("--experiment", action="append", default=[], metavar="NAME",
                         help="MLflow experiment to read (repeatable; default: every hkt-* one)")
+    parser.add_argument("--suite", metavar="NAME",
+                        help="with --mlflow: the runs of this suite only (none: of no suite)")
+    parser.add_argument("--results-dir", metavar="DIR",
+                        help="with --mlflow: the runs of the suite run writing this results "
+                             "directory only (as tagged: absolute; a relative DIR is made absolute "
+                             "here)")
+    parser.add_argument("--untagged", action="store_true",
+                        help="with --mlflow: the runs without a results_dir tag only (logged before "
+                             "runs named their results directory)")
     parser.add_argument("--main-variant", default="main",
                         help="variant label of the main-table runs (default: main)")
     parser.add_argument("--ablation-task", default="listops",

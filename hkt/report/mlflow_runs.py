@@ -1,8 +1,25 @@
 """The runs frame and validation curves from MLflow, for runs logged elsewhere (a cluster
-against a tracking server): the same frame :mod:`hkt.runs` builds from run records."""
+against a tracking server): the same frame :mod:`hkt.runs` builds from run records, of one
+suite run (:mod:`hkt.report.suite_choice`).
+
+Every column holds what the run's record holds (a test compares the two on real runs), except
+these, which differ by nature:
+
+* ``source``: the record's path, or ``mlflow:<run id>``;
+* ``mlflow_tracking_uri``: the URI the run was logged to, or the one it was read from (the
+  same unless the store moved or is reached another way, e.g. a server in front of the file);
+* ``data_warning``: for a record, read from the data's metadata at aggregation (none once the
+  data is deleted); in MLflow, the tag logged with the run.
+
+Runs logged before ``hkt.train.finish.log_final`` logged what makes the rest equal fall back
+to what MLflow has: ``steps`` the configured ``train.max_steps`` (an external baseline's:
+none), ``created_at`` the start of the run (not the writing of its record), an external
+baseline's ``wall_time_s`` none, and ``results_dir`` none (:mod:`hkt.report.suite_choice`).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -10,8 +27,10 @@ from typing import Any
 import polars as pl
 
 from hkt.environment import DIGEST_TAG
+from hkt.provenance import SuiteRun
+from hkt.report.suite_choice import SuiteChoice, choose
 from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
-                      as_float, as_int, frame, latest)
+                      as_float, as_int, as_str, frame, latest)
 
 
 def client(uri: str) -> Any:
@@ -60,9 +79,10 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
     return {
         "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
         "variant": tags.get("variant", "default"), "seed": as_int(tags.get("seed", p("seed"))),
-        "profile": tags.get("profile"),
+        "profile": tags.get("profile"), **SuiteRun.from_tags(tags).fields(),
         "n_params": as_int(metrics.get("n_params", p("n_params"))),
-        "steps": as_int(p("train.max_steps")), "best_step": as_int(metrics.get("best_step")),
+        "steps": as_int(metrics.get("steps", p("train.max_steps"))),
+        "best_step": as_int(metrics.get("best_step")),
         "val_accuracy": as_float(metrics.get("val_accuracy")),
         "test_accuracy": as_float(metrics.get("test_accuracy")),
         "test_examples": as_int(metrics.get("test_examples")),
@@ -73,18 +93,24 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         **{k: as_column(p(f"model.attention.{k}"), dtype) for k, dtype in VARIANT_FIELDS.items()},
         "mlflow_run_id": run.info.run_id, "mlflow_tracking_uri": uri,
         "mlflow_experiment": experiment,
-        "created_at": _ms_iso(run.info.start_time), "source": f"mlflow:{run.info.run_id}",
-        "env_digest": tags.get(DIGEST_TAG), "git_commit": tags.get("git_commit"),
+        "created_at": tags.get("created_at") or _ms_iso(run.info.start_time),
+        "source": f"mlflow:{run.info.run_id}",
+        "env_digest": tags.get(DIGEST_TAG), "git_commit": as_str(tags.get("git_commit")),
+        "data_warning": tags.get("data_warning"),
     }
 
 
 def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
-                     curves: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The runs frame and validation curves of the finished runs in MLflow ``experiments``.
+                     choice: SuiteChoice = SuiteChoice(), curves: bool = True
+                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The runs frame and validation curves of the finished runs in MLflow ``experiments`` that
+    belong to the suite run ``choice`` names, or to the only one present.
 
     ``uri`` is a tracking URI (``sqlite:///results/mlflow.db``, ``http://server:5000``);
     ``experiments`` defaults to every experiment whose name starts with ``hkt-``. A run counts
-    when it finished and logged ``test_accuracy`` (what ``hkt train`` logs last).
+    when it finished and logged ``test_accuracy`` (what ``hkt train`` logs last). Raises
+    :class:`AggregateError`, listing the suite runs present, when ``choice`` matches none or
+    several of them (:func:`hkt.report.suite_choice.choose`).
     """
     mlflow = client(uri)
     try:
@@ -94,18 +120,22 @@ def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
     except Exception as exc:  # noqa: BLE001 - any store error: say where
         raise AggregateError(f"cannot read MLflow experiments at {uri}: "
                              f"{str(exc).splitlines()[0]}") from None
-    rows, curve_rows = [], []
+    found: list[tuple[Any, dict[str, Any], SuiteRun]] = []
     for exp in exps:
         for run in _finished_runs(mlflow, [exp.experiment_id]):
             row = mlflow_row(run, uri, exp.name)
-            if row is None:
-                continue
-            rows.append(row)
-            if curves and not run.data.tags.get("external"):
-                for m in mlflow.get_metric_history(run.info.run_id, "val_acc"):
-                    curve_rows.append({**{k: row[k] for k in (*KEY, "source")},
-                                       "step": int(m.step), "val_accuracy": float(m.value)})
-    runs = latest(frame(rows, RUN_COLUMNS))
+            if row is not None:
+                found.append((run, row, SuiteRun.from_tags(run.data.tags)))
+    chosen = choose(Counter(suite_run for *_, suite_run in found), choice,
+                    f"the MLflow store {uri}")
+    found = [f for f in found if f[2] == chosen]
+    curve_rows = []
+    for run, row, _ in found:
+        if curves and not run.data.tags.get("external"):
+            for m in mlflow.get_metric_history(run.info.run_id, "val_acc"):
+                curve_rows.append({**{k: row[k] for k in (*KEY, "source")},
+                                   "step": int(m.step), "val_accuracy": float(m.value)})
+    runs = latest(frame([row for _, row, _ in found], RUN_COLUMNS))
     curves_df = frame(curve_rows, CURVE_COLUMNS)
     if not runs.is_empty() and not curves_df.is_empty():
         # keep only the curves of the runs kept (a rerun replaces an older run)

@@ -11,38 +11,34 @@ import polars as pl
 from hkt.data.layout import split_file
 from hkt.data.parquet import provenance_warning, read_metadata
 from hkt.errors import DataError
+from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.report import environments
 from hkt.report.tables import ablation_display, gap_display, main_display
 from hkt.report.writers import markdown
-from hkt.runs import record_length
+from hkt.runs import KEY
 
 TABLES = ("main", "gap", "ablation")
 FIGURES = ("val_curves", "accuracy_vs_levels", "main_bar")
 
 
-def data_warnings(records: Sequence[dict]) -> dict[tuple[str, int | None], str]:
-    """Per (task, T): the provenance warning of the data its runs were trained on, when that
-    data was prepared from an alternative to the official archive (read from the Parquet
-    metadata in each record's ``data_dir``; data no longer there is skipped)."""
-    out: dict[tuple[str, int | None], str] = {}
-    for rec in records:
-        data_dir = rec.get("data_dir")
-        if not data_dir:
-            continue
-        try:
-            meta = read_metadata(Path(data_dir) / split_file("train"))
-        except DataError:
-            continue
-        warning = provenance_warning(meta)
-        if warning:
-            out[(rec["task"], record_length(rec))] = warning
-    return out
+def record_data_warning(rec: dict) -> str | None:
+    """The provenance warning of the data a record's run was trained on, when that data was
+    prepared from an alternative to the official archive (read from the Parquet metadata in its
+    ``data_dir``; None for data no longer there). A run in MLflow carries it as a tag."""
+    data_dir = rec.get("data_dir")
+    if not data_dir:
+        return None
+    try:
+        return provenance_warning(read_metadata(Path(data_dir) / split_file("train")))
+    except DataError:
+        return None
 
 
-def with_data_warning(runs: pl.DataFrame, warnings: dict[tuple[str, int | None], str]) -> pl.DataFrame:
-    """``runs`` plus ``data_warning``: the provenance warning of each run's data (or null)."""
-    col = [warnings.get((t, n)) for t, n in runs.select("task", "length").iter_rows()]
-    return runs.with_columns(pl.Series("data_warning", col, dtype=pl.String))
+def data_warnings(runs: pl.DataFrame) -> dict[tuple[str, int | None], str]:
+    """Per (task, T): the provenance warning of the data its runs were trained on (the runs
+    frame's ``data_warning``), for captions and the summary."""
+    flagged = runs.filter(pl.col("data_warning").is_not_null()).sort(KEY)
+    return {(t, n): w for t, n, w in flagged.select("task", "length", "data_warning").rows()}
 
 
 def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.DataFrame,
@@ -54,7 +50,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T)."""
     out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
-    suites = sorted({s for s in runs["suite"].to_list() if s}) if "suite" in runs.columns else []
+    suites = sorted({s for s in runs[SUITE_TAG].to_list() if s})
+    dirs = sorted({d for d in runs[RESULTS_DIR_TAG].to_list() if d})
     tasks = ", ".join(f"{t} (T={n})" for t, n in runs.select("task", "length").unique()
                       .sort("task", "length").rows())
     models = ", ".join(sorted(set(runs["model"].to_list())))
@@ -62,7 +59,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = [
         "# Results summary", "",
-        f"{len(runs)} runs from {source}; suite: {', '.join(suites) or 'none named'}; "
+        f"{len(runs)} runs from {source}; suite: {', '.join(suites) or 'none named'}"
+        f"{' in ' + ', '.join(dirs) if dirs else ''}; "
         f"profile: {profiles or '?'}; tasks: {tasks}; "
         f"models: {models}; seeds: {seeds}. Written by `hkt aggregate` at {now}.", "",
         *[f"> **Warning ({t}, T={n}):** {w}\n" for (t, n), w in sorted((data_warnings or {}).items(),

@@ -10,7 +10,7 @@ from typing import Any
 from hkt.record import RECORD_NAME, make_record, write_record
 from hkt.train.checkpoint import TrainState
 from hkt.train.progress import format_duration
-from hkt.train.tracking import NullTracker
+from hkt.train.tracking import NullTracker, suite_run
 
 __all__ = ["training_record", "log_final", "summary_line"]
 
@@ -34,22 +34,26 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
         mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
-        env_digest=env_digest)
+        suite_run=suite_run(cfg.tracking), env_digest=env_digest)
 
 
 def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:
     """Log the record's final metrics, the ``artifacts`` and the record itself, and close the
-    MLflow run as FINISHED (nothing without tracking)."""
+    MLflow run as FINISHED (nothing without tracking). Used by ``hkt train`` and the external
+    baselines alike, so that the runs frame read from MLflow is the one read from the records
+    (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
+    ``created_at`` (which of two reruns is the latest)."""
     if not tracker.enabled:
         return
     tracker.log_final({
         "val_accuracy": record["val_accuracy"], "test_accuracy": record["test_accuracy"],
         "test_loss": record["test_loss"], "best_step": record["best_step"],
-        "test_examples": record["test_examples"],
+        "test_examples": record["test_examples"], "steps": record["steps"],
         "n_params": record["n_params"], "wall_time_s": record["wall_time_s"],
         "ms_per_step": record["ms_per_step"],
         "throughput_samples_per_s": record["samples_per_s"],
     }, record["steps"])
+    tracker.set_tags({"created_at": record["created_at"]})
     with tempfile.TemporaryDirectory() as tmp:
         staged = write_record(record, Path(tmp) / RECORD_NAME)
         for path in (*artifacts, staged):

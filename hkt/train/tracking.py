@@ -35,12 +35,14 @@ from hkt.config import flatten
 from hkt.data.parquet import provenance_warning
 from hkt.errors import HKTError
 from hkt.fileio import ensure_writable_dir
+from hkt.provenance import SuiteRun
 from hkt.record import STEP_METRICS
 
 T = TypeVar("T")
 
-__all__ = ["EXPERIMENT_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "artifact_root", "with_retry", "Tracker",
-           "NullTracker", "make_tracker", "data_tags", "run_tags", "run_params", "STEP_METRICS"]
+__all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "suite_run",
+           "artifact_root", "with_retry", "Tracker", "NullTracker", "make_tracker", "data_tags",
+           "run_tags", "run_params", "STEP_METRICS"]
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
 # is logged as given
@@ -63,6 +65,9 @@ EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
 EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
+# The results directory of a suite's runs: the workflow sets it (absolute) for every job;
+# config/train.yaml reads it into tracking.results_dir, external commands read it here.
+RESULTS_ENV = "HKT_RESULTS_DIR"
 
 
 def experiment_name(profile: str, task: str) -> str:
@@ -85,7 +90,18 @@ def tracking_uri(tracking_cfg: Any) -> str:
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
     if uri:
         return str(uri)
-    return default_tracking_uri(tracking_cfg.get("results_dir") or "results")
+    return default_tracking_uri(_results_dir(tracking_cfg))
+
+
+def _results_dir(tracking_cfg: Any) -> str:
+    return str(tracking_cfg.get("results_dir") or "results")
+
+
+def suite_run(tracking_cfg: Any) -> SuiteRun:
+    """The suite run of a training run: ``tracking.suite`` and ``tracking.results_dir`` (made
+    absolute). Its tags and record fields tell the run from those of other suite runs on one
+    tracking server."""
+    return SuiteRun.of(tracking_cfg.get("suite"), _results_dir(tracking_cfg))
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -383,16 +399,16 @@ def data_tags(meta: dict[str, Any]) -> dict[str, str]:
 def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
              data_dir: Path, checksums: dict[str, str],
              data_meta: dict[str, Any] | None = None) -> dict[str, str]:
-    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile) and
-    where and from what it ran (device, host, versions, git state, directories, data SHA-256,
-    the data's provenance from its metadata ``data_meta``)."""
+    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile), its
+    suite run (:func:`suite_run`), and where and from what it ran (device, host, versions, git
+    state, directories, data SHA-256, the data's provenance from its metadata ``data_meta``)."""
     import torch  # loaded already when a run starts; this module itself stays torch-free
 
     git_commit, git_dirty = git
     return {
         "task": cfg.task.name, "model": cfg.model.name, "variant": cfg.variant,
         "seed": str(cfg.seed), "profile": cfg.train.profile,
-        "suite": str(cfg.tracking.get("suite") or "none"),
+        **suite_run(cfg.tracking).tags(),
         "device": device, "hostname": socket.gethostname(),
         "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
         "hkt_version": hkt.__version__, "git_commit": str(git_commit),

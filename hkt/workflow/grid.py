@@ -295,6 +295,11 @@ class Grid:
                 f"profile={self.profile}", f"seed={job.seed}", f"experiment={job.variant}",
                 *suite, *self.config.get("train_overrides", [])]
 
+    def suite_args(self) -> list[str]:
+        """``--suite NAME`` for an external command, as ``tracking.suite`` for ``hkt train``
+        (its results directory both read from ``$HKT_RESULTS_DIR``); nothing without a suite."""
+        return ["--suite", self.suite] if self.suite else []
+
     def prepare_args(self, task: str) -> list[str]:
         """``hkt prepare`` arguments after ``--out``: task config, overrides, ``--source``."""
         spec = self.tasks[task] or {}

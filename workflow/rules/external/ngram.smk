@@ -10,7 +10,9 @@
 # The aggregation then includes its records; its options (external.NAME.options) become
 # `--key value` arguments through GRID.external_options(NAME). The rule runs its command with
 # HKT_MLFLOW_EXPERIMENT set to the experiment of the suite's trained models (hkt-<profile>-<task>),
-# so that a command that logs to MLflow (at $MLFLOW_TRACKING_URI) puts its run beside theirs.
+# so that a command that logs to MLflow (at $MLFLOW_TRACKING_URI) puts its run beside theirs, and
+# passes GRID.suite_args() (`--suite NAME`): with $HKT_RESULTS_DIR, also set for every job, the
+# command tags its run with the suite run (hkt.provenance.SuiteRun) as `hkt train` does.
 
 
 rule ngram_baseline:
@@ -25,6 +27,7 @@ rule ngram_baseline:
         out=lambda wc: GRID.path("run", **job(wc).wildcards()),
         options=lambda wc: GRID.external_options(wc.model),
         profile=GRID.profile,
+        suite=GRID.suite_args(),
         tracking_uri=TRACKING_URI,
         experiment=lambda wc: experiment_name(GRID.profile, wc.task),
     log:
@@ -37,4 +40,5 @@ rule ngram_baseline:
     shell:
         "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log} baseline ngram --data {params.data:q} --out {params.out:q}"
         " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
-        " --profile {params.profile} {params.options:q} --tracking-uri {params.tracking_uri:q}"
+        " --profile {params.profile} {params.suite:q} {params.options:q}"
+        " --tracking-uri {params.tracking_uri:q}"
