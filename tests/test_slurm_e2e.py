@@ -57,9 +57,9 @@ SMOKE = {
     "resources": {rule: {"threads": 1, "mem_mb": 1000, "runtime": 10}
                   for rule in ("prepare", "train", "external", "analyze", "bench", "aggregate")},
 }
-# Timing columns differ between a record and its MLflow run by nature (written at different
-# moments); every other column of every table must agree.
-TIMING = {"ms_per_step", "wall_time_s", "samples_per_s", "created_at"}
+# What differs between tables built from records and from MLflow by nature: where a run was read
+# (hkt/report/mlflow_runs.py says why). Every other column of every table must agree.
+BY_NATURE = {"source"}
 
 
 # --- the cluster and the server ---------------------------------------------------------------
@@ -218,7 +218,8 @@ def test_every_run_metric_and_artifact_is_on_the_server(slurm_run):
 def test_aggregate_from_the_server_rebuilds_the_record_tables(slurm_run, tmp_path):
     out = tmp_path / "from-mlflow"
     r = subprocess.run([sys.executable, "-m", "hkt.cli", "aggregate", "--mlflow", slurm_run["uri"],
-                        "--out", str(out), "--main-variant", "main", "--ablation-task", "listops",
+                        "--results-dir", str(slurm_run["results"]), "--out", str(out),
+                        "--main-variant", "main", "--ablation-task", "listops",
                         "--ablation-length", "512"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -227,8 +228,8 @@ def test_aggregate_from_the_server_rebuilds_the_record_tables(slurm_run, tmp_pat
     for table in sorted((out / "tables").glob("*.csv")):
         theirs = pl.read_csv(table)
         records = pl.read_csv(ours / table.name)
-        keep = [c for c in records.columns if c not in TIMING]
-        assert set(theirs.columns) - TIMING == set(keep), table.name
+        keep = [c for c in records.columns if c not in BY_NATURE]
+        assert set(theirs.columns) - BY_NATURE == set(keep), table.name
         assert theirs.select(keep).equals(records.select(keep)), (
             f"{table.name}:\n{theirs.select(keep)}\n{records.select(keep)}")
         compared += 1
@@ -246,14 +247,14 @@ def _checkpoint_step(path: Path) -> int:
 
 def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_cluster,
                                                                       tracking_server, tmp_path):
-    budget = ["train.test_batches=2", "train.max_steps=400", "train.checkpoint_every=25",
-              "train.eval_every=100", "train.log_every=10"]
+    budget = ["train.test_batches=2", "train.max_steps=200", "train.checkpoint_every=10",
+              "train.eval_every=50", "train.log_every=10"]
     cfg = {**SMOKE, "train_overrides": budget, "main": {"tasks": ["listops"], "models": ["mha"]},
            "external": {}, "analyze": {"enabled": False}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     repo = _repo_copy(tmp_path)
     target = "results/runs/listops/mha/main/seed0/record.json"
-    args = ["--configfile", str(tmp_path / "config.yaml"), target]
+    configfile = ["--configfile", str(tmp_path / "config.yaml")]
 
     work = tmp_path / "work"
     work.mkdir()
@@ -263,14 +264,14 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
     e["PATH"] = os.pathsep.join(p for p in e.get("PATH", "").split(os.pathsep) if p != venv_bin)
     proc = subprocess.Popen(
         [sys.executable, "-m", "snakemake", "-s", str(repo / "workflow" / "Snakefile"),
-         "--directory", str(work), "--profile", str(PROFILE),
-         "--config", f"tracking_uri={tracking_server}", *args],
+         "--directory", str(work), target, "--profile", str(PROFILE),
+         "--config", f"tracking_uri={tracking_server}", *configfile],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
     try:
         deadline = time.monotonic() + 240
-        while _checkpoint_step(run_dir / "checkpoints" / "last.pt") < 50:
+        while _checkpoint_step(run_dir / "checkpoints" / "last.pt") < 30:
             assert proc.poll() is None, proc.stdout.read()[-4000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 50 within 240 s"
+            assert time.monotonic() < deadline, "no checkpoint at step 30 within 240 s"
             time.sleep(0.05)
         jobs = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i %j"],
                               capture_output=True, text=True, check=True).stdout.split("\n")
@@ -288,13 +289,13 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
     assert len(submitted) == 2 and running[0] == submitted[0], out[-4000:]  # the retry
     log = (work / "results" / "logs" / "train" / "listops" / "mha" / "main" / "seed0.log")
     resumed = re.search(r"resuming from \S+last\.pt at step (\d+)", log.read_text())
-    assert resumed and 50 <= int(resumed.group(1)) < 400, log.read_text()[-3000:]
+    assert resumed and 30 <= int(resumed.group(1)) < 200, log.read_text()[-3000:]
 
     # the same job, uninterrupted, run locally
     ref = tmp_path / "ref"
     ref.mkdir()
-    r = snakemake("--cores", "2", "--config", "tracking_uri=sqlite:///" + str(ref / "m.db"),
-                  *args, cwd=ref, snakefile=repo / "workflow" / "Snakefile")
+    r = snakemake(target, "--cores", "2", "--config", "tracking_uri=sqlite:///" + str(ref / "m.db"),
+                  *configfile, cwd=ref, snakefile=repo / "workflow" / "Snakefile", timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     got = json.loads((run_dir / "record.json").read_text())
     want = json.loads((ref / target).read_text())
