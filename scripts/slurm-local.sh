@@ -7,11 +7,15 @@
 #   scripts/slurm-local.sh status    # daemons, node and queue
 #   scripts/slurm-local.sh down      # cancel the queue, stop the daemons by PID, remove it all
 #
-# Everything lives in one directory, $HKT_SLURM_DIR (default ${TMPDIR:-/tmp}/hkt-slurm):
-# slurm.conf, a fresh munge key and socket, state, logs and PID files. The daemons are started
-# and stopped by PID, never through systemd. One file is written outside it: srun inside batch
-# jobs reads /etc/slurm/slurm.conf whatever SLURM_CONF says, so `up` links it to ours when no
-# slurm.conf is there (and refuses to touch one that is), and `down` removes the link.
+# Everything lives in one directory, $HKT_SLURM_DIR (default ${TMPDIR:-/tmp}/hkt-slurm; give it
+# to sudo too: `sudo HKT_SLURM_DIR=... scripts/slurm-local.sh up`): slurm.conf, a fresh munge key
+# and socket, state, logs and PID files. The daemons are started and stopped by PID, never
+# through systemd. One file is written outside it, /etc/slurm/slurm.conf, a link to ours: the
+# Slurm commands that Snakemake, its job steps and the tests run find their config there (the
+# jobstep plugin drops SLURM_* variables, SLURM_CONF included, from a job's environment). `up`
+# refuses to touch a slurm.conf that is not such a link; `down` removes the link.
+# Root starts the cluster; any user may then submit to it (the directory is world-readable,
+# the munge key is not).
 # The node: this machine's CPUs and memory as `slurmd -C` reports them, one partition `hkt`,
 # no accounting database, MinJobAge=300 so that finished jobs stay visible to `squeue` (the
 # profile's status command) well past 3x its first status check.
@@ -31,7 +35,7 @@ need_bins() {
         command -v "$b" >/dev/null || die "$b not found: run \`scripts/slurm-local.sh install\` first"
     done
 }
-alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+alive() { [[ -f $1 ]] && ps -p "$(cat "$1")" >/dev/null 2>&1; }  # any user, not only root
 export SLURM_CONF=$DIR/slurm.conf
 
 install() {
@@ -49,7 +53,8 @@ install() {
 
 write_conf() {
     local node cpus mem host
-    node=$(slurmd -C | head -1)  # NodeName=HOST CPUs=.. Boards=.. ... RealMemory=..
+    node=$(slurmd -C)            # NodeName=HOST CPUs=.. Boards=.. ... RealMemory=..
+    node=${node%%$'\n'*}
     host=$(hostname -s)
     cpus=$(sed -n 's/.* CPUs=\([0-9]*\).*/\1/p' <<<"$node")
     mem=$(sed -n 's/.* RealMemory=\([0-9]*\).*/\1/p' <<<"$node")
@@ -95,13 +100,16 @@ up() {
     need_root up
     need_bins
     if alive "$DIR/slurmctld.pid"; then
-        echo "slurm-local: already up ($DIR)"; status; return
+        echo "slurm-local: already up ($DIR)"; status || true; return
+    fi
+    if [[ -L $ETC_CONF && ! -e $ETC_CONF ]]; then
+        rm -f "$ETC_CONF"  # a link left by a cluster whose directory is gone
     fi
     if [[ -e $ETC_CONF && ! -L $ETC_CONF ]]; then
         die "$ETC_CONF exists and is not ours: this machine has a Slurm configuration; use its cluster (workflow/profiles/slurm) or move the file away"
     fi
     if [[ -L $ETC_CONF && $(readlink "$ETC_CONF") != "$DIR/slurm.conf" ]]; then
-        die "$ETC_CONF links to $(readlink "$ETC_CONF"), another one-node cluster; \`HKT_SLURM_DIR=$(dirname "$(readlink "$ETC_CONF")") scripts/slurm-local.sh down\` first"
+        die "$ETC_CONF links to $(readlink "$ETC_CONF"), another one-node cluster: stop it first (HKT_SLURM_DIR=$(dirname "$(readlink "$ETC_CONF")") scripts/slurm-local.sh down)"
     fi
     local port
     for port in "$CTLD_PORT" "$SLURMD_PORT"; do
@@ -109,29 +117,40 @@ up() {
             die "port $port is in use (another slurmctld?): set HKT_SLURM_PORT to a free port"
         fi
     done
-    mkdir -p "$DIR"/{munge,state,spool,log}
-    chmod 700 "$DIR" "$DIR/munge"
+    rm -rf "$DIR/state" "$DIR/spool"  # a clean start: no jobs of an earlier cluster come back
+    mkdir -p "$DIR"/{munge,key,state,spool,log}
+    chmod 755 "$DIR" "$DIR/munge"
+    chmod 700 "$DIR/key"
     # a fresh key: this cluster trusts no other munge
-    dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none
-    chmod 400 "$DIR/munge/munge.key"
+    dd if=/dev/urandom of="$DIR/key/munge.key" bs=1024 count=1 status=none
+    chmod 400 "$DIR/key/munge.key"
     write_conf
-    munged --force --key-file="$DIR/munge/munge.key" --socket="$DIR/munge/munge.socket" \
+    # from here on, a failure stops what started and removes it all
+    munged --force --key-file="$DIR/key/munge.key" --socket="$DIR/munge/munge.socket" \
         --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/log/munged.log" \
-        --seed-file="$DIR/munge/munged.seed" || die "munged did not start: see $DIR/log/munged.log"
+        --seed-file="$DIR/key/munged.seed" || up_failed "munged did not start: see $DIR/log/munged.log"
     mkdir -p "$(dirname "$ETC_CONF")"
-    [[ -L $ETC_CONF ]] || { ln -s "$DIR/slurm.conf" "$ETC_CONF"; touch "$DIR/etc-link"; }
-    slurmctld -f "$DIR/slurm.conf" || die "slurmctld did not start: see $DIR/log/slurmctld.log"
-    slurmd -f "$DIR/slurm.conf" || die "slurmd did not start: see $DIR/log/slurmd.log"
-    local i state
+    [[ -L $ETC_CONF ]] || ln -s "$DIR/slurm.conf" "$ETC_CONF"
+    slurmctld -c -f "$DIR/slurm.conf" || up_failed "slurmctld did not start: see $DIR/log/slurmctld.log"
+    slurmd -f "$DIR/slurm.conf" || up_failed "slurmd did not start: see $DIR/log/slurmd.log"
+    local i state=""
     for i in $(seq 1 60); do
         state=$(sinfo -h -p "$PARTITION" -o %t 2>/dev/null || true)
         [[ $state == idle ]] && break
         sleep 0.5
     done
-    [[ $state == idle ]] || die "the node is '${state:-unreachable}', not idle, after 30 s: see $DIR/log/"
+    [[ $state == idle ]] || up_failed "the node is '${state:-unreachable}', not idle, after 30 s: see $DIR/log/"
     echo "slurm-local: up in $DIR (partition $PARTITION: $(sinfo -h -o '%c CPUs, %m MB'))"
     echo "  run the workflow on it: snakemake --profile workflow/profiles/slurm-local [...]"
     echo "  stop it:                scripts/slurm-local.sh down"
+}
+
+up_failed() {
+    local logs
+    logs=$(tail -n 5 "$DIR"/log/*.log 2>/dev/null || true)
+    down >/dev/null 2>&1 || true
+    die "$1 (cluster stopped and removed; last log lines:
+$logs)"
 }
 
 status() {
@@ -153,21 +172,31 @@ status() {
 }
 
 down() {
-    [[ -d $DIR ]] || { echo "slurm-local: nothing to stop ($DIR does not exist)"; return; }
-    if alive "$DIR/slurmctld.pid"; then
-        scancel --full --quiet --partition "$PARTITION" 2>/dev/null || true
+    # the /etc link, if it is ours, even when the directory is already gone
+    if [[ -L $ETC_CONF && $(readlink "$ETC_CONF") == "$DIR/slurm.conf" ]]; then
+        local unlink=1
+    fi
+    if [[ ! -d $DIR ]]; then
+        [[ -n ${unlink:-} ]] && rm -f "$ETC_CONF"
+        echo "slurm-local: nothing to stop ($DIR does not exist)"; return
     fi
     local name pid i
+    if alive "$DIR/slurmctld.pid"; then
+        # cancel the queue and wait for its jobs (and their processes) to end
+        scancel --full --quiet --partition "$PARTITION" 2>/dev/null || true
+        for i in $(seq 1 30); do
+            [[ -z $(squeue -h -p "$PARTITION" 2>/dev/null) ]] && break
+            sleep 0.5
+        done
+    fi
     for name in slurmd slurmctld munge/munged; do
         alive "$DIR/$name.pid" || continue
         pid=$(cat "$DIR/$name.pid")
-        kill "$pid"
-        for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+        kill "$pid" 2>/dev/null || true
+        for i in $(seq 1 50); do ps -p "$pid" >/dev/null 2>&1 || break; sleep 0.1; done
+        if ps -p "$pid" >/dev/null 2>&1; then kill -9 "$pid" 2>/dev/null || true; fi
     done
-    # job steps slurmd started and left (a job killed with its daemon)
-    pkill -f "slurmstepd: \[" 2>/dev/null || true
-    if [[ -f $DIR/etc-link && -L $ETC_CONF ]]; then rm -f "$ETC_CONF"; fi
+    [[ -n ${unlink:-} ]] && rm -f "$ETC_CONF"
     rm -rf "$DIR"
     echo "slurm-local: down, $DIR removed"
 }

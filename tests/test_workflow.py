@@ -18,17 +18,26 @@ SNAKEFILE = ROOT / "workflow" / "Snakefile"
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
-def snakemake(*args: str, cwd: Path, snakefile: Path = SNAKEFILE, timeout: int = 300,
-              env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run Snakemake with this Python in directory ``cwd``, as a user runs `.venv/bin/snakemake`:
-    the venv is not activated (its bin/ is not on PATH; the workflow finds `hkt` itself)."""
+def user_env(env: dict | None = None) -> dict:
+    """The environment of a user who runs `.venv/bin/snakemake`: the venv is not activated (its
+    bin/ is not on PATH; the workflow finds `hkt` itself), no tracking server in the shell."""
     e = dict(os.environ if env is None else env)
     venv_bin = str(Path(sys.executable).parent)
     e["PATH"] = os.pathsep.join(p for p in e.get("PATH", "").split(os.pathsep) if p != venv_bin)
     e.pop("MLFLOW_TRACKING_URI", None)
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(cwd),
-           *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+    return e
+
+
+def snakemake_cmd(*args: str, cwd: Path, snakefile: Path = SNAKEFILE) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(cwd),
+            *args]
+
+
+def snakemake(*args: str, cwd: Path, snakefile: Path = SNAKEFILE, timeout: int = 300,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run Snakemake with this Python in directory ``cwd``, as a user runs it (:func:`user_env`)."""
+    return subprocess.run(snakemake_cmd(*args, cwd=cwd, snakefile=snakefile), capture_output=True,
+                          text=True, timeout=timeout, env=user_env(env))
 
 
 def job_stats(output: str) -> dict[str, int]:
@@ -126,9 +135,10 @@ def rule_names() -> set[str]:
     return set(re.findall(r"^rule (\w+):", text, re.M))
 
 
-def test_slurm_profile_names_real_rules_and_no_resource_amounts():
+@pytest.mark.parametrize("name", ["slurm", "slurm-local"])
+def test_slurm_profile_names_real_rules_and_no_resource_amounts(name):
     """Resources are set once, in config.yaml; the profile only places jobs (partitions)."""
-    profile = yaml.safe_load((ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "workflow" / "profiles" / name / "config.yaml").read_text())
     assert profile["executor"] == "slurm"
     assert "slurm_partition" in profile["default-resources"]
     assert "set-threads" not in profile
@@ -140,6 +150,17 @@ def test_slurm_profile_names_real_rules_and_no_resource_amounts():
         assert not amounts & set(res), (rule, res)
     assert not amounts & set(profile["default-resources"])
     assert CONFIG["resources"]["train"]["gpu"] == 1
+
+
+def test_dry_run_with_the_slurm_local_profile(tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm",
+                        reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
+    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm-local"),
+                  "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout + r.stderr
+    assert job_stats(out)["train"] == expected_counts(suite("smoke"))["train"]
+    assert "slurm_partition=hkt" in out
 
 
 def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):

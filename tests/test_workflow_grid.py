@@ -116,6 +116,17 @@ def test_the_node_default_is_this_machine(monkeypatch):
     assert grid(cpus=64, node={"mem_mb": 10**7, "gpus": 2}).resources("train")["gpu"] == 1
 
 
+def test_a_cluster_without_gpus_in_view_refuses_gpu_jobs(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(GridError, match=r"resources\.\{analyze,bench,train\}\.gpu ask for GPUs, "
+                                        r"this machine has none and config `node\.gpus` is not set"):
+        grid(cpus=64).check_cluster_node()
+    grid(cpus=64, node={"gpus": 0}).check_cluster_node()  # said explicitly: CPU jobs
+    grid(cpus=64, node={"gpus": 4}).check_cluster_node()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    grid(cpus=64).check_cluster_node()  # this machine has one
+
+
 def test_a_node_key_that_does_not_exist_is_named():
     cfg = {**copy.deepcopy(CONFIG), "node": {"cpu": 4}}
     with pytest.raises(GridError, match=r"unknown key node\.cpu \(allowed under node: cpus, gpus, mem_mb\)"):

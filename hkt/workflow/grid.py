@@ -131,6 +131,7 @@ class Grid:
         self.cpus = int(cpus or node.get("cpus") or available_cpus())
         self.mem_mb = int(node.get("mem_mb") or machine_memory_mb())
         self.gpus = int(machine_gpus() if node.get("gpus") is None else node["gpus"])
+        self.node_given = {k for k in ("cpus", "mem_mb", "gpus") if node.get(k) is not None}
         self._main = config["main"]
         self._lra = config.get("lra") or {}
         self._ablation = config.get("ablation") or {}
@@ -353,6 +354,21 @@ class Grid:
 
     def _asked(self, rule: str) -> Mapping[str, Any]:
         return (self.config.get("resources") or {}).get(rule) or {}
+
+    def check_cluster_node(self) -> None:
+        """On a cluster, refuse to turn GPU jobs into CPU jobs by accident: a rule asks for GPUs,
+        the machine running Snakemake (a login node) has none, and config ``node.gpus`` does not
+        say what the compute nodes have. Raises :class:`GridError` naming the rules."""
+        if "gpus" in self.node_given or self.gpus > 0:
+            return
+        asking = sorted(r for r in (self.config.get("resources") or {})
+                        if int(self._asked(r).get("gpu", 0)) > 0)
+        if asking:
+            raise GridError(
+                f"resources.{{{','.join(asking)}}}.gpu ask for GPUs, this machine has none and "
+                "config `node.gpus` is not set: give the compute node's size (a config file "
+                "with node: {cpus: 32, mem_mb: 256000, gpus: 4}; `sinfo -o \"%P %c %m %G\"`), "
+                "or node: {gpus: 0} to run every job on CPUs")
 
     def clamps(self) -> list[str]:
         """One line per resource the config asks for above the node, naming it and its limit."""

@@ -70,6 +70,11 @@ def print_plan(calibrate):
 
 if workflow.is_main_process:
     print_plan(calibrate=False)
+    if workflow.non_local_exec:  # a cluster: jobs run on other nodes than this one
+        try:
+            GRID.check_cluster_node()
+        except ConfigError as exc:
+            raise WorkflowError(f"workflow config: {exc}")
     for _clamp in GRID.clamps():
         print(f"hkt: {_clamp}", file=sys.stderr)
 
