@@ -120,7 +120,8 @@ def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(uri)
-    old = client.create_experiment("made-by-an-older-version")  # no kind tag yet
+    old = client.create_experiment(  # no kind tag yet; artifacts in tmp, not in the cwd's mlruns/
+        "made-by-an-older-version", artifact_location=(tmp_path / "artifacts").as_uri())
     for name in ("fresh", "made-by-an-older-version"):
         t = Tracker(uri, name, "run")
         t.start()
