@@ -31,6 +31,7 @@ import torch
 import yaml
 
 from test_workflow import ROOT, job_stats, snakemake, snakemake_cmd, user_env
+from test_workflow_e2e import CONFIG as E2E_CONFIG
 
 pytestmark = pytest.mark.slow
 
@@ -38,20 +39,15 @@ CLUSTER = ROOT / "scripts" / "slurm-local.sh"
 PROFILE = ROOT / "workflow" / "profiles" / "slurm-local"
 LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localrules`
 
-# The small smoke workflow: ListOps, MHA and HKT, the two baselines, HKT's analysis.
+# The small smoke workflow of test_workflow_e2e (ListOps: MHA, HKT, the two shipped baselines),
+# without its ablation, its toy baseline and the benchmark; only HKT analysed. Tiny requests:
+# the one-node cluster runs the jobs side by side.
 SMOKE = {
+    **E2E_CONFIG,
     "suite": "slurmtest",
-    "profile": "smoke",
-    "seeds": [0],
-    "train_overrides": ["train.test_batches=2"],
-    "tasks": {"listops": {"config": "listops", "prepare": [
-        "prepare.splits.train=256", "prepare.splits.val=32", "prepare.splits.test=32"]}},
-    "main": {"tasks": ["listops"], "models": ["mha", "hkt"]},
     "ablation": {"enabled": False},
-    "external": {"majority": {"enabled": True, "seeds": [0]},
-                 "ngram": {"enabled": True, "seeds": [0],
-                           "options": {"orders": [1, 2], "buckets": 4096, "epochs": 1}}},
-    "analyze": {"enabled": True, "models": ["hkt"], "variants": ["main"],
+    "external": {k: v for k, v in E2E_CONFIG["external"].items() if k != "toy"},
+    "analyze": {**E2E_CONFIG["analyze"], "models": ["hkt"],
                 "args": ["examples=8", "truncation_examples=16", "approximation_examples=2"]},
     "bench": {"enabled": False},
     "resources": {rule: {"threads": 1, "mem_mb": 1000, "runtime": 10}
