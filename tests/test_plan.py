@@ -71,7 +71,8 @@ def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
 
 
 def test_gpus_limit_the_training_slots():
-    suite = merge(SUITE, {"resources": {"train": {"threads": 1, "gpu": 1}}})
+    suite = merge(SUITE, {"resources": {"train": {"threads": 1, "gpu": 1}},
+                          "node": {"gpus": 2}})  # a node with GPUs, whatever this machine has
     grid = Grid(merge(CONFIG, suite), CONFIG_DIR, cpus=16)
     configs = {j: fake_config(j) for j in grid.train_jobs()}
     plan = estimate(grid, configs, lambda cfg, shape: 1.0, other_seconds=OTHER, eval_cost=0.5,
