@@ -148,7 +148,9 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))  # one legend entry per model (and the paper)
-    ax.legend(uniq.values(), uniq.keys(), fontsize=8, ncol=min(4, len(uniq)))
+    # below the axes: inside, it hid the paper's marks (drawn high, above every bar)
+    ax.legend(uniq.values(), uniq.keys(), fontsize=8, ncol=min(6, len(uniq)), frameon=False,
+              loc="upper center", bbox_to_anchor=(0.5, -0.22))
     return save(fig, path)
 
 
