@@ -131,6 +131,30 @@ def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
 
 
+def test_an_experiment_another_job_creates_meanwhile_is_used(tmp_path):
+    """Jobs that start together on a tracking server all find no experiment, then all create it:
+    the ones that lose the race use the winner's (found by the cluster test on a real server)."""
+    from mlflow.tracking import MlflowClient
+
+    from hkt.train.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    other = MlflowClient(uri).create_experiment(  # the other job's, made after our lookup
+        "shared", artifact_location=(tmp_path / "artifacts").as_uri())
+    t = Tracker(uri, "shared", "run")
+    lookups = []
+    real = t.client.get_experiment_by_name
+
+    def late(name):  # our first lookup ran before the other job's create
+        lookups.append(name)
+        return None if len(lookups) == 1 else real(name)
+
+    t.client.get_experiment_by_name = late
+    t.start()
+    t.finish()
+    assert t.experiment_id == other and len(lookups) == 2
+
+
 def test_external_commands_and_hkt_train_share_the_experiment_name():
     """Baselines outside `hkt train` learn the experiment from experiment_name (the workflow
     exports it as $HKT_MLFLOW_EXPERIMENT): the name config/train.yaml composes."""

@@ -245,18 +245,33 @@ class Tracker(NullTracker):
 
     # -- setup -----------------------------------------------------------------------------
     def _experiment_id(self) -> str:
-        def get_or_create() -> str:
+        from mlflow.exceptions import MlflowException  # mlflow: see __init__
+
+        def existing() -> str | None:
             exp = self.client.get_experiment_by_name(self.experiment)
-            if exp is not None:
-                if exp.lifecycle_stage == "deleted":
-                    raise TrackingError(f"MLflow experiment '{self.experiment}' is deleted in "
-                                        f"{self.uri}; restore it or set tracking.experiment")
-                for key, value in EXPERIMENT_TAGS.items():
-                    if exp.tags.get(key) != value:
-                        self.client.set_experiment_tag(exp.experiment_id, key, value)
-                return exp.experiment_id
-            return self.client.create_experiment(self.experiment, tags=EXPERIMENT_TAGS,
-                                                 artifact_location=artifact_root(self.uri))
+            if exp is None:
+                return None
+            if exp.lifecycle_stage == "deleted":
+                raise TrackingError(f"MLflow experiment '{self.experiment}' is deleted in "
+                                    f"{self.uri}; restore it or set tracking.experiment")
+            for key, value in EXPERIMENT_TAGS.items():
+                if exp.tags.get(key) != value:
+                    self.client.set_experiment_tag(exp.experiment_id, key, value)
+            return exp.experiment_id
+
+        def get_or_create() -> str:
+            found = existing()
+            if found is not None:
+                return found
+            try:
+                return self.client.create_experiment(self.experiment, tags=EXPERIMENT_TAGS,
+                                                     artifact_location=artifact_root(self.uri))
+            except MlflowException as exc:
+                # another job created it since we looked (jobs start together on a tracking
+                # server, which the store lock below does not cover): use theirs
+                if exc.error_code != "RESOURCE_ALREADY_EXISTS" or (found := existing()) is None:
+                    raise
+                return found
 
         with _store_lock(self.uri):
             return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
