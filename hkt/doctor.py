@@ -132,7 +132,7 @@ def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, 
     memory tracker (``peak`` False: not measured, NaN; a time-only caller saves a step).
     ``batch_size`` None = the config's batch.
     """
-    from hkt.bench.common import TrainStep, peak_memory_bytes
+    from hkt.bench.common import TrainStep, median, peak_memory_bytes
     from hkt.models import build_model
 
     torch.manual_seed(seed)
@@ -154,7 +154,7 @@ def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, 
     state += sum(v.numel() * v.element_size() for s in step.opt.state.values()
                  for v in s.values() if torch.is_tensor(v))
     return StepTiming(seq_len=t, batch_size=b, n_params=sum(p.numel() for p in model.parameters()),
-                      ms_per_step=1000 * times[len(times) // 2] if times else float("nan"),
+                      ms_per_step=1000 * median(times),
                       loss=float(step.loss.detach()), peak_bytes=peak_bytes, state_bytes=state)
 
 

@@ -15,7 +15,7 @@ from hkt.cli import main as hkt_main
 from hkt.report.mlflow_runs import mlflow_row
 from hkt.runs import RUN_COLUMNS
 from hkt.report import environments
-from tests.test_report_aggregate import make_record, write_records
+from test_report_aggregate import make_record, write_records
 
 
 def test_environment_lists_installed_versions_python_and_platform():

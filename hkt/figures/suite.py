@@ -37,11 +37,8 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
     sel = curves.filter(pl.col("variant").is_in(list(variants)))
     if sel.is_empty():
         return empty(Path(path), "no validation curves (no runs of the main table)")
-    plt = pyplot()
-    keys = task_keys(sel)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.4), squeeze=False)
-    for ax, (task, length) in zip(axes[0], keys):
-        part = sel.filter((pl.col("task") == task) & (pl.col("length") == length))
+    fig, panels = task_panels(sel, 4.5, 3.4)
+    for ax, task, length, part in panels:
         models = ordered(part["model"].unique().to_list(), MODEL_ORDER)
         for i, model in enumerate(models):
             g = (part.filter(pl.col("model") == model).group_by("step")

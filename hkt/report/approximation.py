@@ -7,8 +7,8 @@ residual, trained against initialisation, from the rows :mod:`hkt.analysis.appro
 - :func:`approximation_figure`: score residual against levels kept L′ on a log scale, one line
   per layer, trained solid and initialisation dashed;
 - :func:`findings`: what the numbers say, in sentences, beside :data:`CLAIM`;
-- :func:`write_approximation`: all of it under an ``hkt aggregate`` output directory, summary
-  included.
+- :func:`write_approximation`: all of it under an ``hkt aggregate`` output directory, and its
+  section of the summary.
 """
 
 from __future__ import annotations
@@ -124,24 +124,20 @@ def findings(analyses: pl.DataFrame) -> str:
     return "\n".join(out)
 
 
-def write_approximation(analyses: pl.DataFrame, out: Path) -> list[Path]:
-    """``out/tables/approximation.{md,csv,tex}`` and ``out/figures/approximation.png``. Written
-    even without HKT analyses (saying so), so that a workflow can declare them."""
+def write_approximation(analyses: pl.DataFrame, out: Path) -> tuple[list[Path], list[str]]:
+    """``out/tables/approximation.{md,csv,tex}`` and ``out/figures/approximation.png``, and the
+    section of ``summary.md`` (the claim, how to read ρ, what the numbers say, the table and the
+    figure), from one table and one reading. Written even without HKT analyses (saying so), so
+    that a workflow can declare them."""
     out = Path(out)
-    table = approximation_table(analyses)
+    table, said = approximation_table(analyses), findings(analyses)
+    display = approximation_display(table)
     caption = (f"Approximation: per-level decay ratio ρ of the level-truncation residual. {CLAIM} "
-               f"Measured: {' '.join(findings(analyses).splitlines())}")
-    written = write_table(table, approximation_display(table), out / "tables" / SECTION, caption)
+               f"Measured: {' '.join(said.splitlines())}")
+    written = write_table(table, display, out / "tables" / SECTION, caption)
     written.append(approximation_residuals(analyses, out / "figures" / f"{SECTION}.png"))
-    return written
-
-
-def summary_section(analyses: pl.DataFrame) -> list[str]:
-    """The section of ``summary.md``: the claim, how to read ρ, what the numbers say, the table
-    and the figure."""
-    table = approximation_table(analyses)
-    return ["## Approximation: does the truncation error decay geometrically in L?", "",
-            CLAIM, "", READING, "", "What the numbers say:", "", findings(analyses), "",
-            markdown(*approximation_display(table)),
-            f"![residual vs levels kept](figures/{SECTION}.png) "
-            f"([table](tables/{SECTION}.md), [csv](tables/{SECTION}.csv))", ""]
+    section = ["## Approximation: does the truncation error decay geometrically in L?", "",
+               CLAIM, "", READING, "", "What the numbers say:", "", said, "", markdown(*display),
+               f"![residual vs levels kept](figures/{SECTION}.png) "
+               f"([table](tables/{SECTION}.md), [csv](tables/{SECTION}.csv))", ""]
+    return written, section

@@ -13,7 +13,6 @@ import polars as pl
 from hkt.figures import suite as figures
 from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
-from hkt.report.approximation import summary_section as approximation_section
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
@@ -78,8 +77,9 @@ def aggregate(args: argparse.Namespace) -> int:
             written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
                                                   out / "figures" / "kappa_by_level.png"))
             written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
-            written += write_approximation(analyses, out)
-            sections += approximation_section(analyses)
+            files, section = write_approximation(analyses, out)
+            written += files
+            sections += section
         # last: it links every table and figure written above
         written.append(write_summary(out / "summary.md", runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,

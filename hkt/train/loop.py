@@ -319,7 +319,7 @@ class _Run:
                     self._save_best(val)
             if do_log or do_eval:
                 st.history.append(row)
-            tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
+                tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
             if do_ckpt:
                 sync_window()
                 tracker.flush()
