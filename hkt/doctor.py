@@ -38,7 +38,6 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.errors import ConfigError
 
 __all__ = ["Check", "StepTiming", "load_suite", "suite_jobs", "job_config",
            "measure_training_step", "run_checks", "add_arguments", "run"]
@@ -79,7 +78,7 @@ def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> 
     or a name in ``config/suites/``; None or ``auto`` is the workflow's own choice
     (:mod:`hkt.workflow.suites`: paper with CUDA, else cpu; ``cuda`` replaces the CUDA check)."""
     from hkt.config import config_dir
-    from hkt.workflow.suites import cuda_available, resolve_suite
+    from hkt.workflow.suites import cuda_available, merge, resolve_suite, suite_file
 
     cdir = config_dir()
     base = OmegaConf.load(cdir / "config.yaml")
@@ -87,14 +86,9 @@ def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> 
         resolved, _ = resolve_suite(OmegaConf.to_container(base), cdir,
                                     cuda=cuda or cuda_available)
         return OmegaConf.create(resolved)
-    path = Path(suite)
-    if not path.is_file():
-        path = cdir / "suites" / f"{suite}.yaml"
-    if not path.is_file():
-        names = ", ".join(sorted(p.stem for p in (cdir / "suites").glob("*.yaml"))) or "none"
-        raise ConfigError(f"suite={suite!r}: no such file, and no config/suites/{suite}.yaml "
-                          f"(suites: {names}, or auto)")
-    return OmegaConf.merge(base, OmegaConf.load(path))
+    path = Path(suite) if Path(suite).is_file() else suite_file(suite, cdir)
+    return OmegaConf.create(merge(OmegaConf.to_container(base),
+                                  OmegaConf.to_container(OmegaConf.load(path))))
 
 
 def suite_jobs(suite: DictConfig) -> list[tuple[str, str, str]]:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "ensure_writable_dir",
-           "remove_orphaned_temps", "sha256_file"]
+           "remove_orphaned_temps", "file_digests", "sha256_file"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -130,10 +130,17 @@ def ensure_writable_dir(directory: str | os.PathLike) -> Path:
     return directory
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks (the data checksums of run records)."""
-    h = hashlib.sha256()
+def file_digests(path: str | os.PathLike,
+                 algorithms: tuple[str, ...] = ("sha256", "md5")) -> dict[str, str]:
+    """Hex digests of a file in one pass, read in chunks."""
+    hs = {a: hashlib.new(a) for a in algorithms}
     with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+        while block := f.read(1 << 20):
+            for h in hs.values():
+                h.update(block)
+    return {a: h.hexdigest() for a, h in hs.items()}
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes (the data checksums of run records)."""
+    return file_digests(path, ("sha256",))["sha256"]

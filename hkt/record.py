@@ -66,11 +66,17 @@ def schema() -> dict[str, Any]:
     return json.loads(text)
 
 
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    """One validator for the process: building it compiles the schema (a record is validated
+    when made, staged for MLflow and written; aggregating reads hundreds)."""
+    return jsonschema.Draft202012Validator(
+        schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
 def validate_record(record: dict[str, Any]) -> dict[str, Any]:
     """Check ``record`` against the schema; raise :class:`RecordError` naming the field."""
-    validator = jsonschema.Draft202012Validator(
-        schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-    errors = sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
+    errors = sorted(_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         lines = []
         for e in errors[:5]:

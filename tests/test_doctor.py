@@ -62,7 +62,8 @@ def test_bad_setting_is_a_config_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "hkt.cli", "doctor", "suite.file=no-such-suite"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert "hkt: error: suite='no-such-suite'" in proc.stderr and "smoke" in proc.stderr
+    assert "hkt: error: suite 'no-such-suite' has no config/suites/no-such-suite.yaml" in proc.stderr
+    assert "smoke" in proc.stderr
 
 
 def test_suite_merges_over_the_workflow_config(tmp_path):

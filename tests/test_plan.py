@@ -116,4 +116,4 @@ def test_plan_of_the_smoke_suite_calibrates_once_then_reads_the_cache(tmp_path):
 
 def test_unknown_suite_is_an_error(tmp_path):
     r = hkt_plan("--suite", "nosuch", cwd=tmp_path)
-    assert r.returncode == 2 and "hkt: error: suite='nosuch'" in r.stderr
+    assert r.returncode == 2 and "hkt: error: suite 'nosuch' has no config/suites/nosuch.yaml" in r.stderr

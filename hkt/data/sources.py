@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hkt.errors import DataError
+from hkt.fileio import file_digests
 
 log = logging.getLogger("hkt.data")
 
@@ -46,16 +47,6 @@ _CHUNK = 1 << 20
 
 
 # ---- checksums ---------------------------------------------------------------------------
-
-def file_digests(path: str | os.PathLike, algorithms: tuple[str, ...] = ("sha256", "md5")) -> dict[str, str]:
-    """Hex digests of a file in one pass."""
-    hs = {a: hashlib.new(a) for a in algorithms}
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            for h in hs.values():
-                h.update(block)
-    return {a: h.hexdigest() for a, h in hs.items()}
-
 
 def verify_file(path: Path, expected: dict[str, str | None], *, delete_on_mismatch: bool = False,
                 what: str | None = None) -> dict[str, str]:
