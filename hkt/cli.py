@@ -6,9 +6,13 @@ modules, imported lazily so that ``hkt --help`` stays fast. A command module exp
 level more: ``hkt bench NAME`` maps to the modules in ``BENCHMARKS``, ``hkt baseline NAME`` to
 those in ``BASELINES``.
 
-``hkt --log FILE COMMAND …`` sends the command's output (Python's and the libraries', at the file
-descriptor level) to FILE and, if it fails, prints FILE's last lines on the terminal: the one
-statement of what every workflow rule wants from its log.
+``hkt --log FILE COMMAND …`` appends the command's output (Python's and the libraries', at the
+file descriptor level) to FILE under a header naming the attempt (command, time, host, pid) and,
+if it fails, prints that attempt's last lines on the terminal: the one statement of what every
+workflow rule wants from its log. Appending keeps the evidence of earlier attempts, and of a
+run that another process (a second workflow on the same results) was refused to disturb.
+
+SIGINT and SIGTERM stop any command with one line and exit 130 or 143 (:mod:`hkt.signals`).
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ import errno
 import importlib
 import os
 import sys
+import socket
 import traceback
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime, timezone
 
+from hkt import signals
 from hkt.errors import HKTError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "aggregate": ("hkt.report.cli", "Build tables and figures from run records or MLflow."),
     "plan": ("hkt.plan", "A suite's jobs per rule and estimated wall time on this machine (config/plan.yaml)."),
     "doctor": ("hkt.doctor", "Check this machine against a suite before running it (config/doctor.yaml)."),
+    "status": ("hkt.status", "Where a suite stands: jobs by state, remaining wall time, expected finish."),
 }
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -100,16 +108,27 @@ def _split_log(argv: list[str]) -> tuple[str | None, list[str]]:
     return None, argv
 
 
-def run_logged(log: str, command: Callable[[], int]) -> int:
+def attempt_header(argv: list[str]) -> str:
+    """The line that opens one attempt's output in a log: what ran, when, where."""
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return (f"===== hkt {' '.join(argv)} | {when} | host {socket.gethostname()} "
+            f"pid {os.getpid()} =====\n")
+
+
+def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
     """Run ``command`` with stdout and stderr (file descriptors 1 and 2, so that child processes
-    and C libraries are included) going to ``log``; if it fails, print the log's last lines to
-    the original stderr. Returns the command's exit status (1 for an uncaught exception, whose
-    traceback goes to the log)."""
+    and C libraries are included) appended to ``log`` after ``header``; if it fails, print this
+    attempt's last lines to the original stderr (only the stop line for a stopped command).
+    Returns the command's exit status (1 for an uncaught exception, whose traceback goes to the
+    log)."""
     os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    with open(log, "w", encoding="utf-8") as fh:
+    with open(log, "a", encoding="utf-8") as fh:
+        start = fh.tell()
+        fh.write(header)
+        fh.flush()
         os.dup2(fh.fileno(), 1)
         os.dup2(fh.fileno(), 2)
         try:
@@ -131,29 +150,37 @@ def run_logged(log: str, command: Callable[[], int]) -> int:
                 os.close(fd)
     if status:
         with open(log, encoding="utf-8", errors="replace") as fh:
-            tail = "".join(deque(fh, maxlen=LOG_TAIL_LINES))
-        sys.stderr.write(f"--- end of {log}:\n{tail}")
+            fh.seek(start)
+            lines = deque(fh, maxlen=LOG_TAIL_LINES)
+        if status in STOP_CODES and lines:
+            sys.stderr.write(lines[-1])
+        else:
+            sys.stderr.write(f"--- end of {log}:\n{''.join(lines)}")
         sys.stderr.flush()
     return status
 
 
+STOP_CODES = {128 + s for s in signals.SIGNALS}  # 130, 143: stopped by a signal
+
+
 def main(argv: list[str] | None = None) -> int:
     log, argv = _split_log(list(sys.argv[1:] if argv is None else argv))
-    if log is not None:
-        return run_logged(log, lambda: _main(argv))
-    return _main(argv)
+    with signals.handled():
+        if log is not None:
+            return run_logged(log, lambda: _main(argv), attempt_header(argv))
+        return _main(argv)
 
 
 def _main(argv: list[str]) -> int:
-    found = _command_parser(argv)
-    if found is None:
-        build_parser().parse_args(argv)  # prints help/usage and exits
-        return 2
-    parser, module_name = found
-    skip = 2 if argv[0] in GROUPS else 1
-    args = parser.parse_intermixed_args(argv[skip:])
-    module = importlib.import_module(module_name)
     try:
+        found = _command_parser(argv)
+        if found is None:
+            build_parser().parse_args(argv)  # prints help/usage and exits
+            return 2
+        parser, module_name = found
+        skip = 2 if argv[0] in GROUPS else 1
+        args = parser.parse_intermixed_args(argv[skip:])
+        module = importlib.import_module(module_name)
         return int(module.run(args) or 0)
     except HKTError as exc:
         print(f"hkt: error: {exc}", file=sys.stderr)
@@ -161,6 +188,16 @@ def _main(argv: list[str]) -> int:
     except OSError as exc:  # disk full, read-only file system, permissions: the user's to fix
         print(f"hkt: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
+    except signals.Stopped as exc:
+        print(f"hkt: {exc.message or _stopped(exc, argv)}", file=sys.stderr, flush=True)
+        return exc.exit_code
+
+
+def _stopped(exc: signals.Stopped, argv: list[str]) -> str:
+    """What a command stopped by a signal says, unless it said more itself."""
+    name = " ".join(argv[:2] if argv and argv[0] in GROUPS else argv[:1]) or "the command"
+    return (f"stopped by {exc.name} during `hkt {name}`: nothing half-written is left (every "
+            "file is written whole or not at all); run the same command again to redo it")
 
 
 _OS_HINTS = {

@@ -48,3 +48,19 @@ def test_a_run_that_fails_before_its_first_write_leaves_nothing(tmp_path, capsys
         err = capsys.readouterr().err
         assert code == 2 and "hkt: error:" in err, (bad, err)
         assert not run.exists(), (bad, sorted(p.name for p in run.iterdir()))
+
+
+def test_an_empty_checkpoint_says_it_is_empty(tmp_path, capsys):
+    data = write_prepared_data(tmp_path / "data", "listops")
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
+            "profile=smoke", "tracking.enabled=false", "--no-progress"]
+    assert main(args) == 0
+    (run / "record.json").unlink()  # as if killed before the end: the next run resumes
+    (run / "checkpoints" / "last.pt").write_bytes(b"")
+    capsys.readouterr()
+    assert main(args) == 2
+    msg = capsys.readouterr().err.strip().splitlines()[-1]
+    assert msg == (f"hkt: error: cannot load checkpoint {run / 'checkpoints' / 'last.pt'}: the "
+                   "file is empty (0 bytes); delete it (and the run directory's other "
+                   "checkpoints) to start over")

@@ -14,6 +14,7 @@ from hkt.analysis.run import analyze_run, load_trained_run
 from hkt.config import compose
 from hkt.analysis import approximation
 from hkt.device import resolve_device
+from hkt.fileio import atomic_path, atomic_write_text
 from hkt.figures import analysis as figures
 from hkt.record import ANALYSIS_FILE
 from hkt.runs import KEY, record_row
@@ -61,9 +62,9 @@ def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame, tags: dict[str,
     run_id, uri = record.get("mlflow_run_id"), record.get("mlflow_tracking_uri")
     if not run_id or not uri:
         return False
-    from mlflow.tracking import MlflowClient  # seconds to import: only when logging
+    from hkt.store import open_client  # mlflow takes seconds to import: only when logging
 
-    client = MlflowClient(tracking_uri=uri)
+    client = open_client(uri, create=False)
     kappa = (table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
              .group_by("quantity", "level").agg(pl.col("value").mean()))
     metrics = {f"analysis/kappa_{q}_level{lv}": v for q, lv, v in kappa.iter_rows()}
@@ -90,9 +91,8 @@ def run(args: argparse.Namespace) -> int:
         *(pl.lit(v).alias(k) for k, v in ident.items()), pl.lit(str(args.run_dir)).alias("run_dir"))
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{ANALYSIS_FILE}.tmp"
-    table.write_parquet(tmp, compression="zstd")
-    tmp.replace(out / ANALYSIS_FILE)
+    with atomic_path(out / ANALYSIS_FILE) as tmp:
+        table.write_parquet(tmp, compression="zstd")
     title = f"{rec['task']} / {rec['model']} / {rec['variant']} / seed {rec['seed']}"
     figures.kappa_per_level(table, out / "kappa_per_level.png", title)
     if extra["example_lambdas"] is not None:
@@ -102,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
         figures.truncation_curve(table, out / "truncation.png", title)
         figures.approximation_residuals(table, out / "approximation.png")
     summary = summarise(table)
-    (out / "summary.md").write_text(f"# Analysis of {title}\n\n```\n{summary}\n```\n\nSettings:\n\n```yaml\n"
-                                    f"{OmegaConf.to_yaml(cfg)}```\n")
-    (out / "settings.json").write_text(json.dumps(OmegaConf.to_container(cfg), indent=2))
+    atomic_write_text(out / "summary.md", f"# Analysis of {title}\n\n```\n{summary}\n```\n\n"
+                      f"Settings:\n\n```yaml\n{OmegaConf.to_yaml(cfg)}```\n")
+    atomic_write_text(out / "settings.json", json.dumps(OmegaConf.to_container(cfg), indent=2))
     env_digest = environment.save(out)  # OUT/environment.json, logged with the rest
     print(summary)
     if cfg.mlflow and _log_to_mlflow(rec, out, table, {"analysis.env_digest": env_digest}):

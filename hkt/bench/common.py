@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from hkt.fileio import atomic_write_text
 from hkt.report.writers import markdown
 from hkt.train.optim import build_optimizer
 from hkt.train.step import autocast_dtype, forward_backward
@@ -173,6 +174,6 @@ def write_outputs(out_dir: Path, stem: str, csv_text: str, markdown: str) -> tup
     """``{stem}.csv`` and ``{stem}.md`` under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.md"
-    csv_path.write_text(csv_text)
-    md_path.write_text(markdown.rstrip("\n") + "\n")
+    atomic_write_text(csv_path, csv_text)
+    atomic_write_text(md_path, markdown.rstrip("\n") + "\n")
     return csv_path, md_path

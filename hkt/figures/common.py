@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from hkt.fileio import atomic_path
 from hkt.runs import task_keys
 
 #: A fixed colour per model, so a model looks the same in every figure.
@@ -61,7 +62,8 @@ def save(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    with atomic_path(path) as tmp:  # whole or not at all
+        fig.savefig(tmp, dpi=dpi, format="png")
     pyplot().close(fig)
     return path
 

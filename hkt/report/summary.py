@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,14 +12,17 @@ import polars as pl
 from hkt.data.layout import split_file
 from hkt.data.parquet import provenance_warning, read_metadata
 from hkt.errors import DataError
+from hkt.fileio import atomic_write_text
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.report import environments
+from hkt.report.products import PRODUCTS
 from hkt.report.tables import ablation_display, gap_display, main_display
 from hkt.report.writers import markdown
 from hkt.runs import KEY
 
-TABLES = ("main", "gap", "ablation")
-FIGURES = ("val_curves", "accuracy_vs_levels", "main_bar")
+# the order the summary lists them in: the workflow's (hkt.report.products)
+TABLES = tuple(p.name for p in PRODUCTS if p.kind == "table")
+FIGURES = tuple(p.name for p in PRODUCTS if p.kind == "figure")
 
 
 def record_data_warning(rec: dict) -> str | None:
@@ -85,8 +89,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     figures = sorted(p.stem for p in (out / "figures").glob("*.png"))
     ordered = [f for f in FIGURES if f in figures] + [f for f in figures if f not in FIGURES]
     lines.append("- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in ordered))
-    lines.append(f"- Report (after `snakemake --report {out}/report.html`, run from the "
+    lines.append(f"- Report (after `snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
                  "repository): [report.html](report.html)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path

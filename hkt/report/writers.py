@@ -11,6 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from hkt.fileio import atomic_path, atomic_write_text
+
 Display = tuple[list[str], list[list[str]]]
 
 
@@ -92,7 +94,8 @@ def write_table(df: pl.DataFrame, display: Display, stem: Path, caption: str) ->
     stem.parent.mkdir(parents=True, exist_ok=True)
     header, rows = display
     md, csv, tex = stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")
-    md.write_text(f"{caption}\n\n" + markdown(header, rows), encoding="utf-8")
-    df.write_csv(csv)
-    tex.write_text(latex(header, rows, caption, f"tab:{stem.name}"), encoding="utf-8")
+    atomic_write_text(md, f"{caption}\n\n" + markdown(header, rows))
+    with atomic_path(csv) as tmp:  # each file whole or not at all (a stop mid-way, a full disk)
+        df.write_csv(tmp)
+    atomic_write_text(tex, latex(header, rows, caption, f"tab:{stem.name}"))
     return [md, csv, tex]

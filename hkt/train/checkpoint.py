@@ -71,6 +71,9 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Load a checkpoint with ``weights_only=True``; a clear error if it is corrupt."""
     path = Path(path)
+    if path.is_file() and path.stat().st_size == 0:  # torch would say only "EOFError: "
+        raise TrainingError(f"cannot load checkpoint {path}: the file is empty (0 bytes); delete "
+                            "it (and the run directory's other checkpoints) to start over")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:

@@ -64,6 +64,7 @@ SCHEMA: dict[str, Any] = {
         "compile": boolean,
         "num_threads": optional(pos_int),
         "deterministic": boolean,
+        "stop_grace_s": spec(number, lo=0),
     },
     "optim": {
         "name": spec(choice, options=("adamw",)),
@@ -164,11 +165,18 @@ def _count_params(model_cfg: DictConfig, num_classes: int, max_length: int) -> i
     return sum(p.numel() for p in model.parameters())
 
 
+# train.* keys that change how a session behaves, not what the run computes: a resumed run may
+# change them (and the workflow does not re-run a job for them)
+RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s",)
+
+
 def strip_for_compare(cfg: Any) -> dict[str, Any]:
     """The parts of a resolved config that define a run (tracking settings excluded)."""
     d = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     d = dict(d)
     d.pop("tracking", None)
+    if isinstance(d.get("train"), dict):  # how a run stops does not change what it computes
+        d["train"] = {k: v for k, v in d["train"].items() if k not in RUN_NEUTRAL_TRAIN_KEYS}
     # how the data were prepared is checked through the data checksums instead (mirror and
     # cache paths come from the environment and may differ between sessions)
     if isinstance(d.get("task"), dict):

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from hkt import environment
+from hkt import environment, signals
 from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError, RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
@@ -148,17 +148,19 @@ class _Run:
     def run(self) -> dict[str, Any]:
         """Resume or start, train to the end, write the record; the MLflow run ends as FAILED
         or KILLED if training does not get there."""
+        self.tracker = make_tracker(self.cfg)  # a broken store stops here, before any write
         if self.last_path.exists():
             self._resume()
         else:
             self.state.mlflow_run_id = rundir.claim(self.run_dir, self.cfg)
         self._start_tracking()
         try:
-            self._loop()
+            with signals.deferred(float(self.cfg.train.stop_grace_s)):
+                self._loop()
             return self._finish()
-        except KeyboardInterrupt:
+        except signals.Stopped as exc:
             self.tracker.finish("KILLED")
-            raise
+            raise exc if exc.message else exc.with_message(self._stopped(exc.signum, saved=False)) from None
         except Exception as exc:  # noqa: BLE001 - any crash ends the MLflow run, then propagates
             self.tracker.set_tags({"hkt.error": f"{type(exc).__name__}: {exc}"[:5000]})
             self.tracker.finish("FAILED")
@@ -184,7 +186,6 @@ class _Run:
         self.say(f"resuming from {self.last_path} at step {self.state.step}/{self.cfg.train.max_steps}")
 
     def _start_tracking(self) -> None:
-        self.tracker = make_tracker(self.cfg)
         if not self.tracker.enabled:
             return
         meta = self.data.meta["train"]
@@ -219,6 +220,19 @@ class _Run:
                          "config": self.cfg_dict, "step": self.state.step,
                          "val_accuracy": metrics["acc"], "val_loss": metrics["loss"]},
                         self.best_path)
+
+    def _stopped(self, signum: int, *, saved: bool, during: str = "") -> str:
+        """The one line a stopped run prints: where it stopped, what it kept, how to go on."""
+        name = signals.Stopped(signum).name
+        at = f"stopped by {name} at step {self.state.step}/{self.cfg.train.max_steps}{during}"
+        if saved:
+            return (f"{at}: checkpoint written at step {self.state.step} ({self.last_path}); "
+                    "the same command resumes it")
+        if self.last_path.exists():
+            kept = load_checkpoint(self.last_path)["step"]
+            return (f"{at}: kept the checkpoint of step {kept} ({self.last_path}); the same "
+                    "command resumes from there")
+        return f"{at}: no checkpoint yet; the same command starts the run again"
 
     def _wall(self) -> float:
         """Wall time of the run so far: earlier sessions plus this one."""
@@ -263,6 +277,16 @@ class _Run:
                                  f"set optim.grad_clip, or use train.precision=fp32.")
 
         while st.step < max_steps:
+            if signals.pending() is not None:  # a step boundary: stop with a checkpoint of it
+                signum = signals.take()
+                w_time += time.perf_counter() - t_mark
+                st.train_time_s += time.perf_counter() - t_mark
+                if bool(w_bad):
+                    raise diverged(f"between steps {st.step - w_steps + 1} and {st.step}")
+                sync_window()
+                tracker.flush()
+                self._save_last()
+                raise signals.Stopped(signum, self._stopped(signum, saved=True))
             tokens, mask, labels = to_device(self.batches.next(), device)
             loss, logits, gnorm = forward_backward(self.forward, opt, params, tokens, mask, labels,
                                                    amp=amp, grad_clip=grad_clip)
@@ -309,6 +333,10 @@ class _Run:
                 w_time = 0.0
             if do_eval:
                 def validating(batches: int, examples: int, step: int = step) -> None:
+                    if signals.pending() is not None:  # not a step boundary: keep the last
+                        signum = signals.take()
+                        raise signals.Stopped(signum, self._stopped(
+                            signum, saved=False, during=" (while validating)"))
                     bar.note(step, f"validating: {batches} batches, {examples} examples so far")
 
                 val = evaluate(self.forward, model, self.data.eval_batches(
