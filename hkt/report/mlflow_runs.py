@@ -34,10 +34,10 @@ from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, Aggregate
 
 
 def client(uri: str) -> Any:
-    """An MLflow client for ``uri``."""
-    from mlflow.tracking import MlflowClient  # mlflow takes seconds to import: only when used
+    """An MLflow client for the existing store ``uri`` (one error line if it cannot be read)."""
+    from hkt.store import open_client
 
-    return MlflowClient(tracking_uri=uri)
+    return open_client(uri, create=False)
 
 
 def mlflow_experiments(mlflow: Any, names: Sequence[str] | None) -> list[Any]:

@@ -2,11 +2,10 @@
 
 Default store: ``sqlite:///<results_dir>/mlflow.db`` with artifacts beside it in
 ``<results_dir>/mlartifacts``; ``tracking.uri`` (default ``$MLFLOW_TRACKING_URI``) points runs
-at a tracking server instead. The workflow runs jobs in parallel, so every call to the store
-goes through :func:`with_retry` (exponential backoff with jitter on ``database is locked`` and
-similar transient errors), and the first creation of the database and of each experiment
-happens under a file lock beside the database (two processes must not both run MLflow's schema
-migrations on a fresh file).
+at a tracking server instead. The store itself (opening it, creating it under a file lock, the
+retry policy :func:`~hkt.store.with_retry` of every call, one error line per fault) is
+:mod:`hkt.store`'s; this module is a training run's use of it. The workflow runs jobs in
+parallel, so each experiment is also created under the store's lock.
 
 Metrics are buffered and written in batches (one transaction each): fewer writers contending
 for the SQLite lock. A resumed run reuses its MLflow run (the id is kept in
@@ -19,42 +18,30 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterable
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
-
-from filelock import FileLock
 
 import hkt
 from hkt.config import flatten
 from hkt.data.parquet import provenance_warning
-from hkt.errors import HKTError
-from hkt.fileio import ensure_writable_dir
 from hkt.provenance import SuiteRun
+from hkt.store import (RETRIES, TrackingError, artifact_root, default_tracking_uri, open_client,
+                       store_lock, with_retry)
 from hkt.record import STEP_METRICS
 
 T = TypeVar("T")
 
 __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "suite_run",
            "artifact_root", "with_retry", "Tracker", "NullTracker", "make_tracker", "data_tags",
-           "run_tags", "run_params", "STEP_METRICS"]
+           "run_tags", "run_params", "STEP_METRICS", "RETRIES", "TrackingError"]
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
 # is logged as given
 
-_TRANSIENT = ("database is locked", "database table is locked", "database is busy",
-              "sqlite_busy", "unable to open database file", "disk i/o error",
-              "deadlock", "connection reset", "connection refused", "temporarily unavailable",
-              "timed out", "status code 503", "status code 502", "status code 504",
-              "status code 429")
-
-
-RETRIES = {"count": 0}  # transient failures retried in this process (diagnostics, tests)
 
 
 # MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
@@ -76,15 +63,6 @@ def experiment_name(profile: str, task: str) -> str:
     return f"hkt-{profile}-{task}"
 
 
-class TrackingError(HKTError):
-    """The tracking store cannot be reached or refuses the run (after retries)."""
-
-
-def default_tracking_uri(results_dir: str | Path) -> str:
-    path = Path(results_dir).expanduser().resolve() / "mlflow.db"
-    return f"sqlite:///{path}"
-
-
 def tracking_uri(tracking_cfg: Any) -> str:
     """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
@@ -102,87 +80,6 @@ def suite_run(tracking_cfg: Any) -> SuiteRun:
     absolute). Its tags and record fields tell the run from those of other suite runs on one
     tracking server."""
     return SuiteRun.of(tracking_cfg.get("suite"), _results_dir(tracking_cfg))
-
-
-def _sqlite_path(uri: str) -> Path | None:
-    if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///"):])
-    return None
-
-
-def artifact_root(uri: str) -> str | None:
-    """Artifacts of a SQLite store go beside it (``mlartifacts/``); servers decide for themselves."""
-    db = _sqlite_path(uri)
-    if db is None:
-        return None
-    return (db.parent / "mlartifacts").resolve().as_uri()
-
-
-def _is_transient(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}".lower()
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None:
-        text += f" {type(cause).__name__}: {cause}".lower()
-    return any(t in text for t in _TRANSIENT)
-
-
-_UNWRITABLE = ("readonly database", "read-only database", "read-only file system",
-               "database or disk is full", "no space left", "permission denied")
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-def _is_unwritable(exc: BaseException) -> bool:
-    """A store that cannot take writes (full disk, read-only): retrying does not help."""
-    cause = exc.__cause__ or exc.__context__
-    text = f"{exc} {cause or ''}".lower()
-    return any(t in text for t in _UNWRITABLE)
-
-
-def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
-               attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
-               **kwargs: Any) -> T:
-    """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff.
-
-    Delays grow as ``base_delay * 2**i`` (capped at ``max_delay``) with full jitter, so
-    contending processes spread out; about a minute in total before giving up.
-    """
-    for i in range(attempts):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - filtered by _is_transient
-            if not _is_transient(exc) or i == attempts - 1:
-                if _is_unwritable(exc):
-                    raise TrackingError(f"{what} failed: the MLflow store is not writable "
-                                        f"({_first_line(exc)}); free space or fix its permissions, "
-                                        "point MLFLOW_TRACKING_URI or tracking.uri elsewhere, or set "
-                                        "tracking.enabled=false") from exc
-                if _is_transient(exc):
-                    cause = exc.__cause__ or exc.__context__
-                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                    if cause is not None:
-                        why += f" ({str(cause).splitlines()[0]})"
-                    raise TrackingError(f"{what} failed after {attempts} attempts: {why}; "
-                                        "is another process holding the store?") from exc
-                raise
-            RETRIES["count"] += 1
-            delay = min(max_delay, base_delay * 2 ** i)
-            time.sleep(delay / 2 + random.random() * delay / 2)
-    raise AssertionError("unreachable")
-
-
-@contextmanager
-def _store_lock(uri: str):
-    """Serialise store/experiment creation across processes (SQLite stores only)."""
-    db = _sqlite_path(uri)
-    if db is None:
-        yield
-        return
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(db) + ".lock", timeout=300):
-        yield
 
 
 def _chunks(items: list[T], n: int) -> Iterable[list[T]]:
@@ -221,22 +118,9 @@ class Tracker(NullTracker):
     enabled = True
 
     def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200):
-        from mlflow.tracking import MlflowClient  # mlflow (seconds to import) only when tracking
-
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
         self.flush_every = flush_every
-        db = _sqlite_path(uri)
-        if db is not None:  # else SQLite reports "unable to open database file", retried for a minute
-            try:
-                ensure_writable_dir(db.parent)
-            except OSError as exc:
-                raise TrackingError(f"the MLflow store {db} is not writable ({exc.filename}: "
-                                    f"{os.strerror(exc.errno) if exc.errno else exc}); fix it, point "
-                                    "MLFLOW_TRACKING_URI or tracking.uri elsewhere, or set "
-                                    "tracking.enabled=false") from None
-        with _store_lock(uri):  # the first client on a fresh SQLite file runs the migrations
-            self.client = with_retry(MlflowClient, tracking_uri=uri,
-                                     what=f"opening the MLflow store {uri}")
+        self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
         self._buffer: list[Any] = []
         self._watermark: dict[str, int] = {}
         self._resumed = False  # a run of an earlier session: it may already hold final metrics
@@ -273,7 +157,7 @@ class Tracker(NullTracker):
                     raise
                 return found
 
-        with _store_lock(self.uri):
+        with store_lock(self.uri):
             return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,

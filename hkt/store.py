@@ -1,0 +1,272 @@
+"""The MLflow store: where it is by default, the lock under which it is created, and opening it
+with one clear error per fault.
+
+Default store: ``sqlite:///<results_dir>/mlflow.db``, artifacts beside it in ``mlartifacts/``.
+A fresh SQLite store is created under a file lock beside it (two processes must not both run
+MLflow's schema migrations on one file), in a temporary file that is renamed into place once
+its schema is complete: a creation stopped half-way (Ctrl-C, SIGTERM, a full disk) leaves no
+half-migrated store behind.
+
+:func:`open_client` is the one way this package opens a store. Anything that goes wrong opening
+or migrating it (a file that is not a database, a schema from another MLflow version, a store
+locked by another process, a server that does not answer) becomes one :class:`StoreError`,
+naming the store, what is wrong and what to do; nothing is written anywhere in that case.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from filelock import FileLock
+
+from hkt.errors import HKTError
+from hkt.fileio import atomic_path, ensure_writable_dir
+
+T = TypeVar("T")
+
+__all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "default_tracking_uri", "sqlite_path", "artifact_root", "store_lock",
+           "open_client"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database
+ELSEWHERE = ("point MLFLOW_TRACKING_URI or tracking.uri at another store, or set "
+             "tracking.enabled=false")
+
+
+class TrackingError(HKTError):
+    """The tracking store cannot be reached or refuses the run (after retries)."""
+
+
+class StoreError(TrackingError):
+    """The MLflow store cannot be opened or used; the message names it and says what to do."""
+
+
+# substrings of errors worth retrying: a busy SQLite store, a server restarting
+_TRANSIENT = ("database is locked", "database table is locked", "database is busy",
+              "sqlite_busy", "unable to open database file", "disk i/o error",
+              "deadlock", "connection reset", "connection refused", "temporarily unavailable",
+              "timed out", "status code 503", "status code 502", "status code 504",
+              "status code 429")
+
+
+
+RETRIES = {"count": 0}  # transient failures retried in this process (diagnostics, tests)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        text += f" {type(cause).__name__}: {cause}".lower()
+    return any(t in text for t in _TRANSIENT)
+
+
+_UNWRITABLE = ("readonly database", "read-only database", "read-only file system",
+               "database or disk is full", "no space left", "permission denied")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _is_unwritable(exc: BaseException) -> bool:
+    """A store that cannot take writes (full disk, read-only): retrying does not help."""
+    cause = exc.__cause__ or exc.__context__
+    text = f"{exc} {cause or ''}".lower()
+    return any(t in text for t in _UNWRITABLE)
+
+
+def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
+               attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
+               **kwargs: Any) -> T:
+    """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff.
+
+    Delays grow as ``base_delay * 2**i`` (capped at ``max_delay``) with full jitter, so
+    contending processes spread out; about a minute in total before giving up.
+    """
+    for i in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - filtered by _is_transient
+            if not _is_transient(exc) or i == attempts - 1:
+                if _is_unwritable(exc):
+                    raise TrackingError(f"{what} failed: the MLflow store is not writable "
+                                        f"({_first_line(exc)}); free space or fix its permissions, "
+                                        "point MLFLOW_TRACKING_URI or tracking.uri elsewhere, or set "
+                                        "tracking.enabled=false") from exc
+                if _is_transient(exc):
+                    cause = exc.__cause__ or exc.__context__
+                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    if cause is not None:
+                        why += f" ({str(cause).splitlines()[0]})"
+                    raise TrackingError(f"{what} failed after {attempts} attempts: {why}; "
+                                        "is another process holding the store?") from exc
+                raise
+            RETRIES["count"] += 1
+            delay = min(max_delay, base_delay * 2 ** i)
+            time.sleep(delay / 2 + random.random() * delay / 2)
+    raise AssertionError("unreachable")
+
+
+def default_tracking_uri(results_dir: str | Path) -> str:
+    """``sqlite:///<results_dir>/mlflow.db`` (absolute): the store of a results directory."""
+    path = Path(results_dir).expanduser().resolve() / "mlflow.db"
+    return f"sqlite:///{path}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else None."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///"):])
+    return None
+
+
+def artifact_root(uri: str) -> str | None:
+    """Artifacts of a SQLite store go beside it (``mlartifacts/``); servers decide for themselves."""
+    db = sqlite_path(uri)
+    if db is None:
+        return None
+    return (db.parent / "mlartifacts").resolve().as_uri()
+
+
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Serialise store and experiment creation across processes (SQLite stores only): the lock
+    ``hkt train``, the baselines and the workflow's store initialisation all take."""
+    db = sqlite_path(uri)
+    if db is None:
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".lock", timeout=300):
+        yield
+
+
+def open_client(uri: str, *, create: bool = True) -> Any:
+    """An ``MlflowClient`` of ``uri`` whose store has been reached and has the schema of the
+    installed MLflow. ``create``: make a missing SQLite store (else a missing one is an error:
+    readers). Raises :class:`StoreError` for every fault of the store."""
+    db = sqlite_path(uri)
+    if db is not None:
+        _check_sqlite_file(db, uri, create)
+    try:
+        with store_lock(uri):
+            if db is not None and not db.exists():
+                _create_sqlite(db)
+            return with_retry(_reached_client, uri, what=f"opening the MLflow store {uri}")
+    except StoreError:
+        raise
+    except TrackingError as exc:
+        if db is not None and "locked" in str(exc).lower():
+            raise StoreError(f"the MLflow store {db} is locked by another process (still after "
+                             "a minute of retries): wait for it to finish, or stop it") from None
+        raise StoreError(describe_store_error(uri, exc.__cause__ or exc)) from None
+    except Exception as exc:  # noqa: BLE001 - every other fault of the store, described
+        raise StoreError(describe_store_error(uri, exc)) from None
+
+
+def _reached_client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient  # mlflow takes seconds to import: only when used
+
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments(max_results=1)  # reaches the store (and checks its schema)
+    return client
+
+
+def _check_sqlite_file(db: Path, uri: str, create: bool) -> None:
+    if not db.exists():
+        if not create:
+            raise StoreError(f"there is no MLflow store at {db}: check the path (or the results "
+                             "directory), or run the workflow or `hkt train` to make one")
+        try:
+            ensure_writable_dir(db.parent)
+        except OSError as exc:
+            raise StoreError(f"the MLflow store {db} cannot be created ({exc.filename}: "
+                             f"{os.strerror(exc.errno) if exc.errno else exc}); fix the "
+                             f"directory's permissions, or {ELSEWHERE}") from None
+        return
+    if db.is_dir():
+        raise StoreError(f"the MLflow store {db} is a directory, not an SQLite file: {ELSEWHERE}")
+    with open(db, "rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if head and head != SQLITE_MAGIC:
+        raise StoreError(f"{db} is not an MLflow store: it is not an SQLite database (it starts "
+                         f"with {head[:8]!r}, {db.stat().st_size} bytes); nothing was written to "
+                         f"it. Move it aside (mv '{db}' '{db}.bad') to start a new store there, "
+                         f"or {ELSEWHERE}")
+
+
+def _create_sqlite(db: Path) -> None:
+    """A complete new store at ``db``: migrated in a temporary file, then renamed into place."""
+    with atomic_path(db) as tmp:
+        tmp.unlink()  # SQLite makes its own file; an empty one is not a database
+        _reached_client(f"sqlite:///{tmp}")
+        _dispose_engines(tmp)
+
+
+def _dispose_engines(db: Path) -> None:
+    """Close and forget MLflow's cached SQLAlchemy engine of the temporary file ``db``."""
+    try:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        with SqlAlchemyStore._engine_map_lock:
+            for key in [k for k in SqlAlchemyStore._engine_map if k.endswith(db.name)]:
+                SqlAlchemyStore._engine_map.pop(key).dispose()
+    except Exception:  # noqa: BLE001 - best effort: an open connection follows the rename
+        pass
+
+
+def describe_store_error(uri: str, exc: BaseException) -> str:
+    """One line for a fault opening the store ``uri``: what is wrong and what to do."""
+    text = " ".join(f"{type(e).__name__}: {e}" for e in (exc, exc.__cause__) if e is not None)
+    low = text.lower()
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    db = sqlite_path(uri)
+    where = str(db) if db is not None else uri
+    if "not a database" in low or "malformed" in low:
+        return (f"{where} is not a usable MLflow store (SQLite says: {first[:200]}); nothing "
+                f"was written to it. Move it aside (mv '{where}' '{where}.bad') to start a new "
+                f"store there, or {ELSEWHERE}")
+    if "out-of-date database schema" in low:
+        found = _found_revision(text)
+        if found is not None and not _known_revision(found):
+            return (f"the MLflow store {where} was written by a newer MLflow (schema {found}, "
+                    f"unknown to the installed mlflow {_mlflow_version()}): upgrade mlflow in "
+                    f"this environment to the version that wrote it, or {ELSEWHERE}")
+        return (f"the MLflow store {where} has an older schema ({found or 'unknown'}) than the "
+                f"installed mlflow {_mlflow_version()} needs: back it up, then run "
+                f"`mlflow db upgrade {uri}`; or {ELSEWHERE}")
+    if any(t in low for t in ("connection refused", "max retries exceeded", "name or service",
+                              "failed to establish", "timed out", "nodename nor servname")):
+        return (f"the MLflow tracking server {uri} does not answer ({first[:200]}): start it, "
+                f"check the address, or {ELSEWHERE}")
+    if "unable to open database file" in low or "readonly database" in low:
+        return (f"the MLflow store {where} cannot be opened for writing ({first[:200]}): fix the "
+                f"permissions of it and its directory, or {ELSEWHERE}")
+    return f"cannot open the MLflow store {where}: {first[:300]}; {ELSEWHERE}"
+
+
+def _found_revision(text: str) -> str | None:
+    import re
+
+    m = re.search(r"found version (\w+)", text)
+    return m.group(1) if m else None
+
+
+def _known_revision(revision: str) -> bool:
+    """Whether the installed MLflow's migrations know ``revision`` (else a newer MLflow wrote it)."""
+    import mlflow
+
+    versions = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
+    return any(p.name.startswith(revision) for p in versions.glob("*.py"))
+
+
+def _mlflow_version() -> str:
+    import mlflow
+
+    return mlflow.__version__

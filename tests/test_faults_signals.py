@@ -1,0 +1,149 @@
+"""SIGTERM and SIGINT sent to real `hkt` processes (issue 23, faults 1 and 2): a training run
+writes a checkpoint of the step it is at, ends its MLflow run as KILLED, says in one line where
+it stopped and exits 143 or 130; the same command resumes it to the result of an uninterrupted
+run. `hkt prepare` stops with one line and leaves no half-written file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow.tracking import MlflowClient
+
+from conftest import write_prepared_data
+
+TRAIN = ["task=listops", "model=mha", "profile=smoke", "train.max_steps=400",
+         "train.checkpoint_every=100", "train.eval_every=400", "train.log_every=20",
+         "--no-progress"]
+TIMING = {"samples_per_s"}  # history columns that are measurements of time, not of the model
+
+
+def hkt_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hkt.cli", *args]
+
+
+def env_for(results: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["HKT_RESULTS_DIR"] = str(results)
+    return env
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def history(run: Path) -> list[dict[str, str]]:
+    import csv
+
+    with open(run / "history.csv", newline="") as fh:
+        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(fh)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    return write_prepared_data(tmp_path_factory.mktemp("sig") / "data", "listops", n_train=256)
+
+
+@pytest.fixture(scope="module")
+def reference(data, tmp_path_factory) -> Path:
+    """The same run, uninterrupted."""
+    tmp = tmp_path_factory.mktemp("ref")
+    run = tmp / "run"
+    r = subprocess.run(hkt_cmd("train", "--data", str(data), "--out", str(run), *TRAIN,
+                               "tracking.enabled=false"), capture_output=True, text=True,
+                       env=env_for(tmp / "results"), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return run
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_mid_training_checkpoints_the_step_and_the_same_command_resumes(
+        sig, code, data, reference, tmp_path):
+    results, run = tmp_path / "results", tmp_path / "run"
+    cmd = hkt_cmd("train", "--data", str(data), "--out", str(run), *TRAIN)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(results))
+    wait_for(run / "checkpoints" / "last.pt", proc)  # the checkpoint of step 100
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    last = err.strip().splitlines()[-1]
+    m = re.fullmatch(rf"hkt: stopped by {sig.name} at step (\d+)/400: checkpoint written at step "
+                     r"(\d+) \(.*last\.pt\); the same command resumes it", last)
+    assert m and m[1] == m[2], last
+    step = int(m[1])
+    assert 100 <= step < 400
+    ck = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    assert ck["step"] == step  # the step it said, not the last periodic checkpoint
+    assert not (run / "record.json").exists()
+    run_id = json.loads((run / "mlflow_run.json").read_text())["run_id"]
+    client = MlflowClient(f"sqlite:///{results}/mlflow.db")
+    info = client.get_run(run_id).info
+    assert info.status == "KILLED" and info.end_time is not None
+
+    resumed = subprocess.run(cmd, capture_output=True, text=True, env=env_for(results), timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {run / 'checkpoints' / 'last.pt'} at step {step}/400" in resumed.stderr
+    ours = json.loads((run / "record.json").read_text())
+    ref = json.loads((reference / "record.json").read_text())
+    assert (ours["val_accuracy"], ours["test_accuracy"], ours["best_step"]) == \
+        (ref["val_accuracy"], ref["test_accuracy"], ref["best_step"])
+    assert history(run) == history(reference)  # bit for bit, every logged step
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_sigterm_during_prepare_leaves_nothing_half_written(tmp_path):
+    out = tmp_path / "data"
+    proc = subprocess.Popen(hkt_cmd("prepare", "listops", "--out", str(out),
+                                    "prepare.splits.train=400000"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while "trees" not in (line := proc.stderr.readline()):  # generating: well inside the work
+        assert line or proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "hkt: stopped by SIGTERM during `hkt prepare`: nothing half-written is left (every file "
+        "is written whole or not at all); run the same command again to redo it")
+    assert not out.exists() or not list(out.iterdir()), sorted(p.name for p in out.iterdir())
+
+
+def test_a_signal_while_the_store_is_created_leaves_no_half_made_store(tmp_path, monkeypatch):
+    """Ctrl-C while MLflow migrates a fresh SQLite store: the store is made in a temporary file
+    and renamed when complete, so nothing (or a whole store) is left, never a half-migrated one."""
+    from hkt import signals, store
+
+    db = tmp_path / "mlflow.db"
+    real = store._reached_client
+    calls = []
+
+    def interrupted(uri):
+        calls.append(uri)
+        real(uri)  # the migrations ran on the temporary file
+        raise signals.Stopped(signal.SIGINT)
+
+    monkeypatch.setattr(store, "_reached_client", interrupted)
+    with pytest.raises(signals.Stopped):
+        store.open_client(f"sqlite:///{db}")
+    assert calls and calls[0] != f"sqlite:///{db}"  # it was not the store itself
+    assert not db.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["mlflow.db.lock"]  # no temporary file left
+    monkeypatch.setattr(store, "_reached_client", real)
+    client = store.open_client(f"sqlite:///{db}")  # the next start makes a whole one
+    assert [e.name for e in client.search_experiments()] == ["Default"]
