@@ -44,6 +44,7 @@ LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localr
 # the one-node cluster runs the jobs side by side.
 SMOKE = {
     **E2E_CONFIG,
+    "results_dir": "results",
     "suite": "slurmtest",
     "ablation": {"enabled": False},
     "external": {k: v for k, v in E2E_CONFIG["external"].items() if k != "toy"},

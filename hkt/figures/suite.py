@@ -154,7 +154,9 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
 def kappa_by_level(kurtosis: pl.DataFrame, path: Path) -> Path:
     """κ of the score entries per level, one panel per (task, T), each model beside 1 and the
     paper; ``kurtosis`` is :func:`hkt.report.analysis_tables.kurtosis_table`'s output."""
-    t = kurtosis.filter(pl.col("quantity") == "scores")
+    t = kurtosis.filter(pl.col("quantity") == "scores") if not kurtosis.is_empty() else kurtosis
+    if t.is_empty():
+        return empty(path, "no kurtosis measurements (no analysed run exposes its scores)")
     fig, panels = task_panels(t)
     for ax, task, length, part in panels:
         for offset, model in zip((-0.1, 0.1, 0.0), sorted(part["model"].unique())):
@@ -179,6 +181,8 @@ def truncation_by_task(analyses: pl.DataFrame, path: Path) -> Path:
     rows = analyses.filter(pl.col("section") == "truncation")
     acc = rows.filter(pl.col("metric") == "accuracy")
     examples = rows.filter(pl.col("metric") == "examples")
+    if acc.is_empty():
+        return empty(path, "no level truncation (it applies to HKT; no HKT run was analysed)")
     fig, panels = task_panels(acc)
     for ax, task, length, sub in panels:
         n = examples.filter((pl.col("task") == task) & (pl.col("length") == length))["value"]

@@ -11,11 +11,13 @@ from typing import Any
 import polars as pl
 
 from hkt.figures import suite as figures
+from hkt.fileio import atomic_path
 from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
@@ -81,9 +83,10 @@ def aggregate(args: argparse.Namespace) -> int:
             written += files
             sections += section
         # last: it links every table and figure written above
-        written.append(write_summary(out / "summary.md", runs, main, gap, abl, source=source,
+        written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
                                      sections=sections, data_warnings=warnings))
+        _check_declared(out, written, analyses=bool(args.analyses))
     failed = 0
     if args.check_mlflow:
         check = check_mlflow(records, args.tracking_uri)
@@ -102,6 +105,14 @@ def aggregate(args: argparse.Namespace) -> int:
                           f"{r['status']} {r['detail']}" for r in bad.head(5).iter_rows(named=True))
         raise AggregateError(f"{failed} record(s) disagree with MLflow: {shown}")
     return 0
+
+
+def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:
+    """Every file the workflow declares for this aggregate (hkt.report.products) was written."""
+    missing = sorted(set(aggregate_files(out, analyses=analyses)) - {Path(p) for p in written})
+    if missing:
+        raise AggregateError("hkt aggregate did not write what the workflow declares for it: "
+                             f"{', '.join(map(str, missing))} (a bug: please report it)")
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
@@ -141,7 +152,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
                            + notes(abl_runs))
     runs_csv = tables / "runs.csv"
-    with_test_interval(runs).sort(KEY).write_csv(runs_csv)
+    with atomic_path(runs_csv) as tmp:
+        with_test_interval(runs).sort(KEY).write_csv(tmp)
     written.append(runs_csv)
     written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
     written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from hkt.errors import ConfigError
 
-__all__ = ["seedless", "train_config_digest", "train_config_digests"]
+__all__ = ["seedless", "train_config_digest", "train_config_digests", "check_analysable"]
 
 
 def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
@@ -57,3 +57,15 @@ def train_config_digests(override_sets: Iterable[Sequence[str]]) -> dict[tuple[s
         except ConfigError as exc:
             raise ConfigError(f"hkt train {' '.join(key)}: {exc}") from None
     return digests
+
+
+def check_analysable(models: Iterable[str]) -> None:
+    """Refuse, before any job runs, an ``analyze.models`` entry whose attention exposes no
+    queries, keys or scores (``supports_internals``): ``hkt analyze`` could not read it."""
+    from hkt.attention.registry import attention_class
+
+    for model in models:
+        if not getattr(attention_class(model), "supports_internals", False):
+            raise ConfigError(f"analyze.models names '{model}', whose token mixer exposes no "
+                              "queries, keys or scores, so `hkt analyze` cannot analyse it; "
+                              "remove it from analyze.models")

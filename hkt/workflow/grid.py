@@ -39,6 +39,9 @@ LAYOUT = {
 }
 
 
+JOB_LOG = "{task}/{model}/{variant}/seed{seed}"  # a per-run job's log, under logs/RULE/
+
+
 class GridError(ConfigError):
     """A workflow config that names something that does not exist; the message names the key."""
 
@@ -220,6 +223,9 @@ class Grid:
                 self._check_task(t, "lra.tasks")
             for m in self._lra.get("models", []):
                 self._check_model(m, "lra.models")
+        if self._analyze.get("enabled"):
+            for m in self.analyze_models:
+                self._check_model(m, "analyze.models")
         self._check_experiment(MAIN, "the main table")
         if self.ablation_enabled:
             self._check_task(self.ablation_task, "ablation.task")
@@ -254,9 +260,13 @@ class Grid:
         if not self._analyze.get("enabled"):
             return []
         variants = self._analyze.get("variants")
-        models = self._analyze.get("models", ["hkt", "mha"])
         return [j for j in self.train_jobs()
-                if j.model in models and (variants is None or j.variant in variants)]
+                if j.model in self.analyze_models and (variants is None or j.variant in variants)]
+
+    @property
+    def analyze_models(self) -> list[str]:
+        """The models whose runs ``hkt analyze`` analyses (``analyze.models``)."""
+        return list(self._analyze.get("models", ["hkt", "mha"]))
 
     # --- paths ----------------------------------------------------------------------------------
 
@@ -270,6 +280,11 @@ class Grid:
     def log(self, rule: str, pattern: str) -> str:
         """A rule's log file pattern: ``logs/RULE/PATTERN.log``."""
         return f"{self.results}/logs/{rule}/{pattern}.log"
+
+    def job_log(self, rule: str, job: Job | None = None) -> str:
+        """The log of a per-run rule (train, external, analyze): its pattern, or ``job``'s file."""
+        pattern = self.log(rule, JOB_LOG)
+        return pattern if job is None else pattern.format(**job.wildcards())
 
     def data_files(self, task: str) -> list[str]:
         return [*(self.path("data", split_file(s), task=task) for s in SPLITS),

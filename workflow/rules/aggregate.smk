@@ -15,7 +15,7 @@ rule check_mlflow:
     conda:
         CONDA_ENV
     shell:
-        "hkt --log {log} aggregate {input:q} --out {params.out:q} --check-mlflow --no-tables"
+        "hkt --log {log:q} aggregate {input:q} --out {params.out:q} --check-mlflow --no-tables"
 
 
 rule aggregate:
@@ -26,7 +26,7 @@ rule aggregate:
         check=f"{R}/tables/mlflow_check.csv",
     output:
         aggregate_outputs(),
-        summary=f"{R}/summary.md",
+        summary=f"{R}/{SUMMARY}",
     params:
         out=lambda wc, output: Path(output.summary).parent,
         main=MAIN,
@@ -41,5 +41,5 @@ rule aggregate:
     resources:
         **resources("aggregate"),
     shell:
-        "hkt --log {log} aggregate {input.records:q} --out {params.out:q} --main-variant {params.main}"
+        "hkt --log {log:q} aggregate {input.records:q} --out {params.out:q} --main-variant {params.main}"
         " {params.ablation:q} {params.analyses:q} {params.bench:q}"

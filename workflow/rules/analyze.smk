@@ -16,14 +16,14 @@ rule analyze:
         out=lambda wc: GRID.path("analysis", **job(wc).wildcards()),
         args=GRID.analyze_args(),
     log:
-        GRID.log("analyze", "{task}/{model}/{variant}/seed{seed}"),
+        GRID.job_log("analyze"),
     conda:
         CONDA_ENV
     threads: threads("analyze")
     resources:
         **resources("analyze"),
     shell:
-        "hkt --log {log} analyze {params.run:q} --out {params.out:q} {params.args:q}"
+        "hkt --log {log:q} analyze {params.run:q} --out {params.out:q} {params.args:q}"
 
 
 # bench: the attention benchmark whose measured ratios enter the cost table. Inputs: its
@@ -46,4 +46,4 @@ rule bench_attention:
     resources:
         **resources("bench"),
     shell:
-        "hkt --log {log} bench attention --out {params.out:q} {params.args:q}"
+        "hkt --log {log:q} bench attention --out {params.out:q} {params.args:q}"

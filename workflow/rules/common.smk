@@ -8,9 +8,10 @@ from functools import lru_cache
 import yaml
 from snakemake.exceptions import WorkflowError
 
-from hkt.errors import ConfigError
+from hkt.errors import ConfigError, HKTError
+from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.train.tracking import experiment_name
-from hkt.workflow.configs import seedless, train_config_digests
+from hkt.workflow.configs import check_analysable, seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
 from hkt.workflow.jobenv import put_interpreter_first
 from hkt.workflow.suites import ENV_VAR as SUITE_ENV, resolve_suite
@@ -79,14 +80,25 @@ if workflow.is_main_process:
         print(f"hkt: {_clamp}", file=sys.stderr)
 
 
-def init_tracking_store():
-    """Create the SQLite MLflow store once, before parallel jobs race to run its migrations."""
-    if not TRACKING_URI.startswith("sqlite:///"):
-        return
-    Path(TRACKING_URI[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-    from mlflow.tracking import MlflowClient
+def claim_results():
+    """Refuse to start when another running workflow (another checkout) uses results_dir."""
+    from hkt.workflow.lock import claim_results_dir
 
-    MlflowClient(tracking_uri=TRACKING_URI).search_experiments(max_results=1)
+    try:
+        claim_results_dir(R, REPO)
+    except HKTError as exc:
+        raise WorkflowError(f"hkt: error: {exc}")
+
+
+def init_tracking_store():
+    """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,
+    before parallel jobs start: a broken store stops the workflow here with one line."""
+    from hkt.store import open_client
+
+    try:
+        open_client(TRACKING_URI)
+    except HKTError as exc:
+        raise WorkflowError(f"hkt: error: {exc}")
 
 
 def job(wc):
@@ -125,6 +137,10 @@ def _check_train_configs(jobs):
 
 if workflow.is_main_process:  # a cluster job composes only its own config (train_digest)
     _check_train_configs(GRID.train_jobs())
+    try:
+        check_analysable(GRID.analyze_models if GRID.analysis_jobs() else [])
+    except ConfigError as exc:
+        raise WorkflowError(f"workflow config: {exc}")
 
 
 @lru_cache(maxsize=None)
@@ -140,35 +156,23 @@ def train_digest(j):
 
 CAPTIONS = REPO / "workflow" / "report"  # absolute: these are called from several .smk files
 
-def table(name, category, caption=None):
-    """A table's three files; the CSV carries the report caption (report/NAME_table.rst)."""
-    csv = report(f"{R}/tables/{name}.csv", category=category,
-                 caption=str(CAPTIONS / f"{caption or name + '_table'}.rst"))
-    return [csv, f"{R}/tables/{name}.md", f"{R}/tables/{name}.tex"]
 
-
-def figure(name, category, caption=None):
-    return report(f"{R}/figures/{name}.png", category=category,
-                  caption=str(CAPTIONS / f"{caption or name}.rst"))
+def declared(product):
+    """A product's files (hkt.report.products); the first carries its report caption."""
+    first, *rest = (str(f) for f in product.files(R))
+    return [report(first, category=product.category,
+                   caption=str(CAPTIONS / f"{product.caption}.rst")), *rest]
 
 
 def aggregate_outputs():
-    out = [f for t in ("main", "gap", "ablation") for f in table(t, "Tables")]
-    out += [report(f"{R}/tables/runs.csv", caption=str(CAPTIONS / "runs_table.rst"),
-                   category="Tables")]
-    out += [figure(f, "Figures") for f in ("val_curves", "accuracy_vs_levels", "main_bar")]
-    analyses = ["kurtosis", "kernel", "truncation", "approximation"] if GRID.analyses() else []
-    out += [f for t in analyses + ["cost"] for f in table(t, "Analyses")]
-    if analyses:
-        out += [figure("kappa_by_level", "Analyses"),
-                figure("truncation", "Analyses", "truncation_curve"),
-                figure("approximation", "Analyses", "approximation_figure")]
-    return out
+    """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.products)."""
+    out = [f for p in products(analyses=bool(GRID.analyses())) for f in declared(p)]
+    return [*out, declared(RUNS_TABLE)[0]]
 
 
 def mlflow_check_outputs():
-    return table("mlflow_check", "Audit", "mlflow_check")
+    return declared(MLFLOW_CHECK)
 
 
 def final_outputs():
-    return [*aggregate_outputs(), f"{R}/summary.md", *mlflow_check_outputs(), *GRID.analyses()]
+    return [*aggregate_outputs(), f"{R}/{SUMMARY}", *mlflow_check_outputs(), *GRID.analyses()]

@@ -18,4 +18,4 @@ rule prepare:
     resources:
         **resources("prepare"),
     shell:
-        "hkt --log {log} prepare {params.args:q} --out {params.out:q}"
+        "hkt --log {log:q} prepare {params.args:q} --out {params.out:q}"

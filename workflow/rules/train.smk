@@ -25,12 +25,12 @@ rule train:
         overrides=lambda wc: GRID.train_overrides(job(wc)),
         config_digest=lambda wc: train_digest(job(wc)),
     log:
-        GRID.log("train", "{task}/{model}/{variant}/seed{seed}"),
+        GRID.job_log("train"),
     conda:
         CONDA_ENV
     threads: threads("train")
     resources:
         **resources("train"),
     shell:
-        "hkt --log {log} train --data {params.data:q} --out {params.out:q}"
+        "hkt --log {log:q} train --data {params.data:q} --out {params.out:q}"
         " --restart-if-changed {params.overrides:q}"

@@ -31,14 +31,14 @@ rule ngram_baseline:
         tracking_uri=TRACKING_URI,
         experiment=lambda wc: experiment_name(GRID.profile, wc.task),
     log:
-        GRID.log("external", "{task}/{model}/{variant}/seed{seed}"),
+        GRID.job_log("external"),
     conda:
         CONDA_ENV
     threads: threads("external")
     resources:
         **resources("external"),
     shell:
-        "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log} baseline ngram --data {params.data:q} --out {params.out:q}"
+        "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log:q} baseline ngram --data {params.data:q} --out {params.out:q}"
         " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
-        " --profile {params.profile} {params.suite:q} {params.options:q}"
+        " --profile {params.profile:q} {params.suite:q} {params.options:q}"
         " --tracking-uri {params.tracking_uri:q}"
