@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import math
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Shape", "JobEstimate", "Plan", "shape_of", "estimate", "load_plan", "cached_timer",
-           "calibration_file", "format_plan", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
+           "calibration_file", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
 
 RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
 
@@ -46,9 +47,16 @@ class Shape:
 
 @dataclass
 class JobEstimate:
+    """One job of the suite: its estimate, and the files that tell its state (``hkt status``)."""
+
     rule: str
     name: str
     seconds: float
+    output: str = ""     # a file the job writes last (its presence: done)
+    log: str = ""        # its log (attempt headers, progress lines)
+    threads: int = 1     # the cores it takes
+    steps: int = 0       # training steps (train jobs)
+    step_s: float = 0.0  # the calibrated seconds per step (train jobs)
 
 
 @dataclass
@@ -127,13 +135,13 @@ def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any,
             shapes[shape.key] = step_seconds(cfg, shape)
             calibrated[label] = 1000 * shapes[shape.key]
         jobs.append(JobEstimate("train", f"{label}/seed{job.seed}",
-                                job_seconds(cfg, shapes[shape.key], eval_cost)))
-    counts = {"prepare": len({j.task for j in grid.train_jobs() + grid.external_jobs()}),
-              "external": len(grid.external_jobs()), "analyze": len(grid.analysis_jobs()),
-              "bench": int(grid.bench_enabled), "aggregate": 1}
-    for rule, n in counts.items():
-        jobs += [JobEstimate(rule, f"{rule}{i}", float(other_seconds.get(rule, 0.0)))
-                 for i in range(n)]
+                                job_seconds(cfg, shapes[shape.key], eval_cost),
+                                grid.record(job), grid.job_log("train", job),
+                                int(grid.resources("train")["threads"]), int(cfg.train.max_steps),
+                                shapes[shape.key]))
+    for rule, name, output, log in other_jobs(grid):
+        jobs.append(JobEstimate(rule, name, float(other_seconds.get(rule, 0.0)), output, log,
+                                int(grid.resources(rule)["threads"])))
     slots = {}
     for rule in RULE_ORDER:
         res = grid.resources(rule)
@@ -142,6 +150,44 @@ def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any,
             n = min(n, max(1, gpus // int(res["gpu"])))
         slots[rule] = n
     return Plan(suite, grid.profile, device, jobs, slots, calibrated)
+
+
+def other_jobs(grid: Any) -> list[tuple[str, str, str, str]]:
+    """(rule, name, output, log) of every job but training, as the workflow's rules name them."""
+    tasks = sorted({j.task for j in grid.train_jobs() + grid.external_jobs()})
+    jobs = [("prepare", t, grid.data_files(t)[-1], grid.log("prepare", t)) for t in tasks]
+    for rule, group in (("external", grid.external_jobs()), ("analyze", grid.analysis_jobs())):
+        for j in group:
+            output = grid.record(j) if rule == "external" else grid.analysis_file(j)
+            jobs.append((rule, f"{j.task}/{j.model}/{j.variant}/seed{j.seed}", output,
+                         grid.job_log(rule, j)))
+    if grid.bench_enabled:
+        jobs.append(("bench", "attention", f"{grid.results}/bench/attention.csv",
+                     grid.log("bench", "attention")))
+    jobs.append(("aggregate", "aggregate", f"{grid.results}/summary.md",
+                 grid.log("aggregate", "aggregate")))
+    return jobs
+
+
+def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
+    """The plan as ``hkt status`` reads it (``RESULTS_DIR/plan/suite.json``): every job with its
+    estimate and files, the cores the suite runs on, when and where it started."""
+    import os
+    import socket
+
+    from hkt.fileio import atomic_write_text
+
+    doc = {"suite": plan.suite, "profile": plan.profile, "device": plan.device,
+           "cores": grid.cpus, "started": time.time(), "host": socket.gethostname(),
+           "pid": os.getpid(), "workdir": os.getcwd(), "results_dir": grid.results,
+           "slots": plan.slots,
+           "jobs": [vars(j) for j in plan.jobs]}
+    atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
+    return Path(path)
+
+
+def suite_plan_file(results_dir: str | Path) -> Path:
+    return Path(results_dir) / "plan" / "suite.json"
 
 
 # --------------------------------------------------------------------------------- measuring
@@ -285,7 +331,7 @@ def log_advice(grid: Any) -> str:
     """Where each job's log is, and how to follow one."""
     return (f"logs: {grid.results}/logs/RULE/... (one per job; a training job's is "
             f"{grid.log('train', 'TASK/MODEL/VARIANT/seedS')}); follow one with "
-            f"`tail -f {grid.log('train', '<task>/<model>/main/seed0')}`")
+            f"`tail -f {shlex.quote(grid.results)}/logs/train/<task>/<model>/main/seed0.log`")
 
 
 def workflow_plan(config: Mapping[str, Any], *, calibrate: bool) -> str:
@@ -305,8 +351,11 @@ def workflow_plan(config: Mapping[str, Any], *, calibrate: bool) -> str:
                 "workflow's start)")
     cfg = compose("plan", [])
     plan = make_plan(cfg, config=config, log=lambda s: print(s, flush=True))
+    write_plan(plan, grid, suite_plan_file(grid.results))
     return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}\n"
-            f"{log_advice(grid)}")
+            f"{log_advice(grid)}\n"
+            f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
+            "(--watch to follow it)")
 
 
 # --------------------------------------------------------------------------------- command

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import polars as pl
 import pytest
@@ -57,12 +59,16 @@ rule toy_baseline:
         f"{R}/runs/{{task}}/toy/{{variant}}/seed{{seed}}/record.json",
     params:
         data_dir=lambda wc: data_dir(wc.task),
+        run_dir=lambda wc, output: str(Path(output[0]).parent),
     shell:
-        "{PY} TOY_SCRIPT {params.data_dir} $(dirname {output})"
+        "{PY} TOY_SCRIPT {params.data_dir:q} {params.run_dir:q}"
 '''
 
+# spaces and non-ASCII letters: every path the rules pass is quoted (issue 23, fault 4)
+RESULTS = "my results é/wf ñ"
+
 CONFIG = {
-    "results_dir": "results",
+    "results_dir": RESULTS,
     "profile": "smoke",
     "seeds": [0],
     "train_overrides": ["train.test_batches=2"],
@@ -102,7 +108,7 @@ def workflow_run(tmp_path_factory):
     r = snakemake("--cores", "2", "--configfile", str(cfg), cwd=work, snakefile=snakefile,
                   timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
-    return {"repo": repo, "cfg": cfg, "work": work, "results": work / "results",
+    return {"repo": repo, "cfg": cfg, "work": work, "results": work / RESULTS,
             "snakefile": snakefile, "output": r.stdout + r.stderr}
 
 
@@ -111,9 +117,19 @@ def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
     plan = out.index("estimated wall time:")
     assert out.index("hkt: suite custom (from the config files given)") < plan
     assert "jobs: " in out and "train " in out and "(measured)" in out
-    assert "tail -f results/logs/train/" in out
+    assert f"tail -f '{RESULTS}'/logs/train/" in out
     assert plan < out.index("rule prepare:")
     assert (workflow_run["results"] / "plan" / "calibration.json").is_file()
+    assert f"where it stands, any time: `hkt status '{RESULTS}'`" in out
+
+
+def test_status_reads_the_finished_suite(workflow_run):
+    r = subprocess.run([sys.executable, "-m", "hkt.cli", "status", str(workflow_run["results"])],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "jobs: 11: done 11, running 0, waiting 0, failed 0" in r.stdout, r.stdout
+    assert "finished: every job is done" in r.stdout
+    assert "workflow: not running" in r.stdout
 
 
 def test_tables_figures_and_summary(workflow_run):
@@ -141,10 +157,11 @@ def test_tables_figures_and_summary(workflow_run):
     for figure in (res / "figures").glob("*.png"):
         assert f"(figures/{figure.name})" in summary, figure.name
     assert {"kurtosis.md", "approximation.md", "cost.md"} <= {p.name for p in (res / "tables").glob("*.md")}
-    assert "snakemake --report results/report.html" in summary  # its own results_dir
+    assert f"snakemake --report '{RESULTS}/report.html'" in summary  # its own results_dir
     runs = pl.read_csv(res / "tables" / "runs.csv")
     assert len(runs) == 6  # mha, hkt, hkt levels1, majority, ngram, toy
-    assert (res / "logs" / "train" / "listops" / "hkt" / "levels1" / "seed0.log").is_file()
+    log = (res / "logs" / "train" / "listops" / "hkt" / "levels1" / "seed0.log").read_text()
+    assert log.startswith("===== hkt train --data ")  # each attempt under its own header
     for model in ("hkt", "mha"):
         assert (res / "analysis" / "listops" / model / "main" / "seed0" / "analysis.parquet").is_file()
     kurt = pl.read_csv(res / "tables" / "kurtosis.csv")
@@ -210,13 +227,13 @@ def test_editing_one_model_config_reruns_only_its_jobs(workflow_run):
     stats = job_stats(out)
     assert stats["train"] == 2  # hkt main and hkt levels1; not mha
     assert "runs/listops/hkt/main/seed0/record.json" in out
-    assert "output: results/runs/listops/mha" not in out
+    assert f"output: {RESULTS}/runs/listops/mha" not in out
     assert "prepare" not in stats and "ngram_baseline" not in stats
 
 
 def test_report_has_the_captions(workflow_run):
     w = workflow_run
-    r = snakemake("--configfile", str(w["cfg"]), "--report", "results/report.html",
+    r = snakemake("--configfile", str(w["cfg"]), "--report", f"{RESULTS}/report.html",
                   cwd=w["work"], snakefile=w["snakefile"])
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     html = (w["results"] / "report.html").read_text()

@@ -1,0 +1,353 @@
+"""``hkt status [RESULTS_DIR]``: where a suite stands and when it should finish, from its files.
+
+When it starts executing, the workflow writes its plan to ``RESULTS_DIR/plan/suite.json``: every
+job with its estimate, the file it writes last and its log (:func:`hkt.plan.write_plan`). This
+command reads that and, per job, what the job itself writes: its output (done); the header of
+its log's last attempt (``hkt --log``: host and pid), so that it is running while that process
+lives or, on another host (a SLURM node), while its log keeps growing; the attempt's last
+progress line (a training job's step, validation accuracy and ETA) or its last error line
+(failed). It imports neither torch nor mlflow, so it answers at once, and it reads the same
+files whether the jobs ran on this machine or on a cluster.
+
+The remaining wall time lays the remaining work out on the suite's cores, each job taking its
+threads, longest first within each rule, the aggregate last: a running job takes its own ETA
+(a training job's progress line says it), a waiting one its planned time, with training scaled
+by how the steps measured so far (progress lines, finished records) compare with the plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hkt.errors import HKTError
+from hkt.plan import RULE_ORDER, suite_plan_file
+
+__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "add_arguments", "run"]
+
+HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
+                    r"pid (?P<pid>\d+) =====$")
+PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
+ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: |--- end of )")
+ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+@dataclass
+class JobState:
+    rule: str
+    name: str
+    state: str                  # done | running | failed | waiting
+    detail: str = ""            # progress (running) or the last error line (failed)
+    remaining_s: float = 0.0    # its remaining seconds (running, waiting)
+    threads: int = 1
+    log: str = ""
+    step_ratio: float | None = None  # measured / planned seconds per training step
+
+
+@dataclass
+class SuiteStatus:
+    results: Path
+    plan: dict[str, Any]
+    jobs: list[JobState]
+    workflow: str               # one line on the workflow process itself
+    remaining_s: float
+    speed: float | None         # training steps: measured / planned time (None: none measured)
+    now: float
+
+    def count(self, state: str) -> int:
+        return sum(j.state == state for j in self.jobs)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tail(path: Path, limit: int) -> list[str]:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - limit))
+        text = fh.read().decode("utf-8", errors="replace")
+    return text.splitlines()
+
+
+def last_attempt(log: Path, limit: int) -> tuple[dict[str, str] | None, list[str]]:
+    """The header fields of the log's last attempt (None if it has none) and that attempt's
+    lines."""
+    lines = _tail(log, limit)
+    for i in range(len(lines) - 1, -1, -1):
+        m = HEADER.match(lines[i])
+        if m:
+            return m.groupdict(), lines[i + 1:]
+    return None, lines
+
+
+def _eta_seconds(text: str) -> float | None:
+    m = ETA.search(text)
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s = (int(g or 0) for g in m.groups())
+    return 3600 * h + 60 * mi + s
+
+
+def _progress(lines: list[str]) -> tuple[str, float | None, int, int] | None:
+    """The last training progress line with an ETA: (shown text, eta seconds, step, total)."""
+    for line in reversed(lines):
+        m = PROGRESS.match(line.strip())
+        if m and "eta " in m["rest"]:
+            step, total = int(m["step"]), int(m["total"])
+            keep = [p for p in m["rest"].split(" | ")
+                    if p.startswith(("val ", "best ", "acc "))]
+            shown = " | ".join([f"step {step}/{total} ({100 * step / max(1, total):.0f}%)",
+                                *keep, f"eta {m['rest'].rsplit('eta ', 1)[1]}"])
+            return shown, _eta_seconds(m["rest"]), step, total
+    return None
+
+
+def _error_line(lines: list[str]) -> str | None:
+    for line in reversed(lines):
+        if ERROR.match(line.strip()) and not line.startswith("--- end of"):
+            return line.strip()
+    return None
+
+
+def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: float,
+              tail_bytes: int) -> JobState:
+    """The state of one planned job, from its output and its log."""
+    st = JobState(job["rule"], job["name"], "waiting", remaining_s=float(job["seconds"]),
+                  threads=int(job.get("threads") or 1), log=job.get("log", ""))
+    if job.get("output") and Path(job["output"]).exists():
+        st.state, st.remaining_s = "done", 0.0
+        return st
+    log = Path(job.get("log") or "")
+    if not job.get("log") or not log.is_file():
+        return st
+    header, lines = last_attempt(log, tail_bytes)
+    if header is None:
+        return st
+    if header["host"] == host:
+        alive = _alive(int(header["pid"]))
+    else:
+        alive = now - log.stat().st_mtime < stale_after_s
+    if not alive:
+        st.state, st.remaining_s = "failed", 0.0
+        st.detail = _error_line(lines) or "ended without a result or an error line (killed?)"
+        return st
+    st.state = "running"
+    try:
+        started = datetime.fromisoformat(header["when"]).timestamp()
+    except ValueError:
+        started = log.stat().st_mtime
+    st.remaining_s = max(0.0, float(job["seconds"]) - (now - started))
+    found = _progress(lines) if job["rule"] == "train" else None
+    if found is not None:
+        st.detail, eta, step, total = found
+        if eta is not None:
+            st.remaining_s = eta
+            if total > step and job.get("step_s"):
+                st.step_ratio = eta / (total - step) / float(job["step_s"])
+    else:
+        st.detail = f"running for {_duration(now - started)}"
+    return st
+
+
+def _record_ratio(job: dict[str, Any]) -> float | None:
+    """Measured / planned seconds per step of a finished training job (its record)."""
+    try:
+        rec = json.loads(Path(job["output"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ms = rec.get("ms_per_step")
+    return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
+
+
+def schedule(jobs: list[JobState], cores: int) -> float:
+    """Seconds until the last of ``jobs`` ends: running ones from now, waiting ones longest
+    first within each rule on the earliest free cores (after the data is prepared), the
+    aggregate after everything. Dependencies within a task's chain (an analysis waits for its
+    run) are not modelled: it leans short where analyses would wait."""
+    free = [0.0] * max(1, cores)
+    order = {r: i for i, r in enumerate(RULE_ORDER)}
+    running = [j for j in jobs if j.state == "running"]
+    waiting = sorted((j for j in jobs if j.state == "waiting" and j.rule != "aggregate"),
+                     key=lambda j: (order.get(j.rule, len(order)), -j.remaining_s))
+    prepared = 0.0  # every other rule needs the data: it starts after the last prepare job
+    for j in [*running, *waiting]:
+        n = min(max(1, j.threads), len(free))
+        free.sort()
+        start = 0.0 if j.state == "running" else max(
+            free[n - 1], prepared if j.rule != "prepare" else 0.0)
+        for i in range(n):
+            free[i] = start + j.remaining_s
+        if j.rule == "prepare":
+            prepared = max(prepared, start + j.remaining_s)
+    end = max(free)
+    last = [j.remaining_s for j in jobs if j.state == "waiting" and j.rule == "aggregate"]
+    return end + sum(last)
+
+
+def _workflow_line(results: Path, host: str) -> str:
+    from hkt.workflow.lock import LOCK_NAME, holder
+
+    info = holder(results / LOCK_NAME)
+    if not info:
+        return "workflow: not started in this results directory"
+    who = f"pid {info.get('pid')} on {info.get('host')}, from {info.get('checkout')}"
+    if info.get("host") != host:
+        return f"workflow: last started by {who} (another host: its state is not visible here)"
+    if _alive(int(info.get("pid", 0) or 0)):
+        return f"workflow: running ({who}, since {info.get('started')})"
+    return (f"workflow: not running (its last run, {who}, has ended); the same snakemake "
+            "command resumes the suite")
+
+
+def suite_status(results: str | Path, settings: dict[str, Any], now: float | None = None
+                 ) -> SuiteStatus:
+    """Read the results directory ``results`` (see the module docstring)."""
+    results = Path(results)
+    path = suite_plan_file(results)
+    if not path.is_file():
+        raise HKTError(f"no suite plan in {path}: the workflow writes it when it starts "
+                       "(`snakemake --cores all`, or with --config results_dir=DIR); "
+                       "`hkt plan` estimates a suite without running it")
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise HKTError(f"{path} is not a suite plan ({exc}); the workflow's next start "
+                       "writes it anew") from None
+    now = time.time() if now is None else now
+    host = socket.gethostname()
+    base = _base(plan, results)
+    planned = [{**j, **{k: str(base / j[k]) for k in ("output", "log") if j.get(k)}}
+               for j in plan["jobs"]]
+    jobs = [job_state(j, now=now, host=host, stale_after_s=float(settings["stale_after_s"]),
+                      tail_bytes=int(settings["tail_bytes"])) for j in planned]
+    ratios = [j.step_ratio for j in jobs if j.step_ratio]
+    ratios += [r for job, st in zip(planned, jobs)
+               if job["rule"] == "train" and st.state == "done" and (r := _record_ratio(job))]
+    speed = statistics.median(ratios) if ratios else None
+    for job, st in zip(plan["jobs"], jobs):  # waiting training at the measured pace
+        if st.state == "waiting" and job["rule"] == "train" and speed:
+            st.remaining_s *= speed
+    return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
+                       schedule(jobs, int(plan.get("cores") or 1)), speed, now)
+
+
+def _base(plan: dict[str, Any], results: Path) -> Path:
+    """What the plan's relative paths are relative to: the workflow's working directory, or,
+    where that is gone (a copied results directory), the directory above ``results``, as a
+    one-component results_dir has it."""
+    workdir = Path(plan.get("workdir") or "")
+    if plan.get("workdir") and (workdir / plan.get("results_dir", "")).resolve() == results.resolve():
+        return workdir
+    return results.resolve().parent
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def format_status(s: SuiteStatus) -> str:
+    """What ``hkt status`` prints."""
+    p = s.plan
+    lines = [f"suite {p.get('suite')} (profile {p.get('profile')}) in {s.results}/, started "
+             f"{_when(float(p['started']))} ({_duration(s.now - float(p['started']))} ago) on "
+             f"{p.get('device')}", s.workflow,
+             f"jobs: {len(s.jobs)}: done {s.count('done')}, running {s.count('running')}, "
+             f"waiting {s.count('waiting')}, failed {s.count('failed')}"]
+    width = max((len(j.name) for j in s.jobs), default=0)
+    for state in ("running", "failed"):
+        group = [j for j in s.jobs if j.state == state]
+        if group:
+            lines.append(f"{state}:")
+            for j in group:
+                where = f"  (log: {j.log})" if state == "failed" else ""
+                lines.append(f"  {j.rule:<9} {j.name:<{width}}  {j.detail}{where}")
+    for state in ("waiting", "done"):
+        per_rule = {r: sum(j.state == state and j.rule == r for j in s.jobs) for r in RULE_ORDER}
+        if any(per_rule.values()):
+            lines.append(f"{state}: " + ", ".join(f"{r} {n}" for r, n in per_rule.items() if n))
+    if s.count("done") == len(s.jobs):
+        lines.append("finished: every job is done")
+    elif s.count("running") + s.count("waiting"):
+        pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
+                "; no training step measured yet: the plan's times")
+        lines.append(f"remaining: about {_duration(s.remaining_s)} on {p.get('cores')} cores"
+                     f"{pace}; expected to finish {_when(s.now + s.remaining_s)}")
+        if s.count("failed"):
+            lines.append("(failed jobs are not counted: the workflow stops after the running "
+                         "jobs unless --keep-going; fix them and run it again)")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Where a suite stands: its jobs by state (done, running with step, "
+                           "accuracy and ETA, waiting, failed with the log's error line), the "
+                           "remaining wall time and when it should finish; read from the results "
+                           "directory (settings: config/status.yaml).")
+    parser.add_argument("results", nargs="?", default="results", metavar="RESULTS_DIR",
+                        help="the suite's results directory (default: results)")
+    parser.add_argument("--watch", action="store_true", help="refresh until every job has "
+                        "ended (watch_every_s of config/status.yaml); Ctrl-C stops watching")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="overrides of config/status.yaml, e.g. watch_every_s=30")
+
+
+def settings(overrides: list[str]) -> dict[str, Any]:
+    """config/status.yaml with ``KEY=VALUE`` overrides (plain YAML: no Hydra, a fast start)."""
+    import yaml
+
+    from hkt.config import config_dir
+
+    cfg = yaml.safe_load((config_dir() / "status.yaml").read_text(encoding="utf-8"))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or key not in cfg:
+            raise HKTError(f"bad override {item!r}: give KEY=VALUE with KEY one of "
+                           f"{', '.join(sorted(cfg))} (config/status.yaml)")
+        cfg[key] = yaml.safe_load(value)
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    from hkt import signals
+
+    cfg = settings(args.overrides)
+    try:
+        while True:
+            status = suite_status(args.results, cfg)
+            text = format_status(status)
+            if args.watch and sys.stdout.isatty():
+                text = "\x1b[H\x1b[2J" + text
+            print(text, flush=True)
+            if not args.watch or not (status.count("running") or status.count("waiting")):
+                return 0
+            time.sleep(float(cfg["watch_every_s"]))
+    except signals.Stopped:
+        if args.watch:  # Ctrl-C is how one stops watching
+            return 0
+        raise

@@ -1,0 +1,167 @@
+"""`hkt status` on a results directory in each state: fresh, half-done (a job running, one
+finished), a failed job, finished; what it reads is what the workflow and `hkt --log` write
+(plan/suite.json, record files, attempt headers and progress lines)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hkt.cli import main
+from hkt.status import JobState, format_status, schedule, settings, suite_status
+
+NOW = float(int(time.time()))  # status is computed at this instant (main(): a second later)
+HOST = socket.gethostname()
+
+
+def header(pid: int, when: float, cmd: str = "train --data d --out r") -> str:
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(when))
+    return f"===== hkt {cmd} | {iso} | host {HOST} pid {pid} =====\n"
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """A suite of 2 cores: prepare, three training jobs (1000 steps, 0.5 s each planned),
+    one analysis, the aggregate; as the workflow writes its plan."""
+    res = tmp_path / "results"
+    jobs = [{"rule": "prepare", "name": "listops", "seconds": 60.0,
+             "output": "results/data/listops/manifest.json", "log": "results/logs/prepare/listops.log",
+             "threads": 1, "steps": 0, "step_s": 0.0}]
+    for seed in range(3):
+        jobs.append({"rule": "train", "name": f"listops/hkt/main/seed{seed}", "seconds": 600.0,
+                     "output": f"results/runs/listops/hkt/main/seed{seed}/record.json",
+                     "log": f"results/logs/train/listops/hkt/main/seed{seed}.log", "threads": 1,
+                     "steps": 1000, "step_s": 0.5})
+    jobs += [{"rule": "analyze", "name": "listops/hkt/main/seed0", "seconds": 120.0,
+              "output": "results/analysis/listops/hkt/main/seed0/analysis.parquet",
+              "log": "results/logs/analyze/listops/hkt/main/seed0.log", "threads": 1,
+              "steps": 0, "step_s": 0.0},
+             {"rule": "aggregate", "name": "aggregate", "seconds": 30.0,
+              "output": "results/summary.md", "log": "results/logs/aggregate/aggregate.log",
+              "threads": 1, "steps": 0, "step_s": 0.0}]
+    plan = {"suite": "cpu", "profile": "cpu", "device": "cpu (2 cores)", "cores": 2,
+            "started": NOW - 3600, "host": HOST, "pid": dead_pid(), "workdir": str(tmp_path),
+            "results_dir": "results", "slots": {}, "jobs": jobs}
+    (res / "plan").mkdir(parents=True)
+    (res / "plan" / "suite.json").write_text(json.dumps(plan))
+    (res / ".workflow.lock").write_text(json.dumps(  # as hkt.workflow.lock leaves it
+        {"host": HOST, "pid": plan["pid"], "checkout": "/src/hkt", "started": "2026-12-01T09:00:00+00:00"}))
+    return res
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def status_of(res: Path):
+    return suite_status(res, settings([]), now=NOW)
+
+
+def test_fresh(results):
+    s = status_of(results)
+    assert [j.state for j in s.jobs] == ["waiting"] * 6
+    # 2 cores: prepare 60 | train 600, 600 | train 600 + analyze 120 | aggregate 30
+    assert s.remaining_s == pytest.approx(60 + 600 + 600 + 30)
+    text = format_status(s)
+    assert "jobs: 6: done 0, running 0, waiting 6, failed 0" in text
+    assert "waiting: prepare 1, train 3, analyze 1, aggregate 1" in text
+    assert "no training step measured yet" in text
+
+
+def test_half_done_with_a_running_training_job(results):
+    write(results / "data" / "listops" / "manifest.json", "{}")
+    write(results / "runs" / "listops" / "hkt" / "main" / "seed0" / "record.json",
+          json.dumps({"ms_per_step": 400.0}))  # 0.8x the plan's 0.5 s
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed1.log",
+          header(dead_pid(), NOW - 7200) + "an earlier attempt\nhkt: stopped by SIGTERM at step 100/1000\n"
+          + header(os.getpid(), NOW - 200)
+          + "step  400/1000 | loss 1.2 | acc 0.300 | 60 samples/s | eta 5m00s\n"
+          + "step  420/1000 | loss 1.1 | acc 0.310 | 64 samples/s | val 0.352 | best 0.352@400 | eta 4m50s\n")
+    s = status_of(results)
+    states = {j.name: j.state for j in s.jobs if j.rule == "train"}
+    assert states == {"listops/hkt/main/seed0": "done", "listops/hkt/main/seed1": "running",
+                      "listops/hkt/main/seed2": "waiting"}
+    running = next(j for j in s.jobs if j.state == "running")
+    assert running.remaining_s == 290  # its progress line's ETA
+    assert running.detail == "step 420/1000 (42%) | acc 0.310 | val 0.352 | best 0.352@400 | eta 4m50s"
+    # measured pace: the record 0.8x, the running job 290 s / 580 steps / 0.5 s = 1.0x: median 0.9
+    assert s.speed == pytest.approx(0.9)
+    # seed1 290 on core A; seed2 540 (600 x 0.9) on core B, analyze 120 on A; then aggregate 30
+    assert s.remaining_s == pytest.approx(540 + 30)
+    text = format_status(s)
+    assert "jobs: 6: done 2, running 1, waiting 3, failed 0" in text
+    assert "training steps take 0.90x the plan's time" in text
+    finish = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(NOW + 570))
+    assert f"expected to finish {finish}" in text
+
+
+def test_a_failed_job_shows_its_error_line_and_log(results):
+    log = results / "logs" / "train" / "listops" / "hkt" / "main" / "seed2.log"
+    write(log, header(dead_pid(), NOW - 100) + "resolved config ...\n"
+          "hkt: error: training diverged: non-finite loss at step 37\n")
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed0.log",
+          header(dead_pid(), NOW - 100) + "step 10/1000 | loss 2.0 | eta 8m00s\n")  # kill -9
+    s = status_of(results)
+    failed = {j.name: j.detail for j in s.jobs if j.state == "failed"}
+    assert failed == {"listops/hkt/main/seed2": "hkt: error: training diverged: non-finite loss "
+                                                "at step 37",
+                      "listops/hkt/main/seed0": "ended without a result or an error line (killed?)"}
+    text = format_status(s)
+    assert f"(log: {log})" in text and "failed 2" in text
+
+
+def test_finished(results, capsys):
+    for j in json.loads((results / "plan" / "suite.json").read_text())["jobs"]:
+        write(results.parent / j["output"], "{}")
+    assert main(["status", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "jobs: 6: done 6, running 0, waiting 0, failed 0" in out
+    assert "finished: every job is done" in out and "remaining" not in out
+    assert f"workflow: not running (its last run, pid {json.loads((results / '.workflow.lock').read_text())['pid']} on {HOST}, from /src/hkt, has ended)" in out
+    assert "(60 min ago)" in out
+
+
+def test_a_job_on_another_host_runs_while_its_log_grows(results):
+    log = results / "logs" / "analyze" / "listops" / "hkt" / "main" / "seed0.log"
+    write(log, header(4242, NOW - 60, "analyze r").replace(f"host {HOST}", "host node17"))
+    os.utime(log, (NOW - 10, NOW - 10))
+    assert next(j for j in status_of(results).jobs if j.rule == "analyze").state == "running"
+    os.utime(log, (NOW - 3600, NOW - 3600))  # silent for an hour: ended
+    assert next(j for j in status_of(results).jobs if j.rule == "analyze").state == "failed"
+
+
+def test_no_plan_is_explained(tmp_path, capsys):
+    assert main(["status", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"hkt: error: no suite plan in {tmp_path / 'plan' / 'suite.json'}: the workflow " \
+           "writes it when it starts" in err
+
+
+def test_schedule_takes_each_jobs_threads():
+    jobs = [JobState("train", "a", "running", remaining_s=100, threads=2),
+            JobState("train", "b", "waiting", remaining_s=50, threads=1),
+            JobState("bench", "c", "waiting", remaining_s=10, threads=2)]
+    assert schedule(jobs, 2) == 160  # a holds both cores; b after it; c after b
+
+
+def test_status_imports_neither_torch_nor_mlflow(results):
+    code = ("import sys\nfrom hkt.cli import main\n"
+            f"main(['status', {str(results)!r}])\n"
+            "assert 'torch' not in sys.modules and 'mlflow' not in sys.modules, 'heavy import'")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "jobs: 6" in r.stdout
