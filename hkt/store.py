@@ -33,6 +33,10 @@ T = TypeVar("T")
 __all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "default_tracking_uri", "sqlite_path", "artifact_root", "store_lock",
            "open_client"]
 
+# MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
+# this value makes it open on its runs, as a model-training experiment.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database
 ELSEWHERE = ("point MLFLOW_TRACKING_URI or tracking.uri at another store, or set "
              "tracking.enabled=false")

@@ -368,10 +368,17 @@ def test_tables_state_their_caveats_in_the_file(tmp_path):
     assert "shape" not in (tmp_path / "paper" / "tables" / "main.md").read_text()
 
 
-def test_main_bar_says_what_its_comparison_means(tmp_path, monkeypatch):
-    runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
+def test_main_bar_has_a_short_title_and_its_caption_says_what_the_comparison_means(
+        tmp_path, monkeypatch):
+    """The figure keeps a title, axes and legend; what it means is the summary's caption."""
+    runs = runs_from_records(load_records([write_records(tmp_path / "runs", suite_records())]))
     title = _figure_of(monkeypatch, figures.main_bar, runs).axes[0].get_title()
-    assert "not paper" in title.replace("\n", " ") and "2000" in title
+    assert title == "Main table: mean ± std over seeds"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    caption = summary[summary.index("![main table as bars](figures/main_bar.png)"):].splitlines()[2]
+    assert caption.startswith("Bars: mean over seeds;")
+    assert "not paper" in caption and "2000" in caption
 
 
 def test_identical_validation_curves_stay_apart(tmp_path, monkeypatch):

@@ -204,6 +204,19 @@ def test_mlflow_holds_every_run(workflow_run):
     assert all(len(names) == 1 for names in experiments.values()), experiments
     check = pl.read_csv(res / "tables" / "mlflow_check.csv")
     assert sorted(check["status"].to_list()) == ["no mlflow"] + ["ok"] * 5
+    # every run logged its data; every training run its model; the suite is one run
+    logged = [r for r in records if r["mlflow_run_id"]]
+    for rec in logged:
+        run = client.get_run(rec["mlflow_run_id"])
+        assert [d.dataset.name for d in run.inputs.dataset_inputs] == [rec["task"]], rec["model"]
+    trained = {r["mlflow_run_id"] for r in logged if r["model"] in ("mha", "hkt")}
+    exp_ids = [client.get_experiment_by_name("hkt-smoke-listops").experiment_id]
+    assert {m.source_run_id for m in client.search_logged_models(exp_ids)} == trained
+    suite = client.search_runs([client.get_experiment_by_name("hkt-suite-custom").experiment_id])
+    assert len(suite) == 1 and suite[0].data.tags["hkt.kind"] == "suite"
+    assert "listops_T512.hkt_minus_mha_pp" in suite[0].data.metrics
+    assert all(client.get_run(r["mlflow_run_id"]).data.tags["hkt.suite_run_id"]
+               == suite[0].info.run_id for r in logged)
 
 
 def test_up_to_date_tree_does_nothing(workflow_run):

@@ -18,7 +18,7 @@ from hkt.fileio import atomic_path, atomic_write_text
 from hkt.figures import analysis as figures
 from hkt.record import ANALYSIS_FILE
 from hkt.runs import KEY, record_row
-from hkt.train.tracking import with_retry
+from hkt.train.tracking import log_dataset, with_retry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +65,9 @@ def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame, tags: dict[str,
     from hkt.store import open_client  # mlflow takes seconds to import: only when logging
 
     client = open_client(uri, create=False)
+    if record.get("data_checksums"):  # the data it read (runs logged before datasets lack it)
+        log_dataset(client, run_id, record["task"], record["data_dir"], record["data_checksums"],
+                    None, context="analysis")
     kappa = (table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
              .group_by("quantity", "level").agg(pl.col("value").mean()))
     metrics = {f"analysis/kappa_{q}_level{lv}": v for q, lv, v in kappa.iter_rows()}

@@ -258,7 +258,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                              env_digest=environment.save(out))  # writes OUT/environment.json
         write_record(record, out)
         return record
-    tracker = _start_mlflow(fields, meta, res["history"], tracking_uri,
+    tracker = _start_mlflow(fields, meta, res["history"], {s: len(splits[s]) for s in SPLITS},
+                            tracking_uri,
                             experiment or os.environ.get(EXPERIMENT_ENV)
                             or experiment_name(profile, task), start_time=t_epoch)
     try:
@@ -276,7 +277,8 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
 
 
 def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
-                  history: list[dict[str, Any]], uri: str, experiment: str, *,
+                  history: list[dict[str, Any]], sizes: dict[str, int], uri: str,
+                  experiment: str, *,
                   start_time: float | None = None) -> Tracker:
     """Start the baseline's MLflow run with its params, tags and validation curve, the way
     ``hkt train`` logs its runs; the caller logs the final metrics and closes the run."""
@@ -291,6 +293,7 @@ def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
             **data_tags(data_meta)}
     params = {**flatten(f["config"]), "n_params": f["n_params"]}
     tracker.start(None, params=params, tags=tags, start_time=start_time)
+    tracker.log_dataset(f["task"], f["data_dir"], f["data_checksums"], sizes)
     for h in history:
         tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
     return tracker

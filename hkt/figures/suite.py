@@ -16,7 +16,6 @@ its outputs up front.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -24,8 +23,7 @@ import polars as pl
 from hkt import paper
 from hkt.figures.common import (color, empty, integer_ticks, pyplot, save, style, task_panels,
                                 min_span)
-from hkt.runs import (MODEL_ORDER, examples_note, most_common_length, ordered, paper_caveat,
-                      task_keys)
+from hkt.runs import MODEL_ORDER, most_common_length, ordered, task_keys
 
 #: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
 #: curve is drawn flat, not stretched over the whole panel.
@@ -138,10 +136,9 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")
-    note = " ".join(filter(None, (paper_caveat(sel), examples_note(sel))))  # read with the bars
-    width_chars = int(fig.get_figwidth() * 14)
-    ax.set_title("\n".join(["Main table: mean ± std over seeds (dots: seeds)",
-                            *textwrap.wrap(note, width_chars)]), fontsize=9)
+    # what a reader must know beside the bars (paper_caveat, examples_note) is its caption's:
+    # hkt.report.summary and workflow/report/main_bar.rst
+    ax.set_title("Main table: mean ± std over seeds", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))  # one legend entry per model (and the paper)

@@ -4,6 +4,7 @@ figures and summary of a suite, the analysis and cost tables, and the MLflow aud
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,13 @@ import polars as pl
 
 from hkt.figures import suite as figures
 from hkt.fileio import atomic_path
-from hkt.provenance import RESULTS_DIR_TAG
+from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
+from hkt.report.suite_run import log_suite_run, suite_experiment
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
@@ -87,6 +89,13 @@ def aggregate(args: argparse.Namespace) -> int:
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
                                      sections=sections, data_warnings=warnings))
         _check_declared(out, written, analyses=bool(args.analyses))
+        if args.suite_run:
+            uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+            if not uri:
+                raise AggregateError("--suite-run needs --tracking-uri URI or $MLFLOW_TRACKING_URI")
+            run_id = log_suite_run(uri, out, runs, gap, main_display(main))
+            print(f"MLflow: suite run {run_id} in experiment "
+                  f"'{suite_experiment(_suite_of(runs))}' at {uri}")
     failed = 0
     if args.check_mlflow:
         check = check_mlflow(records, args.tracking_uri)
@@ -105,6 +114,11 @@ def aggregate(args: argparse.Namespace) -> int:
                           f"{r['status']} {r['detail']}" for r in bad.head(5).iter_rows(named=True))
         raise AggregateError(f"{failed} record(s) disagree with MLflow: {shown}")
     return 0
+
+
+def _suite_of(runs: pl.DataFrame) -> str | None:
+    values = {v for v in runs[SUITE_TAG].to_list() if v} if SUITE_TAG in runs.columns else set()
+    return next(iter(values)) if len(values) == 1 else None
 
 
 def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:

@@ -46,7 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-mlflow", action="store_true",
                         help="check every record against its MLflow run; fail on a difference")
     parser.add_argument("--tracking-uri", metavar="URI",
-                        help="for --check-mlflow: look runs up here instead of the records' URI")
+                        help="for --check-mlflow: look runs up here instead of the records' URI; "
+                             "for --suite-run: the store the suite run goes to")
+    parser.add_argument("--suite-run", action="store_true",
+                        help="log the suite as one MLflow run (experiment hkt-suite-<suite>: "
+                             "summary, tables and figures, HKT - MHA per task) to --tracking-uri "
+                             "or $MLFLOW_TRACKING_URI, and link every run to it")
     parser.add_argument("--no-tables", action="store_true",
                         help="skip tables, figures and summary (e.g. with --check-mlflow only)")
     parser.add_argument("--analyses", nargs="+", default=[], metavar="PATH",

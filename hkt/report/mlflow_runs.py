@@ -29,6 +29,7 @@ import polars as pl
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
+from hkt.report.suite_run import EXPERIMENT_PREFIX
 from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
                       as_float, as_int, as_str, frame, latest)
 
@@ -50,7 +51,8 @@ def mlflow_experiments(mlflow: Any, names: Sequence[str] | None) -> list[Any]:
                 raise AggregateError(f"no MLflow experiment named '{name}' in the tracking store")
             exps.append(exp)
         return exps
-    return [e for e in mlflow.search_experiments() if e.name.startswith("hkt-")]
+    return [e for e in mlflow.search_experiments() if e.name.startswith("hkt-")
+            and not e.name.startswith(EXPERIMENT_PREFIX)]  # not the suite runs' experiments
 
 
 def _finished_runs(mlflow: Any, experiment_ids: list[str]) -> list[Any]:

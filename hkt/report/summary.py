@@ -18,7 +18,7 @@ from hkt.report import environments
 from hkt.report.products import PRODUCTS
 from hkt.report.tables import ablation_display, gap_display, main_display
 from hkt.report.writers import markdown
-from hkt.runs import KEY
+from hkt.runs import KEY, examples_note, paper_caveat
 
 # the order the summary lists them in: the workflow's (hkt.report.products)
 TABLES = tuple(p.name for p in PRODUCTS if p.kind == "table")
@@ -74,6 +74,11 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         "and whether the difference is significant at the 5% level. "
         "Only the `paper` profile is meant to be compared with the paper's figures.", "",
         "## Main table", "", markdown(*main_display(main)),
+        "![main table as bars](figures/main_bar.png)", "",
+        "Bars: mean over seeds; error bars: standard deviation; black dots: single seeds; red "
+        "marks: the paper's figures. " + " ".join(filter(None, (
+            paper_caveat(runs.filter(pl.col("variant") == "main")),
+            examples_note(runs.filter(pl.col("variant") == "main"))))), "",
         "## HKT − MHA", "", markdown(*gap_display(gap)),
         f"## Ablations on {ablation_task} (T={ablation_length})", "",
         markdown(*ablation_display(abl)),

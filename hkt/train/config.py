@@ -80,6 +80,7 @@ SCHEMA: dict[str, Any] = {
     "tracking": {
         "enabled": boolean, "uri": _tracking_uri,
         "results_dir": text, "experiment": text, "run_name": text, "suite": optional(text),
+        "log_model": boolean,
     },
 }
 

@@ -27,7 +27,9 @@ from hkt import environment, signals
 from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError, RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
+from hkt.data.layout import SPLITS
 from hkt.models import build_model
+from hkt.models.serving import served_tokens
 from hkt.provenance import git_state
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
@@ -42,6 +44,8 @@ from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_ever
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
 
 __all__ = ["train"]
+
+MODEL_EXAMPLES = 2  # test examples stored with the MLflow model as its input example
 
 
 def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
@@ -195,6 +199,8 @@ class _Run:
         params = run_params(self.cfg_dict, self.n_params, meta.get("params"))
         self.state.mlflow_run_id = self.tracker.start(
             self.state.mlflow_run_id, params=params, tags=tags, start_time=self.session_epoch)
+        self.tracker.log_dataset(self.cfg.task.name, self.data_dir, self.data.checksums,
+                                 {s: self.data.size(s) for s in SPLITS})
         rundir.write_mlflow_info(self.run_dir, self.state.mlflow_run_id, self.tracker.uri,
                                  self.tracker.experiment)
 
@@ -380,6 +386,9 @@ class _Run:
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
             data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
             env_digest=environment.save(self.run_dir))  # writes RUN_DIR/environment.json
+        if cfg.tracking.log_model and self.tracker.enabled:  # the best checkpoint, loaded above
+            example = next(iter(self.data.eval_batches("test", MODEL_EXAMPLES, 1)))
+            self.tracker.log_model(self.model, served_tokens(example["tokens"], example["mask"]))
         log_final(self.tracker, record, [self.run_dir / rundir.CONFIG_NAME, curve, history])
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"
         self.say(summary_line(record, self.run_dir))

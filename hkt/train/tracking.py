@@ -16,6 +16,7 @@ the store at resume (the replay is deterministic, so the values would be the sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -29,7 +30,7 @@ import hkt
 from hkt.config import flatten
 from hkt.data.parquet import provenance_warning
 from hkt.provenance import SuiteRun
-from hkt.store import (RETRIES, TrackingError, artifact_root, default_tracking_uri, open_client,
+from hkt.store import (EXPERIMENT_TAGS, RETRIES, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
 from hkt.record import STEP_METRICS
 
@@ -37,16 +38,13 @@ T = TypeVar("T")
 
 __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "suite_run",
            "artifact_root", "with_retry", "Tracker", "NullTracker", "make_tracker", "data_tags",
-           "run_tags", "run_params", "STEP_METRICS", "RETRIES", "TrackingError"]
+           "run_tags", "run_params", "STEP_METRICS", "RETRIES", "TrackingError", "log_dataset",
+           "dataset_digest", "MODEL_NAME"]
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
 # is logged as given
 
 
-
-# MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
-# this value makes it open on its runs, as a model-training experiment.
-EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
@@ -108,6 +106,12 @@ class NullTracker:
     def flush(self) -> None: ...
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
+
+    def log_dataset(self, task: str, data_dir: Path, checksums: dict[str, str],
+                    sizes: dict[str, int], context: str = "training") -> None: ...
+
+    def log_model(self, model: Any, example: Any) -> str:
+        return ""
 
     def finish(self, status: str = "FINISHED") -> None: ...
 
@@ -263,10 +267,74 @@ class Tracker(NullTracker):
         with_retry(self.client.log_artifact, self.run_id, str(path), artifact_path,
                    what=f"logging artifact {Path(path).name}")
 
+    def log_dataset(self, task: str, data_dir: Path, checksums: dict[str, str],
+                    sizes: dict[str, int], context: str = "training") -> None:
+        """The prepared data as this run's MLflow dataset input (:func:`log_dataset`)."""
+        log_dataset(self.client, self.run_id, task, data_dir, checksums, sizes, context)
+
+    def log_model(self, model: Any, example: Any) -> str:
+        """The trained model as an MLflow model of this run (``runs:/<run>/model``, the runs
+        table's Models column): :class:`~hkt.models.serving.TokenClassifier` around ``model``,
+        with the signature and input ``example`` (token ids padded with -1). Returns its URI."""
+        import copy
+
+        import mlflow
+        import mlflow.pytorch
+        import numpy as np
+        import torch
+        from mlflow.models import ModelSignature
+        from mlflow.types import Schema, TensorSpec
+
+        from hkt.models.serving import TokenClassifier
+
+        served = TokenClassifier(copy.deepcopy(model).cpu()).eval()
+        example = example.cpu()
+        with torch.no_grad():
+            classes = served(example).shape[-1]
+        # any batch and length (up to the model's), not the example's
+        signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.int64), (-1, -1))]),
+                                   outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, classes))]))
+        mlflow.set_tracking_uri(self.uri)
+        # the fluent API logs to the active run: this one, resumed; its end is finish()'s
+        with mlflow.start_run(run_id=self.run_id):
+            info = with_retry(mlflow.pytorch.log_model, served, name=MODEL_NAME,
+                              signature=signature, input_example=example.numpy(),
+                              serialization_format="pickle",  # torch.export would fix T
+                              pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+                              what="logging the model")
+        return f"runs:/{self.run_id}/{MODEL_NAME}" if info is not None else ""
+
     def finish(self, status: str = "FINISHED") -> None:
         self.flush()
         with_retry(self.client.set_terminated, self.run_id, status,
                    what="closing the MLflow run")
+
+
+MODEL_NAME = "model"  # runs:/<run id>/model
+
+
+def dataset_digest(checksums: dict[str, str]) -> str:
+    """One short digest of a prepared data directory: of its splits' SHA-256 (MLflow keeps at
+    most 36 characters); two runs on other data of the same task show different ones."""
+    text = "\n".join(f"{split}:{checksums[split]}" for split in sorted(checksums))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def log_dataset(client: Any, run_id: str, task: str, data_dir: str | Path,
+                checksums: dict[str, str], sizes: dict[str, int] | None,
+                context: str = "training") -> None:
+    """A run's prepared data as its MLflow dataset input (the runs table's Dataset column):
+    name = the task, digest = :func:`dataset_digest` of the splits' SHA-256, source = the data
+    directory, profile = each split's size and SHA-256; ``context`` the input's tag."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag  # seconds to import: when used
+
+    profile = {"sha256": checksums, **({"num_rows": sizes} if sizes else {})}
+    dataset = Dataset(name=task, digest=dataset_digest(checksums), source_type="local",
+                      source=json.dumps({"uri": str(Path(data_dir).resolve())}),
+                      profile=json.dumps(profile))
+    tag = InputTag(key="mlflow.data.context", value=context)
+    with_retry(client.log_inputs, run_id, datasets=[DatasetInput(dataset, [tag])],
+               what="logging the dataset")
 
 
 def _param_value(v: Any) -> str:

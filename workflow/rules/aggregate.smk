@@ -1,5 +1,6 @@
 # aggregate: tables (Markdown, CSV, LaTeX), figures and results summary from every run record,
-# and the MLflow audit (every record's MLflow run exists and holds the same final metrics).
+# logged to MLflow as one suite run (experiment hkt-suite-<suite>), and the MLflow audit (every
+# record's MLflow run exists and holds the same final metrics).
 # The CSV tables and the figures go into `snakemake --report` with the captions in report/.
 
 
@@ -33,6 +34,7 @@ rule aggregate:
         ablation=GRID.ablation_args(),
         analyses=lambda wc, input: ["--analyses", *input.analyses] if input.analyses else [],
         bench=lambda wc, input: ["--bench", *input.bench] if input.bench else [],
+        tracking_uri=TRACKING_URI,
     log:
         GRID.log("aggregate", "aggregate"),
     conda:
@@ -43,3 +45,4 @@ rule aggregate:
     shell:
         "hkt --log {log:q} aggregate {input.records:q} --out {params.out:q} --main-variant {params.main}"
         " {params.ablation:q} {params.analyses:q} {params.bench:q}"
+        " --suite-run --tracking-uri {params.tracking_uri:q}"
