@@ -52,6 +52,8 @@ class JobState:
     threads: int = 1
     log: str = ""
     step_ratio: float | None = None  # measured / planned seconds per training step
+    planned_s: float = 0.0      # the plan's seconds for the whole job
+    elapsed_s: float = 0.0      # since its last attempt started (running), or what it took (done)
 
 
 @dataclass
@@ -131,14 +133,15 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
               tail_bytes: int) -> JobState:
     """The state of one planned job, from its output and its log."""
     st = JobState(job["rule"], job["name"], "waiting", remaining_s=float(job["seconds"]),
-                  threads=int(job.get("threads") or 1), log=job.get("log", ""))
+                  threads=int(job.get("threads") or 1), log=job.get("log", ""),
+                  planned_s=float(job["seconds"]))
+    log = Path(job.get("log") or "")
+    header, lines = last_attempt(log, tail_bytes) if job.get("log") and log.is_file() else (None, [])
     if job.get("output") and Path(job["output"]).exists():
         st.state, st.remaining_s = "done", 0.0
+        if header is not None:  # what it took: from its attempt's start to its output
+            st.elapsed_s = Path(job["output"]).stat().st_mtime - _started(header, log)
         return st
-    log = Path(job.get("log") or "")
-    if not job.get("log") or not log.is_file():
-        return st
-    header, lines = last_attempt(log, tail_bytes)
     if header is None:
         return st
     if header["host"] == host:
@@ -150,11 +153,9 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
         st.detail = _error_line(lines) or "ended without a result or an error line (killed?)"
         return st
     st.state = "running"
-    try:
-        started = datetime.fromisoformat(header["when"]).timestamp()
-    except ValueError:
-        started = log.stat().st_mtime
-    st.remaining_s = max(0.0, float(job["seconds"]) - (now - started))
+    started = _started(header, log)
+    st.elapsed_s = now - started
+    st.remaining_s = max(0.0, float(job["seconds"]) - st.elapsed_s)
     found = _progress(lines) if job["rule"] == "train" else None
     if found is not None:
         st.detail, eta, step, total = found
@@ -167,6 +168,13 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     return st
 
 
+def _started(header: dict[str, str], log: Path) -> float:
+    try:
+        return datetime.fromisoformat(header["when"]).timestamp()
+    except ValueError:
+        return log.stat().st_mtime
+
+
 def _record_ratio(job: dict[str, Any]) -> float | None:
     """Measured / planned seconds per step of a finished training job (its record)."""
     try:
@@ -175,6 +183,21 @@ def _record_ratio(job: dict[str, Any]) -> float | None:
         return None
     ms = rec.get("ms_per_step")
     return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
+
+
+def _scale_other_rules(jobs: list[JobState]) -> None:
+    """The other rules' allowances (config/plan.yaml) at the pace their finished jobs took."""
+    for rule in {j.rule for j in jobs} - {"train"}:
+        took = [j.elapsed_s / j.planned_s for j in jobs
+                if j.rule == rule and j.state == "done" and j.elapsed_s > 0 and j.planned_s > 0]
+        if not took:
+            continue
+        pace = statistics.median(took)
+        for j in jobs:
+            if j.rule == rule and j.state == "waiting":
+                j.remaining_s = j.planned_s * pace
+            elif j.rule == rule and j.state == "running":
+                j.remaining_s = max(0.0, j.planned_s * pace - j.elapsed_s)
 
 
 def schedule(jobs: list[JobState], cores: int) -> float:
@@ -245,6 +268,7 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
     for job, st in zip(plan["jobs"], jobs):  # waiting training at the measured pace
         if st.state == "waiting" and job["rule"] == "train" and speed:
             st.remaining_s *= speed
+    _scale_other_rules(jobs)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
                        schedule(jobs, int(plan.get("cores") or 1)), speed, now)
 

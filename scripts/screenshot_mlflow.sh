@@ -44,6 +44,6 @@ for _ in $(seq 1 120); do
 done
 # the address the README gives: MLflow 3.17 opens in GenAI mode unless the address says otherwise
 url="http://127.0.0.1:$port/#/experiments/$exp_id/runs?workflowType=machine_learning"
-"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,1000 \
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=${HKT_SCREEN:-1600,1000} \
   --virtual-time-budget=20000 --screenshot="$out" "$url" >/dev/null 2>&1
 echo "screenshot of $url (experiment $exp_id) in $out"

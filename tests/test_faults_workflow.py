@@ -200,3 +200,24 @@ def test_analysing_a_model_without_scores_is_refused_before_any_job(tmp_path):
     assert ("workflow config: analyze.models names 'conv', whose token mixer exposes no queries"
             in r.stdout + r.stderr), (r.stdout + r.stderr)[-3000:]
 
+
+
+@pytest.mark.slow
+def test_the_workflow_runs_a_suite_of_mha_only_with_analyses(tmp_path):
+    """The issue's replay: `main.models: [mha]` with analyses on declared tables/truncation.*,
+    which only HKT runs produce, and Snakemake deleted every aggregate output."""
+    from test_workflow_e2e import CONFIG as E2E
+
+    cfg = {**E2E, "results_dir": "results", "main": {"tasks": ["listops"], "models": ["mha"]},
+           "ablation": {"enabled": False}, "bench": {"enabled": False},
+           "external": {"majority": {"enabled": True, "seeds": [0]},
+                        "ngram": {"enabled": False}}}
+    path = tmp_path / "mha-only.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path / "work", timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    res = tmp_path / "work" / "results"
+    truncation = (res / "tables" / "truncation.md").read_text()
+    assert "Empty: level truncation applies to HKT only, and no HKT run was analysed." in truncation
+    assert files_under(res / "tables") | files_under(res / "figures") | {res / "summary.md"} >= \
+        set(aggregate_files(res, analyses=True))

@@ -165,3 +165,16 @@ def test_status_imports_neither_torch_nor_mlflow(results):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "jobs: 6" in r.stdout
+
+
+def test_other_rules_go_at_the_pace_their_finished_jobs_took():
+    from hkt.status import _scale_other_rules
+
+    jobs = [JobState("analyze", "a", "done", planned_s=120, elapsed_s=30),
+            JobState("analyze", "b", "done", planned_s=120, elapsed_s=60),
+            JobState("analyze", "c", "waiting", remaining_s=120, planned_s=120),
+            JobState("analyze", "d", "running", remaining_s=100, planned_s=120, elapsed_s=20),
+            JobState("bench", "e", "waiting", remaining_s=600, planned_s=600)]
+    _scale_other_rules(jobs)
+    # analyze took 0.25x and 0.5x its allowance: median 0.375 -> 45 s; 25 s left of d's; bench as planned
+    assert [j.remaining_s for j in jobs[2:]] == [45, 25, 600]
