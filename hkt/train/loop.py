@@ -246,125 +246,127 @@ class _Run:
 
     # -- training ------------------------------------------------------------------------------
     def _loop(self) -> None:
-        cfg, tc, st = self.cfg, self.cfg.train, self.state
-        max_steps, bs = int(tc.max_steps), int(tc.batch_size)
-        eval_every, ckpt_every, log_every = int(tc.eval_every), int(tc.checkpoint_every), int(tc.log_every)
-        grad_clip = cfg.optim.grad_clip
-        device, amp = self.device, self.amp
-        model, opt, sched, tracker = self.model, self.opt, self.sched, self.tracker
-        params = [p for p in model.parameters() if p.requires_grad]
-
-        self.say(f"run {cfg.tracking.run_name}: {self.n_params:,} parameters, "
-                 f"{describe_device(device)}, precision {'bf16' if amp else 'fp32'}, "
+        """Train from ``state.step`` to ``train.max_steps``: a step, then, where one is due, a
+        sync point (log, validate, checkpoint, progress line); a signal stops it at a step
+        boundary with a checkpoint of that step."""
+        tc, st = self.cfg.train, self.state
+        max_steps = int(tc.max_steps)
+        self.say(f"run {self.cfg.tracking.run_name}: {self.n_params:,} parameters, "
+                 f"{describe_device(self.device)}, precision {'bf16' if self.amp else 'fp32'}, "
                  f"data {self.data_dir} ({self.data.size('train')} train examples)")
-        if tracker.enabled:
-            self.say(f"MLflow: run {st.mlflow_run_id} in experiment '{tracker.experiment}' at {tracker.uri}")
+        if self.tracker.enabled:
+            self.say(f"MLflow: run {st.mlflow_run_id} in experiment '{self.tracker.experiment}' "
+                     f"at {self.tracker.uri}")
         bar = Progress(max_steps, initial=st.step, stream=self.stream, enabled=self.show_progress,
                        every_s=float(tc.progress_every_s))
-
-        # window accumulators live on the device (no sync per step on CUDA)
-        w_loss = torch.tensor(st.window["loss"], dtype=torch.float64, device=device)
-        w_correct = torch.tensor(st.window["correct"], dtype=torch.int64, device=device)
-        w_bad = torch.zeros((), dtype=torch.bool, device=device)
-        w_n, w_steps, w_time = int(st.window["n"]), int(st.window["steps"]), float(st.window["time"])
-        per_step_check = device.type == "cpu"
-        model.train()
+        window = _Window(st.window, self.device)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.model.train()
         t_mark = time.perf_counter()
-
-        def sync_window() -> None:
-            st.window = {"loss": w_loss.item(), "correct": int(w_correct.item()), "n": w_n,
-                         "steps": w_steps, "time": w_time}
-
-        def diverged(at: str) -> TrainingError:
-            last = (f"{self.last_path} (step {load_checkpoint(self.last_path)['step']})"
-                    if self.last_path.exists() else "none yet")
-            return TrainingError(f"training diverged: non-finite loss or gradient norm {at}. "
-                                 f"The last good checkpoint is kept: {last}. Lower optim.lr, "
-                                 f"set optim.grad_clip, or use train.precision=fp32.")
-
         while st.step < max_steps:
             if signals.pending() is not None:  # a step boundary: stop with a checkpoint of it
-                signum = signals.take()
-                w_time += time.perf_counter() - t_mark
-                st.train_time_s += time.perf_counter() - t_mark
-                if bool(w_bad):
-                    raise diverged(f"between steps {st.step - w_steps + 1} and {st.step}")
-                sync_window()
-                tracker.flush()
-                self._save_last()
-                raise signals.Stopped(signum, self._stopped(signum, saved=True))
-            tokens, mask, labels = to_device(self.batches.next(), device)
-            loss, logits, gnorm = forward_backward(self.forward, opt, params, tokens, mask, labels,
-                                                   amp=amp, grad_clip=grad_clip)
-            bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
-            if per_step_check and bool(bad):
-                raise diverged(f"at step {st.step + 1} (loss={loss.item()})")
-            w_bad |= bad
-            lr_used = opt.param_groups[0]["lr"]
-            opt.step()
-            sched.step()
-            st.step += 1
-            w_loss += loss.detach().double() * labels.numel()
-            w_correct += (logits.detach().argmax(-1) == labels).sum()
-            w_n += labels.numel()
-            w_steps += 1
-
+                self._stop_here(window, t_mark)
+            lr = self._train_step(window, params)
             step = st.step
-            do_log = step % log_every == 0 or step == max_steps
-            do_eval = step % eval_every == 0 or step == max_steps
-            do_ckpt = step % ckpt_every == 0 or step == max_steps
-            do_beat = bar.due()  # a progress line is owed (slow steps): a clock read, no sync
-            if not (do_log or do_eval or do_ckpt or do_beat):
-                continue
-            # a sync point: account time, check the window for divergence
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            now = time.perf_counter()
-            w_time += now - t_mark
-            st.train_time_s += now - t_mark
-            if bool(w_bad):
-                raise diverged(f"between steps {step - w_steps + 1} and {step}")
-            row: dict[str, Any] = {"step": step}
-            if not (do_log or do_eval or do_ckpt):  # only the progress line
-                bar.update(step, {"samples_per_s": w_steps * bs / w_time if w_time > 0 else None},
-                           best=st.best)
+            due = (step % int(tc.log_every) == 0 or step == max_steps,
+                   step % int(tc.eval_every) == 0 or step == max_steps,
+                   step % int(tc.checkpoint_every) == 0 or step == max_steps)
+            beat = bar.due()  # a progress line is owed (slow steps): a clock read, no sync
+            if any(due) or beat:
+                self._sync_point(window, bar, step, due, beat, lr, t_mark)
                 t_mark = time.perf_counter()
-                continue
-            if do_log:
-                row.update(train_loss=w_loss.item() / max(1, w_n),
-                           train_acc=w_correct.item() / max(1, w_n), lr=lr_used,
-                           samples_per_s=(w_steps * bs / w_time) if w_time > 0 else None)
-                w_loss.zero_(), w_correct.zero_()
-                w_n = w_steps = 0
-                w_time = 0.0
-            if do_eval:
-                def validating(batches: int, examples: int, step: int = step) -> None:
-                    if signals.pending() is not None:  # not a step boundary: keep the last
-                        signum = signals.take()
-                        raise signals.Stopped(signum, self._stopped(
-                            signum, saved=False, during=" (while validating)"))
-                    bar.note(step, f"validating: {batches} batches, {examples} examples so far")
-
-                val = evaluate(self.forward, model, self.data.eval_batches(
-                    "val", bs, tc.eval_batches), device, amp, on_batch=validating)
-                row.update(val_loss=val["loss"], val_acc=val["acc"])
-                if val["acc"] > st.best["acc"]:
-                    st.best = {"acc": val["acc"], "loss": val["loss"], "step": step}
-                    self._save_best(val)
-            if do_log or do_eval:
-                st.history.append(row)
-                tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
-            if do_ckpt:
-                sync_window()
-                tracker.flush()
-                self._save_last()
-            if do_log or do_eval:
-                bar.update(step, row, best=st.best, force=do_eval)
-            elif do_beat:
-                bar.update(step, {}, best=st.best)
-            t_mark = time.perf_counter()
         bar.close()
-        sync_window()
+        st.window = window.state()
+
+    def _train_step(self, window: "_Window", params: list[torch.Tensor]) -> float:
+        """One optimizer step on the next batch; returns the learning rate it used."""
+        tokens, mask, labels = to_device(self.batches.next(), self.device)
+        loss, logits, gnorm = forward_backward(self.forward, self.opt, params, tokens, mask,
+                                               labels, amp=self.amp,
+                                               grad_clip=self.cfg.optim.grad_clip)
+        bad = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
+        if self.device.type == "cpu" and bool(bad):  # on CPU a check per step costs nothing
+            raise self._diverged(f"at step {self.state.step + 1} (loss={loss.item()})")
+        lr = self.opt.param_groups[0]["lr"]
+        self.opt.step()
+        self.sched.step()
+        self.state.step += 1
+        window.add(loss, logits, labels, bad)
+        return lr
+
+    def _account(self, window: "_Window", t_mark: float) -> None:
+        """A sync point: add the time since ``t_mark``, check the window for divergence."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elapsed = time.perf_counter() - t_mark
+        window.time += elapsed
+        self.state.train_time_s += elapsed
+        if bool(window.bad):
+            step = self.state.step
+            raise self._diverged(f"between steps {step - window.steps + 1} and {step}")
+
+    def _sync_point(self, window: "_Window", bar: Progress, step: int,
+                    due: tuple[bool, bool, bool], beat: bool, lr: float, t_mark: float) -> None:
+        """What is due at ``step``: the logged row (train window, validation), the checkpoint,
+        the progress line."""
+        do_log, do_eval, do_ckpt = due
+        bs, st = int(self.cfg.train.batch_size), self.state
+        self._account(window, t_mark)
+        if not any(due):  # only the progress line
+            bar.update(step, {"samples_per_s": window.samples_per_s(bs)}, best=st.best)
+            return
+        row: dict[str, Any] = {"step": step}
+        if do_log:
+            row.update(window.take(lr, bs))
+        if do_eval:
+            row.update(self._validate(bar, step))
+        if do_log or do_eval:
+            st.history.append(row)
+            self.tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
+        if do_ckpt:
+            st.window = window.state()
+            self.tracker.flush()
+            self._save_last()
+        if do_log or do_eval:
+            bar.update(step, row, best=st.best, force=do_eval)
+        elif beat:
+            bar.update(step, {}, best=st.best)
+
+    def _validate(self, bar: Progress, step: int) -> dict[str, float]:
+        """Validation at ``step`` (a new best is saved); a signal meanwhile stops the run,
+        keeping the last checkpoint (this is not a step boundary)."""
+        tc, st = self.cfg.train, self.state
+
+        def validating(batches: int, examples: int) -> None:
+            if signals.pending() is not None:
+                signum = signals.take()
+                raise signals.Stopped(signum, self._stopped(
+                    signum, saved=False, during=" (while validating)"))
+            bar.note(step, f"validating: {batches} batches, {examples} examples so far")
+
+        val = evaluate(self.forward, self.model, self.data.eval_batches(
+            "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
+            on_batch=validating)
+        if val["acc"] > st.best["acc"]:
+            st.best = {"acc": val["acc"], "loss": val["loss"], "step": step}
+            self._save_best(val)
+        return {"val_loss": val["loss"], "val_acc": val["acc"]}
+
+    def _stop_here(self, window: "_Window", t_mark: float) -> None:
+        """Stop at this step boundary: a checkpoint of it, then :class:`~hkt.signals.Stopped`."""
+        signum = signals.take()
+        self._account(window, t_mark)
+        self.state.window = window.state()
+        self.tracker.flush()
+        self._save_last()
+        raise signals.Stopped(signum, self._stopped(signum, saved=True))
+
+    def _diverged(self, at: str) -> TrainingError:
+        last = (f"{self.last_path} (step {load_checkpoint(self.last_path)['step']})"
+                if self.last_path.exists() else "none yet")
+        return TrainingError(f"training diverged: non-finite loss or gradient norm {at}. "
+                             f"The last good checkpoint is kept: {last}. Lower optim.lr, "
+                             f"set optim.grad_clip, or use train.precision=fp32.")
 
     # -- the end ---------------------------------------------------------------------------
     def _finish(self) -> dict[str, Any]:
@@ -393,3 +395,41 @@ class _Run:
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"
         self.say(summary_line(record, self.run_dir))
         return record
+
+
+class _Window:
+    """The partial logging window (loss and correct answers since the last logged step),
+    accumulated on the device: no sync per step on CUDA. A checkpoint carries its
+    :meth:`state`, so that a resumed run logs the same rows."""
+
+    def __init__(self, saved: dict[str, Any], device: torch.device) -> None:
+        self.loss = torch.tensor(saved["loss"], dtype=torch.float64, device=device)
+        self.correct = torch.tensor(saved["correct"], dtype=torch.int64, device=device)
+        self.bad = torch.zeros((), dtype=torch.bool, device=device)  # a non-finite step
+        self.n, self.steps, self.time = int(saved["n"]), int(saved["steps"]), float(saved["time"])
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
+            bad: torch.Tensor) -> None:
+        self.bad |= bad
+        self.loss += loss.detach().double() * labels.numel()
+        self.correct += (logits.detach().argmax(-1) == labels).sum()
+        self.n += labels.numel()
+        self.steps += 1
+
+    def samples_per_s(self, batch_size: int) -> float | None:
+        return self.steps * batch_size / self.time if self.time > 0 else None
+
+    def take(self, lr: float, batch_size: int) -> dict[str, Any]:
+        """The logged row's training metrics; the window starts afresh."""
+        row = {"train_loss": self.loss.item() / max(1, self.n),
+               "train_acc": self.correct.item() / max(1, self.n), "lr": lr,
+               "samples_per_s": self.samples_per_s(batch_size)}
+        self.loss.zero_()
+        self.correct.zero_()
+        self.n = self.steps = 0
+        self.time = 0.0
+        return row
+
+    def state(self) -> dict[str, Any]:
+        return {"loss": self.loss.item(), "correct": int(self.correct.item()), "n": self.n,
+                "steps": self.steps, "time": self.time}
