@@ -152,6 +152,13 @@ def test_slurm_profile_names_real_rules_and_no_resource_amounts(name):
     assert CONFIG["resources"]["train"]["gpu"] == 1
 
 
+@pytest.mark.parametrize("name", ["slurm", "slurm-local"])
+def test_slurm_profiles_ask_for_sigterm_before_the_time_limit(name):
+    """So that a training job that runs out of time checkpoints its step first (issue 23)."""
+    profile = yaml.safe_load((ROOT / "workflow" / "profiles" / name / "config.yaml").read_text())
+    assert re.fullmatch(r"--signal=TERM@\d+", profile["default-resources"]["slurm_extra"])
+
+
 def test_dry_run_with_the_slurm_local_profile(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm",
                         reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
