@@ -34,6 +34,10 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from hkt.errors import ConfigError
+from hkt.store import experiment_name
+
+# ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
+OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 
 __all__ = ["config_dir", "compose", "flatten", "describe_type"]
 

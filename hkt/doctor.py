@@ -367,12 +367,10 @@ def _check_memory(ctx: _Context) -> Iterator[Check]:
 
 
 def tracking_uri_of(suite: DictConfig) -> str:
-    """The store the suite's runs log to: ``tracking_uri``, else $MLFLOW_TRACKING_URI, else
-    ``sqlite:///<results_dir>/mlflow.db`` (as the workflow resolves it)."""
-    from hkt.train.tracking import default_tracking_uri
+    """The store the suite's runs log to (:func:`hkt.store.tracking_uri`, as the workflow)."""
+    from hkt.store import tracking_uri
 
-    return str(suite.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
-               or default_tracking_uri(suite.get("results_dir") or "results"))
+    return tracking_uri(suite.get("tracking_uri"), suite.get("results_dir") or "results")
 
 
 def _check_mlflow(ctx: _Context) -> Iterator[Check]:

@@ -30,7 +30,8 @@ from hkt.fileio import atomic_path, ensure_writable_dir
 
 T = TypeVar("T")
 
-__all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "default_tracking_uri", "sqlite_path", "artifact_root", "store_lock",
+__all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "tracking_uri",
+           "experiment_name", "default_tracking_uri", "sqlite_path", "artifact_root", "store_lock",
            "open_client"]
 
 # MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
@@ -115,6 +116,21 @@ def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
             delay = min(max_delay, base_delay * 2 ** i)
             time.sleep(delay / 2 + random.random() * delay / 2)
     raise AssertionError("unreachable")
+
+
+def experiment_name(profile: str, task_id: str) -> str:
+    """The MLflow experiment of the runs of a task under a budget: ``hkt-<profile>-<task id>``
+    (the task config's name, so the LRA-length runs keep their own). The one rule:
+    config/train.yaml calls it (resolver ``hkt.experiment``), the workflow's external baselines
+    too (:meth:`hkt.workflow.grid.Grid.experiment`)."""
+    return f"hkt-{profile}-{task_id}"
+
+
+def tracking_uri(uri: str | None, results_dir: str | Path) -> str:
+    """The store a suite's runs log to, the one rule for the workflow, ``hkt train``, the
+    baselines and ``hkt doctor``: ``uri`` when given (config ``tracking_uri`` /
+    ``tracking.uri``), else ``$MLFLOW_TRACKING_URI``, else the SQLite store of ``results_dir``."""
+    return str(uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(results_dir))
 
 
 def default_tracking_uri(results_dir: str | Path) -> str:

@@ -213,3 +213,21 @@ def test_jobs_find_hkt_beside_the_python_that_runs_snakemake(monkeypatch):
     monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", here, "/bin"]))
     assert put_interpreter_first().split(os.pathsep) == [here, "/usr/bin", "/bin"]  # once, first
     assert (Path(here) / "hkt").exists()
+
+
+def test_a_task_whose_workflow_id_differs_from_its_hydra_name_has_one_experiment():
+    """Workflow task `lops` = Hydra task listops_lra (family listops): its trained runs and its
+    external baselines log to one experiment, apart from the T = 512 listops runs, and its run
+    names differ from theirs (issue 22: they shared hkt-paper-listops and listops-mha-main-s0)."""
+    from hkt.train.config import load_config
+    from hkt.workflow.grid import Job
+
+    g = grid(tasks={"lops": {"config": "listops_lra", "prepare": [], "source": None}},
+             main={"tasks": ["listops", "lops"], "models": ["mha"]})
+    names = {}
+    for task in ("listops", "lops"):
+        cfg = load_config(g.train_overrides(Job(task, "mha", "main", 0)))
+        assert cfg.tracking.experiment == g.experiment(task)  # hkt train == the baselines' rule
+        names[task] = (cfg.tracking.experiment, cfg.tracking.run_name)
+    assert names == {"listops": ("hkt-paper-listops", "listops-mha-main-s0"),
+                     "lops": ("hkt-paper-listops_lra", "listops_lra-mha-main-s0")}

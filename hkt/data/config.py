@@ -31,7 +31,8 @@ __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load
 # is adding one such module and one line here.
 FAMILIES = {"listops": "hkt.data.listops", "imdb": "hkt.data.imdb", "cifar10": "hkt.data.cifar10"}
 
-TOP_SCHEMA: dict[str, Any] = {"name": text, "num_classes": pos_int, "max_length": pos_int}
+TOP_SCHEMA: dict[str, Any] = {"id": text, "name": text, "num_classes": pos_int,
+                               "max_length": pos_int}
 
 
 def available_tasks() -> list[str]:

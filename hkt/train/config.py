@@ -180,6 +180,6 @@ def strip_for_compare(cfg: Any) -> dict[str, Any]:
         d["train"] = {k: v for k, v in d["train"].items() if k not in RUN_NEUTRAL_TRAIN_KEYS}
     # how the data were prepared is checked through the data checksums instead (mirror and
     # cache paths come from the environment and may differ between sessions)
-    if isinstance(d.get("task"), dict):
-        d["task"] = {k: v for k, v in d["task"].items() if k != "prepare"}
+    if isinstance(d.get("task"), dict):  # task.id is a label (experiment and run names)
+        d["task"] = {k: v for k, v in d["task"].items() if k not in ("prepare", "id")}
     return d

@@ -30,7 +30,8 @@ import hkt
 from hkt.config import flatten
 from hkt.data.parquet import provenance_warning
 from hkt.provenance import SuiteRun
-from hkt.store import (EXPERIMENT_TAGS, RETRIES, TrackingError, artifact_root, default_tracking_uri, open_client,
+from hkt import store
+from hkt.store import (EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
 from hkt.record import STEP_METRICS
 
@@ -55,18 +56,10 @@ EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
 RESULTS_ENV = "HKT_RESULTS_DIR"
 
 
-def experiment_name(profile: str, task: str) -> str:
-    """The experiment of a suite's runs of ``task`` under budget ``profile``, as config/train.yaml
-    ``tracking.experiment`` composes it for ``hkt train`` (a test holds the two together)."""
-    return f"hkt-{profile}-{task}"
-
-
 def tracking_uri(tracking_cfg: Any) -> str:
     """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
-    if uri:
-        return str(uri)
-    return default_tracking_uri(_results_dir(tracking_cfg))
+    return store.tracking_uri(uri, _results_dir(tracking_cfg))
 
 
 def _results_dir(tracking_cfg: Any) -> str:

@@ -26,6 +26,7 @@ import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import ConfigError
+from hkt.store import experiment_name
 from hkt.workflow.suites import AUTO
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "available_cpus"]
@@ -156,6 +157,11 @@ class Grid:
     def task_config(self, task: str) -> str:
         """The Hydra task config (``config/task/NAME.yaml``) of a workflow task id."""
         return (self.tasks[task] or {}).get("config") or task
+
+    def experiment(self, task: str) -> str:
+        """The MLflow experiment of a workflow task's runs (hkt.store.experiment_name of its
+        Hydra task config, as ``hkt train`` names it)."""
+        return experiment_name(self.profile, self.task_config(task))
 
     def task_info(self, task: str) -> tuple[str, int]:
         """The task family (as in run records) and sequence length, from its Hydra task file."""

@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
-from hkt.train.tracking import experiment_name
+from hkt.store import tracking_uri
 from hkt.workflow.configs import check_analysable, seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
 from hkt.workflow.jobenv import put_interpreter_first
@@ -44,8 +44,7 @@ R = GRID.results  # as given: relative to the working directory
 PY = sys.executable  # the Python that runs Snakemake (has hkt installed)
 CONDA_ENV = str(REPO / "environment.yml")  # the rules' software (with --use-conda)
 
-TRACKING_URI = (config.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
-                or f"sqlite:///{Path(R).resolve()}/mlflow.db")
+TRACKING_URI = tracking_uri(config.get("tracking_uri"), R)  # hkt.store: the one rule
 
 # Every job runs with the repository's config/ and MLflow writing under results_dir (or the
 # server); jobs inherit the environment, on a cluster too (envvars: below).

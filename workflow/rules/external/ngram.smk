@@ -29,7 +29,7 @@ rule ngram_baseline:
         profile=GRID.profile,
         suite=GRID.suite_args(),
         tracking_uri=TRACKING_URI,
-        experiment=lambda wc: experiment_name(GRID.profile, wc.task),
+        experiment=lambda wc: GRID.experiment(wc.task),
     log:
         GRID.job_log("external"),
     conda:
