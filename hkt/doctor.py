@@ -34,12 +34,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 
-__all__ = ["Check", "StepTiming", "load_suite", "suite_jobs", "job_config",
+__all__ = ["Check", "StepTiming", "load_suite", "suite_jobs", "job_name",
            "measure_training_step", "run_checks", "add_arguments", "run"]
 
 GIB = 2**30
@@ -91,29 +92,27 @@ def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> 
                                   OmegaConf.to_container(OmegaConf.load(path))))
 
 
-def suite_jobs(suite: DictConfig) -> list[tuple[str, str, str]]:
-    """The suite's main training jobs as (task id, Hydra task config, model): the main grid and,
-    when enabled, the LRA-length grid."""
-    grids = [suite.main]
-    if suite.get("lra") and suite.lra.get("enabled"):
-        grids.append(suite.lra)
-    jobs = []
-    for grid in grids:
-        for task in grid.tasks:
-            entry = suite.tasks.get(task) or {}
-            for model in grid.models:
-                job = (str(task), str(entry.get("config") or task), str(model))
-                if job not in jobs:
-                    jobs.append(job)
-    return jobs
+def suite_jobs(suite: DictConfig, profile: str | None = None) -> dict[Any, DictConfig]:
+    """One composed config (its first seed) per distinct training job of the suite, keyed by
+    its :class:`~hkt.workflow.grid.Job`: the jobs the workflow runs (the main grid, the LRA
+    grid, the ablations), from the one job list, :meth:`hkt.workflow.grid.Grid.train_jobs`.
+    ``profile`` replaces the suite's (doctor's ``suite.profile``)."""
+    from hkt.config import config_dir
+    from hkt.workflow.configs import job_configs
+    from hkt.workflow.grid import Grid
+
+    config = OmegaConf.to_container(suite, resolve=True)
+    if profile:
+        config["profile"] = profile
+    grid = Grid(config, config_dir())
+    first: dict[tuple[str, str, str], Any] = {}
+    for job in grid.train_jobs():
+        first.setdefault((job.task, job.model, job.variant), job)
+    return job_configs(grid, first.values())
 
 
-def job_config(profile: str, task_config: str, model: str, overrides: list[str] = ()) -> DictConfig:
-    """The composed, validated ``hkt train`` config of one job (tracking off)."""
-    from hkt.train.config import load_config
-
-    return load_config([f"profile={profile}", f"task={task_config}", f"model={model}",
-                        *overrides, "tracking.enabled=false"])
+def job_name(job: Any) -> str:
+    return f"{job.task}/{job.model}/{job.variant}"
 
 
 # --------------------------------------------------------------------------------- measuring
@@ -179,8 +178,8 @@ class _Context:
     profile: str
     device: torch.device
     amp: torch.dtype | None = None
-    configs: dict[tuple[str, str, str], DictConfig] | None = None
-    timings: dict[tuple[str, str, str], StepTiming] | None = None
+    configs: dict[Any, DictConfig] | None = None  # per training job (hkt.workflow.grid.Job)
+    timings: dict[Any, StepTiming] | None = None
 
     @property
     def precision(self) -> str:
@@ -239,15 +238,15 @@ def _check_sdpa(ctx: _Context) -> Iterator[Check]:
     from hkt.attention.sdpa import call_of, pad_value
 
     seen = set()
-    for (task, _, model), cfg in ctx.configs.items():
-        if model not in ("mha", "hkt"):
+    for job, cfg in ctx.configs.items():
+        if job.model not in ("mha", "hkt"):
             continue
         h, t = int(cfg.model.n_heads), int(cfg.task.max_length)
         d = int(cfg.model.d_model) // h
-        levels = int(cfg.model.attention.levels) if model == "hkt" else 1
-        if (task, model) in seen:
+        levels = int(cfg.model.attention.levels) if job.model == "hkt" else 1
+        if (t, h, d, levels) in seen:  # what the kernel choice depends on
             continue
-        seen.add((task, model))
+        seen.add((t, h, d, levels))
         kw = dict(device=ctx.device, dtype=ctx.dtype, requires_grad=True)
         q = torch.zeros(2, h, t, levels * d, **kw)
         v = torch.zeros(2, h, t, d, **kw)
@@ -261,7 +260,7 @@ def _check_sdpa(ctx: _Context) -> Iterator[Check]:
             widths = "" if levels == 1 else f"V {v_in.shape[-1]}{' (padded)' if pad else ''} "
             picks.append(f"{'masked' if mask is not None else 'unmasked'}: {widths}-> {picked}"
                          + ("" if agrees else f" (sdpa.py expects {', '.join(expected) or 'math'})"))
-        yield Check(f"sdpa {task}/{model}", ok,
+        yield Check(f"sdpa {job_name(job)}", ok,
                     f"T={t}, H={h}, q/k width {levels * d}, {ctx.precision}; " + "; ".join(picks))
 
 
@@ -281,8 +280,8 @@ def _forward_backward(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tens
 def _check_equivalence(ctx: _Context) -> Iterator[Check]:
     """Per distinct HKT geometry of the suite (the head widths decide the SDPA backend)."""
     geometries: dict[str, DictConfig] = {}
-    for (task, _, model), cfg in ctx.configs.items():
-        if model == "hkt":
+    for job, cfg in ctx.configs.items():
+        if job.model == "hkt":
             key = f"D={cfg.model.d_model}, H={cfg.model.n_heads}, causal={cfg.model.causal}, " \
                   f"{OmegaConf.to_container(cfg.model.attention, resolve=True)}"
             geometries.setdefault(key, cfg)
@@ -334,14 +333,13 @@ def _check_training(ctx: _Context) -> Iterator[Check]:
     batch = tc.batch_size.get(kind)
     ctx.timings = {}
     for job, cfg in ctx.configs.items():
-        task, _, model = job
         timing = measure_training_step(cfg, ctx.device, steps=int(tc.steps[kind]),
                                        warmup=int(tc.warmup[kind]),
                                        batch_size=None if batch is None else int(batch),
                                        vocab_size=int(tc.vocab_size), seed=int(tc.seed))
         ctx.timings[job] = timing
         ok = math.isfinite(timing.loss)
-        yield Check(f"train {task}/{model}", ok,
+        yield Check(f"train {job_name(job)}", ok,
                     f"T={timing.seq_len}, batch {timing.batch_size}, {timing.n_params:,} params: "
                     f"loss {timing.loss:.3f}{'' if ok else ' (not finite)'}, "
                     f"{timing.ms_per_step:.0f} ms/step, step peak {_gib(timing.peak_bytes)}")
@@ -362,7 +360,7 @@ def _check_memory(ctx: _Context) -> Iterator[Check]:
     batch = int(ctx.configs[job].train.batch_size)
     scaled = "" if batch == ctx.timings[job].batch_size else f" (extrapolated from batch {ctx.timings[job].batch_size})"
     yield Check("memory", need * margin <= free,
-                f"largest job {job[0]}/{job[2]} at batch {batch} needs {_gib(need)}{scaled}; "
+                f"largest job {job_name(job)} at batch {batch} needs {_gib(need)}{scaled}; "
                 f"x {margin:g} margin = {_gib(need * margin)}; free {_gib(free)}")
 
 
@@ -415,8 +413,7 @@ def run_checks(cfg: DictConfig, report: Callable[[Check], None]) -> list[Check]:
     suite = load_suite(cfg.suite.file)
     profile = str(cfg.suite.profile or suite.profile)
     device = resolve_device(str(cfg.device), source="config key 'device'")
-    overrides = [str(o) for o in suite.get("train_overrides") or []]
-    configs = {job: job_config(profile, job[1], job[2], overrides) for job in suite_jobs(suite)}
+    configs = suite_jobs(suite, profile)
     ctx = _Context(cfg, suite, profile, device, configs=configs)
     checks: list[Check] = []
     for name, check in CHECKS:

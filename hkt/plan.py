@@ -271,24 +271,6 @@ def load_plan(suite: str, *, cuda: Callable[[], bool] | None = None) -> tuple[di
     return config, Grid(config, config_dir())
 
 
-def job_configs(grid: Any) -> dict[Any, Any]:
-    """Every training job's composed config (composed once per seedless override set); the
-    suite's prepare overrides of a task's splits apply to its evaluation sizes."""
-    from hkt.train.config import load_config
-    from hkt.workflow.configs import seedless
-
-    composed: dict[tuple[str, ...], Any] = {}
-    out = {}
-    for job in grid.train_jobs():
-        prep = [f"task.{o}" for o in (grid.tasks[job.task] or {}).get("prepare", [])
-                if str(o).startswith("prepare.splits.")]
-        key = (*seedless(grid.train_overrides(job)), *prep)
-        if key not in composed:
-            composed[key] = load_config([*key, "tracking.enabled=false"])
-        out[job] = composed[key]
-    return out
-
-
 def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -377,6 +359,7 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
 
     from hkt.config import config_dir
     from hkt.device import describe_device, resolve_device
+    from hkt.workflow.configs import job_configs
     from hkt.workflow.grid import Grid
 
     if config is None:
@@ -389,7 +372,7 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
     timer, stats = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
                                fresh=bool(cfg.fresh),
                                on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
-    configs = job_configs(grid)
+    configs = job_configs(grid)  # every training job's composed config (hkt.workflow.configs)
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     plan = estimate(grid, configs, timer, eval_cost=float(cfg.eval_cost), gpus=gpus,
                     other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},

@@ -7,12 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from hkt.doctor import StepTiming, load_suite, suite_jobs
 
-# The tiniest suite worth checking: one task, both attention models, no GPU asked for.
+# The tiniest suite worth checking: one task, both attention models, the largest HKT ablation,
+# no GPU asked for.
 TINY_SUITE = """\
 profile: smoke
 main: {tasks: [listops], models: [mha, hkt]}
+ablation: {enabled: true, task: listops, include: [levels4]}
 lra: {enabled: false}
 resources: {train: {threads: 1, gpu: 0, mem_mb: 2000, runtime: 30}}
 """
@@ -34,12 +38,15 @@ def test_doctor_reports_every_check_and_passes(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     checks = [line.split()[1:3] for line in lines[1:-1]]
-    assert [c[0] for c in checks] == ["device", "sdpa", "sdpa", "hkt", "hkt", "train", "train",
-                                      "memory", "mlflow"], proc.stdout
+    assert [c[0] for c in checks] == ["device", "sdpa", "sdpa", "sdpa", "hkt", "hkt", "hkt",
+                                      "hkt", "train", "train", "train", "memory",
+                                      "mlflow"], proc.stdout
+    # the memory check sees the whole suite's largest job, the L = 4 ablation
+    assert "memory                 largest job listops/hkt/levels4 at batch 8" in proc.stdout
     assert all(line.lstrip().startswith("ok") for line in lines[1:-1]), proc.stdout
     assert "train listops/hkt" in proc.stdout and "ms/step" in proc.stdout
     assert "masked: V 24 (padded) -> flash" in proc.stdout  # the CPU flash kernel, V padded
-    assert lines[-1].startswith("hkt doctor: all 9 checks passed")
+    assert lines[-1].startswith("hkt doctor: all 13 checks passed")
     assert (tmp_path / "mlflow.db").is_file()
 
 
@@ -55,7 +62,7 @@ def test_failing_checks_give_nonzero_exit(tmp_path):
     assert failed == ["device", "mlflow"], proc.stdout
     assert "none is visible" in proc.stdout
     assert "train listops/mha" in proc.stdout  # the checks after the failure ran
-    assert "2 of 9 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
+    assert "2 of 13 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
 
 
 def test_bad_setting_is_a_config_error(tmp_path):
@@ -68,14 +75,32 @@ def test_bad_setting_is_a_config_error(tmp_path):
 
 def test_suite_merges_over_the_workflow_config(tmp_path):
     """A suite file replaces lists and merges dictionaries, as Snakemake's --configfile does;
-    its jobs are the main grid plus the LRA grid when enabled."""
+    its jobs are the workflow's: the main grid, the LRA grid when enabled, the ablations."""
     path = tmp_path / "s.yaml"
-    path.write_text("main: {models: [mha]}\nlra: {enabled: true, models: [hkt]}\n")
+    path.write_text("main: {models: [mha]}\nlra: {enabled: true, models: [hkt]}\n"
+                    "ablation: {enabled: false}\n")
     suite = load_suite(str(path))
     assert suite.profile == "paper" and list(suite.main.tasks) == ["listops", "cifar10", "imdb"]
-    assert suite_jobs(suite) == [("listops", "listops", "mha"), ("cifar10", "cifar10", "mha"),
-                                 ("imdb", "imdb", "mha"), ("listops_lra", "listops_lra", "hkt"),
-                                 ("imdb_lra", "imdb_lra", "hkt")]
+    assert [(j.task, j.model, j.variant) for j in suite_jobs(suite)] == [
+        ("listops", "mha", "main"), ("cifar10", "mha", "main"), ("imdb", "mha", "main"),
+        ("listops_lra", "hkt", "main"), ("imdb_lra", "hkt", "main")]
+
+
+def test_doctor_plan_and_workflow_share_one_job_list():
+    """Doctor times one config per distinct job of the workflow's list (hkt.workflow.grid),
+    ablations included: its memory check sees levels4, the largest HKT (it did not)."""
+    from hkt.config import config_dir
+    from hkt.workflow.grid import Grid
+
+    for name in ("smoke", "cpu", "paper"):
+        suite = load_suite(name)
+        grid = Grid(OmegaConf.to_container(suite, resolve=True), config_dir())
+        want = list(dict.fromkeys((j.task, j.model, j.variant) for j in grid.train_jobs()))
+        assert [(j.task, j.model, j.variant) for j in suite_jobs(suite)] == want, name
+    jobs = suite_jobs(load_suite("smoke"))
+    assert ("listops", "hkt", "levels4") in {(j.task, j.model, j.variant) for j in jobs}
+    levels4 = next(c for j, c in jobs.items() if j.variant == "levels4")
+    assert levels4.model.attention.levels == 4
 
 
 def test_memory_need_scales_activations_not_state():
@@ -95,11 +120,11 @@ def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     import torch
 
     from hkt.config import compose
-    from hkt.doctor import _check_equivalence, _Context, job_config
+    from hkt.doctor import _check_equivalence, _Context
 
     suite = load_suite("paper")  # not auto: that is the CPU suite here, with one HKT geometry
-    configs = {job: job_config("paper", job[1], job[2]) for job in suite_jobs(suite)
-               if job[2] == "hkt"}
+    configs = {j: c for j, c in suite_jobs(suite).items()
+               if j.model == "hkt" and j.variant == "main"}
     cfg = compose("doctor", ["equivalence.seq_len=64"])
     ctx = _Context(cfg, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
     checks = list(_check_equivalence(ctx))

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from hkt.errors import ConfigError
 
-__all__ = ["seedless", "train_config_digest", "train_config_digests", "check_analysable"]
+__all__ = ["seedless", "train_config_digest", "train_config_digests", "check_analysable",
+           "job_configs"]
 
 
 def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
@@ -69,3 +71,22 @@ def check_analysable(models: Iterable[str]) -> None:
             raise ConfigError(f"analyze.models names '{model}', whose token mixer exposes no "
                               "queries, keys or scores, so `hkt analyze` cannot analyse it; "
                               "remove it from analyze.models")
+
+
+def job_configs(grid: Any, jobs: Iterable[Any] | None = None) -> dict[Any, Any]:
+    """The composed ``hkt train`` config (tracking off) of each of ``jobs`` (default: every
+    training job of ``grid``, a :class:`~hkt.workflow.grid.Grid`), composed once per seedless
+    override set; the suite's prepare overrides of a task's splits apply to its evaluation
+    sizes. What ``hkt plan`` and ``hkt doctor`` time: the workflow's own jobs."""
+    from hkt.train.config import load_config
+
+    composed: dict[tuple[str, ...], Any] = {}
+    out = {}
+    for job in grid.train_jobs() if jobs is None else jobs:
+        prep = [f"task.{o}" for o in (grid.tasks[job.task] or {}).get("prepare", [])
+                if str(o).startswith("prepare.splits.")]
+        key = (*seedless(grid.train_overrides(job)), *prep)
+        if key not in composed:
+            composed[key] = load_config([*key, "tracking.enabled=false"])
+        out[job] = composed[key]
+    return out
