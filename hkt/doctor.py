@@ -39,9 +39,12 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from hkt.timing import StepTiming, measure_training_step
+from hkt.workflow.suites import load_suite
 
-__all__ = ["Check", "StepTiming", "load_suite", "suite_jobs", "job_name",
-           "measure_training_step", "run_checks", "add_arguments", "run"]
+
+__all__ = ["Check", "load_suite", "suite_jobs", "job_name", "run_checks", "add_arguments",
+           "run"]
 
 GIB = 2**30
 
@@ -55,43 +58,7 @@ class Check:
     detail: str
 
 
-@dataclass(frozen=True)
-class StepTiming:
-    """One job's measured training step."""
-
-    seq_len: int
-    batch_size: int  # the batch the step ran with
-    n_params: int
-    ms_per_step: float  # median over the timed steps
-    loss: float  # the last step's loss
-    peak_bytes: float  # the step's peak above what was allocated before it (activations, grads)
-    state_bytes: int  # parameters + optimizer state, alive across steps
-
-    def bytes_needed(self, batch_size: int) -> float:
-        """Memory a step of ``batch_size`` needs: state plus the peak scaled linearly in batch."""
-        return self.state_bytes + self.peak_bytes * batch_size / self.batch_size
-
-
 # --------------------------------------------------------------------------------- the suite
-def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> DictConfig:
-    """The workflow config: ``config/config.yaml``, with a suite file merged over it as
-    Snakemake's ``--configfile`` does (dictionaries merge, lists replace). ``suite`` is a path
-    or a name in ``config/suites/``; None or ``auto`` is the workflow's own choice
-    (:mod:`hkt.workflow.suites`: paper with CUDA, else cpu; ``cuda`` replaces the CUDA check)."""
-    from hkt.config import config_dir
-    from hkt.workflow.suites import cuda_available, merge, resolve_suite, suite_file
-
-    cdir = config_dir()
-    base = OmegaConf.load(cdir / "config.yaml")
-    if suite is None or suite == "auto":
-        resolved, _ = resolve_suite(OmegaConf.to_container(base), cdir,
-                                    cuda=cuda or cuda_available)
-        return OmegaConf.create(resolved)
-    path = Path(suite) if Path(suite).is_file() else suite_file(suite, cdir)
-    return OmegaConf.create(merge(OmegaConf.to_container(base),
-                                  OmegaConf.to_container(OmegaConf.load(path))))
-
-
 def suite_jobs(suite: DictConfig, profile: str | None = None) -> dict[Any, DictConfig]:
     """One composed config (its first seed) per distinct training job of the suite, keyed by
     its :class:`~hkt.workflow.grid.Job`: the jobs the workflow runs (the main grid, the LRA
@@ -116,41 +83,6 @@ def job_name(job: Any) -> str:
 
 
 # --------------------------------------------------------------------------------- measuring
-def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, warmup: int,
-                          batch_size: int | None = None, vocab_size: int,
-                          seed: int = 0, peak: bool = True) -> StepTiming:
-    """Time ``hkt train``'s step for the job ``cfg`` on a synthetic batch at the task's T.
-
-    ``warmup`` untimed steps, then ``steps`` timed ones (median), then one more under the peak
-    memory tracker (``peak`` False: not measured, NaN; a time-only caller saves a step).
-    ``batch_size`` None = the config's batch.
-    """
-    from hkt.bench.common import TrainStep, median, peak_memory_bytes
-    from hkt.models import build_model
-
-    torch.manual_seed(seed)
-    b, t = int(batch_size or cfg.train.batch_size), int(cfg.task.max_length)
-    classes = int(cfg.task.num_classes)
-    model = build_model(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=vocab_size,
-                        num_classes=classes, max_length=t).to(device)
-    g = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(1, vocab_size, (b, t), generator=g).to(device)
-    mask = torch.ones(b, t, dtype=torch.bool, device=device)
-    labels = torch.randint(0, classes, (b,), generator=g).to(device)
-    step = TrainStep(model, cfg, device, total_steps=warmup + steps + 1)
-    for _ in range(warmup):
-        step.time(tokens, mask, labels)
-    times = sorted(step.time(tokens, mask, labels) for _ in range(steps))
-    peak_bytes = (peak_memory_bytes(lambda: step.time(tokens, mask, labels), device) if peak
-                  else float("nan"))
-    state = sum(p.numel() * p.element_size() for p in model.parameters())
-    state += sum(v.numel() * v.element_size() for s in step.opt.state.values()
-                 for v in s.values() if torch.is_tensor(v))
-    return StepTiming(seq_len=t, batch_size=b, n_params=sum(p.numel() for p in model.parameters()),
-                      ms_per_step=1000 * median(times),
-                      loss=float(step.loss.detach()), peak_bytes=peak_bytes, state_bytes=state)
-
-
 def free_memory_bytes(device: torch.device) -> float:
     """Free device memory (CUDA) or the kernel's MemAvailable (CPU)."""
     if device.type == "cuda":

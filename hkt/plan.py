@@ -2,8 +2,8 @@
 
 Prints the device, the jobs per rule, and an estimated wall time. The estimate is measured, not
 guessed, where it matters: a few training steps of every distinct shape of the suite (task
-length, model and variant geometry, batch) are timed on this device with ``hkt doctor``'s
-:func:`~hkt.doctor.measure_training_step` (``hkt train``'s step), at the threads each training
+length, model and variant geometry, batch) are timed on this device with
+:func:`hkt.timing.measure_training_step` (``hkt train``'s step, as ``hkt doctor`` times it), at the threads each training
 job gets. A job's time is its ``max_steps`` times that, plus its evaluations (validation every
 ``eval_every`` steps, the test set once; forward-only batches at ``eval_cost`` of a step).
 The other rules (prepare, baselines, analyses, benchmark, aggregate) get fixed allowances per
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hkt.workflow.grid import RULE_ORDER, suite_plan_file
+
 __all__ = ["Shape", "JobEstimate", "Plan", "shape_of", "estimate", "load_plan", "cached_timer",
            "calibration_file", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
-
-RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
 
 
 @dataclass(frozen=True)
@@ -186,10 +186,6 @@ def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
     return Path(path)
 
 
-def suite_plan_file(results_dir: str | Path) -> Path:
-    return Path(results_dir) / "plan" / "suite.json"
-
-
 # --------------------------------------------------------------------------------- measuring
 def calibration_file(results_dir: str | Path) -> Path:
     return Path(results_dir) / "plan" / "calibration.json"
@@ -206,7 +202,7 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
     import torch
 
     from hkt.device import describe_device
-    from hkt.doctor import measure_training_step
+    from hkt.timing import measure_training_step
 
     if device.type == "cpu":
         torch.set_num_threads(threads)
@@ -263,7 +259,7 @@ def load_plan(suite: str, *, cuda: Callable[[], bool] | None = None) -> tuple[di
     from omegaconf import OmegaConf
 
     from hkt.config import config_dir
-    from hkt.doctor import load_suite
+    from hkt.workflow.suites import load_suite
     from hkt.workflow.grid import Grid
 
     config = OmegaConf.to_container(load_suite(None if suite == "auto" else suite, cuda=cuda),

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.errors import HKTError
-from hkt.plan import RULE_ORDER, suite_plan_file
+from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 
 __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "add_arguments", "run"]
 

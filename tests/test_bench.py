@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from hkt.bench.common import peak_memory_bytes
+from hkt.timing import peak_memory_bytes
 from hkt.cli import main
 
 

@@ -19,16 +19,10 @@ import yaml
 
 from hkt.attention import build_attention, score_cost_ratio
 from hkt.attention.hkt import HKTConfig
-from hkt.bench.common import (
-    csv_text,
-    markdown_numbers,
-    median,
-    peak_memory_bytes,
-    time_call,
-    write_outputs,
-)
+from hkt.bench.common import csv_text, markdown_numbers, write_outputs
 from hkt.config import config_dir
 from hkt.device import describe_device, resolve_device
+from hkt.timing import median, peak_memory_bytes, time_call
 
 VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference")
 

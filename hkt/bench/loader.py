@@ -23,13 +23,14 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
+from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
 from hkt.config import compose
 from hkt.data.load import TokenDataset, make_loader
 from hkt.data.prepare import prepare_task
 from hkt.device import describe_device, resolve_device
 from hkt.models import build_model
 from hkt.report.writers import markdown
+from hkt.timing import TrainStep
 
 COLUMNS = ("what", "samples_per_s", "ms_per_batch", "batch_size", "mean_padded_len", "ratio_to_step",
            "split", "task", "device", "threads")

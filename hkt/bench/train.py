@@ -21,12 +21,13 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from hkt.attention import ATTENTION
-from hkt.bench.common import TrainStep, add_run_arguments, csv_text, torch_threads, write_outputs
+from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
 from hkt.config import compose
 from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError
 from hkt.models import build_model
 from hkt.report.writers import markdown
+from hkt.timing import TrainStep
 
 COLUMNS = ("model", "seq_len", "batch_size", "d_model", "n_layers", "n_heads", "d_ffn",
            "n_params", "ms_per_step", "ms_per_step_min", "samples_per_s", "speedup_vs_torch",

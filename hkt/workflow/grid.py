@@ -41,6 +41,14 @@ LAYOUT = {
 
 
 JOB_LOG = "{task}/{model}/{variant}/seed{seed}"  # a per-run job's log, under logs/RULE/
+# The rules with jobs, in the order a suite runs them (plan and status lay them out so).
+RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
+PLAN_FILE = "plan/suite.json"  # under results_dir: the plan the workflow writes at its start
+
+
+def suite_plan_file(results_dir: str | Path) -> Path:
+    """Where the workflow's plan of a results directory is (``hkt status`` reads it)."""
+    return Path(results_dir) / PLAN_FILE
 
 
 class GridError(ConfigError):

@@ -22,7 +22,7 @@ import yaml
 from hkt.errors import ConfigError
 
 __all__ = ["AUTO", "CUSTOM", "ENV_VAR", "GPU_SUITE", "CPU_SUITE", "cuda_available", "choose_suite", "merge",
-           "resolve_suite", "suite_file"]
+           "resolve_suite", "suite_file", "load_suite"]
 
 AUTO = "auto"
 GPU_SUITE = "paper"  # sized for a GPU (config/suites/paper.yaml)
@@ -91,3 +91,23 @@ def resolve_suite(config: Mapping[str, Any], config_dir: str | Path, *,
     merged = merge(merge(config, suite), overrides)
     merged["suite"] = chosen
     return merged, True
+
+
+def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> Any:
+    """The workflow config: ``config/config.yaml``, with a suite file merged over it as
+    Snakemake's ``--configfile`` does (dictionaries merge, lists replace). ``suite`` is a path
+    or a name in ``config/suites/``; None or ``auto`` is the workflow's own choice
+    (:func:`resolve_suite`: paper with CUDA, else cpu; ``cuda`` replaces the CUDA check)."""
+    from omegaconf import OmegaConf
+
+    from hkt.config import config_dir
+
+    cdir = config_dir()
+    base = OmegaConf.load(cdir / "config.yaml")
+    if suite is None or suite == "auto":
+        resolved, _ = resolve_suite(OmegaConf.to_container(base), cdir,
+                                    cuda=cuda or cuda_available)
+        return OmegaConf.create(resolved)
+    path = Path(suite) if Path(suite).is_file() else suite_file(suite, cdir)
+    return OmegaConf.create(merge(OmegaConf.to_container(base),
+                                  OmegaConf.to_container(OmegaConf.load(path))))
