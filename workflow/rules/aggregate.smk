@@ -24,7 +24,7 @@ rule aggregate:
         records=GRID.records(),
         analyses=GRID.analyses(),
         bench=[f"{R}/bench/attention.csv"] if GRID.bench_enabled else [],
-        check=f"{R}/tables/mlflow_check.csv",
+        audit=declared(MLFLOW_CHECK)[0],  # first: the summary and the suite run include it
     output:
         aggregate_outputs(),
         summary=f"{R}/{SUMMARY}",
