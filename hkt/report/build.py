@@ -30,8 +30,39 @@ from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, l
 
 
 def aggregate(args: argparse.Namespace) -> int:
-    """`hkt aggregate`: read the runs, write every output, run the audit (see the CLI)."""
+    """`hkt aggregate`: read the runs, write every output, log the suite run, run the audit
+    (see the CLI)."""
     out = Path(args.out)
+    choice = _check_args(args)
+    runs, curves, records, source = _read_runs(args, choice)
+    for warning in environments.mixed_warnings(runs):
+        print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
+    written: list[Path] = []
+    warnings = data_warnings(runs)  # data prepared from an alternative archive
+    for (task, length), warning in warnings.items():
+        print(f"hkt: warning: {warning}", file=sys.stderr)
+    if not args.no_tables:
+        made, (main, gap, abl, abl_len) = write_all(
+            runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
+            ablation_length=args.ablation_length, data_warnings=warnings)
+        written += made
+        made, sections = _write_analyses(args, runs, out)
+        written += made
+        # last: it links every table and figure written above
+        written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
+                                     ablation_task=args.ablation_task, ablation_length=abl_len,
+                                     sections=sections, data_warnings=warnings))
+        _check_declared(out, written, analyses=bool(args.analyses))
+        if args.suite_run:
+            _log_suite_run(args, out, runs, gap, main)
+    for p in written:
+        print(p)
+    if args.check_mlflow:
+        _audit(records, args, out)
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> SuiteChoice:
     if args.mlflow and args.sources:
         raise AggregateError("give record paths or --mlflow URI, not both")
     if not args.mlflow and not args.sources:
@@ -43,6 +74,12 @@ def aggregate(args: argparse.Namespace) -> int:
     if choice.named() and not args.mlflow:
         raise AggregateError(f"{choice.describe()} chooses among the runs of an MLflow store: "
                              "give --mlflow URI, or pass the records of one suite run")
+    return choice
+
+
+def _read_runs(args: argparse.Namespace, choice: SuiteChoice
+               ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]], str]:
+    """The runs frame, the validation curves, the records (none from MLflow) and where from."""
     records: list[dict[str, Any]] = []
     if args.mlflow:
         runs, curves = runs_from_mlflow(args.mlflow, args.experiment, choice=choice)
@@ -60,60 +97,51 @@ def aggregate(args: argparse.Namespace) -> int:
         source = f"{len(records)} run records"
     if runs.is_empty() and not args.no_tables:
         raise AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
-    for warning in environments.mixed_warnings(runs):
-        print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
-    written: list[Path] = []
-    warnings = data_warnings(runs)  # data prepared from an alternative archive
-    for (task, length), warning in warnings.items():
-        print(f"hkt: warning: {warning}", file=sys.stderr)
-    if not args.no_tables:
-        made, (main, gap, abl, abl_len) = write_all(
-            runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
-            ablation_length=args.ablation_length, data_warnings=warnings)
-        written += made
-        sections: list[str] = []
-        analyses = analysis_tables.load_analyses(args.analyses)
-        if args.analyses and analyses.is_empty():
-            raise AggregateError(f"no analysis.parquet found in {', '.join(args.analyses)}")
-        written += analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables",
-                                                         main_variant=args.main_variant)
-        if not analyses.is_empty():
-            written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
-                                                  out / "figures" / "kappa_by_level.png"))
-            written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
-            files, section = write_approximation(analyses, out)
-            written += files
-            sections += section
-        # last: it links every table and figure written above
-        written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
-                                     ablation_task=args.ablation_task, ablation_length=abl_len,
-                                     sections=sections, data_warnings=warnings))
-        _check_declared(out, written, analyses=bool(args.analyses))
-        if args.suite_run:
-            uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-            if not uri:
-                raise AggregateError("--suite-run needs --tracking-uri URI or $MLFLOW_TRACKING_URI")
-            run_id = log_suite_run(uri, out, runs, gap, main_display(main))
-            print(f"MLflow: suite run {run_id} in experiment "
-                  f"'{suite_experiment(_suite_of(runs))}' at {uri}")
-    failed = 0
-    if args.check_mlflow:
-        check = check_mlflow(records, args.tracking_uri)
-        bad = check.filter(~check["status"].is_in(["ok", "no mlflow"]))
-        failed = len(bad)
-        n_ok = int((check["status"] == "ok").sum())
-        caption = (f"MLflow audit: {n_ok} of {len(check)} records match their MLflow run "
-                   f"(val/test accuracy, parameters); {failed} problem(s).")
-        written += write_table(check, check_display(check), out / "tables" / "mlflow_check",
-                               caption)
-        print(caption)
+    return runs, curves, records, source
+
+
+def _write_analyses(args: argparse.Namespace, runs: pl.DataFrame, out: Path
+                    ) -> tuple[list[Path], list[str]]:
+    """The analysis and cost tables and figures, and the summary's approximation section."""
+    analyses = analysis_tables.load_analyses(args.analyses)
+    if args.analyses and analyses.is_empty():
+        raise AggregateError(f"no analysis.parquet found in {', '.join(args.analyses)}")
+    written = analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables",
+                                                    main_variant=args.main_variant)
+    sections: list[str] = []
+    if not analyses.is_empty():
+        written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
+                                              out / "figures" / "kappa_by_level.png"))
+        written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
+        files, sections = write_approximation(analyses, out)
+        written += files
+    return written, sections
+
+
+def _log_suite_run(args: argparse.Namespace, out: Path, runs: pl.DataFrame, gap: pl.DataFrame,
+                   main: pl.DataFrame) -> None:
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        raise AggregateError("--suite-run needs --tracking-uri URI or $MLFLOW_TRACKING_URI")
+    run_id = log_suite_run(uri, out, runs, gap, main_display(main))
+    print(f"MLflow: suite run {run_id} in experiment '{suite_experiment(_suite_of(runs))}' at {uri}")
+
+
+def _audit(records: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
+    """The MLflow audit table; an error naming the records that disagree with their run."""
+    check = check_mlflow(records, args.tracking_uri)
+    bad = check.filter(~check["status"].is_in(["ok", "no mlflow"]))
+    n_ok = int((check["status"] == "ok").sum())
+    caption = (f"MLflow audit: {n_ok} of {len(check)} records match their MLflow run "
+               f"(val/test accuracy, parameters); {len(bad)} problem(s).")
+    written = write_table(check, check_display(check), out / "tables" / "mlflow_check", caption)
+    print(caption)
     for p in written:
         print(p)
-    if failed:
+    if len(bad):
         shown = "; ".join(f"{r['task']}/{r['model']}/{r['variant']}/seed {r['seed']}: "
                           f"{r['status']} {r['detail']}" for r in bad.head(5).iter_rows(named=True))
-        raise AggregateError(f"{failed} record(s) disagree with MLflow: {shown}")
-    return 0
+        raise AggregateError(f"{len(bad)} record(s) disagree with MLflow: {shown}")
 
 
 def _suite_of(runs: pl.DataFrame) -> str | None:
