@@ -74,6 +74,25 @@ def test_truncated_download_fails_and_deletes_partial(server, tmp_path):
     assert not dest.exists() and not (tmp_path / "data.bin.part").exists()
 
 
+def test_a_download_larger_than_announced_fails_and_deletes_partial(server, tmp_path):
+    """The config's size is the total: a server that sends more (a wrong file) is refused."""
+    dest = tmp_path / "data.bin"
+    with pytest.raises(DataError) as err:
+        download(f"{server.url}/data.bin", dest, sha256=SHA, size=1000, progress=False)
+    assert str(err.value) == (f"download of data.bin from {server.url}/data.bin is larger than "
+                              f"expected ({len(PAYLOAD)} > 1000 bytes); the partial file was deleted")
+    assert not dest.exists() and not (tmp_path / "data.bin.part").exists()
+
+
+def test_a_server_that_answers_416_to_a_complete_partial_file(server, tmp_path):
+    """HTTP 416 on a resume: the partial file already holds everything; its checksum decides."""
+    dest = tmp_path / "data.bin"
+    (tmp_path / "data.bin.part").write_bytes(PAYLOAD)
+    digests = download(f"{server.url}/data.bin", dest, sha256=SHA, size=len(PAYLOAD),
+                       progress=False)
+    assert digests["sha256"] == SHA and dest.read_bytes() == PAYLOAD
+
+
 def test_wrong_checksum_fails_and_deletes(server, tmp_path):
     dest = tmp_path / "data.bin"
     wrong = "0" * 64

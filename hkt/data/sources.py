@@ -100,6 +100,10 @@ class _Progress:
             print(line, file=sys.stderr, flush=True)
 
 
+_NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, TimeoutError,
+                   ConnectionError, OSError)  # HTTPError (a URLError) is handled in _fetch
+
+
 def download(url: str, dest: Path, *, sha256: str | None = None, md5: str | None = None,
              size: int | None = None, retries: int = 3, timeout: float = 60.0,
              progress: bool = True) -> dict[str, str]:
@@ -124,78 +128,86 @@ def download(url: str, dest: Path, *, sha256: str | None = None, md5: str | None
             dest.unlink()
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    attempt = 0
     total = size
-    while True:
-        have = part.stat().st_size if part.exists() else 0
-        req = urllib.request.Request(url, headers={"User-Agent": "hkt-bench"})
-        if have:
-            req.add_header("Range", f"bytes={have}-")
+    for attempt in range(1, retries + 2):  # the first try, then up to `retries` more
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                status = getattr(resp, "status", 200)
-                length = resp.headers.get("Content-Length")
-                if have and status == 206:
-                    mode = "ab"
-                    crange = resp.headers.get("Content-Range", "")
-                    if total is None and "/" in crange and crange.rsplit("/", 1)[1].isdigit():
-                        total = int(crange.rsplit("/", 1)[1])
-                    elif total is None and length is not None:
-                        total = have + int(length)
-                else:
-                    if have:
-                        log.info("%s: server ignored the resume request; restarting", dest.name)
-                    have, mode = 0, "wb"
-                    if length is not None:
-                        n = int(length)
-                        if size is not None and n != size:
-                            log.warning("%s: server announces %d bytes, expected %d", dest.name, n, size)
-                        total = total or n
-                bar = _Progress(dest.name, total, have, progress)
-                with open(part, mode) as f:
-                    while True:
-                        block = resp.read(_CHUNK)
-                        if not block:
-                            break
-                        f.write(block)
-                        bar.update(len(block))
-                bar.update(0, final=True)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 416 and have:  # range not satisfiable: the partial file is complete or bad
-                pass
-            else:
-                raise DataError(f"downloading {url} failed: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError, OSError) as exc:
-            attempt += 1
+            total = _fetch(url, part, total, size, timeout, progress)
+        except _NETWORK_ERRORS as exc:
             if attempt > retries:
-                got = part.stat().st_size if part.exists() else 0
+                got = _size(part)
                 part.unlink(missing_ok=True)
-                raise DataError(f"downloading {url} failed after {retries} retries ({exc}); got {got} bytes "
-                                f"of {total if total else 'unknown'}; the partial file was deleted") from None
+                raise DataError(f"downloading {url} failed after {retries} retries ({exc}); got "
+                                f"{got} bytes of {total if total else 'unknown'}; the partial "
+                                "file was deleted") from None
             log.warning("%s: %s; retrying (%d/%d)", dest.name, exc, attempt, retries)
             time.sleep(min(2.0 ** attempt, 10.0) * 0.1)
             continue
-        got = part.stat().st_size if part.exists() else 0
-        if total is not None and got < total:
-            attempt += 1
-            if attempt <= retries:
-                log.warning("%s: connection closed at %d of %d bytes; resuming (%d/%d)",
-                            dest.name, got, total, attempt, retries)
-                continue
+        got = _size(part)
+        if total is None or got >= total:
+            break
+        if attempt > retries:
             algo = "sha256" if sha256 else "md5"
             actual = file_digests(part, (algo,))[algo]
             part.unlink(missing_ok=True)
             raise DataError(f"truncated download of {dest.name} from {url}: expected {total} bytes, got {got} "
                             f"after {retries} retries; expected {algo.upper()} {sha256 or md5}, got {actual}; "
                             "the partial file was deleted")
-        if total is not None and got > total:
-            part.unlink(missing_ok=True)
-            raise DataError(f"download of {dest.name} from {url} is larger than expected ({got} > {total} bytes); "
-                            "the partial file was deleted")
-        break
+        log.warning("%s: connection closed at %d of %d bytes; resuming (%d/%d)",
+                    dest.name, got, total, attempt, retries)
+    if total is not None and (got := _size(part)) > total:
+        part.unlink(missing_ok=True)
+        raise DataError(f"download of {dest.name} from {url} is larger than expected "
+                        f"({got} > {total} bytes); the partial file was deleted")
     digests = verify_file(part, expected, delete_on_mismatch=True, what=f"{dest.name} (downloaded from {url})")
     os.replace(part, dest)
     return digests
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _fetch(url: str, part: Path, total: int | None, size: int | None, timeout: float,
+           progress: bool) -> int | None:
+    """One request: resume ``part`` (``Range``) or start it again where the server will not,
+    stream the body to it; returns the total size as now known. HTTP 416 on a resume means
+    the partial file already holds everything there is (the size and checksum checks then
+    judge it)."""
+    have = _size(part)
+    name = part.name[: -len(".part")]
+    req = urllib.request.Request(url, headers={"User-Agent": "hkt-bench"})
+    if have:
+        req.add_header("Range", f"bytes={have}-")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status = getattr(resp, "status", 200)
+            length = resp.headers.get("Content-Length")
+            if have and status == 206:
+                mode = "ab"
+                crange = resp.headers.get("Content-Range", "")
+                if total is None and "/" in crange and crange.rsplit("/", 1)[1].isdigit():
+                    total = int(crange.rsplit("/", 1)[1])
+                elif total is None and length is not None:
+                    total = have + int(length)
+            else:
+                if have:
+                    log.info("%s: server ignored the resume request; restarting", name)
+                have, mode = 0, "wb"
+                if length is not None:
+                    n = int(length)
+                    if size is not None and n != size:
+                        log.warning("%s: server announces %d bytes, expected %d", name, n, size)
+                    total = total or n
+            bar = _Progress(name, total, have, progress)
+            with open(part, mode) as f:
+                while block := resp.read(_CHUNK):
+                    f.write(block)
+                    bar.update(len(block))
+            bar.update(0, final=True)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 416 or not have:
+            raise DataError(f"downloading {url} failed: HTTP {exc.code} {exc.reason}") from None
+    return total
 
 
 def default_download_dir() -> Path:
