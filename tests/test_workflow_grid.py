@@ -231,3 +231,25 @@ def test_a_task_whose_workflow_id_differs_from_its_hydra_name_has_one_experiment
         names[task] = (cfg.tracking.experiment, cfg.tracking.run_name)
     assert names == {"listops": ("hkt-paper-listops", "listops-mha-main-s0"),
                      "lops": ("hkt-paper-listops_lra", "listops_lra-mha-main-s0")}
+
+
+def test_a_task_can_have_its_own_budget():
+    """tasks.NAME.profile: ListOps at the paper's budget beside IMDB at a CPU budget in one
+    suite; each job, its baselines' experiment and its composed config follow the task's."""
+    from hkt.train.config import load_config
+    from hkt.workflow.grid import GridError, Job
+
+    tasks = {**CONFIG["tasks"], "listops": {"config": "listops", "prepare": [], "source": None,
+                                             "profile": "paper"}}
+    g = grid(profile="cpu", tasks=tasks, main={"tasks": ["listops", "imdb"], "models": ["mha"]})
+    assert [g.task_profile(t) for t in ("listops", "imdb")] == ["paper", "cpu"]
+    for task, profile in (("listops", "paper"), ("imdb", "cpu")):
+        overrides = g.train_overrides(Job(task, "mha", "main", 0))
+        assert f"profile={profile}" in overrides
+        cfg = load_config(overrides)
+        assert cfg.train.profile == profile and cfg.tracking.experiment == g.experiment(task)
+    assert load_config(g.train_overrides(Job("listops", "mha", "main", 0))).train.max_steps == 10000
+    bad = {**tasks, "imdb": {"config": "imdb", "prepare": [], "source": None, "profile": "fast"}}
+    with pytest.raises(GridError, match="tasks.imdb.profile: profile 'fast' has no "
+                                        "config/profile/fast.yaml"):
+        grid(tasks=bad)

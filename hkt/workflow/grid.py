@@ -168,8 +168,13 @@ class Grid:
 
     def experiment(self, task: str) -> str:
         """The MLflow experiment of a workflow task's runs (hkt.store.experiment_name of its
-        Hydra task config, as ``hkt train`` names it)."""
-        return experiment_name(self.profile, self.task_config(task))
+        budget and Hydra task config, as ``hkt train`` names it)."""
+        return experiment_name(self.task_profile(task), self.task_config(task))
+
+    def task_profile(self, task: str) -> str:
+        """The budget of a task's runs: its own ``tasks.NAME.profile``, else the suite's (a CPU
+        suite can train one task at the paper's budget and the others at a CPU budget)."""
+        return str((self.tasks.get(task) or {}).get("profile") or self.profile)
 
     def task_info(self, task: str) -> tuple[str, int]:
         """The task family (as in run records) and sequence length, from its Hydra task file."""
@@ -220,9 +225,12 @@ class Grid:
             self._check_model(model, f"config/experiment/{name}.yaml")
 
     def _check(self) -> None:
-        if not (self.config_dir / "profile" / f"{self.profile}.yaml").is_file():
-            self._fail(f"profile '{self.profile}' has no config/profile/{self.profile}.yaml "
-                       f"(profiles: {', '.join(self._options('profile'))})")
+        for name, where in ((self.profile, "profile"), *(
+                (spec["profile"], f"tasks.{t}.profile") for t, spec in self.tasks.items()
+                if (spec or {}).get("profile"))):
+            if not (self.config_dir / "profile" / f"{name}.yaml").is_file():
+                self._fail(f"{where}: profile '{name}' has no config/profile/{name}.yaml "
+                           f"(profiles: {', '.join(self._options('profile'))})")
         for t in self._main["tasks"]:
             self._check_task(t, "main.tasks")
         for name, spec in self.external.items():
@@ -322,7 +330,8 @@ class Grid:
         """The Hydra overrides of the job's ``hkt train`` (the workflow's train_overrides last)."""
         suite = [f"tracking.suite={self.suite}"] if self.suite else []
         return [f"task={self.task_config(job.task)}", f"model={job.model}",
-                f"profile={self.profile}", f"seed={job.seed}", f"experiment={job.variant}",
+                f"profile={self.task_profile(job.task)}", f"seed={job.seed}",
+                f"experiment={job.variant}",
                 *suite, *self.config.get("train_overrides", [])]
 
     def suite_args(self) -> list[str]:

@@ -26,7 +26,7 @@ rule ngram_baseline:
         data=lambda wc: data_dir(wc.task),
         out=lambda wc: GRID.path("run", **job(wc).wildcards()),
         options=lambda wc: GRID.external_options(wc.model),
-        profile=GRID.profile,
+        profile=lambda wc: GRID.task_profile(wc.task),
         suite=GRID.suite_args(),
         tracking_uri=TRACKING_URI,
         experiment=lambda wc: GRID.experiment(wc.task),
