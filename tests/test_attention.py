@@ -283,7 +283,7 @@ def test_bf16_autocast_runs(name):
 @pytest.mark.parametrize("kernel_size,stride", [(2, 2), (3, 2), (4, 4), (7, 4)])
 def test_pyramid_convolution_is_the_causal_depthwise_conv(kernel_size, stride):
     """The pyramid's strided multiply-adds compute nn.Conv1d on the left-padded input."""
-    from hkt.attention.hkt import PyramidLevel
+    from hkt.attention.pyramid import PyramidLevel
 
     torch.manual_seed(0)
     level = PyramidLevel(D, stride, kernel_size, 1e-5).double()

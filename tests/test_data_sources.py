@@ -13,7 +13,8 @@ import pytest
 
 from fixtures_data import FileServer, add_bytes
 from hkt.data import sources
-from hkt.data.sources import download, iter_files, mirror_source, resolve_source
+from hkt.data.archives import iter_files
+from hkt.data.sources import download, mirror_source, resolve_source
 from hkt.errors import DataError
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB

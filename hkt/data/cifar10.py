@@ -30,7 +30,8 @@ from hkt.checks import number_list, optional, pos_int, spec
 from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
                              check_download_config, describe_source, location, new_tree_hash)
 from hkt.data.parquet import Prepared, SplitData
-from hkt.data.sources import Source, iter_files, resolve_source
+from hkt.data.archives import iter_files
+from hkt.data.sources import Source, resolve_source
 from hkt.errors import ConfigError, DataError
 
 VOCAB = [str(v) for v in range(256)]

@@ -42,6 +42,7 @@ from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
+from hkt.train.window import Window
 
 __all__ = ["train"]
 
@@ -259,7 +260,7 @@ class _Run:
                      f"at {self.tracker.uri}")
         bar = Progress(max_steps, initial=st.step, stream=self.stream, enabled=self.show_progress,
                        every_s=float(tc.progress_every_s))
-        window = _Window(st.window, self.device)
+        window = Window(st.window, self.device)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.model.train()
         t_mark = time.perf_counter()
@@ -278,7 +279,7 @@ class _Run:
         bar.close()
         st.window = window.state()
 
-    def _train_step(self, window: "_Window", params: list[torch.Tensor]) -> float:
+    def _train_step(self, window: Window, params: list[torch.Tensor]) -> float:
         """One optimizer step on the next batch; returns the learning rate it used."""
         tokens, mask, labels = to_device(self.batches.next(), self.device)
         loss, logits, gnorm = forward_backward(self.forward, self.opt, params, tokens, mask,
@@ -294,7 +295,7 @@ class _Run:
         window.add(loss, logits, labels, bad)
         return lr
 
-    def _account(self, window: "_Window", t_mark: float) -> None:
+    def _account(self, window: Window, t_mark: float) -> None:
         """A sync point: add the time since ``t_mark``, check the window for divergence."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -305,7 +306,7 @@ class _Run:
             step = self.state.step
             raise self._diverged(f"between steps {step - window.steps + 1} and {step}")
 
-    def _sync_point(self, window: "_Window", bar: Progress, step: int,
+    def _sync_point(self, window: Window, bar: Progress, step: int,
                     due: tuple[bool, bool, bool], beat: bool, lr: float, t_mark: float) -> None:
         """What is due at ``step``: the logged row (train window, validation), the checkpoint,
         the progress line."""
@@ -352,7 +353,7 @@ class _Run:
             self._save_best(val)
         return {"val_loss": val["loss"], "val_acc": val["acc"]}
 
-    def _stop_here(self, window: "_Window", t_mark: float) -> None:
+    def _stop_here(self, window: Window, t_mark: float) -> None:
         """Stop at this step boundary: a checkpoint of it, then :class:`~hkt.signals.Stopped`."""
         signum = signals.take()
         self._account(window, t_mark)
@@ -396,40 +397,3 @@ class _Run:
         self.say(summary_line(record, self.run_dir))
         return record
 
-
-class _Window:
-    """The partial logging window (loss and correct answers since the last logged step),
-    accumulated on the device: no sync per step on CUDA. A checkpoint carries its
-    :meth:`state`, so that a resumed run logs the same rows."""
-
-    def __init__(self, saved: dict[str, Any], device: torch.device) -> None:
-        self.loss = torch.tensor(saved["loss"], dtype=torch.float64, device=device)
-        self.correct = torch.tensor(saved["correct"], dtype=torch.int64, device=device)
-        self.bad = torch.zeros((), dtype=torch.bool, device=device)  # a non-finite step
-        self.n, self.steps, self.time = int(saved["n"]), int(saved["steps"]), float(saved["time"])
-
-    def add(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
-            bad: torch.Tensor) -> None:
-        self.bad |= bad
-        self.loss += loss.detach().double() * labels.numel()
-        self.correct += (logits.detach().argmax(-1) == labels).sum()
-        self.n += labels.numel()
-        self.steps += 1
-
-    def samples_per_s(self, batch_size: int) -> float | None:
-        return self.steps * batch_size / self.time if self.time > 0 else None
-
-    def take(self, lr: float, batch_size: int) -> dict[str, Any]:
-        """The logged row's training metrics; the window starts afresh."""
-        row = {"train_loss": self.loss.item() / max(1, self.n),
-               "train_acc": self.correct.item() / max(1, self.n), "lr": lr,
-               "samples_per_s": self.samples_per_s(batch_size)}
-        self.loss.zero_()
-        self.correct.zero_()
-        self.n = self.steps = 0
-        self.time = 0.0
-        return row
-
-    def state(self) -> dict[str, Any]:
-        return {"loss": self.loss.item(), "correct": int(self.correct.item()), "n": self.n,
-                "steps": self.steps, "time": self.time}

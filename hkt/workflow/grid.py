@@ -15,7 +15,6 @@ thing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
@@ -27,9 +26,11 @@ import yaml
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.errors import ConfigError
 from hkt.store import experiment_name
+from hkt.workflow.resources import Node
 from hkt.workflow.suites import AUTO
 
-__all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "available_cpus"]
+__all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "RULE_ORDER",
+           "suite_plan_file"]
 
 MAIN = "main"  # the experiment (and variant label) of the main-table runs
 # Where each kind of file goes, relative to results_dir: the one statement of the layout.
@@ -66,36 +67,6 @@ class Job:
 
     def wildcards(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def available_cpus() -> int:
-    """The CPUs this process may use (its affinity mask, not the machine's total)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def machine_memory_mb() -> int:
-    """This machine's memory in MB (MemTotal; what `slurmd -C` reports as RealMemory)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
-
-
-def machine_gpus() -> int:
-    """The NVIDIA GPUs this process may use: CUDA_VISIBLE_DEVICES if set, else the driver's
-    count (/proc/driver/nvidia/gpus); without importing torch, so that a dry run stays fast."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [d.strip() for d in visible.split(",") if d.strip()]
-        return 0 if not ids or ids[0].startswith("-") else len(ids)
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return len(list(gpus.iterdir())) if gpus.is_dir() else 0
 
 
 def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
@@ -137,13 +108,8 @@ class Grid:
         self.suite = None if config.get("suite") in (None, AUTO) else str(config["suite"])
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
-        node = config.get("node") or {}
-        # the node jobs run on (config `node`; null = this machine): resources are clamped to it;
-        # gpus 0 is a node without GPUs, not "unknown"
-        self.cpus = int(cpus or node.get("cpus") or available_cpus())
-        self.mem_mb = int(node.get("mem_mb") or machine_memory_mb())
-        self.gpus = int(machine_gpus() if node.get("gpus") is None else node["gpus"])
-        self.node_given = {k for k in ("cpus", "mem_mb", "gpus") if node.get(k) is not None}
+        self.node = Node.of(config.get("node") or {}, cpus=cpus)  # what jobs are clamped to
+        self.cpus, self.mem_mb, self.gpus = self.node.cpus, self.node.mem_mb, self.node.gpus
         self._main = config["main"]
         self._lra = config.get("lra") or {}
         self._ablation = config.get("ablation") or {}
@@ -377,49 +343,22 @@ class Grid:
     def bench_enabled(self) -> bool:
         return bool((self.config.get("bench") or {}).get("enabled", True))
 
-    # --- resources ------------------------------------------------------------------------------
+    # --- resources (hkt.workflow.resources: the node, the clamps) ----------------------------------
 
     def resources(self, rule: str) -> dict[str, int]:
-        """``resources.RULE`` of the config, the one place they are set, with ``threads``,
-        ``mem_mb`` and ``gpu`` clamped to the node (a job asking for more would never be scheduled; the clamp
-        is the documented behaviour, see config/README.md; :meth:`clamps` says what changed)."""
-        res = dict(self._asked(rule))
-        res["threads"] = max(1, min(int(res.get("threads", 1)), self.cpus))
-        for key, limit in (("mem_mb", self.mem_mb), ("gpu", self.gpus)):
-            if key in res:
-                res[key] = min(int(res[key]), limit)
-        return res
+        """``resources.RULE`` of the config clamped to the node (:meth:`Node.resources`)."""
+        return self.node.resources(self._asked(rule))
 
     def _asked(self, rule: str) -> Mapping[str, Any]:
         return (self.config.get("resources") or {}).get(rule) or {}
 
     def check_cluster_node(self) -> None:
-        """On a cluster, refuse to turn GPU jobs into CPU jobs by accident: a rule asks for GPUs,
-        the machine running Snakemake (a login node) has none, and config ``node.gpus`` does not
-        say what the compute nodes have. Raises :class:`GridError` naming the rules."""
-        if "gpus" in self.node_given or self.gpus > 0:
-            return
-        asking = sorted(r for r in (self.config.get("resources") or {})
-                        if int(self._asked(r).get("gpu", 0)) > 0)
-        if asking:
-            raise GridError(
-                f"resources.{{{','.join(asking)}}}.gpu ask for GPUs, this machine has none and "
-                "config `node.gpus` is not set: give the compute node's size (a config file "
-                "with node: {cpus: 32, mem_mb: 256000, gpus: 4}; `sinfo -o \"%P %c %m %G\"`), "
-                "or node: {gpus: 0} to run every job on CPUs")
+        """On a cluster, refuse GPU rules that no GPU in view could run (:meth:`Node.check_gpus`)."""
+        self.node.check_gpus({r: self._asked(r) for r in self.config.get("resources") or {}})
 
     def clamps(self) -> list[str]:
         """One line per resource the config asks for above the node, naming it and its limit."""
-        node = {"threads": (self.cpus, "CPUs"), "mem_mb": (self.mem_mb, "MB"),
-                "gpu": (self.gpus, "GPUs")}
-        lines = []
-        for rule in sorted(self.config.get("resources") or {}):
-            asked, given = self._asked(rule), self.resources(rule)
-            for key, (limit, unit) in node.items():
-                if key in asked and int(asked[key]) > given[key]:
-                    lines.append(f"resources.{rule}.{key}: {asked[key]} asked, the node has "
-                                 f"{limit} {unit}: {given[key]} used (config `node` sets the node)")
-        return lines
+        return self.node.clamps({r: self._asked(r) for r in self.config.get("resources") or {}})
 
 
 @lru_cache(maxsize=None)
