@@ -124,7 +124,12 @@ def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length
     argument count and the leaf value. An operator's children are contiguous in the next level,
     in order. A tree dies as soon as its committed size (decided nodes, 2 per operator and 1 per
     leaf, plus one per argument slot not yet drawn) reaches ``max_length``.
+
+    One vectorised kernel in four commented phases (over 80 lines by design: the phases share
+    the level arrays): expand level by level, keep the accepted trees, values bottom-up, token
+    positions top-down.
     """
+    # expand: one level of every live tree at a time, as the LRA generator draws a tree
     levels = []
     tree = np.arange(m, dtype=np.int32)
     is_op = np.ones(m, dtype=bool)                       # the root is an operator
