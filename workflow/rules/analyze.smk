@@ -5,45 +5,24 @@
 
 
 rule analyze:
-    input:
-        GRID.pattern("run", "record.json"),
-        lambda wc: GRID.data_files(wc.task),
-    output:
-        GRID.pattern("analysis", "analysis.parquet"),
-        GRID.pattern("analysis", "kappa_per_level.png"),
-    params:
-        run=lambda wc: GRID.path("run", **job(wc).wildcards()),
-        out=lambda wc: GRID.path("analysis", **job(wc).wildcards()),
-        args=GRID.analyze_args(),
-    log:
-        GRID.job_log("analyze"),
-    conda:
-        CONDA_ENV
+    input: GRID.pattern("run", "record.json"), lambda wc: GRID.data_files(wc.task)
+    output: GRID.pattern("analysis", "analysis.parquet"), GRID.pattern("analysis", "kappa_per_level.png")
+    params: **analyze_params()
+    log: GRID.job_log("analyze")
+    conda: CONDA_ENV
     threads: threads("analyze")
-    resources:
-        **resources("analyze"),
-    shell:
-        "hkt --log {log:q} analyze {params.run:q} --out {params.out:q} {params.args:q}"
+    resources: **resources("analyze")
+    shell: "hkt --log {log:q} analyze {params.run:q} --out {params.out:q} {params.args:q}"
 
 
 # bench: the attention benchmark whose measured ratios enter the cost table. Inputs: its
 # settings and the HKT layer under test.
 rule bench_attention:
-    input:
-        CONFIG_DIR / "bench" / "attention.yaml",
-        CONFIG_DIR / "model" / "hkt.yaml",
-    output:
-        f"{R}/bench/attention.csv",
-        f"{R}/bench/attention.md",
-    params:
-        out=lambda wc, output: Path(output[0]).parent,
-        args=GRID.bench_args(),
-    log:
-        GRID.log("bench", "attention"),
-    conda:
-        CONDA_ENV
+    input: CONFIG_DIR / "bench" / "attention.yaml", CONFIG_DIR / "model" / "hkt.yaml"
+    output: f"{R}/bench/attention.csv", f"{R}/bench/attention.md"
+    params: out=lambda wc, output: Path(output[0]).parent, args=GRID.bench_args()
+    log: GRID.log("bench", "attention")
+    conda: CONDA_ENV
     threads: threads("bench")
-    resources:
-        **resources("bench"),
-    shell:
-        "hkt --log {log:q} bench attention --out {params.out:q} {params.args:q}"
+    resources: **resources("bench")
+    shell: "hkt --log {log:q} bench attention --out {params.out:q} {params.args:q}"

@@ -114,6 +114,46 @@ def threads(rule_name):
     return GRID.resources(rule_name)["threads"]
 
 
+# --- the rules' parameters (the rules stay a few lines: input, output, log, one command) ---------
+
+
+def train_params():
+    """`hkt train`'s arguments, and the composed config's digest: the rerun trigger."""
+    return dict(data=lambda wc: data_dir(wc.task),
+                out=lambda wc: GRID.path("run", **job(wc).wildcards()),
+                overrides=lambda wc: GRID.train_overrides(job(wc)),
+                config_digest=lambda wc: train_digest(job(wc)))
+
+
+def analyze_params():
+    return dict(run=lambda wc: GRID.path("run", **job(wc).wildcards()),
+                out=lambda wc: GRID.path("analysis", **job(wc).wildcards()),
+                args=GRID.analyze_args())
+
+
+def external_params():
+    """What an external baseline's command needs (recipe (b)): its data and run directory, its
+    options, the task's budget, the suite run, and the store and experiment of the task's runs."""
+    return dict(data=lambda wc: data_dir(wc.task),
+                out=lambda wc: GRID.path("run", **job(wc).wildcards()),
+                options=lambda wc: GRID.external_options(wc.model),
+                profile=lambda wc: GRID.task_profile(wc.task), suite=GRID.suite_args(),
+                tracking_uri=TRACKING_URI, experiment=lambda wc: GRID.experiment(wc.task))
+
+
+def aggregate_inputs():
+    return dict(records=GRID.records(), analyses=GRID.analyses(),
+                bench=[f"{R}/bench/attention.csv"] if GRID.bench_enabled else [],
+                audit=declared(MLFLOW_CHECK)[0])  # first: the summary and the suite run include it
+
+
+def aggregate_params():
+    return dict(out=lambda wc, output: Path(output.summary).parent, main=MAIN,
+                ablation=GRID.ablation_args(), tracking_uri=TRACKING_URI,
+                analyses=lambda wc, input: ["--analyses", *input.analyses] if input.analyses else [],
+                bench=lambda wc, input: ["--bench", *input.bench] if input.bench else [])
+
+
 # For rules/external/*.smk (README "Adding a baseline", recipe (b)).
 data_files = GRID.data_files
 

@@ -3,19 +3,11 @@
 
 
 rule prepare:
-    input:
-        lambda wc: str(CONFIG_DIR / "task" / f"{GRID.task_config(wc.task)}.yaml"),
-    output:
-        GRID.data_files("{task}"),
-    params:
-        out=lambda wc: data_dir(wc.task),
-        args=lambda wc: GRID.prepare_args(wc.task),
-    log:
-        GRID.log("prepare", "{task}"),
-    conda:
-        CONDA_ENV
+    input: lambda wc: str(CONFIG_DIR / "task" / f"{GRID.task_config(wc.task)}.yaml")
+    output: GRID.data_files("{task}")
+    params: out=lambda wc: data_dir(wc.task), args=lambda wc: GRID.prepare_args(wc.task)
+    log: GRID.log("prepare", "{task}")
+    conda: CONDA_ENV
     threads: threads("prepare")
-    resources:
-        **resources("prepare"),
-    shell:
-        "hkt --log {log:q} prepare {params.args:q} --out {params.out:q}"
+    resources: **resources("prepare")
+    shell: "hkt --log {log:q} prepare {params.args:q} --out {params.out:q}"

@@ -13,24 +13,14 @@ wildcard_constraints:
 
 
 rule train:
-    input:
-        lambda wc: GRID.data_files(wc.task),
-    output:
-        GRID.pattern("run", "record.json"),
-    wildcard_constraints:
-        model="|".join(GRID.models),
-    params:
-        data=lambda wc: data_dir(wc.task),
-        out=lambda wc: GRID.path("run", **job(wc).wildcards()),
-        overrides=lambda wc: GRID.train_overrides(job(wc)),
-        config_digest=lambda wc: train_digest(job(wc)),
-    log:
-        GRID.job_log("train"),
-    conda:
-        CONDA_ENV
+    input: lambda wc: GRID.data_files(wc.task)
+    output: GRID.pattern("run", "record.json")
+    wildcard_constraints: model="|".join(GRID.models)
+    params: **train_params()
+    log: GRID.job_log("train")
+    conda: CONDA_ENV
     threads: threads("train")
-    resources:
-        **resources("train"),
+    resources: **resources("train")
     shell:
         "hkt --log {log:q} train --data {params.data:q} --out {params.out:q}"
         " --restart-if-changed {params.overrides:q}"

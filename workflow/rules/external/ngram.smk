@@ -8,7 +8,8 @@
 #   - runs any command that writes it,
 # plus `NAME: {enabled: true, tasks: null, seeds: [0]}` under `external:` in config/config.yaml.
 # The aggregation then includes its records; its options (external.NAME.options) become
-# `--key value` arguments through GRID.external_options(NAME). The rule runs its command with
+# `--key value` arguments through GRID.external_options(NAME) (in external_params(), common.smk,
+# with the rest a baseline needs). The rule runs its command with
 # HKT_MLFLOW_EXPERIMENT set to the experiment of the suite's trained models (hkt-<profile>-<task>),
 # so that a command that logs to MLflow (at $MLFLOW_TRACKING_URI) puts its run beside theirs, and
 # passes GRID.suite_args() (`--suite NAME`): with $HKT_RESULTS_DIR, also set for every job, the
@@ -16,27 +17,14 @@
 
 
 rule ngram_baseline:
-    input:
-        lambda wc: data_files(wc.task),
-    output:
-        GRID.pattern("run", "record.json"),
-    wildcard_constraints:
-        model="majority|ngram",
-    params:
-        data=lambda wc: data_dir(wc.task),
-        out=lambda wc: GRID.path("run", **job(wc).wildcards()),
-        options=lambda wc: GRID.external_options(wc.model),
-        profile=lambda wc: GRID.task_profile(wc.task),
-        suite=GRID.suite_args(),
-        tracking_uri=TRACKING_URI,
-        experiment=lambda wc: GRID.experiment(wc.task),
-    log:
-        GRID.job_log("external"),
-    conda:
-        CONDA_ENV
+    input: lambda wc: data_files(wc.task)
+    output: GRID.pattern("run", "record.json")
+    wildcard_constraints: model="majority|ngram"
+    params: **external_params()
+    log: GRID.job_log("external")
+    conda: CONDA_ENV
     threads: threads("external")
-    resources:
-        **resources("external"),
+    resources: **resources("external")
     shell:
         "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log:q} baseline ngram --data {params.data:q} --out {params.out:q}"
         " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
