@@ -6,6 +6,7 @@ that holds the summary, tables and figures and to which every run links."""
 from __future__ import annotations
 
 import json
+import os
 
 import mlflow
 import pytest
@@ -31,7 +32,7 @@ def train(data, run, *extra):
     return json.loads((run / "record.json").read_text())
 
 
-def test_runs_log_their_data_and_a_loadable_model(tmp_path, store):
+def test_runs_log_their_data_and_a_loadable_model(tmp_path, store, monkeypatch):
     data = write_prepared_data(tmp_path / "data", "listops", n_train=64)
     other = write_prepared_data(tmp_path / "other", "listops", n_train=96)
     rec = train(data, tmp_path / "run", "model=hkt")
@@ -48,7 +49,8 @@ def test_runs_log_their_data_and_a_loadable_model(tmp_path, store):
     ds2 = client.get_run(rec2["mlflow_run_id"]).inputs.dataset_inputs[0].dataset
     assert ds2.name == "listops" and ds2.digest != ds.digest  # other data: visibly different
 
-    mlflow.set_tracking_uri(store)
+    assert "MLFLOW_TRACKING_URI" not in os.environ  # hkt train left it as it was
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)  # where runs:/ is looked up
     model = mlflow.pytorch.load_model(f"runs:/{rec['mlflow_run_id']}/model")
     test = RunData(data).eval_batches("test", rec["config"]["train"]["batch_size"],
                                       rec["config"]["train"]["test_batches"])

@@ -13,7 +13,8 @@ import pytest
 from hkt.train.tracking import TrackingError, default_tracking_uri, tracking_uri, with_retry
 
 
-def test_default_store_is_sqlite_under_results_dir(tmp_path):
+def test_default_store_is_sqlite_under_results_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # else the store is the variable's
     assert default_tracking_uri(tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
     assert tracking_uri({"uri": None, "results_dir": str(tmp_path)}) == default_tracking_uri(tmp_path)
     assert tracking_uri({"uri": "http://127.0.0.1:5000", "results_dir": "x"}) == "http://127.0.0.1:5000"

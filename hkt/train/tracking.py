@@ -287,14 +287,20 @@ class Tracker(NullTracker):
         # any batch and length (up to the model's), not the example's
         signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.int64), (-1, -1))]),
                                    outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, classes))]))
+        # the fluent API logs to the active run of the global tracking URI: this run, resumed
+        # (its end is finish()'s); mlflow.set_tracking_uri also sets $MLFLOW_TRACKING_URI, so
+        # both are put back afterwards (an in-process caller keeps its own)
+        previous = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(self.uri)
-        # the fluent API logs to the active run: this one, resumed; its end is finish()'s
-        with mlflow.start_run(run_id=self.run_id):
-            info = with_retry(mlflow.pytorch.log_model, served, name=MODEL_NAME,
-                              signature=signature, input_example=example.numpy(),
-                              serialization_format="pickle",  # torch.export would fix T
-                              pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
-                              what="logging the model")
+        try:
+            with mlflow.start_run(run_id=self.run_id):
+                info = with_retry(mlflow.pytorch.log_model, served, name=MODEL_NAME,
+                                  signature=signature, input_example=example.numpy(),
+                                  serialization_format="pickle",  # torch.export would fix T
+                                  pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+                                  what="logging the model")
+        finally:
+            mlflow.set_tracking_uri(previous)
         return f"runs:/{self.run_id}/{MODEL_NAME}" if info is not None else ""
 
     def finish(self, status: str = "FINISHED") -> None:
