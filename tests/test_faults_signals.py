@@ -105,7 +105,8 @@ def test_a_signal_mid_training_checkpoints_the_step_and_the_same_command_resumes
     assert client.get_run(run_id).info.status == "FINISHED"
 
 
-def test_sigterm_during_prepare_leaves_nothing_half_written(tmp_path):
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_prepare_leaves_nothing_half_written(sig, code, tmp_path):
     out = tmp_path / "data"
     proc = subprocess.Popen(hkt_cmd("prepare", "listops", "--out", str(out),
                                     "prepare.splits.train=400000"),
@@ -114,13 +115,13 @@ def test_sigterm_during_prepare_leaves_nothing_half_written(tmp_path):
     while "trees" not in (line := proc.stderr.readline()):  # generating: well inside the work
         assert line or proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err[-3000:]
-    assert "Traceback" not in err
+    assert proc.returncode == code, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1] == (
-        "hkt: stopped by SIGTERM during `hkt prepare`: nothing half-written is left (every file "
-        "is written whole or not at all); run the same command again to redo it")
+        f"hkt: stopped by {sig.name} during `hkt prepare`: nothing half-written is left (every "
+        "file is written whole or not at all); run the same command again to redo it")
     assert not out.exists() or not list(out.iterdir()), sorted(p.name for p in out.iterdir())
 
 
