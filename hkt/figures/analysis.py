@@ -11,6 +11,7 @@ import polars as pl
 from hkt.figures.common import empty, pyplot, save
 from hkt.paper import KURTOSIS as PAPER_KAPPA
 from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
+from hkt.runs import task_keys
 
 
 def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:
@@ -86,7 +87,9 @@ def approximation_residuals(analyses: pl.DataFrame, path: Path) -> Path:
                           & (pl.col("value") > 0))
     if res.is_empty():
         return empty(Path(path), "no approximation measurements (no HKT analyses)")
-    keys = sorted(res.select("task", "length", "variant").unique().rows())
+    order = {k: i for i, k in enumerate(task_keys(res))}  # the tasks in the other figures' order
+    keys = sorted(res.select("task", "length", "variant").unique().rows(),
+                  key=lambda k: (order[(k[0], k[1])], k[2]))
     fig, axes = pyplot().subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
     for ax, (task, length, variant) in zip(axes[0], keys):
         sub = res.filter((pl.col("task") == task) & (pl.col("length") == length)
