@@ -247,7 +247,8 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
     path = suite_plan_file(results)
     if not path.is_file():
         raise HKTError(f"no suite plan in {path}: the workflow writes it when it starts "
-                       "(`snakemake --cores all`, or with --config results_dir=DIR); "
+                       "(`snakemake --cores all`, or with --config results_dir=DIR), once it has "
+                       "timed a few training steps (up to a minute or two; then ask again); "
                        "`hkt plan` estimates a suite without running it")
     try:
         plan = json.loads(path.read_text(encoding="utf-8"))
