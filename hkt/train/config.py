@@ -80,7 +80,7 @@ SCHEMA: dict[str, Any] = {
     "tracking": {
         "enabled": boolean, "uri": _tracking_uri,
         "results_dir": text, "experiment": text, "run_name": text, "suite": optional(text),
-        "log_model": boolean,
+        "log_model": boolean, "model_examples": pos_int,
     },
 }
 

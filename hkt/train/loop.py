@@ -46,7 +46,6 @@ from hkt.train.window import Window
 
 __all__ = ["train"]
 
-MODEL_EXAMPLES = 2  # test examples stored with the MLflow model as its input example
 
 
 def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
@@ -390,7 +389,7 @@ class _Run:
             data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
             env_digest=environment.save(self.run_dir))  # writes RUN_DIR/environment.json
         if cfg.tracking.log_model and self.tracker.enabled:  # the best checkpoint, loaded above
-            example = next(iter(self.data.eval_batches("test", MODEL_EXAMPLES, 1)))
+            example = next(iter(self.data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
             self.tracker.log_model(self.model, served_tokens(example["tokens"], example["mask"]))
         log_final(self.tracker, record, [self.run_dir / rundir.CONFIG_NAME, curve, history])
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"

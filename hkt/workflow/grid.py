@@ -109,7 +109,6 @@ class Grid:
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
         self.node = Node.of(config.get("node") or {}, cpus=cpus)  # what jobs are clamped to
-        self.cpus, self.mem_mb, self.gpus = self.node.cpus, self.node.mem_mb, self.node.gpus
         self._main = config["main"]
         self._lra = config.get("lra") or {}
         self._ablation = config.get("ablation") or {}
@@ -117,6 +116,11 @@ class Grid:
         self.external = {name: spec or {} for name, spec in (config.get("external") or {}).items()
                          if (spec or {}).get("enabled", True)}
         self._check()
+
+    @property
+    def cpus(self) -> int:
+        """The node's CPUs (what the plan divides the cores by)."""
+        return self.node.cpus
 
     # --- what exists ----------------------------------------------------------------------------
 
