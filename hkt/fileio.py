@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "ensure_writable_dir",
+__all__ = ["pid_alive", "atomic_path", "atomic_write_bytes", "atomic_write_text", "ensure_writable_dir",
            "remove_orphaned_temps", "file_digests", "sha256_file"]
 
 
@@ -44,7 +44,8 @@ _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
 _TEMP = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[0-9a-f]{12}\.tmp$")
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one owned by another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -63,7 +64,7 @@ def remove_orphaned_temps(directory: str | os.PathLike) -> list[Path]:
         return removed
     for name in names:
         m = _TEMP.match(name)
-        if m and m["host"] == _HOST and int(m["pid"]) != os.getpid() and not _alive(int(m["pid"])):
+        if m and m["host"] == _HOST and int(m["pid"]) != os.getpid() and not pid_alive(int(m["pid"])):
             p = Path(directory) / name
             try:
                 p.unlink()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.errors import HKTError
+from hkt.fileio import pid_alive
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 
 __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "add_arguments", "run"]
@@ -38,7 +39,7 @@ __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "add_argu
 HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
                     r"pid (?P<pid>\d+) =====$")
 PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
-ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: |--- end of )")
+ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: )")
 ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -68,16 +69,6 @@ class SuiteStatus:
 
     def count(self, state: str) -> int:
         return sum(j.state == state for j in self.jobs)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _tail(path: Path, limit: int) -> list[str]:
@@ -124,7 +115,7 @@ def _progress(lines: list[str]) -> tuple[str, float | None, int, int] | None:
 
 def _error_line(lines: list[str]) -> str | None:
     for line in reversed(lines):
-        if ERROR.match(line.strip()) and not line.startswith("--- end of"):
+        if ERROR.match(line.strip()):
             return line.strip()
     return None
 
@@ -145,7 +136,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     if header is None:
         return st
     if header["host"] == host:
-        alive = _alive(int(header["pid"]))
+        alive = pid_alive(int(header["pid"]))
     else:
         alive = now - log.stat().st_mtime < stale_after_s
     if not alive:
@@ -234,7 +225,7 @@ def _workflow_line(results: Path, host: str) -> str:
     who = f"pid {info.get('pid')} on {info.get('host')}, from {info.get('checkout')}"
     if info.get("host") != host:
         return f"workflow: last started by {who} (another host: its state is not visible here)"
-    if _alive(int(info.get("pid", 0) or 0)):
+    if pid_alive(int(info.get("pid", 0) or 0)):
         return f"workflow: running ({who}, since {info.get('started')})"
     return (f"workflow: not running (its last run, {who}, has ended); the same snakemake "
             "command resumes the suite")

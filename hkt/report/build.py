@@ -13,13 +13,13 @@ import polars as pl
 
 from hkt.figures import suite as figures
 from hkt.fileio import atomic_path
-from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
+from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
-from hkt.report.suite_run import log_suite_run, suite_experiment
+from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
@@ -123,8 +123,8 @@ def _log_suite_run(args: argparse.Namespace, out: Path, runs: pl.DataFrame, gap:
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         raise AggregateError("--suite-run needs --tracking-uri URI or $MLFLOW_TRACKING_URI")
-    run_id = log_suite_run(uri, out, runs, gap, main_display(main))
-    print(f"MLflow: suite run {run_id} in experiment '{suite_experiment(_suite_of(runs))}' at {uri}")
+    run_id, experiment = log_suite_run(uri, out, runs, gap, main_display(main))
+    print(f"MLflow: suite run {run_id} in experiment '{experiment}' at {uri}")
 
 
 def _audit(records: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
@@ -142,11 +142,6 @@ def _audit(records: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
         shown = "; ".join(f"{r['task']}/{r['model']}/{r['variant']}/seed {r['seed']}: "
                           f"{r['status']} {r['detail']}" for r in bad.head(5).iter_rows(named=True))
         raise AggregateError(f"{len(bad)} record(s) disagree with MLflow: {shown}")
-
-
-def _suite_of(runs: pl.DataFrame) -> str | None:
-    values = {v for v in runs[SUITE_TAG].to_list() if v} if SUITE_TAG in runs.columns else set()
-    return next(iter(values)) if len(values) == 1 else None
 
 
 def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:

@@ -68,9 +68,9 @@ def _description(runs: pl.DataFrame, main_md: str, suite: str | None, results: s
 
 
 def log_suite_run(uri: str, out: Path, runs: pl.DataFrame, gap: pl.DataFrame,
-                  main_display: tuple[list[str], list[list[str]]]) -> str:
+                  main_display: tuple[list[str], list[list[str]]]) -> tuple[str, str]:
     """Create or update the suite run of ``runs`` in the store ``uri`` (see the module
-    docstring); return its run id. ``out`` holds what the aggregate wrote."""
+    docstring); return its run id and experiment. ``out`` holds what the aggregate wrote."""
     from hkt.store import EXPERIMENT_TAGS, artifact_root, open_client, with_retry
 
     client = open_client(uri)
@@ -115,4 +115,4 @@ def log_suite_run(uri: str, out: Path, runs: pl.DataFrame, gap: pl.DataFrame,
         for key, value in zip(LINK_TAGS, (run_id, exp_id)):
             with_retry(client.set_tag, rid, key, value, what="linking a run to its suite run")
     with_retry(client.set_terminated, run_id, "FINISHED", what="closing the suite run")
-    return run_id
+    return run_id, name
