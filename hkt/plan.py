@@ -2,7 +2,8 @@
 
 Prints the device, the jobs per rule, and an estimated wall time. The estimate is measured, not
 guessed, where it matters: a few training steps of every distinct shape of the suite (task
-length, model and variant geometry, batch) are timed on this device with
+length, model and variant geometry, batch) are timed on this device, on batches of the task's
+mean training length (``calibration.mean_length``: real batches are bucketed, not full-length), with
 :func:`hkt.timing.measure_training_step` (``hkt train``'s step, as ``hkt doctor`` times it), at the threads each training
 job gets. A job's time is its ``max_steps`` times that, plus its evaluations (validation every
 ``eval_every`` steps, the test set once; forward-only batches at ``eval_cost`` of a step).
@@ -33,7 +34,7 @@ from typing import Any
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 
 __all__ = ["Shape", "JobEstimate", "Plan", "shape_of", "estimate", "load_plan", "cached_timer",
-           "calibration_file", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
+           "calibration_file", "calibrated_plan", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ class Plan:
     cached: int = 0                        # shapes whose timing came from the cache
     untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
 
+    def priority(self, output: str) -> int:
+        """A training job's Snakemake priority: its estimated seconds (longest first; 0 when
+        ``output`` is no training job of the plan)."""
+        return next((round(j.seconds) for j in self.jobs if j.rule == "train" and j.output == output),
+                    0)
+
     def counts(self) -> Counter:
         return Counter(j.rule for j in self.jobs)
 
@@ -85,6 +92,12 @@ class Plan:
     @property
     def wall_seconds(self) -> float:
         return sum(self.rule_wall(r) for r in self.counts())
+
+    def on_cores(self, cores: int, threads: Mapping[str, int]) -> "Plan":
+        """The same jobs on a node of ``cores`` CPUs at the same speed per core: each rule's
+        slots are ``cores`` over its ``threads`` (a CPU machine; GPUs are not rescaled)."""
+        slots = {r: max(1, cores // max(1, int(threads.get(r, 1)))) for r in self.slots}
+        return Plan(self.suite, self.profile, f"{cores} cores", self.jobs, slots, self.calibrated)
 
 
 def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
@@ -220,8 +233,9 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
     def step_seconds(cfg: Any, shape: Shape) -> float:
         cap = settings.max_tokens.get(kind)
         t = int(cfg.task.max_length)
-        batch = shape.batch_size if cap is None else max(1, min(shape.batch_size, int(cap) // t))
-        key = f"{where}|{shape_of(cfg, batch, shape.label).key}"
+        n = min(t, int((settings.get("mean_length") or {}).get(str(cfg.task.id)) or t))
+        batch = shape.batch_size if cap is None else max(1, min(shape.batch_size, int(cap) // n))
+        key = f"{where}|length {n}|{shape_of(cfg, batch, shape.label).key}"
         similar = (t, *(str(cfg.model.get(k)) for k in ("name", "d_model", "n_layers", "n_heads")))
         if key in store:
             stats["cached"] += 1
@@ -234,9 +248,9 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
             m = measure_training_step(cfg, device, steps=int(settings.steps[kind]),
                                       warmup=int(settings.warmup[kind]), batch_size=batch,
                                       vocab_size=int(settings.vocab_size), seed=int(settings.seed),
-                                      peak=False)
+                                      peak=False, length=n)
             stats["spent_s"] += time.perf_counter() - start
-            entry = {"ms_per_step": m.ms_per_step, "batch": batch, "shape": shape.label,
+            entry = {"ms_per_step": m.ms_per_step, "batch": batch, "length": n, "shape": shape.label,
                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             store[key] = entry
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -312,23 +326,29 @@ def log_advice(grid: Any) -> str:
             f"`tail -f {shlex.quote(grid.results)}/logs/train/<task>/<model>/main/seed0.log`")
 
 
-def workflow_plan(config: Mapping[str, Any], *, calibrate: bool) -> str:
-    """What the workflow prints before any job starts: the suite's jobs per rule, where the logs
-    are and, with ``calibrate``, the plan with its ETA (cached calibrations, else a short fresh
-    one); without it (a dry run), how to get the ETA."""
-    from hkt.config import compose, config_dir
+def calibrated_plan(config: Mapping[str, Any]) -> Plan:
+    """The plan of a resolved workflow config with config/plan.yaml's settings (cached
+    calibrations, else a short fresh one), as the workflow makes it once at its start."""
+    from hkt.config import compose
+
+    return make_plan(compose("plan", []), config=config, log=lambda s: print(s, flush=True))
+
+
+def workflow_plan(config: Mapping[str, Any], *, plan: Plan | None) -> str:
+    """What the workflow prints: the suite's jobs per rule and where the logs are and, given its
+    calibrated ``plan`` (:func:`calibrated_plan`), the plan with its ETA, also written for
+    ``hkt status``; without one (the workflow just read, or a dry run), how to get the ETA."""
+    from hkt.config import config_dir
     from hkt.workflow.grid import Grid
 
     grid = Grid(config, config_dir())
     name = str(config.get("suite"))
     suite = name if (config_dir() / "suites" / f"{name}.yaml").is_file() else "YOUR_SUITE.yaml"
-    if not calibrate:
+    if plan is None:
         return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; the estimated "
                 "wall time follows when jobs start (not on a dry run); to see it now: "
                 f"`hkt plan --suite {suite}` (a short calibration, cached for the "
                 "workflow's start)")
-    cfg = compose("plan", [])
-    plan = make_plan(cfg, config=config, log=lambda s: print(s, flush=True))
     write_plan(plan, grid, suite_plan_file(grid.results))
     return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}\n"
             f"{log_advice(grid)}\n"
@@ -370,7 +390,14 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
                                on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
     configs = job_configs(grid)  # every training job's composed config (hkt.workflow.configs)
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
-    plan = estimate(grid, configs, timer, eval_cost=float(cfg.eval_cost), gpus=gpus,
+    at_once = max(1, grid.cpus // threads)
+    scale = float((cfg.calibration.get("side_by_side") or {}).get(kind, 1.0)) \
+        if kind == "cpu" and at_once > 1 else 1.0
+
+    def step_seconds(job_cfg: Any, shape: Shape) -> float:  # as the job runs beside the others
+        return timer(job_cfg, shape) * scale
+
+    plan = estimate(grid, configs, step_seconds, eval_cost=float(cfg.eval_cost), gpus=gpus,
                     other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},
                     suite=str(config.get("suite")), device=describe_device(device))
     plan.cached, plan.untimed = stats["cached"], stats["untimed"]
@@ -385,6 +412,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     plan = make_plan(cfg, log=lambda s: print(s, flush=True))
     print(format_plan(plan))
+    if "cuda" not in plan.device:
+        _, grid = load_plan(str(cfg.suite))
+        threads = {r: int(grid.resources(r)["threads"]) for r in RULE_ORDER}
+        for cores in cfg.get("scale_cores") or []:
+            print(f"  on {cores} cores at this speed per core: "
+                  f"{_duration(plan.on_cores(int(cores), threads).wall_seconds)}")
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "
           f"{len(plan.untimed)} not timed) in "
           f"{time.perf_counter() - start:.0f} s")

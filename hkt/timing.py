@@ -147,23 +147,25 @@ class StepTiming:
 
 def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, warmup: int,
                           batch_size: int | None = None, vocab_size: int,
-                          seed: int = 0, peak: bool = True) -> StepTiming:
+                          seed: int = 0, peak: bool = True, length: int | None = None) -> StepTiming:
     """Time ``hkt train``'s step for the job ``cfg`` on a synthetic batch at the task's T.
 
     ``warmup`` untimed steps, then ``steps`` timed ones (median), then one more under the peak
     memory tracker (``peak`` False: not measured, NaN; a time-only caller saves a step).
-    ``batch_size`` None = the config's batch.
+    ``batch_size`` None = the config's batch; ``length`` None = T (a batch of ``length`` tokens
+    stands for the task's real batches, which the loader pads to their longest member).
     """
     from hkt.models import build_model
 
     torch.manual_seed(seed)
     b, t = int(batch_size or cfg.train.batch_size), int(cfg.task.max_length)
+    n = min(int(length or t), t)
     classes = int(cfg.task.num_classes)
     model = build_model(OmegaConf.to_container(cfg.model, resolve=True), vocab_size=vocab_size,
                         num_classes=classes, max_length=t).to(device)
     g = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(1, vocab_size, (b, t), generator=g).to(device)
-    mask = torch.ones(b, t, dtype=torch.bool, device=device)
+    tokens = torch.randint(1, vocab_size, (b, n), generator=g).to(device)
+    mask = torch.ones(b, n, dtype=torch.bool, device=device)
     labels = torch.randint(0, classes, (b,), generator=g).to(device)
     step = TrainStep(model, cfg, device, total_steps=warmup + steps + 1)
     for _ in range(warmup):
@@ -174,6 +176,6 @@ def measure_training_step(cfg: DictConfig, device: torch.device, *, steps: int, 
     state = sum(p.numel() * p.element_size() for p in model.parameters())
     state += sum(v.numel() * v.element_size() for s in step.opt.state.values()
                  for v in s.values() if torch.is_tensor(v))
-    return StepTiming(seq_len=t, batch_size=b, n_params=sum(p.numel() for p in model.parameters()),
+    return StepTiming(seq_len=n, batch_size=b, n_params=sum(p.numel() for p in model.parameters()),
                       ms_per_step=1000 * median(times),
                       loss=float(step.loss.detach()), peak_bytes=peak_bytes, state_bytes=state)

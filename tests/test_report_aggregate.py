@@ -31,8 +31,9 @@ def make_record(task="listops", model="hkt", variant="main", seed=0, val=0.5, te
         "profile": "smoke",
         "config": {"task": {"name": task, "max_length": length, "num_classes": 10},
                    "model": {"name": model, "d_model": 16, "n_layers": 1, "d_ffn": 32,
-                             "attention": att}},
-        "n_params": n_params, "steps": 12, "best_step": 6, "val_accuracy": val,
+                             "attention": att},
+                   "train": {"batch_size": 8}},
+        "n_params": n_params, "steps": 12, "best_step": 6, "train_examples": 48, "val_accuracy": val,
         "test_accuracy": test, "wall_time_s": 1.0, "ms_per_step": 10.0, "samples_per_s": 100.0,
         "device": "cpu", "git_commit": None, "git_dirty": None, "data_dir": None,
         "data_checksums": {}, "mlflow_run_id": None, "mlflow_tracking_uri": None,
@@ -83,7 +84,8 @@ def test_main_table_means_stds_and_paper(tmp_path):
     assert row["paper_mean"] == pytest.approx(55.10) and row["paper_std"] == pytest.approx(0.29)
     assert row["delta_vs_paper"] == pytest.approx(55.0 - 55.10)
     assert row["n_params"] == 1200
-    # order: tasks as the paper, models mha, hkt, then the rest
+    assert (row["profile"], row["steps"], row["epochs"]) == ("smoke", 12, pytest.approx(2.0))
+    assert main_display(main)[1][1][4] == "smoke: 12 steps, 2.00 epochs"  # 12 x 8 / 48    # order: tasks as the paper, models mha, hkt, then the rest
     assert main.select("task", "model").rows()[:3] == [("listops", "mha"), ("listops", "hkt"),
                                                       ("listops", "majority")]
     maj = main.filter(pl.col("model") == "majority").row(0, named=True)
@@ -117,6 +119,34 @@ def test_ablation_table_deltas_and_paper_figure(tmp_path):
     assert (l1["ci_low_pp"], l1["ci_high_pp"]) == pytest.approx((-20 - half, -20 + half), abs=2e-3)
     assert l1["significant"].startswith("yes") and l1["seeds_a"] == 3
     assert abl.row(0, named=True)["p_value"] is None  # the reference itself
+
+
+def test_a_derived_levels1_row_is_the_mha_runs_and_says_so(tmp_path, capsys):
+    """ablation.derived {levels1: mha}: no levels1 runs; the row is MHA's, filed as HKT L=1,
+    with its difference to HKT and the paper's -18.4 beside it, and the runs table untouched."""
+    records = [r for r in suite_records() if r["variant"] != "levels1"]
+    write_records(tmp_path / "runs", records)
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
+                     "--derived", "levels1=mha"]) == 0
+    abl = pl.read_csv(out / "tables" / "ablation.csv")
+    l1 = abl.filter(pl.col("variant") == "levels1").row(0, named=True)
+    mha = abl.filter(pl.col("model") == "mha").row(0, named=True)
+    assert l1["model"] == "hkt" and l1["levels"] == 1
+    assert l1["setting"] == "HKT L=1 (derived: the MHA runs, not trained again)"
+    assert (l1["test_mean"], l1["delta_pp"], l1["p_value"]) == \
+        (mha["test_mean"], mha["delta_pp"], mha["p_value"])
+    assert l1["delta_pp"] == pytest.approx(50.0 - 55.0)
+    assert l1["paper_delta_pp"] == pytest.approx(paper.ABLATION_NO_HIERARCHY["delta_pp"])
+    assert "levels1" not in pl.read_csv(out / "tables" / "runs.csv")["variant"].to_list()
+    # no MHA runs to derive from: one line naming what to do
+    write_records(tmp_path / "hkt_only", [r for r in records if r["model"] != "mha"])
+    assert hkt_main(["aggregate", str(tmp_path / "hkt_only"), "--out", str(tmp_path / "o2"),
+                     "--derived", "levels1=mha"]) == 2
+    assert "derived from the mha main runs on listops, but there are none" in capsys.readouterr().err
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "o3"),
+                     "--derived", "levels9=mha"]) == 2
+    assert "--derived levels9=mha: expected EXPERIMENT=MODEL" in capsys.readouterr().err
 
 
 def test_runs_csv_gives_each_run_a_wilson_interval(tmp_path):
@@ -277,7 +307,10 @@ def mlflow_store(tmp_path_factory):
                 client.log_param(rid, f"model.{k}", v)
         for k, v in r["config"]["model"].get("attention", {}).items():
             client.log_param(rid, f"model.attention.{k}", v)
-        for k in ("val_accuracy", "test_accuracy", "n_params", "ms_per_step", "test_examples"):
+        if "train" in r["config"]:
+            client.log_param(rid, "train.batch_size", r["config"]["train"]["batch_size"])
+        for k in ("val_accuracy", "test_accuracy", "n_params", "ms_per_step", "test_examples",
+                  "steps", "train_examples"):
             if r.get(k) is not None:  # as hkt train's log_final
                 client.log_metric(rid, k, r[k], step=12)
         client.log_metric(rid, "val_acc", r["val_accuracy"], step=12)

@@ -42,6 +42,24 @@ def test_default_grid_is_the_paper_suite():
     assert len(g.records()) == len(jobs) + 6
 
 
+def test_a_derived_ablation_is_not_trained_and_reaches_the_aggregate():
+    g = grid(ablation={"include": ["levels2"], "derived": {"levels1": "mha"}})
+    variants = {j.variant for j in g.train_jobs()}
+    assert "levels1" not in variants and "levels2" in variants
+    assert all(Job("listops", "mha", MAIN, s) in g.train_jobs() for s in CONFIG["seeds"])
+    assert "--derived=levels1=mha" in g.ablation_args()
+
+
+@pytest.mark.parametrize("derived, message", [
+    ({"levels9": "mha"}, "ablation.derived names experiment 'levels9'"),
+    ({"levels1": "transformer"}, "ablation.derived.levels1 names model 'transformer'"),
+    ({"levels2": "mha"}, "'levels2' is also in ablation.include"),
+])
+def test_a_bad_derived_ablation_is_named(derived, message):
+    with pytest.raises(GridError, match=message):
+        grid(ablation={"include": ["levels2"], "derived": derived})
+
+
 def test_ablation_model_comes_from_the_experiment_file():
     g = grid()
     for name in CONFIG["ablation"]["include"]:
@@ -161,7 +179,7 @@ def test_unknown_key_lists_the_allowed_keys_only():
     assert msg.startswith("unknown key sedes (allowed: ")
     assert "seeds" in msg and "$schema" not in msg and len(msg.splitlines()) == 1
     with pytest.raises(GridError, match=r"unknown key ablation.variants \(allowed under "
-                                        r"ablation: enabled, include, seeds, task\)"):
+                                        r"ablation: derived, enabled, include, seeds, task\)"):
         grid(ablation={"variants": {}})
     with pytest.raises(GridError, match="key seeds: 'abc' is not of type 'array'"):
         grid(seeds="abc")

@@ -32,7 +32,12 @@ def test_auto_picks_paper_with_cuda_and_cpu_without(present, name):
     assert chosen and cfg["suite"] == name
     assert cfg["profile"] == name  # each suite runs its own profile
     if name == "cpu":
-        assert cfg["main"]["tasks"] == ["listops"] and cfg["ablation"]["include"] == ["levels1"]
+        # the paper's table on a CPU: ListOps at the paper's budget, the T = 1024 tasks beside it,
+        # levels1 derived from MHA (not trained)
+        assert cfg["main"]["tasks"] == ["listops", "cifar10", "imdb"]
+        assert cfg["tasks"]["listops"]["profile"] == "paper"
+        assert cfg["tasks"]["listops"]["config"] == "listops"  # merged, not replaced
+        assert cfg["ablation"]["include"] == [] and cfg["ablation"]["derived"] == {"levels1": "mha"}
         assert cfg["resources"]["train"]["gpu"] == 0
     else:
         assert cfg["main"] == CONFIG["main"] and cfg["resources"]["train"]["gpu"] == 1
@@ -67,7 +72,7 @@ def test_config_files_without_a_suite_name_are_custom():
 
 
 def test_unknown_suite_lists_the_suites():
-    with pytest.raises(ConfigError, match=r"no config/suites/gpu8.yaml \(suites: cpu, paper, smoke"):
+    with pytest.raises(ConfigError, match=r"no config/suites/gpu8.yaml \(suites: cpu, paper, quick, smoke"):
         resolve_suite(CONFIG, CONFIG_DIR, cuda=cuda(False), env={"HKT_SUITE": "gpu8"})
 
 

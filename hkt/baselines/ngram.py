@@ -243,7 +243,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         task=task, model=model_cfg["name"], variant=variant, seed=seed, profile=profile,
         config=config, n_params=res["n_params"], steps=steps, best_step=res["best_step"],
         val_accuracy=res["val_accuracy"], test_accuracy=res["test_accuracy"],
-        test_examples=len(splits["test"]), data_dir=data_dir, git=git_state(),
+        test_examples=len(splits["test"]), train_examples=len(train), data_dir=data_dir, git=git_state(),
         data_checksums={s: sha256_file(data_dir / split_file(s)) for s in SPLITS},
         ms_per_step=1000 * train_time / steps if steps else None,
         samples_per_s=steps * batch_size / train_time if steps and train_time > 0 else None,

@@ -22,8 +22,8 @@ from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
-from hkt.report.tables import (ablation_display, ablation_table, gap_display, gap_table,
-                               main_display, main_table, with_test_interval)
+from hkt.report.tables import (ablation_display, ablation_table, derived_runs, gap_display,
+                               gap_table, main_display, main_table, with_test_interval)
 from hkt.report.writers import write_table
 from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
                       paper_caveat, runs_from_records)
@@ -44,7 +44,8 @@ def aggregate(args: argparse.Namespace) -> int:
     if not args.no_tables:
         made, (main, gap, abl, abl_len) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
-            ablation_length=args.ablation_length, data_warnings=warnings)
+            ablation_length=args.ablation_length, data_warnings=warnings,
+            derived=derived_spec(args.derived))
         written += made
         made, sections = _write_analyses(args, runs, out)
         written += made
@@ -152,21 +153,44 @@ def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:
                              f"{', '.join(map(str, missing))} (a bug: please report it)")
 
 
+def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
+    """``--derived NAME=MODEL`` words as ``{NAME: (MODEL, levels)}``, the levels read from the
+    experiment file (``model.attention.levels`` of config/experiment/NAME.yaml)."""
+    from omegaconf import OmegaConf
+
+    from hkt.config import config_dir
+
+    spec: dict[str, tuple[str, int | None]] = {}
+    for pair in pairs or []:
+        name, sep, model = pair.partition("=")
+        path = config_dir() / "experiment" / f"{name}.yaml"
+        if not sep or not model or not path.is_file():
+            raise AggregateError(f"--derived {pair}: expected EXPERIMENT=MODEL with an experiment "
+                                 f"file config/experiment/EXPERIMENT.yaml (e.g. levels1=mha)")
+        levels = OmegaConf.select(OmegaConf.load(path), "model.attention.levels")
+        spec[name] = (model, None if levels is None else int(levels))
+    return spec
+
+
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
               ablation_task: str = "listops", ablation_length: int | None = None,
-              data_warnings: dict[tuple[str, int | None], str] | None = None
+              data_warnings: dict[tuple[str, int | None], str] | None = None,
+              derived: dict[str, tuple[str, int | None]] | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
     gap and ablation tables with the ablation's T (for the summary). ``data_warnings``
-    (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions."""
+    (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
+    ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
-    abl = ablation_table(runs, ablation_task, ablation_length, reference=main_variant,
+    with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
+                             how="diagonal_relaxed") if derived else runs
+    abl = ablation_table(with_derived, ablation_task, ablation_length, reference=main_variant,
                          main_variant=main_variant)
     abl_len = abl["length"][0] if len(abl) else ablation_length
     main_runs = runs.filter(pl.col("variant") == main_variant)
-    abl_runs = runs.filter(pl.col("task") == ablation_task)
+    abl_runs = with_derived.filter(pl.col("task") == ablation_task)
     if abl_len is not None:
         abl_runs = abl_runs.filter(pl.col("length") == abl_len)
 
@@ -193,7 +217,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
         with_test_interval(runs).sort(KEY).write_csv(tmp)
     written.append(runs_csv)
     written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
-    written.append(figures.accuracy_vs_levels(runs, figs / "accuracy_vs_levels.png",
+    written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
     return written, (main, gap, abl, abl_len)

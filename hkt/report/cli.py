@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="task of the ablation table and the levels figure (default: listops)")
     parser.add_argument("--ablation-length", type=int, default=None, metavar="T",
                         help="sequence length of the ablation task (default: the most common)")
+    parser.add_argument("--derived", action="append", default=[], metavar="EXPERIMENT=MODEL",
+                        help="an ablation row taken from MODEL's main runs instead of trained ones "
+                             "(levels1=mha: HKT with L = 1 is MHA); repeatable")
     parser.add_argument("--check-mlflow", action="store_true",
                         help="check every record against its MLflow run; fail on a difference")
     parser.add_argument("--tracking-uri", metavar="URI",

@@ -88,6 +88,8 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "val_accuracy": as_float(metrics.get("val_accuracy")),
         "test_accuracy": as_float(metrics.get("test_accuracy")),
         "test_examples": as_int(metrics.get("test_examples")),
+        "train_examples": as_int(metrics.get("train_examples")),
+        "batch_size": as_int(p("train.batch_size")),
         "ms_per_step": as_float(metrics.get("ms_per_step")),
         "wall_time_s": as_float(metrics.get("wall_time_s")), "device": tags.get("device"),
         "d_model": as_int(p("model.d_model")), "n_layers": as_int(p("model.n_layers")),

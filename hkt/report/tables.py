@@ -23,7 +23,8 @@ import polars as pl
 from hkt import paper
 from hkt.report.stats import welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
-from hkt.runs import MODEL_ORDER, TASK_ORDER, VARIANT_FIELDS, most_common_length, order_key
+from hkt.runs import (MODEL_ORDER, TASK_ORDER, VARIANT_FIELDS, AggregateError, most_common_length,
+                      order_key)
 
 #: How an ablation row states its attention settings: field -> format (in this order).
 SETTING_FORMAT = {"levels": "L={}", "stride": "s={}", "fusion": "{}", "upsample": "{}"}
@@ -48,7 +49,8 @@ MAIN_SCHEMA = {
     "val_mean": pl.Float64, "val_std": pl.Float64, "test_mean": pl.Float64,
     "test_std": pl.Float64, "n_params": pl.Int64, "ms_per_step": pl.Float64,
     "profile": pl.String, "paper_mean": pl.Float64, "paper_std": pl.Float64,
-    "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64, "test_examples": pl.String}
+    "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64, "test_examples": pl.String,
+    "steps": pl.Int64, "epochs": pl.Float64}
 
 
 def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.DataFrame:
@@ -63,6 +65,10 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
     if sel.is_empty():
         return pl.DataFrame(schema=MAIN_SCHEMA)
     t = seed_stats(sel, ["task", "length", "model"])
+    budget = sel.group_by(["task", "length", "model"]).agg(
+        pl.col("steps").max().alias("steps"),
+        (pl.col("steps") * pl.col("batch_size") / pl.col("train_examples")).mean().alias("epochs"))
+    t = t.join(budget, on=["task", "length", "model"], how="left")
     pm_, ps, lra = [], [], []
     for task, length, model in t.select("task", "length", "model").iter_rows():
         ref = paper.paper_accuracy(task, length or -1, model)
@@ -158,6 +164,30 @@ ABLATION_SCHEMA = {"variant": pl.String, "model": pl.String, "setting": pl.Strin
                    "task": pl.String, "length": pl.Int64}
 
 
+DERIVED = "derived_from"  # column of ablation rows taken from another model's runs (derived_runs)
+
+
+def derived_runs(runs: pl.DataFrame, derived: dict[str, tuple[str, int | None]], task: str,
+                 main_variant: str = "main") -> pl.DataFrame:
+    """Rows for the ablations a suite derives instead of training (``ablation.derived``): per
+    ``name -> (model, levels)``, a copy of ``model``'s ``main_variant`` runs on ``task``, filed
+    as HKT's variant ``name`` with ``levels`` and the source model in ``derived_from``. For
+    ``levels1 -> (mha, 1)``: HKT with one level is MHA (same parameters and initial weights;
+    tests/test_levels1_identity.py), so its row is MHA's, not three more trainings."""
+    parts = []
+    for name, (model, levels) in derived.items():
+        src = runs.filter((pl.col("task") == task) & (pl.col("model") == model)
+                          & (pl.col("variant") == main_variant))
+        if src.is_empty():
+            raise AggregateError(f"ablation '{name}' is derived from the {model} {main_variant} runs "
+                                 f"on {task}, but there are none among the records; train them "
+                                 f"(main.models) or train '{name}' itself (ablation.include)")
+        parts.append(src.with_columns(pl.lit("hkt").alias("model"), pl.lit(name).alias("variant"),
+                                      pl.lit(levels, dtype=pl.Int64).alias("levels"),
+                                      pl.lit(model).alias(DERIVED)))
+    return pl.concat(parts, how="diagonal_relaxed") if parts else runs.clear()
+
+
 def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None = None,
                    reference: str = "main", main_variant: str = "main",
                    models: Sequence[str] = ("hkt", "mha"), subject: str = "hkt") -> pl.DataFrame:
@@ -180,7 +210,12 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
         on=["model", "variant"])
     ref = t.filter((pl.col("model") == subject) & (pl.col("variant") == reference))
     ref_acc = ref["test_mean"][0] if len(ref) else None
-    setting = [describe_variant(row) for row in t.iter_rows(named=True)]
+    if DERIVED in sel.columns:
+        t = t.join(sel.group_by(["model", "variant"]).agg(pl.col(DERIVED).first()),
+                   on=["model", "variant"], how="left")
+    setting = [describe_variant(row) + (f" (derived: the {row[DERIVED].upper()} runs, not "
+                                        "trained again)" if row.get(DERIVED) else "")
+               for row in t.iter_rows(named=True)]
     paper_delta = [paper.ablation_delta(task, length, m, lv)
                    for m, lv in t.select("model", "levels").iter_rows()]
     t = t.with_columns(
@@ -203,12 +238,22 @@ def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None
     return t.select(*ABLATION_SCHEMA)
 
 
+def budget_text(profile: str | None, steps: int | None, epochs: float | None) -> str:
+    """A row's training budget in words: its profile (``paper``: the paper's budget; any other:
+    ours, e.g. a CPU budget), its steps and what they are in epochs of the training split."""
+    if not steps:
+        return profile or ""
+    ep = f", {epochs:.2f} epochs" if epochs is not None and not math.isnan(epochs) else ""
+    return f"{profile}: {steps:,} steps{ep}"
+
+
 def main_display(main: pl.DataFrame) -> Display:
-    header = ["task", "T", "model", "seeds", "val acc (%)", "test acc (%)", "test examples",
-              "paper (%)", "Δ vs paper (pp)", "params", "ms/step"]
+    header = ["task", "T", "model", "seeds", "budget", "val acc (%)", "test acc (%)",
+              "test examples", "paper (%)", "Δ vs paper (pp)", "params", "ms/step"]
     rows = []
     for r in main.iter_rows(named=True):
         rows.append([r["task"], str(r["length"]), r["model"], str(r["seeds"]),
+                     budget_text(r["profile"], r["steps"], r["epochs"]),
                      pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]),
                      r["test_examples"] or "",
                      pm(r["paper_mean"], r["paper_std"]) if r["paper_mean"] is not None else

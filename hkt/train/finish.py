@@ -19,7 +19,8 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
                     test: dict[str, float], *, n_params: int, wall_time_s: float, device: str,
                     git: tuple[str | None, bool | None], data_dir: Path,
                     checksums: dict[str, str], tracker: NullTracker,
-                    env_digest: str | None = None) -> dict[str, Any]:
+                    env_digest: str | None = None, train_examples: int | None = None
+                    ) -> dict[str, Any]:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
     was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
     names the software environment (:mod:`hkt.environment`)."""
@@ -29,7 +30,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         profile=cfg.train.profile, config=cfg_dict, n_params=n_params, steps=steps,
         best_step=best["step"], val_accuracy=best["val_accuracy"],
         test_accuracy=test["acc"], val_loss=best["val_loss"], test_loss=test["loss"],
-        test_examples=test["n"], wall_time_s=wall_time_s,
+        test_examples=test["n"], train_examples=train_examples, wall_time_s=wall_time_s,
         ms_per_step=1000 * train_time / steps if steps and train_time > 0 else None,
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
@@ -49,6 +50,8 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
         "val_accuracy": record["val_accuracy"], "test_accuracy": record["test_accuracy"],
         "test_loss": record["test_loss"], "best_step": record["best_step"],
         "test_examples": record["test_examples"], "steps": record["steps"],
+        **({"train_examples": record["train_examples"]}
+           if record.get("train_examples") is not None else {}),
         "n_params": record["n_params"], "wall_time_s": record["wall_time_s"],
         "ms_per_step": record["ms_per_step"],
         "throughput_samples_per_s": record["samples_per_s"],

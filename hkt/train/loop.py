@@ -387,7 +387,8 @@ class _Run:
             cfg, self.cfg_dict, self.state, best, test, n_params=self.n_params,
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
             data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
-            env_digest=environment.save(self.run_dir))  # writes RUN_DIR/environment.json
+            env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
+            train_examples=self.data.size("train"))
         if cfg.tracking.log_model and self.tracker.enabled:  # the best checkpoint, loaded above
             example = next(iter(self.data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
             self.tracker.log_model(self.model, served_tokens(example["tokens"], example["mask"]))

@@ -162,6 +162,12 @@ class Grid:
     def ablation_enabled(self) -> bool:
         return bool(self._ablation.get("enabled"))
 
+    @property
+    def derived(self) -> dict[str, str]:
+        """Ablations whose row the aggregate step derives from a model's main runs instead of
+        training them (``ablation.derived``: experiment -> model, e.g. levels1: mha)."""
+        return {str(k): str(v) for k, v in (self._ablation.get("derived") or {}).items()}
+
     def _fail(self, msg: str) -> None:
         raise GridError(msg)
 
@@ -223,6 +229,12 @@ class Grid:
             self._check_task(self.ablation_task, "ablation.task")
             for name in self._ablation.get("include", []):
                 self._check_experiment(name, "ablation.include")
+            for name, model in self.derived.items():
+                self._check_experiment(name, "ablation.derived")
+                self._check_model(model, f"ablation.derived.{name}")
+                if name in self._ablation.get("include", []):
+                    self._fail(f"ablation.derived.{name}: '{name}' is also in ablation.include; "
+                               "a variant is either trained (include) or derived, not both")
 
     # --- the jobs -------------------------------------------------------------------------------
 
@@ -238,6 +250,7 @@ class Grid:
             t = self.ablation_task
             for s in self._ablation.get("seeds") or self.seeds:
                 jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the references
+                jobs += [Job(t, m, MAIN, s) for m in self.derived.values()]  # what rows derive from
                 jobs += [Job(t, self.experiment_model(e) or "", e, s)
                          for e in self._ablation.get("include", [])]
         return list(dict.fromkeys(jobs))
@@ -332,10 +345,11 @@ class Grid:
     def ablation_args(self) -> list[str]:
         """``hkt aggregate`` arguments that name the ablation table's task and length."""
         task = self.ablation_task
+        derived = [f"--derived={name}={model}" for name, model in self.derived.items()]
         if task not in self.tasks:
-            return ["--ablation-task", task]
+            return ["--ablation-task", task, *derived]
         family, length = self.task_info(task)
-        return ["--ablation-task", family, "--ablation-length", str(length)]
+        return ["--ablation-task", family, "--ablation-length", str(length), *derived]
 
     def analyze_args(self) -> list[str]:
         return [str(a) for a in self._analyze.get("args", [])]

@@ -65,7 +65,28 @@ def print_plan(calibrate):
     without timing anything), the full plan with its ETA when jobs are about to start."""
     from hkt.plan import workflow_plan
 
-    print(workflow_plan(config, calibrate=calibrate), file=sys.stderr, flush=True)
+    plan = suite_plan() if calibrate else None
+    print(workflow_plan(config, plan=plan), file=sys.stderr, flush=True)
+
+
+@lru_cache(maxsize=None)
+def suite_plan():
+    """The suite's plan, calibrated once per workflow (cached timings, else a short fresh one):
+    the training jobs' priorities and the plan printed at start. The results directory is
+    claimed and the store opened first, so that nothing is timed for a workflow that cannot run."""
+    from hkt.plan import calibrated_plan
+
+    claim_results()
+    init_tracking_store()
+    return calibrated_plan(config)
+
+
+def train_priority(wc):
+    """The longest training jobs start first (their estimated seconds, from the plan), so that
+    the last long job does not run alone at the end; none on a dry run (nothing is timed)."""
+    if workflow.dryrun or not workflow.is_main_process:
+        return 0
+    return suite_plan().priority(GRID.record(job(wc)))
 
 
 if workflow.is_main_process:
@@ -79,6 +100,7 @@ if workflow.is_main_process:
         print(f"hkt: {_clamp}", file=sys.stderr)
 
 
+@lru_cache(maxsize=None)  # once: the lock is held by this process until it exits
 def claim_results():
     """Refuse to start when another running workflow (another checkout) uses results_dir."""
     from hkt.workflow.lock import claim_results_dir
@@ -89,6 +111,7 @@ def claim_results():
         raise WorkflowError(f"hkt: error: {exc}")
 
 
+@lru_cache(maxsize=None)
 def init_tracking_store():
     """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,
     before parallel jobs start: a broken store stops the workflow here with one line."""
@@ -145,6 +168,11 @@ def aggregate_inputs():
     return dict(records=GRID.records(), analyses=GRID.analyses(),
                 bench=[f"{R}/bench/attention.csv"] if GRID.bench_enabled else [],
                 audit=declared(MLFLOW_CHECK)[0])  # first: the summary and the suite run include it
+
+
+def bench_after():
+    """What the benchmark waits for: every run record, analysis and the MLflow audit."""
+    return [*GRID.records(), *GRID.analyses(), *(str(f) for f in MLFLOW_CHECK.files(R))]
 
 
 def aggregate_params():

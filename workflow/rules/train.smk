@@ -3,7 +3,8 @@
 # Rerun trigger: the digest of the job's composed config (a param), so editing
 # config/model/hkt.yaml re-runs the HKT jobs only. A run directory left by an interrupted job with
 # the same config is resumed from its last checkpoint; one whose config or data changed is
-# started over (`hkt train --restart-if-changed`).
+# started over (`hkt train --restart-if-changed`). Priority: the job's estimated seconds (the
+# plan's), so the longest jobs start first.
 
 
 wildcard_constraints:
@@ -21,6 +22,7 @@ rule train:
     conda: CONDA_ENV
     threads: threads("train")
     resources: **resources("train")
+    priority: train_priority
     shell:
         "hkt --log {log:q} train --data {params.data:q} --out {params.out:q}"
         " --restart-if-changed {params.overrides:q}"
