@@ -283,7 +283,7 @@ def test_approximation_table_pools_heads_and_seeds_per_layer_and_state():
 def test_write_approximation_adds_table_figure_and_summary_section(tmp_path):
     from hkt.report.approximation import CLAIM, write_approximation
 
-    written, section = write_approximation(_analyses(), tmp_path)
+    written, section, _ = write_approximation(_analyses(), tmp_path)
     assert {p.name for p in written} == {"approximation.md", "approximation.csv", "approximation.tex",
                                          "approximation.png"}
     assert (tmp_path / "figures" / "approximation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -298,6 +298,6 @@ def test_write_approximation_without_hkt_analyses_still_writes_its_outputs(tmp_p
     mha = pl.DataFrame([{"section": "kernel", "layer": 0, "head": 0, "level": 0, "quantity": "M",
                          "metric": "psd", "value": 1.0, "task": "listops", "length": 512,
                          "model": "mha", "variant": "main", "seed": 0}])
-    written, _ = write_approximation(mha, tmp_path)
+    written, _, _ = write_approximation(mha, tmp_path)
     assert all(p.is_file() for p in written) and len(written) == 4
     assert "No HKT run" in findings(mha)

@@ -275,6 +275,8 @@ def test_cli_writes_everything(tmp_path, capsys):
         assert (out / "figures" / f"{f}.png").is_file()
     summary = (out / "summary.md").read_text()
     assert "## Main table" in summary and "(tables/main.md)" in summary
+    assert "## The paper's claims, read against our runs" in summary
+    assert "| HKT beats MHA on listops (T=512) |" in summary
     assert pl.read_csv(out / "tables" / "runs.csv").height == 16
     # user errors: one line, exit 2
     assert hkt_main(["aggregate", "--out", str(out)]) == 2

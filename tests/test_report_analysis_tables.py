@@ -147,7 +147,7 @@ def test_cost_table(tmp_path):
 
 
 def test_write_tables_and_figures(analyses, tmp_path):
-    written = at.write_analysis_tables(analyses, _runs(), None, tmp_path / "tables")
+    written, _ = at.write_analysis_tables(analyses, _runs(), None, tmp_path / "tables")
     names = {p.name for p in written}
     assert {f"{t}.{e}" for t in ("kurtosis", "kernel", "truncation", "cost")
             for e in ("md", "csv", "tex")} == names

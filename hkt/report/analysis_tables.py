@@ -225,9 +225,13 @@ EMPTY_NOTES = {
 
 
 def write_analysis_tables(analyses: pl.DataFrame, runs: pl.DataFrame, bench_csv: str | Path | None,
-                          tables: Path, main_variant: str = "main") -> list[Path]:
-    """Write kurtosis/kernel/truncation (when analyses exist) and cost tables under ``tables``."""
+                          tables: Path, main_variant: str = "main"
+                          ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
+    """Write kurtosis/kernel/truncation (when analyses exist) and cost tables under ``tables``;
+    returns the paths and the tables by name (the figures and the claims read them, so that
+    nothing is computed twice)."""
     written: list[Path] = []
+    frames: dict[str, pl.DataFrame] = {}
     if not analyses.is_empty():
         for name, build, show, caption in (
             ("kurtosis", kurtosis_table, kurtosis_display,
@@ -236,12 +240,12 @@ def write_analysis_tables(analyses: pl.DataFrame, runs: pl.DataFrame, bench_csv:
              "Kernel structure per level: antisymmetric share, spectrum of M_s, PSD condition, Gram rank"),
             ("truncation", truncation_table, truncation_display, None),
         ):
-            t = build(analyses)
+            t = frames[name] = build(analyses)
             caption = caption or truncation_caption(t, runs)
             if t.is_empty():  # still written: the workflow declares every analysis table
                 caption = f"{caption}. {EMPTY_NOTES[name]}"
             written += write_table(t, show(t), tables / name, caption)
-    cost = cost_table(runs, bench_csv, main_variant)
+    cost = frames["cost"] = cost_table(runs, bench_csv, main_variant)
     written += write_table(cost, cost_display(cost), tables / "cost",
                            "Cost of HKT relative to MHA: analytic score FLOPs vs measured")
-    return written
+    return written, frames

@@ -124,11 +124,12 @@ def findings(analyses: pl.DataFrame) -> str:
     return "\n".join(out)
 
 
-def write_approximation(analyses: pl.DataFrame, out: Path) -> tuple[list[Path], list[str]]:
+def write_approximation(analyses: pl.DataFrame, out: Path
+                        ) -> tuple[list[Path], list[str], pl.DataFrame]:
     """``out/tables/approximation.{md,csv,tex}`` and ``out/figures/approximation.png``, and the
     section of ``summary.md`` (the claim, how to read ρ, what the numbers say, the table and the
     figure), from one table and one reading. Written even without HKT analyses (saying so), so
-    that a workflow can declare them."""
+    that a workflow can declare them. Returns the paths, the section and the table."""
     out = Path(out)
     table, said = approximation_table(analyses), findings(analyses)
     display = approximation_display(table)
@@ -140,4 +141,4 @@ def write_approximation(analyses: pl.DataFrame, out: Path) -> tuple[list[Path], 
                CLAIM, "", READING, "", "What the numbers say:", "", said, "", markdown(*display),
                f"![residual vs levels kept](figures/{SECTION}.png) "
                f"([table](tables/{SECTION}.md), [csv](tables/{SECTION}.csv))", ""]
-    return written, section
+    return written, section, table

@@ -17,6 +17,7 @@ from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
+from hkt.report.claims import claims_section
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
@@ -47,8 +48,9 @@ def aggregate(args: argparse.Namespace) -> int:
             ablation_length=args.ablation_length, data_warnings=warnings,
             derived=derived_spec(args.derived))
         written += made
-        made, sections = _write_analyses(args, runs, out)
+        made, sections, frames = _write_analyses(args, runs, out)
         written += made
+        sections = [*claims_section(main=main, gap=gap, abl=abl, tables=frames), *sections]
         # last: it links every table and figure written above
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
@@ -102,21 +104,22 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
 
 
 def _write_analyses(args: argparse.Namespace, runs: pl.DataFrame, out: Path
-                    ) -> tuple[list[Path], list[str]]:
-    """The analysis and cost tables and figures, and the summary's approximation section."""
+                    ) -> tuple[list[Path], list[str], dict[str, pl.DataFrame]]:
+    """The analysis and cost tables and figures, the summary's approximation section, and the
+    tables by name (for the claims)."""
     analyses = analysis_tables.load_analyses(args.analyses)
     if args.analyses and analyses.is_empty():
         raise AggregateError(f"no analysis.parquet found in {', '.join(args.analyses)}")
-    written = analysis_tables.write_analysis_tables(analyses, runs, args.bench, out / "tables",
-                                                    main_variant=args.main_variant)
+    written, frames = analysis_tables.write_analysis_tables(
+        analyses, runs, args.bench, out / "tables", main_variant=args.main_variant)
     sections: list[str] = []
     if not analyses.is_empty():
-        written.append(figures.kappa_by_level(analysis_tables.kurtosis_table(analyses),
+        written.append(figures.kappa_by_level(frames["kurtosis"],
                                               out / "figures" / "kappa_by_level.png"))
         written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
-        files, sections = write_approximation(analyses, out)
+        files, sections, frames["approximation"] = write_approximation(analyses, out)
         written += files
-    return written, sections
+    return written, sections, frames
 
 
 def _log_suite_run(args: argparse.Namespace, out: Path, runs: pl.DataFrame, gap: pl.DataFrame,

@@ -1,0 +1,89 @@
+"""The summary's reading of the paper's claims (hkt/report/claims.py): each verdict follows its
+stated rule from the tables, and a CPU budget is said to read the direction only."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from hkt import paper
+from hkt.report import claims
+
+
+def gap_row(task="listops", length=512, ours=5.0, low=2.0, high=8.0, p=0.01, paper_pp=4.77):
+    return {"task": task, "length": length, "ours_pp": ours, "ci_low_pp": low, "ci_high_pp": high,
+            "p_value": p, "significant": "yes", "paper_pp": paper_pp}
+
+
+def main_rows(profile="paper", epochs=3.33, task="listops", length=512):
+    return pl.DataFrame([{"task": task, "length": length, "model": m, "profile": profile,
+                          "epochs": epochs} for m in ("hkt", "mha")])
+
+
+@pytest.mark.parametrize("low, high, sign, verdict", [
+    (0.5, 2.0, +1, claims.SUPPORTS), (-2.0, -0.5, +1, claims.REFUTES),
+    (-0.5, 2.0, +1, claims.CANNOT_TELL), (-3.0, -1.0, -1, claims.SUPPORTS),
+    (1.0, 3.0, -1, claims.REFUTES), (None, None, +1, claims.CANNOT_TELL),
+])
+def test_a_difference_is_read_from_its_confidence_interval(low, high, sign, verdict):
+    assert claims.difference_verdict(low, high, sign) == verdict
+
+
+def test_accuracy_claim_states_the_interval_the_papers_size_and_the_budget():
+    gap = pl.DataFrame([gap_row()])
+    (row,) = claims.accuracy_claims(gap, main_rows())
+    assert row[0] == "HKT beats MHA on listops (T=512)" and row[1] == "+4.77 pp"
+    assert "95% CI [+2.00, +8.00]" in row[2] and "the paper's +4.77 pp lies inside" in row[2]
+    assert row[3] == "supports (at the paper's budget)"
+    (cpu,) = claims.accuracy_claims(pl.DataFrame([gap_row(low=-1.0, high=3.0, paper_pp=7.47)]),
+                                    main_rows("cpu", 1.42))
+    assert cpu[3].startswith("cannot tell (at a cpu budget, 1.42 epochs, not the paper's")
+    (out,) = claims.accuracy_claims(pl.DataFrame([gap_row(ours=1.0, low=0.2, high=1.8)]),
+                                    main_rows())
+    assert "lies outside our interval" in out[2] and out[3].startswith("supports")
+
+
+def test_the_hierarchy_claim_reads_the_levels1_row_and_says_it_was_derived():
+    abl = pl.DataFrame([{"model": "hkt", "levels": 1, "delta_pp": -1.17, "ci_low_pp": -2.34,
+                         "ci_high_pp": 0.01, "p_value": 0.051, "significant": "no",
+                         "setting": "HKT L=1 (derived: the MHA runs, not trained again)"}])
+    (row,) = claims.hierarchy_claim(abl)
+    assert row[1] == f"{paper.ABLATION_NO_HIERARCHY['delta_pp']:+.1f} pp"
+    assert row[3] == claims.CANNOT_TELL and "derived: the MHA runs" in row[2]
+    assert "lies outside our interval" in row[2]
+
+
+def test_kurtosis_cost_decay_and_kernel_readings():
+    kurt = pl.DataFrame({"model": ["hkt", "hkt"], "quantity": ["scores", "scores"],
+                         "task": ["listops", "imdb"], "kappa_min": [1.5, 2.0],
+                         "kappa_max": [4.0, 9.0]})
+    (k,) = claims.kurtosis_claim(kurt)
+    assert k[3] == "refutes the value; the scores are non-Gaussian (κ > 1)"
+    assert claims.kurtosis_claim(kurt.with_columns(pl.lit(40.0).alias("kappa_max")))[0][3] \
+        .startswith("supports")
+    cost = pl.DataFrame({"what": ["analytic score FLOPs (L=3, s=2)", "attention fwd+bwd time, measured"],
+                         "setting": ["Σ_l s^(-2l)", "T=512 (cpu)"], "ratio": [1.3125, 2.5],
+                         "paper": [1.3125, None]})
+    (c,) = claims.cost_claim(cost)
+    assert c[3] == "supports (as an operation count)" and "2.50× at T=512 (cpu)" in c[2]
+    approx = pl.DataFrame({"state": ["trained", "trained", "init"], "levels": [3, 3, 3],
+                           "rho_mean": [0.87, 1.13, 0.3], "rho_max": [1.03, 1.42, 0.36]})
+    (d,) = claims.decay_claim(approx)
+    assert d[3] == claims.REFUTES and "not tested" in d[2]
+    below = approx.with_columns(pl.lit(0.8).alias("rho_mean"), pl.lit(0.9).alias("rho_max"))
+    assert claims.decay_claim(below)[0][3] == claims.SUPPORTS
+    mixed = approx.with_columns(pl.lit(0.8).alias("rho_mean"), pl.lit(1.1).alias("rho_max"))
+    assert claims.decay_claim(mixed)[0][3] == claims.CANNOT_TELL
+    kernel = pl.DataFrame({"model": ["hkt"], "psd_condition_share": [0.0], "gram_rank": [181.4],
+                           "gram_rank_bound": [192.0]})
+    (g,) = claims.kernel_claim(kernel)
+    assert g[3].startswith("cannot tell (a theorem") and "0%" in g[2] and "181.4" in g[2]
+
+
+def test_the_section_is_empty_without_anything_to_read():
+    empty = pl.DataFrame()
+    assert claims.claims_section(main=empty, gap=empty, abl=empty, tables={}) == []
+    section = claims.claims_section(main=main_rows(), gap=pl.DataFrame([gap_row()]), abl=empty,
+                                    tables={})
+    assert section[0] == "## The paper's claims, read against our runs"
+    assert "| HKT beats MHA on listops (T=512) |" in "\n".join(section)
