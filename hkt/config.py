@@ -20,6 +20,9 @@ use of ``train``), ``check_types=True`` composes twice: once with only the group
 *baseline*) and once with every override, and checks that each value overridden keeps the type
 of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
 ``hkt prepare`` check every key against their schemas instead and turn it off.
+
+A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
+``variant`` to ``levels1``, the file's name, so no variant file repeats its own name.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from hkt.errors import ConfigError
 from hkt.store import experiment_name
@@ -44,6 +47,11 @@ __all__ = ["config_dir", "compose", "flatten", "describe_type"]
 # config name -> "module:function" that registers the structured configs it selects with Hydra's
 # ConfigStore (imported only when that config is composed: the model side pulls in torch)
 STRUCTURED = {"train": "hkt.models.encoder:store_structured_configs"}
+
+# config name -> {group: top-level key}: the key holds the name of the option chosen in the
+# group (the file's name is the label; the files do not repeat it), or keeps its default when
+# the group is left unset. A run's variant label is the name of its config/variant/ file.
+LABELS = {"train": {"variant": "variant"}}
 
 
 def config_dir() -> Path:
@@ -130,7 +138,15 @@ def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> D
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(version_base=None, config_dir=str(cdir)):
-            return hydra_compose(config_name=config_name, overrides=overrides)
+            cfg = hydra_compose(config_name=config_name, overrides=overrides,
+                                return_hydra_config=True)
+        choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        for group, key in LABELS.get(config_name, {}).items():
+            if choices.get(group) is not None and key in cfg:
+                cfg[key] = choices[group]
+        return cfg
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None
     except (HydraException, OmegaConfBaseException) as exc:

@@ -134,9 +134,9 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     """
     other = str(cfg.model.match_params_of)
     # the other model: the same task, profile and shared settings; its own model group and
-    # attention settings (the experiment that asked for the match is left out)
+    # attention settings (the variant that asked for the match is left out)
     keep = [o for o in overrides
-            if not o.lstrip("+~").startswith(("model=", "experiment=", "model.match_params_of",
+            if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
                                               "model.attention", "model.name"))]
     ref = compose(CONFIG_NAME, [*keep, f"model={other}"], check_types=False)
     validate(ref)
