@@ -52,9 +52,48 @@ def test_a_variant_file_labels_its_runs_by_its_name(tmp_path, monkeypatch):
     assert cfg.variant == "my_levels" and cfg.model.attention.levels == 2
 
 
-def test_an_unknown_variant_is_one_line_listing_the_variants():
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """The deprecation warnings are given once per process; each test sees its own."""
+    import hkt.config
+
+    monkeypatch.setattr(hkt.config, "_warned", set())
+
+
+@pytest.mark.parametrize("overrides, variant", [
+    (["task=listops", "model=hkt", "profile=cpu"], "levels1"),
+    (["task=imdb", "model=hkt", "profile=smoke"], "levels1"),
+    (["task=listops", "model=mha", "profile=cpu"], "main"),
+    (["task=imdb", "model=hkt", "profile=paper"], "main"),
+    (["task=listops", "model=mha", "profile=smoke"], "mha_matched"),
+])
+def test_the_old_experiment_group_composes_the_same_config_and_warns(
+        overrides, variant, capsys, fresh_warnings):
+    from omegaconf import OmegaConf
+
+    new = OmegaConf.to_container(load_config([*overrides, f"variant={variant}"]))
+    assert capsys.readouterr().err == ""
+    old = OmegaConf.to_container(load_config([*overrides, f"experiment={variant}"]))
+    assert old == new and old["variant"] == variant
+    err = capsys.readouterr().err
+    assert err == (f"hkt: warning: 'experiment={variant}' is deprecated: the config group "
+                   f"'experiment' is now 'variant' (config/variant/); use 'variant={variant}'\n")
+
+
+def test_the_old_experiment_group_on_the_command_line_warns_once(capsys, fresh_warnings):
+    assert main(["train", "--print-config", "profile=smoke", "model=mha",
+                 "experiment=mha_matched"]) == 0
+    out, err = capsys.readouterr()
+    assert "variant: mha_matched" in out and "match_params_of: hkt" in out
+    assert [line for line in err.splitlines() if "warning" in line] == [
+        "hkt: warning: 'experiment=mha_matched' is deprecated: the config group 'experiment' "
+        "is now 'variant' (config/variant/); use 'variant=mha_matched'"]
+
+
+@pytest.mark.parametrize("override", ["variant=levels9", "experiment=levels9"])
+def test_an_unknown_variant_is_one_line_listing_the_variants(override, capsys, fresh_warnings):
     with pytest.raises(ConfigError) as err:
-        load_config(["variant=levels9"])
+        load_config([override])
     message = str(err.value)
     assert "\n" not in message
     assert message == ("variant=levels9: no such option in config group 'variant' (available: "
