@@ -20,6 +20,11 @@ use of ``train``), ``check_types=True`` composes twice: once with only the group
 *baseline*) and once with every override, and checks that each value overridden keeps the type
 of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
 ``hkt prepare`` check every key against their schemas instead and turn it off.
+
+A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
+``variant`` to ``levels1``, the file's name, so no variant file repeats its own name. A renamed
+group keeps its old name as a deprecated alias (:data:`RENAMED_GROUPS`, :func:`renamed_groups`):
+``experiment=levels1`` composes what ``variant=levels1`` does, with one warning on stderr.
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from hkt.errors import ConfigError
 from hkt.store import experiment_name
@@ -39,11 +45,21 @@ from hkt.store import experiment_name
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
 OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 
-__all__ = ["config_dir", "compose", "flatten", "describe_type"]
+__all__ = ["config_dir", "compose", "renamed_groups", "flatten", "describe_type"]
 
 # config name -> "module:function" that registers the structured configs it selects with Hydra's
 # ConfigStore (imported only when that config is composed: the model side pulls in torch)
 STRUCTURED = {"train": "hkt.models.encoder:store_structured_configs"}
+
+# config name -> {group: top-level key}: the key holds the name of the option chosen in the
+# group (the file's name is the label; the files do not repeat it), or keeps its default when
+# the group is left unset. A run's variant label is the name of its config/variant/ file.
+LABELS = {"train": {"variant": "variant"}}
+
+# config name -> {old group name: new one}: overrides of a renamed group still work, with one
+# warning line on stderr (once per override and process)
+RENAMED_GROUPS = {"train": {"experiment": "variant"}}
+_warned: set[str] = set()
 
 
 def config_dir() -> Path:
@@ -66,7 +82,7 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     unparsable overrides, broken interpolations and (``check_types``) values whose type
     differs from the value they override.
     """
-    overrides = [str(o) for o in overrides]
+    overrides = renamed_groups(config_name, [str(o) for o in overrides])
     cdir = config_dir()
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
@@ -85,6 +101,27 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
             _resolve(base)
             _check_types(cfg, base, key_overrides, hint)
     return cfg
+
+
+def renamed_groups(config_name: str, overrides: Sequence[str]) -> list[str]:
+    """``overrides`` with the groups of :data:`RENAMED_GROUPS` under their new names
+    (``experiment=levels1`` -> ``variant=levels1``), warning once on stderr for each."""
+    renamed = RENAMED_GROUPS.get(config_name, {})
+    out = []
+    for o in overrides:
+        body = o.lstrip("+~")
+        key, eq, value = body.partition("=")
+        group, at, package = key.partition("@")
+        if group in renamed:
+            new = f"{o[:len(o) - len(body)]}{renamed[group]}{at}{package}{eq}{value}"
+            if o not in _warned:
+                _warned.add(o)
+                print(f"hkt: warning: '{o}' is deprecated: the config group '{group}' is now "
+                      f"'{renamed[group]}' (config/{renamed[group]}/); use '{new}'",
+                      file=sys.stderr, flush=True)
+            o = new
+        out.append(o)
+    return out
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -130,7 +167,15 @@ def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> D
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(version_base=None, config_dir=str(cdir)):
-            return hydra_compose(config_name=config_name, overrides=overrides)
+            cfg = hydra_compose(config_name=config_name, overrides=overrides,
+                                return_hydra_config=True)
+        choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        for group, key in LABELS.get(config_name, {}).items():
+            if choices.get(group) is not None and key in cfg:
+                cfg[key] = choices[group]
+        return cfg
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None
     except (HydraException, OmegaConfBaseException) as exc:

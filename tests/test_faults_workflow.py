@@ -142,7 +142,7 @@ def trained(tmp_path_factory):
     for model in ("mha", "hkt", "conv"):
         runs[model] = tmp / "runs" / model
         assert main(["train", "--data", str(data), "--out", str(runs[model]), "task=listops",
-                     f"model={model}", "profile=smoke", "experiment=main",
+                     f"model={model}", "profile=smoke", "variant=main",
                      "tracking.enabled=false", "--no-progress"]) == 0
     for model in ("mha", "hkt"):
         analyses[model] = tmp / "analysis" / model

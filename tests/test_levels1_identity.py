@@ -32,8 +32,8 @@ def test_levels1_is_mha_bit_for_bit(profile, tmp_path):
     budget = ["train.max_steps=24", "train.eval_every=8", "train.checkpoint_every=8",
               "train.log_every=4", "optim.warmup_steps=4", "train.num_threads=1"]
     runs = {}
-    for name, model in (("mha", ["model=mha", "experiment=main"]),
-                        ("levels1", ["model=hkt", "experiment=levels1"])):
+    for name, model in (("mha", ["model=mha", "variant=main"]),
+                        ("levels1", ["model=hkt", "variant=levels1"])):
         runs[name] = tmp_path / name
         assert main(["train", "--data", str(data), "--out", str(runs[name]), "task=listops",
                      f"profile={profile}", *model, *budget, "seed=1", "tracking.enabled=false",
@@ -57,8 +57,8 @@ def test_levels1_is_mha_bit_for_bit(profile, tmp_path):
 
 def test_levels1_is_mha_bit_for_bit_for_the_smoke_model(tmp_path):
     data = write_prepared_data(tmp_path / "data", "listops")
-    for name, model in (("mha", ["model=mha", "experiment=main"]),
-                        ("levels1", ["model=hkt", "experiment=levels1"])):
+    for name, model in (("mha", ["model=mha", "variant=main"]),
+                        ("levels1", ["model=hkt", "variant=levels1"])):
         assert main(["train", "--data", str(data), "--out", str(tmp_path / name), "task=listops",
                      "profile=smoke", *model, "tracking.enabled=false", "--no-progress"]) == 0
     assert history(tmp_path / "levels1") == history(tmp_path / "mha")

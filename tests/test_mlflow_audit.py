@@ -77,7 +77,7 @@ def test_a_baseline_logs_its_data(tmp_path, store):
 
 def test_the_suite_is_one_mlflow_run_linked_to_its_runs(tmp_path, store, capsys):
     data = write_prepared_data(tmp_path / "data", "listops")
-    runs = [train(data, tmp_path / "runs" / m, f"model={m}", "experiment=main",
+    runs = [train(data, tmp_path / "runs" / m, f"model={m}", "variant=main",
                   "tracking.suite=smoke", "tracking.log_model=false") for m in ("mha", "hkt")]
     out = tmp_path / "results"
     args = ["aggregate", str(tmp_path / "runs"), "--out", str(out), "--suite-run",

@@ -146,7 +146,7 @@ def test_a_derived_levels1_row_is_the_mha_runs_and_says_so(tmp_path, capsys):
     assert "derived from the mha main runs on listops, but there are none" in capsys.readouterr().err
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "o3"),
                      "--derived", "levels9=mha"]) == 2
-    assert "--derived levels9=mha: expected EXPERIMENT=MODEL" in capsys.readouterr().err
+    assert "--derived levels9=mha: expected VARIANT=MODEL" in capsys.readouterr().err
 
 
 def test_runs_csv_gives_each_run_a_wilson_interval(tmp_path):

@@ -45,7 +45,7 @@ def train_run(data: Path, out: Path, uri: str, results: Path, *overrides: str) -
     from hkt.train.config import load_config
     from hkt.train.loop import train
 
-    train(load_config(["profile=smoke", "task=listops", "experiment=main", "tracking.suite=smoke",
+    train(load_config(["profile=smoke", "task=listops", "variant=main", "tracking.suite=smoke",
                        f"tracking.uri={uri}", f"tracking.results_dir={results}", *overrides]),
           data, out, stream=io.StringIO(), progress=False)
 

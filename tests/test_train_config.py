@@ -31,10 +31,73 @@ def test_every_model_option_validates(model):
     assert load_config([f"model={model}", "profile=smoke"]).model.name == model
 
 
-@pytest.mark.parametrize("experiment", groups("experiment"))
-def test_every_experiment_composes(experiment):
-    cfg = load_config([f"experiment={experiment}", "profile=smoke"])
-    assert cfg.variant != "default"
+@pytest.mark.parametrize("variant", groups("variant"))
+def test_every_variant_composes_labelled_with_its_file_name(variant):
+    cfg = load_config([f"variant={variant}", "profile=smoke"])
+    assert cfg.variant == variant
+    assert cfg.tracking.run_name == f"listops-{cfg.model.name}-{variant}-s0"
+
+
+def test_a_variant_file_labels_its_runs_by_its_name(tmp_path, monkeypatch):
+    """A new variant file needs no label of its own: its name is the runs' variant."""
+    import shutil
+
+    cdir = tmp_path / "config"
+    shutil.copytree(config_dir(), cdir)
+    (cdir / "variant" / "my_levels.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: hkt\n"
+        "model:\n  attention:\n    levels: 2\n")
+    monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
+    cfg = load_config(["variant=my_levels", "profile=smoke"])
+    assert cfg.variant == "my_levels" and cfg.model.attention.levels == 2
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """The deprecation warnings are given once per process; each test sees its own."""
+    import hkt.config
+
+    monkeypatch.setattr(hkt.config, "_warned", set())
+
+
+@pytest.mark.parametrize("overrides, variant", [
+    (["task=listops", "model=hkt", "profile=cpu"], "levels1"),
+    (["task=imdb", "model=hkt", "profile=smoke"], "levels1"),
+    (["task=listops", "model=mha", "profile=cpu"], "main"),
+    (["task=imdb", "model=hkt", "profile=paper"], "main"),
+    (["task=listops", "model=mha", "profile=smoke"], "mha_matched"),
+])
+def test_the_old_experiment_group_composes_the_same_config_and_warns(
+        overrides, variant, capsys, fresh_warnings):
+    from omegaconf import OmegaConf
+
+    new = OmegaConf.to_container(load_config([*overrides, f"variant={variant}"]))
+    assert capsys.readouterr().err == ""
+    old = OmegaConf.to_container(load_config([*overrides, f"experiment={variant}"]))
+    assert old == new and old["variant"] == variant
+    err = capsys.readouterr().err
+    assert err == (f"hkt: warning: 'experiment={variant}' is deprecated: the config group "
+                   f"'experiment' is now 'variant' (config/variant/); use 'variant={variant}'\n")
+
+
+def test_the_old_experiment_group_on_the_command_line_warns_once(capsys, fresh_warnings):
+    assert main(["train", "--print-config", "profile=smoke", "model=mha",
+                 "experiment=mha_matched"]) == 0
+    out, err = capsys.readouterr()
+    assert "variant: mha_matched" in out and "match_params_of: hkt" in out
+    assert [line for line in err.splitlines() if "warning" in line] == [
+        "hkt: warning: 'experiment=mha_matched' is deprecated: the config group 'experiment' "
+        "is now 'variant' (config/variant/); use 'variant=mha_matched'"]
+
+
+@pytest.mark.parametrize("override", ["variant=levels9", "experiment=levels9"])
+def test_an_unknown_variant_is_one_line_listing_the_variants(override, capsys, fresh_warnings):
+    with pytest.raises(ConfigError) as err:
+        load_config([override])
+    message = str(err.value)
+    assert "\n" not in message
+    assert message == ("variant=levels9: no such option in config group 'variant' (available: "
+                       f"{', '.join(groups('variant'))})")
 
 
 def test_paper_profile_sizes_are_per_task():
@@ -50,7 +113,7 @@ def test_paper_profile_sizes_are_per_task():
 
 
 def test_ablation_sets_levels_and_variant():
-    cfg = load_config(["experiment=levels1"])
+    cfg = load_config(["variant=levels1"])
     assert cfg.model.name == "hkt"
     assert cfg.model.attention.levels == 1 and cfg.variant == "levels1"
 
@@ -126,7 +189,7 @@ def test_cli_print_config(capsys):
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_matched_mha_has_hkt_parameter_count(profile):
-    """experiment=mha_matched widens MHA's d_ffn until it has HKT's parameter count."""
+    """variant=mha_matched widens MHA's d_ffn until it has HKT's parameter count."""
     from hkt.models import build_model
 
     def count(cfg):
@@ -134,7 +197,7 @@ def test_matched_mha_has_hkt_parameter_count(profile):
         return sum(p.numel() for p in model.parameters())
 
     base = [f"profile={profile}", "task=listops"]
-    matched = load_config([*base, "model=mha", "experiment=mha_matched"])
+    matched = load_config([*base, "model=mha", "variant=mha_matched"])
     plain, hkt = load_config([*base, "model=mha"]), load_config([*base, "model=hkt"])
     assert matched.variant == "mha_matched" and matched.model.match_params_of == "hkt"
     assert matched.model.d_ffn > plain.model.d_ffn

@@ -192,7 +192,7 @@ def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     ({"profile": "fast"}, "profile 'fast'"),
     ({"main": {"tasks": ["listops"], "models": ["transformer"]}}, "config/model/transformer.yaml"),
     ({"main": {"tasks": ["pathfinder"], "models": ["hkt"]}}, "task 'pathfinder'"),
-    ({"ablation": {"include": ["levels9"]}}, "names experiment 'levels9'"),
+    ({"ablation": {"include": ["levels9"]}}, "names variant 'levels9'"),
     ({"external": {"ngram": {"seeds": [-1]}}}, "seeds"),
     ({"train_overrides": ["model.d_model = 8"]}, "train_overrides"),
 ])
@@ -225,7 +225,7 @@ def test_a_bad_training_override_stops_before_any_job(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert "config key 'optim.lr' = 'abc': must be a number" in out, out[-3000:]
-    assert ("hkt train task=listops model=mha profile=smoke experiment=main tracking.suite=smoke "
+    assert ("hkt train task=listops model=mha profile=smoke variant=main tracking.suite=smoke "
             "optim.lr=abc") in out
     assert "Job stats" not in out and "rule prepare" not in out
     assert not (tmp_path / "results").exists()

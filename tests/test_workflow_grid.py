@@ -51,7 +51,7 @@ def test_a_derived_ablation_is_not_trained_and_reaches_the_aggregate():
 
 
 @pytest.mark.parametrize("derived, message", [
-    ({"levels9": "mha"}, "ablation.derived names experiment 'levels9'"),
+    ({"levels9": "mha"}, "ablation.derived names variant 'levels9'"),
     ({"levels1": "transformer"}, "ablation.derived.levels1 names model 'transformer'"),
     ({"levels2": "mha"}, "'levels2' is also in ablation.include"),
 ])
@@ -60,18 +60,18 @@ def test_a_bad_derived_ablation_is_named(derived, message):
         grid(ablation={"include": ["levels2"], "derived": derived})
 
 
-def test_ablation_model_comes_from_the_experiment_file():
+def test_ablation_model_comes_from_the_variant_file():
     g = grid()
     for name in CONFIG["ablation"]["include"]:
-        text = (CONFIG_DIR / "experiment" / f"{name}.yaml").read_text()
-        assert f"override /model: {g.experiment_model(name)}" in text
-    assert g.experiment_model(MAIN) is None
+        text = (CONFIG_DIR / "variant" / f"{name}.yaml").read_text()
+        assert f"override /model: {g.variant_model(name)}" in text
+    assert g.variant_model(MAIN) is None
 
 
 def test_train_overrides_are_the_hkt_train_command():
     g = grid(train_overrides=["train.device=cuda"], suite="paper")
     assert g.train_overrides(Job("imdb_lra", "hkt", "levels2", 1)) == [
-        "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "experiment=levels2",
+        "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "variant=levels2",
         "tracking.suite=paper", "train.device=cuda"]
     assert g.suite_args() == ["--suite", "paper"]  # the external baselines' tracking.suite
     assert grid(suite="auto").suite_args() == []
@@ -151,20 +151,11 @@ def test_a_node_key_that_does_not_exist_is_named():
         check_config(cfg, SCHEMA)
 
 
-def test_every_ablation_experiment_names_its_variant(tmp_path):
-    cdir = tmp_path / "config"
-    subprocess.run(["cp", "-r", str(CONFIG_DIR), str(cdir)], check=True)
-    (cdir / "experiment" / "levels2.yaml").write_text(
-        "# @package _global_\ndefaults:\n  - override /model: hkt\nvariant: two_levels\n")
-    with pytest.raises(GridError, match="variant: two_levels.*must set variant: levels2"):
-        Grid(CONFIG, cdir)
-
-
 @pytest.mark.parametrize("changes, message", [
     ({"profile": "fast"}, "profile 'fast' has no config/profile/fast.yaml"),
     ({"main": {"models": ["transformer"]}}, "main.models names model 'transformer'"),
     ({"main": {"tasks": ["pathfinder"]}}, "main.tasks names task 'pathfinder'"),
-    ({"ablation": {"include": ["levels9"]}}, "ablation.include names experiment 'levels9'.*levels1"),
+    ({"ablation": {"include": ["levels9"]}}, "ablation.include names variant 'levels9'.*levels1"),
     ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
 ])
 def test_bad_names_are_named(changes, message):
@@ -217,7 +208,7 @@ def test_a_bad_override_names_the_job_and_the_key():
 
     g = grid(train_overrides=["optim.lr=abc"])
     with pytest.raises(ConfigError, match=r"hkt train task=listops model=mha profile=paper "
-                                          r"experiment=main optim.lr=abc: config key 'optim.lr'"):
+                                          r"variant=main optim.lr=abc: config key 'optim.lr'"):
         train_config_digests(g.train_overrides(j) for j in g.train_jobs())
 
 

@@ -5,5 +5,5 @@
   more (``python -m hkt.baselines.ngram``).
 
 The convolution baseline is an attention-slot module instead: ``hkt/attention/conv.py``. The
-size-matched MHA is an experiment (``experiment=mha_matched``, ``model.match_params_of``).
+size-matched MHA is a variant (``variant=mha_matched``, ``model.match_params_of``).
 """

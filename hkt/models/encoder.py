@@ -49,7 +49,7 @@ class EncoderConfig:
             of its fields is converted; null/absent means its defaults).
         match_params_of: another attention's name, or null. Not a model setting: ``hkt train``
             widens ``d_ffn`` until this model has as many parameters as that attention's model
-            of the same sizes (the size-matched baseline, ``experiment=mha_matched``).
+            of the same sizes (the size-matched baseline, ``variant=mha_matched``).
     """
 
     name: str = "hkt"

@@ -158,7 +158,7 @@ def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:
 
 def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     """``--derived NAME=MODEL`` words as ``{NAME: (MODEL, levels)}``, the levels read from the
-    experiment file (``model.attention.levels`` of config/experiment/NAME.yaml)."""
+    variant file (``model.attention.levels`` of config/variant/NAME.yaml)."""
     from omegaconf import OmegaConf
 
     from hkt.config import config_dir
@@ -166,10 +166,10 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     spec: dict[str, tuple[str, int | None]] = {}
     for pair in pairs or []:
         name, sep, model = pair.partition("=")
-        path = config_dir() / "experiment" / f"{name}.yaml"
+        path = config_dir() / "variant" / f"{name}.yaml"
         if not sep or not model or not path.is_file():
-            raise AggregateError(f"--derived {pair}: expected EXPERIMENT=MODEL with an experiment "
-                                 f"file config/experiment/EXPERIMENT.yaml (e.g. levels1=mha)")
+            raise AggregateError(f"--derived {pair}: expected VARIANT=MODEL with a variant "
+                                 f"file config/variant/VARIANT.yaml (e.g. levels1=mha)")
         levels = OmegaConf.select(OmegaConf.load(path), "model.attention.levels")
         spec[name] = (model, None if levels is None else int(levels))
     return spec

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="task of the ablation table and the levels figure (default: listops)")
     parser.add_argument("--ablation-length", type=int, default=None, metavar="T",
                         help="sequence length of the ablation task (default: the most common)")
-    parser.add_argument("--derived", action="append", default=[], metavar="EXPERIMENT=MODEL",
+    parser.add_argument("--derived", action="append", default=[], metavar="VARIANT=MODEL",
                         help="an ablation row taken from MODEL's main runs instead of trained ones "
                              "(levels1=mha: HKT with L = 1 is MHA); repeatable")
     parser.add_argument("--check-mlflow", action="store_true",

@@ -1,7 +1,7 @@
 """``hkt train --data DATA_DIR --out RUN_DIR [OVERRIDES…]``: one training run.
 
 Overrides are Hydra's: ``model=mha task=imdb profile=smoke seed=1 optim.lr=3e-4
-model.attention.levels=2`` or ``model=hkt experiment=levels1``. The resolved config is printed
+model.attention.levels=2`` or ``model=hkt variant=levels1``. The resolved config is printed
 first; a bad override stops before any work with one message naming the key. Re-running the
 same command resumes an interrupted run from its last checkpoint, or only reports a finished one.
 """
@@ -25,7 +25,7 @@ def _groups_epilog() -> str:
     except Exception:  # noqa: BLE001 - help must never fail
         return ""
     lines = ["config groups (choose with GROUP=OPTION):"]
-    for group in ("task", "model", "optim", "profile", "experiment"):
+    for group in ("task", "model", "optim", "profile", "variant"):
         opts = sorted(p.stem for p in (cdir / group).glob("*.yaml"))
         lines.append(f"  {group:<11} {', '.join(opts) or '-'}")
     lines.append(f"config directory: {cdir} (override with $HKT_CONFIG_DIR)")

@@ -32,7 +32,7 @@ from hkt.checks import (
     spec,
     text,
 )
-from hkt.config import compose
+from hkt.config import compose, renamed_groups
 from hkt.errors import ConfigError, ConfigValueError
 
 __all__ = ["CONFIG_NAME", "SCHEMA", "load_config", "validate", "match_params", "strip_for_compare"]
@@ -134,9 +134,9 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     """
     other = str(cfg.model.match_params_of)
     # the other model: the same task, profile and shared settings; its own model group and
-    # attention settings (the experiment that asked for the match is left out)
-    keep = [o for o in overrides
-            if not o.lstrip("+~").startswith(("model=", "experiment=", "model.match_params_of",
+    # attention settings (the variant that asked for the match is left out)
+    keep = [o for o in renamed_groups(CONFIG_NAME, overrides)
+            if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
                                               "model.attention", "model.name"))]
     ref = compose(CONFIG_NAME, [*keep, f"model={other}"], check_types=False)
     validate(ref)

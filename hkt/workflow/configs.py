@@ -1,7 +1,7 @@
 """Compose and validate the workflow's training configs before any job runs, and digest them.
 
 The workflow calls :func:`train_config_digests` once when it starts, over the overrides of every
-training job of the DAG: a bad ``train_overrides`` entry, a broken experiment file or an impossible
+training job of the DAG: a bad ``train_overrides`` entry, a broken variant file or an impossible
 model setting stops it with one ``hkt: error:``-style message before the first data is prepared.
 Each digest is a training job's rerun trigger (a Snakemake param): it changes exactly when the
 composed config changes, whichever file the change was in, without the workflow knowing which

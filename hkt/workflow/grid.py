@@ -6,11 +6,11 @@ command words and resources come from here, so the grid is tested without Snakem
 (``tests/test_workflow_grid.py``). Pure Python and YAML, no torch and no Hydra, so that a dry run
 stays fast; composing the training configs is :mod:`hkt.workflow.configs`.
 
-An ablation is an experiment file, ``config/experiment/NAME.yaml``: the workflow's
-``ablation.include`` lists experiment names, and each job trains
-``hkt train … model=M experiment=NAME``, with M the model the file selects
-(``override /model: M``). ``hkt train experiment=NAME`` and the workflow therefore train the same
-thing.
+An ablation is a variant file, ``config/variant/NAME.yaml``: the workflow's
+``ablation.include`` lists variant names, and each job trains
+``hkt train … model=M variant=NAME``, with M the model the file selects
+(``override /model: M``). ``hkt train variant=NAME`` and the workflow therefore train the same
+thing, and the run's variant label is the file's name.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from hkt.workflow.suites import AUTO
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "RULE_ORDER",
            "suite_plan_file"]
 
-MAIN = "main"  # the experiment (and variant label) of the main-table runs
+MAIN = "main"  # the variant (config/variant/main.yaml, and label) of the main-table runs
 # Where each kind of file goes, relative to results_dir: the one statement of the layout.
 LAYOUT = {
     "data": "data/{task}",
@@ -58,7 +58,7 @@ class GridError(ConfigError):
 
 @dataclass(frozen=True)
 class Job:
-    """One run: a (task, model, variant, seed) cell of the grid; variant = experiment name."""
+    """One run: a (task, model, variant, seed) cell of the grid; variant = variant file's name."""
 
     task: str
     model: str
@@ -95,7 +95,7 @@ class Grid:
     ``config`` is the merged workflow config (``config/config.yaml`` + ``--configfile`` +
     ``--config``), already checked by :func:`check_config`; ``config_dir`` the Hydra config
     directory its names refer to. The constructor checks every name (task, model, profile,
-    experiment) and raises :class:`GridError` naming the key.
+    variant) and raises :class:`GridError` naming the key.
     """
 
     def __init__(self, config: Mapping[str, Any], config_dir: str | Path, *,
@@ -150,9 +150,9 @@ class Grid:
         """The task family (as in run records) and sequence length, from its Hydra task file."""
         return _task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
 
-    def experiment_model(self, name: str) -> str | None:
-        """The model an experiment file selects (``override /model: M``), or None (the caller's)."""
-        return _experiment(self.config_dir / "experiment" / f"{name}.yaml")[0]
+    def variant_model(self, name: str) -> str | None:
+        """The model a variant file selects (``override /model: M``), or None (the caller's)."""
+        return _variant_model(self.config_dir / "variant" / f"{name}.yaml")
 
     @property
     def ablation_task(self) -> str:
@@ -165,7 +165,7 @@ class Grid:
     @property
     def derived(self) -> dict[str, str]:
         """Ablations whose row the aggregate step derives from a model's main runs instead of
-        training them (``ablation.derived``: experiment -> model, e.g. levels1: mha)."""
+        training them (``ablation.derived``: variant -> model, e.g. levels1: mha)."""
         return {str(k): str(v) for k, v in (self._ablation.get("derived") or {}).items()}
 
     def _fail(self, msg: str) -> None:
@@ -185,20 +185,17 @@ class Grid:
             self._fail(f"{where} names model '{model}', which has no config/model/{model}.yaml "
                        f"(models: {', '.join(self.models)}); add one (README: 'Adding a baseline')")
 
-    def _check_experiment(self, name: str, where: str) -> None:
-        path = self.config_dir / "experiment" / f"{name}.yaml"
+    def _check_variant(self, name: str, where: str) -> None:
+        path = self.config_dir / "variant" / f"{name}.yaml"
         if not path.is_file():
-            self._fail(f"{where} names experiment '{name}', which has no config/experiment/"
-                       f"{name}.yaml (experiments: {', '.join(self._options('experiment'))})")
-        model, variant = _experiment(path)
-        if variant != name:
-            self._fail(f"config/experiment/{name}.yaml sets variant: {variant}; the workflow files "
-                       f"its runs under the experiment's name, so it must set variant: {name}")
+            self._fail(f"{where} names variant '{name}', which has no config/variant/"
+                       f"{name}.yaml (variants: {', '.join(self._options('variant'))})")
         if name != MAIN:
+            model = _variant_model(path)
             if model is None:
-                self._fail(f"{where}: config/experiment/{name}.yaml selects no model "
+                self._fail(f"{where}: config/variant/{name}.yaml selects no model "
                            "(add `defaults: [{override /model: M}]`)")
-            self._check_model(model, f"config/experiment/{name}.yaml")
+            self._check_model(model, f"config/variant/{name}.yaml")
 
     def _check(self) -> None:
         for name, where in ((self.profile, "profile"), *(
@@ -224,13 +221,13 @@ class Grid:
         if self._analyze.get("enabled"):
             for m in self.analyze_models:
                 self._check_model(m, "analyze.models")
-        self._check_experiment(MAIN, "the main table")
+        self._check_variant(MAIN, "the main table")
         if self.ablation_enabled:
             self._check_task(self.ablation_task, "ablation.task")
             for name in self._ablation.get("include", []):
-                self._check_experiment(name, "ablation.include")
+                self._check_variant(name, "ablation.include")
             for name, model in self.derived.items():
-                self._check_experiment(name, "ablation.derived")
+                self._check_variant(name, "ablation.derived")
                 self._check_model(model, f"ablation.derived.{name}")
                 if name in self._ablation.get("include", []):
                     self._fail(f"ablation.derived.{name}: '{name}' is also in ablation.include; "
@@ -251,8 +248,8 @@ class Grid:
             for s in self._ablation.get("seeds") or self.seeds:
                 jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the references
                 jobs += [Job(t, m, MAIN, s) for m in self.derived.values()]  # what rows derive from
-                jobs += [Job(t, self.experiment_model(e) or "", e, s)
-                         for e in self._ablation.get("include", [])]
+                jobs += [Job(t, self.variant_model(v) or "", v, s)
+                         for v in self._ablation.get("include", [])]
         return list(dict.fromkeys(jobs))
 
     def external_jobs(self) -> list[Job]:
@@ -314,7 +311,7 @@ class Grid:
         suite = [f"tracking.suite={self.suite}"] if self.suite else []
         return [f"task={self.task_config(job.task)}", f"model={job.model}",
                 f"profile={self.task_profile(job.task)}", f"seed={job.seed}",
-                f"experiment={job.variant}",
+                f"variant={job.variant}",
                 *suite, *self.config.get("train_overrides", [])]
 
     def suite_args(self) -> list[str]:
@@ -386,8 +383,8 @@ def _task_info(path: Path, task: str) -> tuple[str, int]:
 
 
 @lru_cache(maxsize=None)
-def _experiment(path: Path) -> tuple[str | None, str | None]:
-    """(model selected by ``override /model: M`` or None, the ``variant`` label) of a file."""
+def _variant_model(path: Path) -> str | None:
+    """The model a variant file selects by ``override /model: M``, or None."""
     cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     model = None
     for entry in cfg.get("defaults") or []:
@@ -395,4 +392,4 @@ def _experiment(path: Path) -> tuple[str | None, str | None]:
             for key, value in entry.items():
                 if key.replace(" ", "") in ("override/model", "/model"):
                     model = str(value)
-    return model, cfg.get("variant")
+    return model

@@ -1,4 +1,4 @@
-# train: one (task, model, variant, seed) run; variant = the experiment (config/experiment/).
+# train: one (task, model, variant, seed) run; variant = the variant file (config/variant/NAME.yaml).
 #
 # Rerun trigger: the digest of the job's composed config (a param), so editing
 # config/model/hkt.yaml re-runs the HKT jobs only. A run directory left by an interrupted job with
