@@ -12,7 +12,7 @@ job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can
 (the cores, or GPUs, over the rule's resources), and rules are added one after the other: the
 workflow overlaps them somewhat, so the estimate leans long.
 
-Calibrations are cached per (device, torch version, shape) in
+Calibrations (:mod:`hkt.calibration`) are cached per (device, torch version, shape) in
 ``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
 reuse them.
 """
@@ -20,7 +20,6 @@ reuse them.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import shlex
@@ -31,19 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hkt.calibration import Shape, cached_timer, calibration_file, shape_of
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 
-__all__ = ["Shape", "JobEstimate", "Plan", "shape_of", "estimate", "load_plan", "cached_timer",
-           "calibration_file", "calibrated_plan", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What a training step's time depends on: the composed model, the task's T, the batch."""
-
-    key: str          # digest of the model config, T and batch
-    label: str        # e.g. listops/hkt/levels1 (the first job that has it)
-    batch_size: int   # the job's batch
+__all__ = ["JobEstimate", "Plan", "estimate", "load_plan", "calibrated_plan", "format_plan",
+           "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
+           "workflow_plan", "make_plan", "add_arguments", "run"]
 
 
 @dataclass
@@ -98,16 +90,6 @@ class Plan:
         slots are ``cores`` over its ``threads`` (a CPU machine; GPUs are not rescaled)."""
         slots = {r: max(1, cores // max(1, int(threads.get(r, 1)))) for r in self.slots}
         return Plan(self.suite, self.profile, f"{cores} cores", self.jobs, slots, self.calibrated)
-
-
-def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
-    """The :class:`Shape` of a composed training config timed at ``batch_size``."""
-    from omegaconf import OmegaConf
-
-    model = OmegaConf.to_container(cfg.model, resolve=True)
-    text = json.dumps({"model": model, "T": int(cfg.task.max_length), "batch": batch_size,
-                       "classes": int(cfg.task.num_classes)}, sort_keys=True, default=str)
-    return Shape(hashlib.sha256(text.encode()).hexdigest()[:16], label, int(cfg.train.batch_size))
 
 
 def _split_batches(cfg: Any, split: str, limit: Any) -> int:
@@ -197,73 +179,6 @@ def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
            "jobs": [vars(j) for j in plan.jobs]}
     atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
     return Path(path)
-
-
-# --------------------------------------------------------------------------------- measuring
-def calibration_file(results_dir: str | Path) -> Path:
-    return Path(results_dir) / "plan" / "calibration.json"
-
-
-def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh: bool = False,
-                 on_measure: Callable[[str, float], None] | None = None
-                 ) -> tuple[Callable[[Any, Shape], float], dict[str, Any]]:
-    """A ``step_seconds`` function for :func:`estimate` that times a shape once on ``device``
-    with ``threads`` CPU threads (cached in ``cache`` per device, torch version and shape), and
-    its statistics: ``cached`` (shapes read from the cache) and ``untimed`` (shapes met after
-    ``settings.budget_s`` of timing, given the time per example of the first timed shape with
-    the same T, model and size: an ablation of HKT as HKT's main shape)."""
-    import torch
-
-    from hkt.device import describe_device
-    from hkt.timing import measure_training_step
-
-    if device.type == "cpu":
-        torch.set_num_threads(threads)
-    where = f"{describe_device(device)}|torch {torch.__version__}"
-    store: dict[str, Any] = {}
-    if cache.is_file() and not fresh:
-        try:
-            store = json.loads(cache.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            store = {}
-    stats: dict[str, Any] = {"cached": 0, "untimed": [], "spent_s": 0.0}
-    kind = device.type if device.type in ("cpu", "cuda") else "cpu"
-    per_example: dict[tuple, float] = {}  # (T, model, width, depth, heads) -> seconds per example
-
-    def step_seconds(cfg: Any, shape: Shape) -> float:
-        cap = settings.max_tokens.get(kind)
-        t = int(cfg.task.max_length)
-        n = min(t, int((settings.get("mean_length") or {}).get(str(cfg.task.id)) or t))
-        batch = shape.batch_size if cap is None else max(1, min(shape.batch_size, int(cap) // n))
-        key = f"{where}|length {n}|{shape_of(cfg, batch, shape.label).key}"
-        similar = (t, *(str(cfg.model.get(k)) for k in ("name", "d_model", "n_layers", "n_heads")))
-        if key in store:
-            stats["cached"] += 1
-            entry = store[key]
-        elif stats["spent_s"] > float(settings.budget_s[kind]) and similar in per_example:
-            stats["untimed"].append(shape.label)
-            return per_example[similar] * shape.batch_size
-        else:
-            start = time.perf_counter()
-            m = measure_training_step(cfg, device, steps=int(settings.steps[kind]),
-                                      warmup=int(settings.warmup[kind]), batch_size=batch,
-                                      vocab_size=int(settings.vocab_size), seed=int(settings.seed),
-                                      peak=False, length=n)
-            stats["spent_s"] += time.perf_counter() - start
-            entry = {"ms_per_step": m.ms_per_step, "batch": batch, "length": n, "shape": shape.label,
-                     "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            store[key] = entry
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(json.dumps(store, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(cache)
-            if on_measure:
-                on_measure(shape.label, m.ms_per_step)
-        seconds = entry["ms_per_step"] / 1000 / entry["batch"]
-        per_example.setdefault(similar, seconds)
-        return seconds * shape.batch_size
-
-    return step_seconds, stats
 
 
 # --------------------------------------------------------------------------------- the suite

@@ -70,6 +70,40 @@ def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
     assert plan.wall_seconds == pytest.approx(67.5 + 100 + 10 + 30 + 7 + 5)
 
 
+def test_longest_jobs_first_and_the_estimate_on_more_cores():
+    grid = Grid(merge(CONFIG, SUITE), CONFIG_DIR, cpus=4)
+    configs = {j: fake_config(j) for j in grid.train_jobs()}
+    plan = estimate(grid, configs, lambda cfg, shape: 2.0 if cfg.model.name == "hkt" else 1.0,
+                    other_seconds=OTHER, eval_cost=0.5)
+    hkt, mha = (next(j for j in grid.train_jobs() if j.model == m) for m in ("hkt", "mha"))
+    # the workflow's priority: the job's estimated seconds, so HKT (27 s) starts before MHA (13.5)
+    assert plan.priority(grid.record(hkt)) == 27 > plan.priority(grid.record(mha)) == 14
+    assert plan.priority("not/a/training/job.json") == 0
+    threads = {r: int(grid.resources(r)["threads"]) for r in plan.slots}
+    eight = plan.on_cores(8, threads)
+    assert eight.slots["train"] == 4 and eight.slots["bench"] == 2 and eight.jobs == plan.jobs
+    assert eight.rule_wall("train") == pytest.approx(max((2 * 13.5 + 4 * 27.0) / 4, 27.0))
+    assert eight.wall_seconds < plan.wall_seconds
+
+
+def test_a_step_is_timed_at_the_given_length(tmp_path):
+    """The calibration times real-length batches (the task's mean, not T): the step's batch is
+    that long, and never longer than T."""
+    import torch
+
+    from hkt.config import compose
+    from hkt.timing import measure_training_step
+
+    cfg = compose("train", ["task=listops", "model=mha", "profile=smoke", "seed=0"])
+    full = measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,
+                                 vocab_size=16, peak=False)
+    short = measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,
+                                  vocab_size=16, peak=False, length=100)
+    assert (full.seq_len, short.seq_len) == (int(cfg.task.max_length), 100)
+    assert measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,
+                                 vocab_size=16, peak=False, length=10_000).seq_len == full.seq_len
+
+
 def test_gpus_limit_the_training_slots():
     suite = merge(SUITE, {"resources": {"train": {"threads": 1, "gpu": 1}},
                           "node": {"gpus": 2}})  # a node with GPUs, whatever this machine has
