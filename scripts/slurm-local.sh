@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node SLURM cluster on this machine, to try workflow/profiles/slurm-local without a
+# A one-node SLURM cluster on this machine, to try workflow/executors/slurm-local without a
 # cluster and to run the cluster tests (tests/test_slurm_e2e.py). Debian/Ubuntu, as root.
 #
 #   scripts/slurm-local.sh install   # apt-get install slurm-wlm munge (Debian 12: Slurm 22.05)
@@ -106,7 +106,7 @@ up() {
         rm -f "$ETC_CONF"  # a link left by a cluster whose directory is gone
     fi
     if [[ -e $ETC_CONF && ! -L $ETC_CONF ]]; then
-        die "$ETC_CONF exists and is not ours: this machine has a Slurm configuration; use its cluster (workflow/profiles/slurm) or move the file away"
+        die "$ETC_CONF exists and is not ours: this machine has a Slurm configuration; use its cluster (workflow/executors/slurm) or move the file away"
     fi
     if [[ -L $ETC_CONF && $(readlink "$ETC_CONF") != "$DIR/slurm.conf" ]]; then
         die "$ETC_CONF links to $(readlink "$ETC_CONF"), another one-node cluster: stop it first (HKT_SLURM_DIR=$(dirname "$(readlink "$ETC_CONF")") scripts/slurm-local.sh down)"
@@ -141,7 +141,7 @@ up() {
     done
     [[ $state == idle ]] || up_failed "the node is '${state:-unreachable}', not idle, after 30 s: see $DIR/log/"
     echo "slurm-local: up in $DIR (partition $PARTITION: $(sinfo -h -o '%c CPUs, %m MB'))"
-    echo "  run the workflow on it: snakemake --profile workflow/profiles/slurm-local [...]"
+    echo "  run the workflow on it: snakemake --profile workflow/executors/slurm-local [...]"
     echo "  stop it:                scripts/slurm-local.sh down"
 }
 

@@ -1,5 +1,5 @@
 """The workflow on a real one-node SLURM cluster (scripts/slurm-local.sh) with every run on a real
-MLflow tracking server (`mlflow server` on 127.0.0.1), through workflow/profiles/slurm-local.
+MLflow tracking server (`mlflow server` on 127.0.0.1), through workflow/executors/slurm-local.
 
 - The smoke workflow (ListOps: MHA, HKT, the baselines, HKT's analysis): every job that is not a
   local rule ran as a SLURM job; every run, its metrics and its artifacts are on the server,
@@ -36,7 +36,7 @@ from test_workflow_e2e import CONFIG as E2E_CONFIG
 pytestmark = pytest.mark.slow
 
 CLUSTER = ROOT / "scripts" / "slurm-local.sh"
-PROFILE = ROOT / "workflow" / "profiles" / "slurm-local"
+PROFILE = ROOT / "workflow" / "executors" / "slurm-local"
 LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localrules`
 
 # The small smoke workflow of test_workflow_e2e (ListOps: MHA, HKT, the two shipped baselines),
