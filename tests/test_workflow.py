@@ -138,7 +138,7 @@ def rule_names() -> set[str]:
 @pytest.mark.parametrize("name", ["slurm", "slurm-local"])
 def test_slurm_profile_names_real_rules_and_no_resource_amounts(name):
     """Resources are set once, in config.yaml; the profile only places jobs (partitions)."""
-    profile = yaml.safe_load((ROOT / "workflow" / "profiles" / name / "config.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "workflow" / "executors" / name / "config.yaml").read_text())
     assert profile["executor"] == "slurm"
     assert "slurm_partition" in profile["default-resources"]
     assert "set-threads" not in profile
@@ -152,17 +152,25 @@ def test_slurm_profile_names_real_rules_and_no_resource_amounts(name):
     assert CONFIG["resources"]["train"]["gpu"] == 1
 
 
+def test_the_old_executor_settings_path_still_leads_to_the_same_files():
+    """workflow/profiles/ (before "profile" meant only a training budget) is a link to
+    workflow/executors/, so that old `snakemake --profile workflow/profiles/slurm` lines work."""
+    for name in ("slurm", "slurm-local"):
+        old = ROOT / "workflow" / "profiles" / name / "config.yaml"
+        assert old.resolve() == (ROOT / "workflow" / "executors" / name / "config.yaml").resolve()
+
+
 @pytest.mark.parametrize("name", ["slurm", "slurm-local"])
 def test_slurm_profiles_ask_for_sigterm_before_the_time_limit(name):
     """So that a training job that runs out of time checkpoints its step first (issue 23)."""
-    profile = yaml.safe_load((ROOT / "workflow" / "profiles" / name / "config.yaml").read_text())
+    profile = yaml.safe_load((ROOT / "workflow" / "executors" / name / "config.yaml").read_text())
     assert re.fullmatch(r"--signal=TERM@\d+", profile["default-resources"]["slurm_extra"])
 
 
 def test_dry_run_with_the_slurm_local_profile(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm",
                         reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
-    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm-local"),
+    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "executors" / "slurm-local"),
                   "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
@@ -175,7 +183,7 @@ def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
                         reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
     node = tmp_path / "node.yaml"  # a cluster's GPU node, as README "On a cluster" says to give
     node.write_text("node: {cpus: 32, mem_mb: 256000, gpus: 4}\n")
-    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "profiles" / "slurm"), "--configfile",
+    r = snakemake("-n", "--profile", str(ROOT / "workflow" / "executors" / "slurm"), "--configfile",
                   str(ROOT / "config" / "suites" / "paper.yaml"), str(node), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
