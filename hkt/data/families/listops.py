@@ -27,6 +27,7 @@ import numpy as np
 
 from hkt.checks import boolean, nonneg_int, optional, pos_int, probability, text
 from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
+from hkt.data.families import register
 from hkt.errors import ConfigError, DataError
 
 log = logging.getLogger("hkt.data")
@@ -345,6 +346,7 @@ def read_tsv(path: Path, split: str, max_length: int) -> SplitData:
 
 # ---- task preparation --------------------------------------------------------------------
 
+@register("listops")
 def prepare(cfg: dict[str, Any], source: Path | None):
     """Generate (or read from TSV files) the three splits; returns a ``Prepared``."""
 

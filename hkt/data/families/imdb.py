@@ -22,6 +22,7 @@ from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, 
 from hkt.data.parquet import Prepared, SplitData
 from hkt.data.archives import iter_files
 from hkt.data.sources import Source, resolve_source
+from hkt.data.families import register
 from hkt.errors import ConfigError, DataError
 
 VOCAB = ["<pad>"] + [f"<0x{b:02X}>" for b in range(256)]
@@ -96,6 +97,7 @@ def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> tuple[Spli
     return SplitData.from_lengths([r[0] for r in rows], flat, np.minimum(raw_lens, max_length), labels), raw_lens
 
 
+@register("imdb")
 def prepare(cfg: dict[str, Any], source: Path | None):
 
     p = cfg["prepare"]

@@ -32,6 +32,7 @@ from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, 
 from hkt.data.parquet import Prepared, SplitData
 from hkt.data.archives import iter_files
 from hkt.data.sources import Source, resolve_source
+from hkt.data.families import register
 from hkt.errors import ConfigError, DataError
 
 VOCAB = [str(v) for v in range(256)]
@@ -246,6 +247,7 @@ def _split(ids: list[str], gray: np.ndarray, labels: np.ndarray) -> SplitData:
     return SplitData(ids, gray.reshape(-1).astype(np.uint16), np.arange(n + 1, dtype=np.int64) * t, labels)
 
 
+@register("cifar10")
 def prepare(cfg: dict[str, Any], source: Path | None):
 
     p = cfg["prepare"]
