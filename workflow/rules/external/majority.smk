@@ -10,7 +10,9 @@
 # command needs: data and run directory, options (external.NAME.options as `--key value`), the
 # task's budget profile, `--suite NAME` (with $HKT_RESULTS_DIR, set for every job, the command
 # tags its run with the suite run, hkt.provenance.SuiteRun), and the MLflow store and experiment
-# of the suite's trained models (hkt-<profile>-<task>; HKT_MLFLOW_EXPERIMENT below).
+# of the suite's trained models (hkt-<profile>-<task>; HKT_MLFLOW_EXPERIMENT below). The shell
+# text is the one the two baselines shared in one rule before (`--method {wildcards.model}`):
+# Snakemake reruns a job whose rule's shell text changed.
 
 
 rule majority_baseline:
@@ -24,6 +26,6 @@ rule majority_baseline:
     resources: **resources("external")
     shell:
         "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log:q} baseline ngram --data {params.data:q} --out {params.out:q}"
-        " --method majority --seed {wildcards.seed} --variant {wildcards.variant}"
+        " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
         " --profile {params.profile:q} {params.suite:q} {params.options:q}"
         " --tracking-uri {params.tracking_uri:q}"

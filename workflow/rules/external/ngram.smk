@@ -14,6 +14,6 @@ rule ngram_baseline:
     resources: **resources("external")
     shell:
         "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log:q} baseline ngram --data {params.data:q} --out {params.out:q}"
-        " --method ngram --seed {wildcards.seed} --variant {wildcards.variant}"
+        " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
         " --profile {params.profile:q} {params.suite:q} {params.options:q}"
         " --tracking-uri {params.tracking_uri:q}"
