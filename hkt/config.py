@@ -29,7 +29,6 @@ group keeps its old name as a deprecated alias (:data:`RENAMED_GROUPS`, :func:`r
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import sys
@@ -47,9 +46,21 @@ OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 
 __all__ = ["config_dir", "compose", "renamed_groups", "flatten", "describe_type"]
 
-# config name -> "module:function" that registers the structured configs it selects with Hydra's
-# ConfigStore (imported only when that config is composed: the model side pulls in torch)
-STRUCTURED = {"train": "hkt.models.encoder:store_structured_configs"}
+
+def _model_schemas() -> None:
+    """``/schema/model/NAME`` for every registered attention (:data:`hkt.attention.ATTENTION`).
+
+    Imported only when a config that selects them is composed: the model side pulls in torch.
+    Nothing is added here for a new attention: the registry finds it.
+    """
+    from hkt.models.encoder import store_structured_configs
+
+    store_structured_configs()
+
+
+# config name -> the function that registers the structured configs it selects with Hydra's
+# ConfigStore (called before that config is composed)
+STRUCTURED = {"train": _model_schemas}
 
 # config name -> {group: top-level key}: the key holds the name of the option chosen in the
 # group (the file's name is the label; the files do not repeat it), or keeps its default when
@@ -87,8 +98,7 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
     if config_name in STRUCTURED:
-        module, _, function = STRUCTURED[config_name].partition(":")
-        getattr(importlib.import_module(module), function)()
+        STRUCTURED[config_name]()
     hint = _print_config_hint(config_name)
     cfg = _compose(cdir, config_name, overrides, hint)
     if resolve:

@@ -1,46 +1,44 @@
 """Attention modules by name, so that models are built from config.
 
-Adding an attention: write a module whose constructor takes ``d_model``, ``n_heads``,
-``causal``, ``dropout`` and ``config``, an instance of its own settings dataclass named by the
-class attribute ``config_class`` (defaults and checks in the dataclass: ``hkt.attention.hkt``'s
-``HKTConfig`` is the example), and whose forward is
+:data:`ATTENTION` is a :class:`hkt.registry.Registry` of the package ``hkt.attention``: every
+module in ``hkt/attention/`` is imported before the first lookup, so a class decorated with
+``@register("name")`` in a new module there is registered without editing any list.
+
+Adding an attention: write ``hkt/attention/name.py`` with a module whose constructor takes
+``d_model``, ``n_heads``, ``causal``, ``dropout`` and ``config``, an instance of its own settings
+dataclass named by the class attribute ``config_class`` (defaults and checks in the dataclass:
+``hkt.attention.hkt``'s ``HKTConfig`` is the example), and whose forward is
 ``forward(x, key_mask=None, *, return_internals=False)``; decorate it with
-``@register("name")``; import its module in ``hkt/attention/__init__.py``; add
-``config/model/name.yaml``, which selects the structured config ``/schema/model/name``
-(registered with Hydra for every registered attention) and overrides what it needs.
+``@register("name")``; add ``config/model/name.yaml``, which selects the structured config
+``/schema/model/name`` (registered with Hydra for every registered attention) and overrides what
+it needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
-ATTENTION: dict[str, type[nn.Module]] = {}
+from hkt.registry import Registry
 
 
-def register(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
-    """Class decorator: make an attention module available as ``name``."""
+def _check_attention(name: str, cls: Any) -> None:
+    if not isinstance(getattr(cls, "config_class", None), type):
+        raise TypeError(f"attention {name!r}: {cls.__name__} needs a `config_class` "
+                        "(the dataclass of its own settings)")
 
-    def deco(cls: type[nn.Module]) -> type[nn.Module]:
-        if name in ATTENTION and ATTENTION[name] is not cls:
-            raise ValueError(f"attention {name!r} is already registered to {ATTENTION[name]!r}")
-        if not isinstance(getattr(cls, "config_class", None), type):
-            raise TypeError(f"attention {name!r}: {cls.__name__} needs a `config_class` "
-                            "(the dataclass of its own settings)")
-        ATTENTION[name] = cls
-        return cls
 
-    return deco
+# name -> attention class (nn.Module), in registration order
+ATTENTION = Registry("attention", "hkt.attention", check=_check_attention)
+
+# Class decorator: make an attention module available as ``name``.
+register = ATTENTION.register
 
 
 def attention_class(name: str) -> type[nn.Module]:
     """The attention registered as ``name``, or a ValueError listing the registered ones."""
-    if name not in ATTENTION:
-        known = ", ".join(sorted(ATTENTION))
-        raise ValueError(f"unknown attention {name!r}; registered: {known}")
-    return ATTENTION[name]
+    return ATTENTION.lookup(name)
 
 
 def build_attention(

@@ -6,30 +6,28 @@ A task config has ``name`` (the task family: listops, imdb, cifar10), ``num_clas
 syntax and may be written relative to the task (``prepare.seed=1``) or with the ``task.``
 prefix used by training configs (``task.prepare.seed=1``).
 
-Validation is strict and uses the checks of :mod:`hkt.checks`: the family's module (see
-:data:`FAMILIES`) gives the schema of ``prepare`` (``PREPARE_SCHEMA``) and its cross-field
-checks (``check_config``). An unknown key, a missing key or a bad value raises
+Validation is strict and uses the checks of :mod:`hkt.checks`: the family's module (a module of
+:mod:`hkt.data.families`, registered in :data:`FAMILIES`) gives the schema of ``prepare``
+(``PREPARE_SCHEMA``) and its cross-field checks (``check_config``). An unknown key, a missing key or a bad value raises
 :class:`hkt.errors.ConfigError` naming the key (``task.prepare.splits.train``).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 from hkt.checks import check_schema, pos_int, text
 from hkt.config import compose, config_dir
+from hkt.data.families import FAMILIES, REQUIRED
 from hkt.errors import ConfigError
 
 __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load_task_config",
            "validate_task"]
 
-# task family (``task.name``) -> the module that validates and prepares it. Adding a task family
-# is adding one such module and one line here.
-FAMILIES = {"listops": "hkt.data.listops", "imdb": "hkt.data.imdb", "cifar10": "hkt.data.cifar10"}
 
 TOP_SCHEMA: dict[str, Any] = {"id": text, "name": text, "num_classes": pos_int,
                                "max_length": pos_int}
@@ -43,8 +41,13 @@ def available_tasks() -> list[str]:
 def family_module(name: Any) -> ModuleType:
     """The module of task family ``name`` (``PREPARE_SCHEMA``, ``check_config``, ``prepare``)."""
     if name not in FAMILIES:
-        raise ConfigError(f"task.name must be one of {', '.join(FAMILIES)} (the task family), got {name!r}")
-    return importlib.import_module(FAMILIES[name])
+        raise ConfigError(f"task.name must be one of {', '.join(FAMILIES.names())} (the task family), "
+                          f"got {name!r}")
+    module = sys.modules[FAMILIES[name].__module__]
+    missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
+    if missing:
+        raise TypeError(f"task family {name!r}: {module.__name__} lacks {', '.join(missing)}")
+    return module
 
 
 def _normalise_override(ov: str) -> str:

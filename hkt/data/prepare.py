@@ -1,9 +1,10 @@
 """Task dispatch: config → family preparer → checked splits → Parquet files + data card.
 
-A family module (``hkt.data.listops``, ``hkt.data.imdb``, ``hkt.data.cifar10``; the list is
-:data:`hkt.data.config.FAMILIES`) exposes ``PREPARE_SCHEMA`` (validation of the ``prepare``
-node), ``LOCATION_KEYS`` (the ``prepare`` keys that say where data come from, not what they are:
-kept out of the Parquet metadata), ``check_config(cfg)`` and ``prepare(cfg, source) -> Prepared``.
+A family module (every module of :mod:`hkt.data.families`: ``listops``, ``imdb``, ``cifar10``;
+registered in :data:`hkt.data.families.FAMILIES`) exposes ``PREPARE_SCHEMA`` (validation of the
+``prepare`` node), ``LOCATION_KEYS`` (the ``prepare`` keys that say where data come from, not what
+they are: kept out of the Parquet metadata), ``check_config(cfg)`` and
+``prepare(cfg, source) -> Prepared``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,24 @@
+"""Task families: the modules that validate and prepare each kind of data (``task.name``).
+
+:data:`FAMILIES` is a :class:`hkt.registry.Registry` of this package: every module here is
+imported before the first lookup, so a new family is one module here, ``hkt/data/families/NAME.py``,
+whose ``prepare`` is decorated with ``@register("NAME")``. The module also defines
+``PREPARE_SCHEMA`` (the checks of the ``prepare`` node), ``LOCATION_KEYS`` (the ``prepare`` keys
+that say where data come from, kept out of the Parquet metadata) and ``check_config(cfg)``;
+``hkt/data/families/imdb.py`` is the example. ``hkt.data.config.family_module`` gives the module.
+
+Nothing here imports torch.
+"""
+
+from hkt.registry import Registry
+
+__all__ = ["FAMILIES", "REQUIRED", "register"]
+
+# family name (``task.name``) -> its ``prepare(cfg, source) -> hkt.data.parquet.Prepared``
+FAMILIES = Registry("task family", "hkt.data.families")
+
+# Function decorator: make a module's ``prepare`` the preparer of task family ``name``.
+register = FAMILIES.register
+
+# what a family's module defines besides ``prepare``
+REQUIRED = ("PREPARE_SCHEMA", "LOCATION_KEYS", "check_config")

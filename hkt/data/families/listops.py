@@ -1,0 +1,407 @@
+"""ListOps: our implementation of the Long Range Arena generator's distribution, and a reader
+for LRA's official TSV files.
+
+Distribution (LRA ``lra_benchmarks/data/listops.py``): the root (depth 1) is an operator among
+MIN, MAX, MED (median; the mean of the two middle values, truncated, for an even count) and SM
+(sum mod 10); a node below the root at depth ``d`` is an operator with probability
+``p_operator`` while ``d < max_depth``, else a leaf with a value 0..9 drawn uniformly; an
+operator has 2..``max_args`` arguments, uniformly. A tree is kept when
+``min_length < length < max_length``, where length counts operators, closing brackets and
+values; duplicates are rejected. Every node's draw is independent of the others, so drawing them
+breadth-first, many trees at once (what :func:`_draw_chunk` does with numpy), gives the same
+distribution as LRA's recursive depth-first generator, and lets a tree be rejected as soon as
+its committed size reaches ``max_length``.
+
+Tokens (the "fixed" LRA pipeline: parentheses dropped): ``VOCAB`` below, id 0 = padding.
+An expression is its tokens in prefix order, e.g. ``[MAX 2 [MIN 4 7 ] 0 ]`` evaluates to 4.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hkt.checks import boolean, nonneg_int, optional, pos_int, probability, text
+from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
+from hkt.data.families import register
+from hkt.errors import ConfigError, DataError
+
+log = logging.getLogger("hkt.data")
+
+OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
+VOCAB = ["<pad>", *OPERATORS, "]", *[str(d) for d in range(10)]]
+PAD, CLOSE, DIGIT0 = 0, 5, 6          # token ids; operator code k (0..3) has id 1 + k
+TOKENIZER = "ListOps tokens, parentheses dropped; id 0 = padding"
+
+PREPARE_SCHEMA: dict[str, Any] = {
+    "source": optional(text),
+    "seed": nonneg_int,
+    "splits": {"train": pos_int, "val": pos_int, "test": pos_int},
+    "min_length": nonneg_int,
+    "max_length": pos_int,
+    "max_depth": pos_int,
+    "max_args": pos_int,
+    "p_operator": probability,
+    "chunk_size": pos_int,
+    "read_tsv": boolean,
+    "tsv_files": {"train": text, "val": text, "test": text},
+    "mirror": optional(text),
+}
+# prepare keys that say where data come from, not what they are (kept out of the metadata)
+LOCATION_KEYS = frozenset({"source", "mirror", "tsv_files", "read_tsv"})
+
+
+def check_config(cfg: dict[str, Any]) -> None:
+    p = cfg["prepare"]
+    if cfg["num_classes"] != 10:
+        raise ConfigError(f"task.num_classes must be 10 for ListOps (digits 0..9), got {cfg['num_classes']}")
+    if p["max_args"] < 2:
+        raise ConfigError(f"task.prepare.max_args must be >= 2, got {p['max_args']}")
+    if p["min_length"] + 1 >= p["max_length"]:
+        raise ConfigError(f"task.prepare.min_length ({p['min_length']}) must be < task.prepare.max_length - 1 "
+                          f"({p['max_length']}): no length fits min_length < length < max_length")
+    if p["max_length"] > cfg["max_length"] + 1:
+        raise ConfigError(f"task.prepare.max_length ({p['max_length']}) exceeds the context "
+                          f"task.max_length + 1 ({cfg['max_length'] + 1}): trees would not fit")
+
+
+# ---- evaluation (used for TSV checks; the generator computes values vectorised) ----------
+
+def evaluate(tokens: Any) -> int:
+    """Value of one tokenised expression (ids as in ``VOCAB``). Raises ValueError if malformed."""
+    stack: list[list[int]] = []
+    result = None
+    for t in (int(x) for x in tokens):
+        if 1 <= t <= 4:
+            stack.append([t - 1])
+        elif t >= DIGIT0 and t < DIGIT0 + 10:
+            if not stack:
+                if result is not None:
+                    raise ValueError("value outside any operator")
+                result = t - DIGIT0
+                continue
+            stack[-1].append(t - DIGIT0)
+        elif t == CLOSE:
+            if not stack or len(stack[-1]) < 2:
+                raise ValueError("unbalanced ']' or operator without arguments")
+            op, *args = stack.pop()
+            v = _apply(op, args)
+            if stack:
+                stack[-1].append(v)
+            elif result is None:
+                result = v
+            else:
+                raise ValueError("more than one expression")
+        else:
+            raise ValueError(f"bad token id {t}")
+    if stack or result is None:
+        raise ValueError("unclosed operator or empty expression")
+    return result
+
+
+def _apply(op: int, args: list[int]) -> int:
+    if op == 0:
+        return min(args)
+    if op == 1:
+        return max(args)
+    if op == 2:
+        a = sorted(args)
+        m = len(a) // 2
+        return a[m] if len(a) % 2 else (a[m - 1] + a[m]) // 2
+    return sum(args) % 10
+
+
+# ---- the generator -----------------------------------------------------------------------
+
+def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length: int, max_depth: int,
+                max_args: int, p_operator: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw ``m`` trees breadth-first; return the accepted ones as (flat uint8 tokens, offsets, labels).
+
+    Level arrays hold, per node: its tree, whether it is an operator, the operator code, the
+    argument count and the leaf value. An operator's children are contiguous in the next level,
+    in order. A tree dies as soon as its committed size (decided nodes, 2 per operator and 1 per
+    leaf, plus one per argument slot not yet drawn) reaches ``max_length``.
+
+    One vectorised kernel in four commented phases (over 80 lines by design: the phases share
+    the level arrays): expand level by level, keep the accepted trees, values bottom-up, token
+    positions top-down.
+    """
+    # expand: one level of every live tree at a time, as the LRA generator draws a tree
+    levels = []
+    tree = np.arange(m, dtype=np.int32)
+    is_op = np.ones(m, dtype=bool)                       # the root is an operator
+    op = rng.integers(0, 4, m, dtype=np.int8)
+    nargs = rng.integers(2, max_args + 1, m, dtype=np.int32)
+    val = np.zeros(m, dtype=np.int8)
+    size = np.zeros(m, dtype=np.int64)                   # decided tokens per tree
+    alive = np.ones(m, dtype=bool)
+    depth = 1
+    while True:
+        levels.append((tree, is_op, op, nargs, val))
+        op_tree = tree[is_op]
+        size += np.bincount(tree, minlength=m) + np.bincount(op_tree, minlength=m)
+        pending = np.bincount(op_tree, weights=nargs[is_op], minlength=m).astype(np.int64)
+        alive &= size + pending < max_length
+        expand = np.flatnonzero(is_op & alive[tree])
+        if expand.size == 0:
+            break
+        counts = nargs[expand]
+        tree = np.repeat(tree[expand], counts)
+        n = tree.size
+        depth += 1
+        if depth < max_depth:
+            is_op = rng.random(n) < p_operator
+        else:
+            is_op = np.zeros(n, dtype=bool)
+        op = rng.integers(0, 4, n, dtype=np.int8)
+        nargs = rng.integers(2, max_args + 1, n, dtype=np.int32)
+        val = rng.integers(0, 10, n, dtype=np.int8)
+    accept = alive & (size > min_length)
+    n_acc = int(accept.sum())
+    if n_acc == 0:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    new_index = np.cumsum(accept) - 1
+
+    # keep the accepted trees' nodes (their operators were all expanded, so levels stay consistent)
+    kept = []
+    for tree, is_op, op, nargs, val in levels:
+        k = accept[tree]
+        if not k.any():
+            break
+        kept.append((new_index[tree[k]], is_op[k], op[k], nargs[k].astype(np.int64), val[k].astype(np.int64)))
+
+    # bottom-up: subtree sizes and values
+    sizes: list[np.ndarray] = [None] * len(kept)  # type: ignore[list-item]
+    values: list[np.ndarray] = [None] * len(kept)  # type: ignore[list-item]
+    groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [None] * len(kept)  # type: ignore[list-item]
+    for d in range(len(kept) - 1, -1, -1):
+        _, is_op, op, nargs, val = kept[d]
+        sz = np.ones(is_op.size, dtype=np.int64)
+        vv = val.copy()
+        oi = np.flatnonzero(is_op)
+        if oi.size:
+            counts = nargs[oi]
+            starts = np.zeros(oi.size, dtype=np.int64)
+            np.cumsum(counts[:-1], out=starts[1:])
+            cs, cv = sizes[d + 1], values[d + 1]
+            assert cs.size == int(counts.sum())
+            sz[oi] = 2 + np.add.reduceat(cs, starts)
+            # median by counting (values are 0..9): the values of ranks (c-1)//2 and c//2
+            gid = np.repeat(np.arange(oi.size), counts)
+            cum = np.bincount(gid * 10 + cv, minlength=oi.size * 10).reshape(oi.size, 10).cumsum(axis=1)
+            lo = (cum > ((counts - 1) // 2)[:, None]).argmax(axis=1)
+            hi = (cum > (counts // 2)[:, None]).argmax(axis=1)
+            med = (lo + hi) // 2
+            code = op[oi]
+            vv[oi] = np.select(
+                [code == 0, code == 1, code == 2],
+                [np.minimum.reduceat(cv, starts), np.maximum.reduceat(cv, starts), med],
+                np.add.reduceat(cv, starts) % 10,
+            )
+            groups[d] = (oi, counts, starts)
+        sizes[d], values[d] = sz, vv
+
+    # top-down: position of each node in its tree's prefix order
+    offsets = offsets_from_lengths(sizes[0])
+    flat = np.empty(int(offsets[-1]), dtype=np.uint8)
+    pos = np.zeros(n_acc, dtype=np.int64)
+    for d, (t, is_op, op, _, val) in enumerate(kept):
+        g = offsets[t] + pos
+        flat[g] = np.where(is_op, 1 + op, DIGIT0 + val)
+        if groups[d] is not None:
+            oi, counts, starts = groups[d]
+            flat[g[oi] + sizes[d][oi] - 1] = CLOSE
+            cs = sizes[d + 1]
+            csum = np.cumsum(cs)
+            before = csum - cs
+            pos = np.repeat(pos[oi], counts) + 1 + before - np.repeat(before[starts], counts)
+    return flat, offsets, values[0]
+
+
+BARREN_CHUNKS = 20  # the generator gives up after this many chunks in a row without a new tree
+
+
+def generate(n: int, *, seed: int, min_length: int, max_length: int, max_depth: int, max_args: int,
+             p_operator: float, chunk_size: int, progress: bool = False
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """Generate ``n`` distinct trees: (flat uint16 tokens, offsets, labels, counters).
+
+    Deterministic in (seed, parameters, chunk_size). Trees come in generation order.
+    """
+    rng = np.random.default_rng(seed)
+    seen: set[bytes] = set()
+    parts_flat, parts_len, parts_lab = [], [], []
+    got = attempts = duplicates = 0
+    barren = 0
+    t0 = time.perf_counter()
+    while got < n:
+        flat, offsets, labels = _draw_chunk(rng, chunk_size, min_length=min_length, max_length=max_length,
+                                            max_depth=max_depth, max_args=max_args, p_operator=p_operator)
+        attempts += chunk_size
+        raw = flat.tobytes()
+        off = offsets.tolist()
+        keep = np.zeros(labels.size, dtype=bool)
+        for i in range(labels.size):
+            key = raw[off[i]:off[i + 1]]
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+            keep[i] = True
+            got += 1
+            if got == n:
+                break
+        if not keep.any():
+            barren += 1
+            if barren >= BARREN_CHUNKS:
+                raise DataError(
+                    f"ListOps generator found no new tree in {BARREN_CHUNKS * chunk_size:,} attempts ({got:,} of "
+                    f"{n:,} so far): min_length={min_length} < length < max_length={max_length} with max_depth="
+                    f"{max_depth}, max_args={max_args}, p_operator={p_operator} is (nearly) exhausted")
+            continue
+        barren = 0
+        lens = np.diff(offsets)[keep]
+        mask = np.repeat(keep, np.diff(offsets))
+        parts_flat.append(flat[mask])
+        parts_len.append(lens)
+        parts_lab.append(labels[keep])
+        if progress:
+            dt = time.perf_counter() - t0
+            log.info("listops: %d/%d trees (%.0f trees/s, %d attempts)", got, n, got / max(dt, 1e-9), attempts)
+    flat = np.concatenate(parts_flat).astype(np.uint16) if parts_flat else np.zeros(0, np.uint16)
+    lens = np.concatenate(parts_len) if parts_len else np.zeros(0, np.int64)
+    offsets = offsets_from_lengths(lens)
+    labels = np.concatenate(parts_lab).astype(np.int64) if parts_lab else np.zeros(0, np.int64)
+    return flat, offsets, labels, {"attempts": attempts, "duplicates": duplicates}
+
+
+# ---- LRA TSV files -----------------------------------------------------------------------
+
+_TSV_OPS = [(name, chr(1 + k)) for k, name in enumerate(OPERATORS)]
+_TSV_TABLE = str.maketrans({"(": None, ")": None, " ": None, "]": chr(CLOSE),
+                            **{str(d): chr(DIGIT0 + d) for d in range(10)}})
+TSV_CHECKED_ROWS = 1000  # rows per file whose label is re-evaluated (a format check; all rows is slow)
+
+
+def read_tsv(path: Path, split: str, max_length: int) -> SplitData:
+    """Read one LRA ListOps TSV file (header ``Source\\tTarget``, parenthesised trees)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DataError(f"missing ListOps TSV file {path} (expected LRA's {path.name} with a "
+                        f"'Source\\tTarget' header)") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text: {exc}") from None
+    if not lines or lines[0].strip().split("\t") != ["Source", "Target"]:
+        raise DataError(f"{path}: expected the header 'Source\\tTarget' on line 1, "
+                        f"found {lines[0][:60]!r}" if lines else f"{path} is empty")
+    chunks, lens, labels, truncated = [], [], [], 0
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2:
+            raise DataError(f"{path}:{lineno}: expected 2 tab-separated columns, found {len(cols)}")
+        src, target = cols
+        s = src.strip()
+        for name, code in _TSV_OPS:
+            s = s.replace(name, code)
+        s = s.translate(_TSV_TABLE)
+        b = s.encode("latin-1", errors="replace")
+        arr = np.frombuffer(b, dtype=np.uint8)
+        if arr.size == 0 or arr.min() < 1 or arr.max() >= DIGIT0 + 10 or any(
+                c.isdigit() and n.isdigit() for c, n in zip(src, src[1:])):
+            bad = next((tok for tok in src.split() if tok.strip("()") and tok.strip("()") not in VOCAB[1:]), "?")
+            raise DataError(f"{path}:{lineno}: unknown or malformed token {bad!r}; expected tokens "
+                            f"{' '.join(VOCAB[1:])} and parentheses")
+        try:
+            label = int(target)
+        except ValueError:
+            raise DataError(f"{path}:{lineno}: target {target!r} is not an integer 0..9") from None
+        if not 0 <= label <= 9:
+            raise DataError(f"{path}:{lineno}: target {label} is not in 0..9")
+        if len(labels) < TSV_CHECKED_ROWS:
+            try:
+                value = evaluate(arr)
+            except ValueError as exc:
+                raise DataError(f"{path}:{lineno}: malformed expression ({exc})") from None
+            if value != label:
+                raise DataError(f"{path}:{lineno}: target {label} but the expression evaluates to {value}")
+        if arr.size > max_length:
+            arr = arr[:max_length]
+            truncated += 1
+        chunks.append(arr)
+        lens.append(arr.size)
+        labels.append(label)
+    if not labels:
+        raise DataError(f"{path} has a header but no examples")
+    ids = [f"{split}/{i:06d}" for i in range(len(labels))]
+    return SplitData.from_lengths(ids, np.concatenate(chunks), np.asarray(lens), np.asarray(labels),
+                                  {"truncated": truncated})
+
+
+# ---- task preparation --------------------------------------------------------------------
+
+@register("listops")
+def prepare(cfg: dict[str, Any], source: Path | None):
+    """Generate (or read from TSV files) the three splits; returns a ``Prepared``."""
+
+    p = cfg["prepare"]
+    gen_params = {k: p[k] for k in ("seed", "min_length", "max_length", "max_depth", "max_args",
+                                    "p_operator", "chunk_size")}
+    if source is None and p.get("source"):
+        source = Path(p["source"]).expanduser()
+    if source is None and p["read_tsv"]:
+        if not p.get("mirror"):
+            raise DataError("task.prepare.read_tsv is true but no TSV directory is given: pass --source DIR "
+                            "(LRA's lra_release/listops-1000/), set task.prepare.source, or a mirror "
+                            "(HKT_DATA_MIRROR) with a listops/ folder")
+        source = Path(p["mirror"]).expanduser() / "listops"
+    if source is not None:
+        if not source.is_dir():
+            raise DataError(f"ListOps source {source} must be a directory holding "
+                            f"{', '.join(p['tsv_files'].values())} (LRA's lra_release/listops-1000/)")
+        splits = {s: read_tsv(source / p["tsv_files"][s], s, cfg["max_length"]) for s in ("train", "val", "test")}
+        from hkt.fileio import sha256_file
+        src = {"kind": "lra_tsv", "files": {s: p["tsv_files"][s] for s in splits},
+               "sha256": {s: sha256_file(source / p["tsv_files"][s]) for s in splits}}
+        notes = ["Read from Long Range Arena's official ListOps TSV files; parentheses dropped (the fixed "
+                 "LRA tokenisation).",
+                 f"The labels of the first {TSV_CHECKED_ROWS} rows of each file were re-evaluated and match.",
+                 f"Examples longer than T = {cfg['max_length']} are truncated (count in the table)."]
+        return Prepared(splits=splits, vocab=VOCAB, pad_id=PAD, tokenizer=TOKENIZER,
+                        class_names=[str(d) for d in range(10)], source=src, notes=notes,
+                        location=str(source))
+
+    sizes = p["splits"]
+    order = ("test", "val", "train")
+    total = sum(sizes[s] for s in order)
+    t0 = time.perf_counter()
+    flat, offsets, labels, counters = generate(total, progress=True, **gen_params)
+    dt = time.perf_counter() - t0
+    log.info("listops: generated %d trees in %.1f s (%.0f trees/s; %d attempts, %d duplicates rejected)",
+             total, dt, total / max(dt, 1e-9), counters["attempts"], counters["duplicates"])
+    splits, a = {}, 0
+    for s in order:  # each split is a contiguous run of the stream: rows a..b-1
+        b = a + sizes[s]
+        splits[s] = SplitData([f"{s}/{i:06d}" for i in range(sizes[s])], flat[offsets[a]:offsets[b]],
+                              offsets[a:b + 1] - offsets[a], labels[a:b])
+        a = b
+    splits = {s: splits[s] for s in ("train", "val", "test")}
+    src = {"kind": "generated", "generator": "hkt.data.listops (LRA ListOps distribution)", **gen_params,
+           "splits": dict(sizes), "attempts": counters["attempts"], "duplicates_rejected": counters["duplicates"]}
+    notes = [
+        "Generated with the Long Range Arena ListOps distribution: root = operator; below it a node is an "
+        f"operator with probability {p['p_operator']} while depth < {p['max_depth']}; "
+        f"2..{p['max_args']} arguments; values 0..9; kept when {p['min_length']} < length < {p['max_length']}; "
+        "duplicates rejected across all splits.",
+        "Splits are drawn from one stream in the order test, val, train, so changing the train size keeps "
+        "val and test identical; no expression occurs in two splits.",
+        "Tokens: " + " ".join(f"{i}={t}" for i, t in enumerate(VOCAB)) + " (parentheses dropped).",
+    ]
+    return Prepared(splits=splits, vocab=VOCAB, pad_id=PAD, tokenizer=TOKENIZER,
+                    class_names=[str(d) for d in range(10)], source=src, notes=notes, location=None)
