@@ -240,3 +240,29 @@ def test_module_configs_state_the_defaults_once():
         assert f"/schema/model/{name}@_here_" in text
         assert not [line for line in text.splitlines()
                     if line and not line.startswith(("#", "defaults:", "  - "))]
+
+
+def test_training_logs_go_to_the_stderr_of_the_moment(capsys):
+    """The `hkt.train` logger's handler writes to sys.stderr as it is when a record is logged: a
+    second command in the same process, with stderr redirected in between, is not written into
+    the first one's (closed) stream."""
+    import io
+    import logging
+    import sys
+
+    from hkt.logs import stderr_handler
+
+    logger = logging.getLogger("hkt.test_logs")
+    logger.addHandler(stderr_handler("hkt: %(message)s"))
+    logger.setLevel(logging.INFO)
+    try:
+        first = io.StringIO()
+        saved, sys.stderr = sys.stderr, first
+        logger.info("one")
+        first.close()
+        sys.stderr = io.StringIO()
+        logger.info("two")
+        assert sys.stderr.getvalue() == "hkt: two\n"
+    finally:
+        sys.stderr = saved
+        logger.handlers.clear()

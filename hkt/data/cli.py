@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
+
+from hkt.logs import stderr_handler
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,9 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _setup_logging(quiet: bool) -> None:
     logger = logging.getLogger("hkt")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("hkt: %(levelname)s: %(message)s"))
-        logger.addHandler(handler)
+        logger.addHandler(stderr_handler("hkt: %(levelname)s: %(message)s"))
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
 
 

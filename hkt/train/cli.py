@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from hkt.config import config_dir
 from hkt.errors import ConfigError
+from hkt.logs import stderr_handler
 from hkt.train.config import load_config
 
 
@@ -72,7 +73,5 @@ def run(args: argparse.Namespace) -> int:
 def _log_to_stderr() -> None:
     logger = logging.getLogger("hkt.train")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("hkt: %(message)s"))
-        logger.addHandler(handler)
+        logger.addHandler(stderr_handler("hkt: %(message)s"))
         logger.setLevel(logging.INFO)
