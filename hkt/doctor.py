@@ -175,7 +175,7 @@ def _check_sdpa(ctx: _Context) -> Iterator[Check]:
             continue
         h, t = int(cfg.model.n_heads), int(cfg.task.max_length)
         d = int(cfg.model.d_model) // h
-        levels = int(cfg.model.attention.levels) if job.model == "hkt" else 1
+        levels = int(cfg.model.mixer.levels) if job.model == "hkt" else 1
         if (t, h, d, levels) in seen:  # what the kernel choice depends on
             continue
         seen.add((t, h, d, levels))
@@ -215,7 +215,7 @@ def _check_equivalence(ctx: _Context) -> Iterator[Check]:
     for job, cfg in ctx.configs.items():
         if job.model == "hkt":
             key = f"D={cfg.model.d_model}, H={cfg.model.n_heads}, causal={cfg.model.causal}, " \
-                  f"{OmegaConf.to_container(cfg.model.attention, resolve=True)}"
+                  f"{OmegaConf.to_container(cfg.model.mixer, resolve=True)}"
             geometries.setdefault(key, cfg)
     for cfg in geometries.values():
         yield from _equivalence(ctx, cfg)
@@ -227,16 +227,16 @@ def _equivalence(ctx: _Context, cfg: DictConfig) -> Iterator[Check]:
     eq, dev = ctx.cfg.equivalence, ctx.device
     tol = float(eq.tolerance[ctx.precision])
     b, t, width, heads = int(eq.batch), int(eq.seq_len), int(cfg.model.d_model), int(cfg.model.n_heads)
-    attention = dict(OmegaConf.to_container(cfg.model.attention, resolve=True))
+    mixer = dict(OmegaConf.to_container(cfg.model.mixer, resolve=True))
     common = dict(d_model=width, n_heads=heads, causal=bool(cfg.model.causal), dropout=0.0)
     g = torch.Generator().manual_seed(int(ctx.cfg.train.seed))
     x = torch.randn(b, t, width, generator=g).to(dev)
     mask = (torch.arange(t)[None, :] < torch.tensor([t, t // 2 + 1])[:, None]).to(dev)
     w = torch.randn(b, t, width, generator=g, dtype=torch.float64).to(dev)
-    shape = f"L={attention.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}"
+    shape = f"L={mixer.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}"
 
     torch.manual_seed(int(ctx.cfg.train.seed))
-    fused = build_attention("hkt", **common, **{**attention, "impl": "fused"}).to(dev).eval()
+    fused = build_attention("hkt", **common, **{**mixer, "impl": "fused"}).to(dev).eval()
     reference = copy.deepcopy(fused).double()
     reference.impl = "reference"
     y, gx = _forward_backward(fused, x, mask, w, ctx.amp)
@@ -247,7 +247,7 @@ def _equivalence(ctx: _Context, cfg: DictConfig) -> Iterator[Check]:
 
     torch.manual_seed(int(ctx.cfg.train.seed))
     mha = build_attention("mha", **common).to(dev).eval()
-    one = build_attention("hkt", **common, **{**attention, "levels": 1}).to(dev).eval()
+    one = build_attention("hkt", **common, **{**mixer, "levels": 1}).to(dev).eval()
     one.q_proj[0].load_state_dict(mha.q_proj.state_dict())
     one.k_proj[0].load_state_dict(mha.k_proj.state_dict())
     one.v_proj.load_state_dict(mha.v_proj.state_dict())

@@ -189,10 +189,10 @@ def test_fused_scores_equal_the_truncated_models_per_level_scores():
             torch.testing.assert_close(fused_scores(terms, head, keep), s, rtol=1e-5, atol=1e-5)
 
 
-def _model(**attention):
+def _model(**mixer):
     torch.manual_seed(1)
     cfg = {"name": "hkt", "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ffn": 32,
-           "attention": {"levels": 3, "stride": 2, "kernel_size": 2, "fusion": "dynamic", **attention}}
+           "mixer": {"levels": 3, "stride": 2, "kernel_size": 2, "fusion": "dynamic", **mixer}}
     model = build_model(cfg, vocab_size=20, num_classes=3, max_length=64).double().eval()
     for attn in model.attention_modules():  # away from uniform λ
         torch.nn.init.normal_(next(attn.fusion.parameters()), std=0.5)

@@ -35,7 +35,7 @@ def test_analyze_hkt_run(hkt_run, tmp_path):
     table = pl.read_parquet(out / "analysis.parquet")
     assert set(table["section"]) == {"kurtosis", "kernel", "gram", "fusion", "truncation", "approximation"}
     assert (table["task"] == "listops").all() and (table["model"] == "hkt").all()
-    levels = record["config"]["model"]["attention"]["levels"]
+    levels = record["config"]["model"]["mixer"]["levels"]
     kappa = table.filter((pl.col("section") == "kurtosis") & (pl.col("metric") == "kappa"))
     assert set(kappa["level"]) == set(range(levels))
     assert set(kappa["quantity"]) == {"scores", "queries", "keys"}
@@ -125,7 +125,7 @@ def test_bad_override_names_key(hkt_run, tmp_path, capsys):
 def test_capture_internals_restores_forward():
     torch.manual_seed(0)
     model = build_model({"name": "hkt", "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ffn": 32,
-                         "attention": {"levels": 2}}, vocab_size=10, num_classes=3, max_length=32)
+                         "mixer": {"levels": 2}}, vocab_size=10, num_classes=3, max_length=32)
     model.eval()  # dropout (EncoderConfig's default 0.1) would make the two passes differ
     tokens = torch.randint(1, 10, (2, 12))
     mask = torch.ones(2, 12, dtype=torch.bool)

@@ -20,7 +20,7 @@ def small_cfg(name: str) -> dict:
 
 def conv_cfg(**overrides) -> dict:
     cfg = small_cfg("conv")
-    cfg["attention"] = dict(cfg["attention"], kernel_size=5)
+    cfg["mixer"] = dict(cfg["mixer"], kernel_size=5)
     cfg.update(overrides)
     return cfg
 
@@ -28,7 +28,7 @@ def conv_cfg(**overrides) -> dict:
 def test_registered_by_name_and_config_matches():
     assert "conv" in ATTENTION
     cfg = compose("train", ["model=conv"]).model
-    assert cfg.name == "conv" and cfg.attention.kernel_size == 128
+    assert cfg.name == "conv" and cfg.mixer.kernel_size == 128
     # the model config's keys are the same as MHA's, so profiles size every model alike
     assert set(cfg) == set(compose("train", ["model=mha"]).model)
 

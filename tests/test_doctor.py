@@ -100,7 +100,7 @@ def test_doctor_plan_and_workflow_share_one_job_list():
     jobs = suite_jobs(load_suite("smoke"))
     assert ("listops", "hkt", "levels4") in {(j.task, j.model, j.variant) for j in jobs}
     levels4 = next(c for j, c in jobs.items() if j.variant == "levels4")
-    assert levels4.model.attention.levels == 4
+    assert levels4.model.mixer.levels == 4
 
 
 def test_memory_need_scales_activations_not_state():

@@ -40,7 +40,7 @@ def test_levels1_is_mha_bit_for_bit(profile, tmp_path):
                      "--no-progress"]) == 0
     mha, l1 = (json.loads((runs[n] / "record.json").read_text()) for n in ("mha", "levels1"))
     assert mha["config"]["model"]["d_model"] == l1["config"]["model"]["d_model"] == 64
-    assert l1["config"]["model"]["attention"]["levels"] == 1
+    assert l1["config"]["model"]["mixer"]["levels"] == 1
     assert mha["n_params"] == l1["n_params"]
     h1, hm = history(runs["levels1"]), history(runs["mha"])
     assert [r["step"] for r in h1] == [r["step"] for r in hm]

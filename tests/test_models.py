@@ -60,7 +60,7 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="positional"):
         build_model({**cfg, "positional": "rope"}, vocab_size=12, num_classes=5, max_length=64)
     with pytest.raises(ValueError, match="levels"):
-        build_model({**cfg, "attention": {**cfg["attention"], "levels": 0}},
+        build_model({**cfg, "mixer": {**cfg["mixer"], "levels": 0}},
                     vocab_size=12, num_classes=5, max_length=64)
     with pytest.raises(ValueError, match="num_classes"):
         build_model(cfg, vocab_size=12, num_classes=1, max_length=64)
@@ -105,15 +105,15 @@ def test_a_new_attention_brings_only_its_module_and_config(monkeypatch):
             return self.proj(x) * self.config.scale
 
     monkeypatch.setitem(ATTENTION, "scale", Scale)
-    model = build_model(model_cfg("scale", attention={"scale": 2.0}), vocab_size=12, num_classes=3,
+    model = build_model(model_cfg("scale", mixer={"scale": 2.0}), vocab_size=12, num_classes=3,
                         max_length=16)
     assert [m.config.scale for m in model.attention_modules()] == [2.0, 2.0]
     assert model(torch.ones(1, 5, dtype=torch.long)).shape == (1, 3)
-    with pytest.raises(ConfigValueError, match=r"'attention.scale' = 0.0: must be > 0"):
-        build_model(model_cfg("scale", attention={"scale": 0.0}), vocab_size=12, num_classes=3,
+    with pytest.raises(ConfigValueError, match=r"'mixer.scale' = 0.0: must be > 0"):
+        build_model(model_cfg("scale", mixer={"scale": 0.0}), vocab_size=12, num_classes=3,
                     max_length=16)
-    with pytest.raises(ConfigValueError, match="'attention.levels'.*not a setting of the 'scale'"):
-        build_model(model_cfg("scale", attention={"levels": 2}), vocab_size=12, num_classes=3,
+    with pytest.raises(ConfigValueError, match="'mixer.levels'.*not a setting of the 'scale'"):
+        build_model(model_cfg("scale", mixer={"levels": 2}), vocab_size=12, num_classes=3,
                     max_length=16)
     store_structured_configs()
     assert "scale.yaml" in ConfigStore.instance().list("schema/model")

@@ -2,8 +2,9 @@
 
 The attention is chosen by registry name, so MHA, HKT and any registered baseline share every
 other part of the model and differ only where the paper says they differ. The whole model is
-described by one :class:`EncoderConfig` (``config/model/*.yaml``), which holds the attention's
-own config (``HKTConfig``, ``MHAConfig``, …) under ``attention``.
+described by one :class:`EncoderConfig` (``config/model/*.yaml``), which holds the token mixer's
+own config (``HKTConfig``, ``MHAConfig``, ``ConvConfig``, …) under ``mixer`` (the token mixer:
+MHA, HKT or a causal convolution; a convolution is not attention, hence not ``attention``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class EncoderConfig:
     """The encoder classifier's settings: ``model`` in the training config.
 
     Attributes:
-        name: registry name of the attention (``hkt``, ``mha``, ``conv``, …).
+        name: registry name of the token mixer (``hkt``, ``mha``, ``conv``, …).
         d_model: model width D.
         n_layers: encoder blocks.
         n_heads: heads H; head width d = D / H (D must be a multiple of H).
@@ -45,8 +46,10 @@ class EncoderConfig:
         pooling: ``mean`` over real tokens, or ``cls`` (a learned token prepended).
         causal: causal attention in every block.
         norm_eps: LayerNorm epsilon.
-        attention: the attention's own config, an instance of its ``config_class`` (a mapping
-            of its fields is converted; null/absent means its defaults).
+        mixer: the token mixer's own config, an instance of its registered class's
+            ``config_class`` (a mapping of its fields is converted; null/absent means its
+            defaults). Called ``attention`` before; saved configs that say so are read through
+            :func:`hkt.config.upgrade_saved_config`.
         match_params_of: another attention's name, or null. Not a model setting: ``hkt train``
             widens ``d_ffn`` until this model has as many parameters as that attention's model
             of the same sizes (the size-matched baseline, ``variant=mha_matched``).
@@ -64,7 +67,7 @@ class EncoderConfig:
     pooling: str = "mean"
     causal: bool = False
     norm_eps: float = 1e-5
-    attention: Any = None
+    mixer: Any = None
     match_params_of: str | None = None
 
     def __post_init__(self) -> None:
@@ -87,11 +90,11 @@ class EncoderConfig:
         if self.match_params_of is not None and self.match_params_of not in ATTENTION:
             raise ConfigValueError("match_params_of", self.match_params_of,
                                    f"must be null or an attention name ({', '.join(sorted(ATTENTION))})")
-        self.attention = _attention_config(self.name, self.attention)
+        self.mixer = _mixer_config(self.name, self.mixer)
         try:
-            getattr(self.attention, "check_causal", lambda causal: None)(self.causal)
+            getattr(self.mixer, "check_causal", lambda causal: None)(self.causal)
         except ConfigValueError as exc:
-            raise (exc.under("attention") if exc.key != "causal" else exc) from None
+            raise (exc.under("mixer") if exc.key != "causal" else exc) from None
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | DictConfig) -> EncoderConfig:
@@ -101,35 +104,36 @@ class EncoderConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in cfg:
             if key not in known:
-                raise ConfigValueError(str(key), cfg[key], f"not a setting of the encoder "
+                renamed = " ('attention' is now 'mixer')" if key == "attention" else ""
+                raise ConfigValueError(str(key), cfg[key], f"not a setting of the encoder{renamed} "
                                                            f"(it has: {', '.join(sorted(known))})")
-        if "attention" in cfg and cfg["attention"] is None:
-            raise ConfigValueError("attention", None, f"must hold the '{cfg.get('name')}' "
-                                   "attention's settings (a mapping), not null; leave the "
-                                   "overrides of model.attention out to keep its defaults")
+        if "mixer" in cfg and cfg["mixer"] is None:
+            raise ConfigValueError("mixer", None, f"must hold the '{cfg.get('name')}' "
+                                   "mixer's settings (a mapping), not null; leave the "
+                                   "overrides of model.mixer out to keep its defaults")
         return cls(**cfg)
 
 
-def _attention_config(name: str, settings: Any) -> Any:
-    """The attention's config from a config instance, a mapping of its fields, or None."""
+def _mixer_config(name: str, settings: Any) -> Any:
+    """The token mixer's config from a config instance, a mapping of its fields, or None."""
     config_class = attention_class(name).config_class  # type: ignore[attr-defined]
     if isinstance(settings, config_class):
         return settings
     if settings is None:
         return config_class()
     if not isinstance(settings, Mapping):
-        raise ConfigValueError("attention", settings, f"must hold the '{name}' attention's "
+        raise ConfigValueError("mixer", settings, f"must hold the '{name}' mixer's "
                                                       "settings (a mapping; {} for its defaults)")
     known = [f.name for f in dataclasses.fields(config_class)]
     for key in settings:
         if key not in known:
-            raise ConfigValueError(f"attention.{key}", settings[key],
-                                   f"not a setting of the '{name}' attention "
+            raise ConfigValueError(f"mixer.{key}", settings[key],
+                                   f"not a setting of the '{name}' mixer "
                                    f"(it has: {', '.join(known) or 'none'})")
     try:
         return config_class(**settings)
     except ConfigValueError as exc:
-        raise exc.under("attention") from None
+        raise exc.under("mixer") from None
 
 
 def store_structured_configs() -> None:
@@ -143,7 +147,7 @@ def store_structured_configs() -> None:
 
     store = ConfigStore.instance()
     for name, cls in ATTENTION.items():
-        node = EncoderConfig(name=name, attention=cls.config_class())  # type: ignore[attr-defined]
+        node = EncoderConfig(name=name, mixer=cls.config_class())  # type: ignore[attr-defined]
         store.store(group="schema/model", name=name, node=node)
 
 
@@ -224,7 +228,7 @@ class EncoderClassifier(nn.Module):
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 build_attention(c.name, d_model=d_model, n_heads=c.n_heads, causal=c.causal,
-                                dropout=c.attn_dropout, config=c.attention),
+                                dropout=c.attn_dropout, config=c.mixer),
                 d_model, c.d_ffn, c.dropout, c.norm_eps,
             )
             for _ in range(c.n_layers)

@@ -158,7 +158,7 @@ def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:
 
 def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     """``--derived NAME=MODEL`` words as ``{NAME: (MODEL, levels)}``, the levels read from the
-    variant file (``model.attention.levels`` of config/variant/NAME.yaml)."""
+    variant file (``model.mixer.levels`` of config/variant/NAME.yaml)."""
     from omegaconf import OmegaConf
 
     from hkt.config import config_dir
@@ -170,7 +170,7 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
         if not sep or not model or not path.is_file():
             raise AggregateError(f"--derived {pair}: expected VARIANT=MODEL with a variant "
                                  f"file config/variant/VARIANT.yaml (e.g. levels1=mha)")
-        levels = OmegaConf.select(OmegaConf.load(path), "model.attention.levels")
+        levels = OmegaConf.select(OmegaConf.load(path), "model.mixer.levels")
         spec[name] = (model, None if levels is None else int(levels))
     return spec
 

@@ -1,7 +1,7 @@
 """``hkt train --data DATA_DIR --out RUN_DIR [OVERRIDES…]``: one training run.
 
 Overrides are Hydra's: ``model=mha task=imdb profile=smoke seed=1 optim.lr=3e-4
-model.attention.levels=2`` or ``model=hkt variant=levels1``. The resolved config is printed
+model.mixer.levels=2`` or ``model=hkt variant=levels1``. The resolved config is printed
 first; a bad override stops before any work with one message naming the key. Re-running the
 same command resumes an interrupted run from its last checkpoint, or only reports a finished one.
 """
