@@ -8,7 +8,7 @@ Validation is one mechanism in two forms, both built from the value checks of
 :mod:`hkt.checks` (``integer``, ``number``, ``choice``, …), which raise
 :class:`hkt.errors.ConfigValueError` naming the key:
 
-* modules (the encoder and each attention) own a typed config, a dataclass whose
+* modules (the encoder and each token mixer) own a typed config, a dataclass whose
   ``__post_init__`` runs the checks; :func:`compose` registers them with Hydra as structured
   configs (:data:`STRUCTURED`), so Hydra refuses unknown keys and wrong types at compose time;
 * plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
@@ -24,7 +24,10 @@ of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt
 A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
 ``variant`` to ``levels1``, the file's name, so no variant file repeats its own name. A renamed
 group keeps its old name as a deprecated alias (:data:`RENAMED_GROUPS`, :func:`renamed_groups`):
-``experiment=levels1`` composes what ``variant=levels1`` does, with one warning on stderr.
+``experiment=levels1`` composes what ``variant=levels1`` does, with one warning on stderr. A
+renamed key does the same (:data:`RENAMED_KEYS`, :func:`renamed_keys`): ``model.attention.levels=2``
+composes what ``model.mixer.levels=2`` does. Configs saved under an old key (a run directory's
+``config.yaml``, a record, a checkpoint) are read through :func:`upgrade_saved_config`.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from hkt.store import experiment_name
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
 OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 
-__all__ = ["config_dir", "compose", "renamed_groups", "flatten", "describe_type"]
+__all__ = ["config_dir", "compose", "renamed_groups", "renamed_keys", "upgrade_saved_config",
+           "digest_form", "flatten", "describe_type"]
 
 
 def _model_schemas() -> None:
@@ -70,6 +74,13 @@ LABELS = {"train": {"variant": "variant"}}
 # config name -> {old group name: new one}: overrides of a renamed group still work, with one
 # warning line on stderr (once per override and process)
 RENAMED_GROUPS = {"train": {"experiment": "variant"}}
+
+# config name -> {old key: (new key, why)}: overrides of a renamed key (or of a key below it)
+# still work, with one warning line on stderr (once per override and process). Saved configs
+# holding the old key are upgraded by upgrade_saved_config().
+RENAMED_KEYS = {"train": {"model.attention": (
+    "model.mixer", "the model's token-mixer settings are now 'model.mixer' "
+                   "(a convolution is not attention)")}}
 _warned: set[str] = set()
 
 
@@ -93,7 +104,7 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     unparsable overrides, broken interpolations and (``check_types``) values whose type
     differs from the value they override.
     """
-    overrides = renamed_groups(config_name, [str(o) for o in overrides])
+    overrides = renamed_keys(config_name, renamed_groups(config_name, [str(o) for o in overrides]))
     cdir = config_dir()
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
@@ -132,6 +143,99 @@ def renamed_groups(config_name: str, overrides: Sequence[str]) -> list[str]:
             o = new
         out.append(o)
     return out
+
+
+def renamed_keys(config_name: str, overrides: Sequence[str]) -> list[str]:
+    """``overrides`` with the keys of :data:`RENAMED_KEYS` under their new names
+    (``model.attention.levels=2`` -> ``model.mixer.levels=2``, ``+model.attention.x=1``,
+    ``~model.attention``, ``model.attention={…}`` alike), warning once on stderr for each."""
+    renamed = RENAMED_KEYS.get(config_name, {})
+    out = []
+    for o in overrides:
+        body = o.lstrip("+~")
+        key, eq, value = body.partition("=")
+        for old, (new, why) in renamed.items():
+            if key == old or key.startswith(old + "."):
+                fixed = f"{o[:len(o) - len(body)]}{new}{key[len(old):]}{eq}{value}"
+                if o not in _warned:
+                    _warned.add(o)
+                    print(f"hkt: warning: '{o}' is deprecated: {why}; use '{fixed}'",
+                          file=sys.stderr, flush=True)
+                o = fixed
+                break
+        out.append(o)
+    return out
+
+
+def upgrade_saved_config(cfg: Any, config_name: str = "train") -> Any:
+    """A config saved before a key of :data:`RENAMED_KEYS` was renamed, with the new key
+    (``model.attention`` -> ``model.mixer``); a copy, the input untouched. Anything that is not
+    a mapping, or holds no old key, comes back as it is (a current config unchanged).
+
+    The one place an old saved config is read into the current layout: run records, a run
+    directory's ``config.yaml``, checkpoints (and what reads them: comparisons, analyses).
+    """
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg)
+    if not isinstance(cfg, dict):
+        return cfg
+    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
+        *parents, old_leaf = old.split(".")
+        new_parents, new_leaf = new.split(".")[:-1], new.split(".")[-1]
+        if new_parents != parents:  # only renames within one node are needed so far
+            raise NotImplementedError(f"{old} -> {new}: a move between nodes")
+        node: Any = cfg
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or old_leaf not in node:
+            continue
+        cfg = _copy_path(cfg, parents)
+        node = cfg
+        for p in parents[:-1]:
+            node = node[p]
+        holder = node[parents[-1]] if parents else cfg
+        if new_leaf in holder:  # both keys: the new one wins (the old one is dropped)
+            holder.pop(old_leaf)
+            continue
+        # the new name in the old one's place (a saved file keeps its order)
+        renamed = {new_leaf if k == old_leaf else k: v for k, v in holder.items()}
+        if parents:
+            node[parents[-1]] = renamed
+        else:
+            cfg = renamed
+    return cfg
+
+
+def digest_form(cfg: dict[str, Any], config_name: str = "train") -> dict[str, Any]:
+    """``cfg`` (a plain mapping) with the keys of :data:`RENAMED_KEYS` under their old names,
+    for digests that must not change with a rename: the workflow's rerun trigger
+    (:func:`hkt.workflow.configs.train_config_digest`) and the timing cache's shape key. Without
+    it every finished training job of an existing results directory would rerun."""
+    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
+        *parents, new_leaf = new.split(".")
+        old_leaf = old.split(".")[-1]
+        node: Any = cfg
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and new_leaf in node:
+            cfg = _copy_path(cfg, parents)
+            holder = cfg
+            for p in parents:
+                holder = holder[p]
+            renamed = {old_leaf if k == new_leaf else k: v for k, v in holder.items()}
+            holder.clear()
+            holder.update(renamed)
+    return cfg
+
+
+def _copy_path(cfg: dict[str, Any], parents: list[str]) -> dict[str, Any]:
+    """A shallow copy of ``cfg`` and of each node along ``parents``."""
+    top = dict(cfg)
+    node = top
+    for p in parents:
+        node[p] = dict(node[p])
+        node = node[p]
+    return top
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -225,9 +329,12 @@ def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str
     why = str(cause).splitlines()[0] if cause else ""
     if key:
         if "not in struct" in why or "Could not append" in text or "Key '" in why:
+            renamed = [f"; '{old}' is now '{new}' ({why_})" for keys in RENAMED_KEYS.values()
+                       for old, (new, why_) in keys.items()
+                       if key == old or key.startswith(old + ".")]
             return (f"unknown config key '{key}' (from override "
                     f"'{_override_for(key, overrides)}'); check the spelling, "
-                    f"or see the keys with: {hint}")
+                    f"or see the keys with: {hint}{''.join(renamed[:1])}")
         if "Could not append to config" in text:
             return f"config key '{key}' already exists: override it without the leading '+'"
         return f"config key '{key}': {why or ' '.join(text.split())}"

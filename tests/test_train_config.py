@@ -46,10 +46,17 @@ def test_a_variant_file_labels_its_runs_by_its_name(tmp_path, monkeypatch):
     shutil.copytree(config_dir(), cdir)
     (cdir / "variant" / "my_levels.yaml").write_text(
         "# @package _global_\ndefaults:\n  - override /model: hkt\n"
-        "model:\n  attention:\n    levels: 2\n")
+        "model:\n  mixer:\n    levels: 2\n")
     monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
     cfg = load_config(["variant=my_levels", "profile=smoke"])
-    assert cfg.variant == "my_levels" and cfg.model.attention.levels == 2
+    assert cfg.variant == "my_levels" and cfg.model.mixer.levels == 2
+    # a variant file written before the rename says what to change
+    (cdir / "variant" / "old_levels.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: hkt\n"
+        "model:\n  attention:\n    levels: 2\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'model.attention' .*'model.attention' "
+                                          r"is now 'model.mixer'"):
+        load_config(["variant=old_levels", "profile=smoke"])
 
 
 @pytest.fixture
@@ -90,6 +97,78 @@ def test_the_old_experiment_group_on_the_command_line_warns_once(capsys, fresh_w
         "is now 'variant' (config/variant/); use 'variant=mha_matched'"]
 
 
+def mixer_warning(old: str, new: str) -> str:
+    return (f"hkt: warning: '{old}' is deprecated: the model's token-mixer settings are now "
+            f"'model.mixer' (a convolution is not attention); use '{new}'")
+
+
+@pytest.mark.parametrize("base, old, new", [
+    (["task=listops", "model=hkt", "profile=cpu"], "model.attention.levels=2", "model.mixer.levels=2"),
+    (["task=imdb", "model=hkt", "profile=paper"], "model.attention.fusion=static",
+     "model.mixer.fusion=static"),
+    (["task=listops", "model=conv", "profile=smoke"], "model.attention.kernel_size=5",
+     "model.mixer.kernel_size=5"),
+    (["task=listops", "model=hkt", "profile=smoke", "variant=levels1"],
+     "model.attention={levels: 2, stride: 4, kernel_size: 4}",
+     "model.mixer={levels: 2, stride: 4, kernel_size: 4}"),
+])
+def test_the_old_attention_key_composes_the_same_config_and_warns(base, old, new, capsys,
+                                                                   fresh_warnings):
+    from omegaconf import OmegaConf
+
+    want = OmegaConf.to_container(load_config([*base, new]))
+    assert capsys.readouterr().err == ""
+    got = OmegaConf.to_container(load_config([*base, old]))
+    assert got == want and "attention" not in got["model"]
+    assert capsys.readouterr().err == mixer_warning(old, new) + "\n"
+    load_config([*base, old])  # once per override and process
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_attention_key_with_a_plus_or_tilde_keeps_it(fresh_warnings, capsys):
+    from hkt.config import renamed_keys
+
+    assert renamed_keys("train", ["+model.attention.x=1", "~model.attention", "model.attention_x=1",
+                                  "model.mixer.levels=2"]) == [
+        "+model.mixer.x=1", "~model.mixer", "model.attention_x=1", "model.mixer.levels=2"]
+    assert capsys.readouterr().err.splitlines() == [
+        mixer_warning("+model.attention.x=1", "+model.mixer.x=1"),
+        mixer_warning("~model.attention", "~model.mixer")]
+    # a + override of a key the model lacks fails naming the new key, as it would have
+    with pytest.raises(ConfigError, match="model.mixer.levels"):
+        load_config(["model=mha", "+model.attention.levels=2"])
+
+
+def test_the_old_attention_key_on_the_command_line_warns_once(capsys, fresh_warnings):
+    assert main(["train", "--print-config", "profile=smoke", "model=hkt",
+                 "model.attention.levels=2"]) == 0
+    out, err = capsys.readouterr()
+    assert "mixer:\n    levels: 2" in out and "attention:" not in out
+    assert [line for line in err.splitlines() if "warning" in line] == [
+        mixer_warning("model.attention.levels=2", "model.mixer.levels=2")]
+
+
+def test_a_suites_train_overrides_may_use_the_old_attention_key(fresh_warnings):
+    from hkt.workflow.configs import train_config_digest
+
+    base = ["task=listops", "model=hkt", "profile=smoke", "variant=main"]
+    assert train_config_digest([*base, "model.attention.levels=2"]) == train_config_digest(
+        [*base, "model.mixer.levels=2"]) != train_config_digest(base)
+
+
+def test_digests_keep_the_old_key_name_so_a_rename_reruns_nothing():
+    from hkt.config import digest_form, upgrade_saved_config
+
+    cfg = {"seed": 0, "model": {"name": "hkt", "mixer": {"levels": 2}, "d_model": 8}}
+    old = digest_form(cfg)
+    assert old == {"seed": 0, "model": {"name": "hkt", "attention": {"levels": 2}, "d_model": 8}}
+    assert list(old["model"]) == ["name", "attention", "d_model"]
+    assert cfg["model"]["mixer"] == {"levels": 2}  # the input untouched
+    assert upgrade_saved_config(old) == cfg and list(upgrade_saved_config(old)["model"]) == [
+        "name", "mixer", "d_model"]
+    assert upgrade_saved_config(cfg) == cfg and upgrade_saved_config(None) is None
+
+
 @pytest.mark.parametrize("override", ["variant=levels9", "experiment=levels9"])
 def test_an_unknown_variant_is_one_line_listing_the_variants(override, capsys, fresh_warnings):
     with pytest.raises(ConfigError) as err:
@@ -115,7 +194,7 @@ def test_paper_profile_sizes_are_per_task():
 def test_ablation_sets_levels_and_variant():
     cfg = load_config(["variant=levels1"])
     assert cfg.model.name == "hkt"
-    assert cfg.model.attention.levels == 1 and cfg.variant == "levels1"
+    assert cfg.model.mixer.levels == 1 and cfg.variant == "levels1"
 
 
 def test_tracking_defaults_follow_environment(monkeypatch, tmp_path):
@@ -136,9 +215,9 @@ def test_tracking_defaults_follow_environment(monkeypatch, tmp_path):
     ("train.max_steps=1.5", "train.max_steps"),
     ("train.compile=maybe", "train.compile"),
     ("optim.betas=[0.9]", "optim.betas"),
-    ("model.attention.levels=0", "model.attention.levels"),  # impossible values
-    ("model.attention.stride=1", "model.attention.stride"),
-    ("model.attention.kernel_size=1", "model.attention.kernel_size"),
+    ("model.mixer.levels=0", "model.mixer.levels"),  # impossible values
+    ("model.mixer.stride=1", "model.mixer.stride"),
+    ("model.mixer.kernel_size=1", "model.mixer.kernel_size"),
     ("model.n_heads=3", "model.d_model"),
     ("model.dropout=1.5", "model.dropout"),
     ("optim.lr=0", "optim.lr"),
@@ -156,13 +235,13 @@ def test_bad_override_names_the_key(override, key):
 
 
 def test_linear_upsampling_with_causal_is_refused():
-    with pytest.raises(ConfigError, match="model.attention.upsample"):
-        load_config(["model=hkt", "model.causal=true", "model.attention.upsample=linear"])
+    with pytest.raises(ConfigError, match="model.mixer.upsample"):
+        load_config(["model=hkt", "model.causal=true", "model.mixer.upsample=linear"])
 
 
 def test_attention_argument_of_another_model_is_refused():
-    with pytest.raises(ConfigError, match="model.attention.levels"):
-        load_config(["model=mha", "+model.attention.levels=2"])
+    with pytest.raises(ConfigError, match="model.mixer.levels"):
+        load_config(["model=mha", "+model.mixer.levels=2"])
 
 
 def test_unknown_group_option_lists_the_options():
@@ -174,10 +253,10 @@ def test_unknown_group_option_lists_the_options():
 def test_cli_bad_override_stops_before_any_work(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "--data", str(tmp_path / "missing"), "--out", str(out),
-                 "model.attention.levels=0"])
+                 "model.mixer.levels=0"])
     err = capsys.readouterr().err
     assert code == 2
-    assert "model.attention.levels" in err and "Traceback" not in err
+    assert "model.mixer.levels" in err and "Traceback" not in err
     assert not out.exists()
 
 
@@ -207,7 +286,7 @@ def test_matched_mha_has_hkt_parameter_count(profile):
 
 @pytest.mark.parametrize("override", ["optim.lr=nan", "optim.lr=inf", "optim.lr=1e39",
                                       "optim.eps=nan", "optim.weight_decay=-inf",
-                                      "model.dropout=nan", "model.attention.chunk_mib=inf"])
+                                      "model.dropout=nan", "model.mixer.chunk_mib=inf"])
 def test_non_finite_floats_are_refused_naming_the_key(override):
     key = override.split("=")[0]
     with pytest.raises(ConfigError, match=f"config key '{key}' = .*must be a finite number"):
@@ -216,8 +295,8 @@ def test_non_finite_floats_are_refused_naming_the_key(override):
 
 def test_attention_set_to_null_is_a_bad_value_not_an_unknown_key():
     with pytest.raises(ConfigError) as err:
-        load_config(["model.attention=null"])
-    assert "'model.attention'" in str(err.value) and "unknown" not in str(err.value)
+        load_config(["model.mixer=null"])
+    assert "'model.mixer'" in str(err.value) and "unknown" not in str(err.value)
 
 
 def test_wrong_type_names_key_and_value():
@@ -233,7 +312,7 @@ def test_module_configs_state_the_defaults_once():
     from hkt.models import EncoderConfig
 
     cfg = load_config(["model=hkt"])
-    assert dict(cfg.model.attention) == asdict(HKTConfig())
+    assert dict(cfg.model.mixer) == asdict(HKTConfig())
     assert cfg.model.norm_eps == EncoderConfig().norm_eps
     for name in groups("model"):
         text = (config_dir() / "model" / f"{name}.yaml").read_text()

@@ -3,7 +3,7 @@
 Hydra (through :func:`hkt.config.compose`) catches unknown group options, unknown keys and wrong
 types; :func:`validate` catches the values that are well-typed but impossible, with the checks
 of :mod:`hkt.checks`: the model through its typed config (:class:`hkt.models.EncoderConfig`,
-which holds the attention's), the task through its family's schema
+which holds the token mixer's), the task through its family's schema
 (:func:`hkt.data.config.validate_task`), the rest through :data:`SCHEMA`, plus the few checks
 that span keys. Each failure is one :class:`hkt.errors.ConfigError` naming the key.
 
@@ -32,7 +32,7 @@ from hkt.checks import (
     spec,
     text,
 )
-from hkt.config import compose, renamed_groups
+from hkt.config import compose, renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
 
 __all__ = ["CONFIG_NAME", "SCHEMA", "load_config", "validate", "match_params", "strip_for_compare"]
@@ -135,9 +135,9 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     other = str(cfg.model.match_params_of)
     # the other model: the same task, profile and shared settings; its own model group and
     # attention settings (the variant that asked for the match is left out)
-    keep = [o for o in renamed_groups(CONFIG_NAME, overrides)
+    keep = [o for o in renamed_keys(CONFIG_NAME, renamed_groups(CONFIG_NAME, overrides))
             if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
-                                              "model.attention", "model.name"))]
+                                              "model.mixer", "model.name"))]
     ref = compose(CONFIG_NAME, [*keep, f"model={other}"], check_types=False)
     validate(ref)
     mine, theirs = cfg.model, ref.model
@@ -172,9 +172,10 @@ RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s",)
 
 
 def strip_for_compare(cfg: Any) -> dict[str, Any]:
-    """The parts of a resolved config that define a run (tracking settings excluded)."""
+    """The parts of a resolved config that define a run (tracking settings excluded); a config
+    saved under an old key name compares under the new one (:func:`upgrade_saved_config`)."""
     d = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    d = dict(d)
+    d = dict(upgrade_saved_config(d))
     d.pop("tracking", None)
     if isinstance(d.get("train"), dict):  # how a run stops does not change what it computes
         d["train"] = {k: v for k, v in d["train"].items() if k not in RUN_NEUTRAL_TRAIN_KEYS}
