@@ -32,6 +32,7 @@ import jsonschema
 
 import hkt
 from hkt.data.layout import SPLITS, split_file
+from hkt.config import upgrade_saved_config
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import SuiteRun, git_state
@@ -99,9 +100,12 @@ def load_record(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path} is not valid JSON: {exc}") from None
     try:
-        return validate_record(record)
+        record = validate_record(record)
     except RecordError as exc:
         raise RecordError(f"{path}: {exc}") from None
+    if isinstance(record, dict) and "config" in record:  # a record written before a key's rename
+        record = {**record, "config": upgrade_saved_config(record["config"])}
+    return record
 
 
 def _rounded(value: float | None, digits: int) -> float | None:

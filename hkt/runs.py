@@ -4,8 +4,9 @@ Shared by the report (tables, figures) and the analyses (a run's identity, :data
 sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
 (:data:`RUN_COLUMNS`), :func:`curves_from_records` the validation curves
 (:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's variant columns (levels,
-stride, …) come from the fields of its attention config present in the record
-(``config.model.attention``), whatever the model: a field the model lacks is null. The MLflow
+stride, …) come from the fields of its token-mixer config present in the record
+(``config.model.mixer``; ``config.model.attention`` in records written before the rename),
+whatever the model: a field the model lacks is null. The MLflow
 reader (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are
 fractions here and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
 what a table or figure of runs must tell its reader (paper comparison of shape only; the test
@@ -23,12 +24,13 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
+from hkt.config import upgrade_saved_config
 from hkt.errors import HKTError
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
 
-#: The attention-config fields that tell variants of a model apart (runs-frame columns; null
-#: where a model's attention has no such field).
+#: The token-mixer-config fields that tell variants of a model apart (runs-frame columns; null
+#: where a model's mixer has no such field).
 VARIANT_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
                                   "kernel_size": pl.Int64, "fusion": pl.String,
                                   "upsample": pl.String}
@@ -107,6 +109,8 @@ def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[
                 rec = json.loads(f.read_text("utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise AggregateError(f"{f}: cannot read the run record: {exc}") from None
+            if isinstance(rec, dict) and "config" in rec:  # as load_record reads it
+                rec["config"] = upgrade_saved_config(rec["config"])
         rec["_path"] = str(f)
         records.append(rec)
     return records
@@ -164,8 +168,8 @@ def record_length(rec: dict[str, Any]) -> int | None:
 
 def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     """One runs-frame row from a run record."""
-    cfg = rec.get("config") or {}
-    att = get_path(cfg, "model.attention") or {}
+    cfg = upgrade_saved_config(rec.get("config") or {})  # records before the rename: model.attention
+    mixer = get_path(cfg, "model.mixer") or {}
     return {
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
         "variant": rec["variant"],
@@ -186,7 +190,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "d_model": as_int(get_path(cfg, "model.d_model")),
         "n_layers": as_int(get_path(cfg, "model.n_layers")),
         "d_ffn": as_int(get_path(cfg, "model.d_ffn")),
-        **{k: as_column(att.get(k), dtype) for k, dtype in VARIANT_FIELDS.items()},
+        **{k: as_column(mixer.get(k), dtype) for k, dtype in VARIANT_FIELDS.items()},
         "mlflow_run_id": rec.get("mlflow_run_id"),
         "mlflow_tracking_uri": rec.get("mlflow_tracking_uri"),
         "mlflow_experiment": rec.get("mlflow_experiment"),

@@ -31,7 +31,7 @@ def make_record(task="listops", model="hkt", variant="main", seed=0, val=0.5, te
         "profile": "smoke",
         "config": {"task": {"name": task, "max_length": length, "num_classes": 10},
                    "model": {"name": model, "d_model": 16, "n_layers": 1, "d_ffn": 32,
-                             "attention": att},
+                             "mixer": att},
                    "train": {"batch_size": 8}},
         "n_params": n_params, "steps": 12, "best_step": 6, "train_examples": 48, "val_accuracy": val,
         "test_accuracy": test, "wall_time_s": 1.0, "ms_per_step": 10.0, "samples_per_s": 100.0,
@@ -201,6 +201,36 @@ def test_superseded_mlflow_rerun_has_no_curve(tmp_path):
     assert curves["source"].to_list() == runs["source"].to_list()
 
 
+def test_records_and_mlflow_runs_from_before_the_mixer_rename_still_read(tmp_path):
+    """Records written before the rename hold config.model.attention, MLflow runs logged
+    before it model.attention.* params: both give the same variant columns as new ones."""
+    from mlflow.tracking import MlflowClient
+
+    new = make_record(levels=2, seed=0)
+    old = make_record(levels=2, seed=1)
+    old["config"]["model"]["attention"] = old["config"]["model"].pop("mixer")
+    root = write_records(tmp_path / "runs", [new, old])
+    for validate in (True, False):
+        runs = runs_from_records(load_records([root], validate=validate))
+        assert runs.sort("seed")["levels"].to_list() == [2, 2]
+        assert runs.sort("seed")["stride"].to_list() == [2, 2]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment("hkt-listops", artifact_location=(tmp_path / "art").as_uri())
+    for seed, key in ((0, "mixer"), (1, "attention")):
+        rid = client.create_run(exp_id, tags={"task": "listops", "model": "hkt", "variant": "main",
+                                              "seed": str(seed)}).info.run_id
+        client.log_param(rid, "task.max_length", 512)
+        for k, v in HKT_ATT.items():
+            client.log_param(rid, f"model.{key}.{k}", 2 if k == "levels" else v)
+        for k in ("val_accuracy", "test_accuracy"):
+            client.log_metric(rid, k, 0.5, step=12)
+        client.set_terminated(rid, "FINISHED")
+    runs, _ = runs_from_mlflow(uri)
+    runs = runs.sort("seed")
+    assert runs["levels"].to_list() == [2, 2] and runs["fusion"].to_list() == ["dynamic"] * 2
+
+
 def test_most_common_length():
     runs = runs_from_records([dict(make_record(length=n, seed=i), _path=f"r{i}")
                                   for i, n in enumerate((1024, 512, 1024, 512, 2000))])
@@ -305,10 +335,10 @@ def mlflow_store(tmp_path_factory):
         rid = run.info.run_id
         client.log_param(rid, "task.max_length", r["config"]["task"]["max_length"])
         for k, v in r["config"]["model"].items():
-            if k != "attention":
+            if k != "mixer":
                 client.log_param(rid, f"model.{k}", v)
-        for k, v in r["config"]["model"].get("attention", {}).items():
-            client.log_param(rid, f"model.attention.{k}", v)
+        for k, v in r["config"]["model"].get("mixer", {}).items():
+            client.log_param(rid, f"model.mixer.{k}", v)
         if "train" in r["config"]:
             client.log_param(rid, "train.batch_size", r["config"]["train"]["batch_size"])
         for k in ("val_accuracy", "test_accuracy", "n_params", "ms_per_step", "test_examples",

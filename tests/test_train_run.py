@@ -234,3 +234,52 @@ def test_kill_9_then_rerun_resumes_to_identical_metrics(prepared_data, tmp_path,
 
     assert main(cmd[3:]) == 0
     assert "nothing to do" in capsys.readouterr().err
+
+
+def _to_old_key(cfg: dict) -> dict:
+    """A config as runs saved it before ``model.mixer`` was called ``model.attention``."""
+    model = {("attention" if k == "mixer" else k): v for k, v in cfg["model"].items()}
+    return {**cfg, "model": model}
+
+
+def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path):
+    """A run directory written before the rename (config.yaml, checkpoints and record say
+    ``model.attention``) is the same config: reported or resumed, not started over."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from hkt.analysis.run import load_trained_run
+    from hkt.train.checkpoint import load_checkpoint, save_checkpoint
+
+    data, out = prepared_data("listops"), tmp_path / "r"
+    rec = run(data, out, "model=hkt")
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert "mixer" in saved["model"] and "attention" not in saved["model"]
+    (out / "config.yaml").write_text(yaml.safe_dump(_to_old_key(saved), sort_keys=False))
+    for ck_path in (out / "checkpoints").glob("*.pt"):
+        ck = torch.load(ck_path, weights_only=True)
+        save_checkpoint({**ck, "config": _to_old_key(ck["config"])}, ck_path)
+        assert "mixer" in load_checkpoint(ck_path)["config"]["model"]  # read under the new key
+    old_record = {**json.loads((out / "record.json").read_text())}
+    old_record["config"] = _to_old_key(old_record["config"])
+    (out / "record.json").write_text(json.dumps(old_record))
+    assert load_record(out)["config"] == rec["config"]
+    # analyses read the old run
+    trained = load_trained_run(out)
+    assert trained.model.config.mixer.levels == rec["config"]["model"]["mixer"]["levels"]
+
+    def again() -> tuple[dict, str]:
+        stream = io.StringIO()
+        cfg = load_config(["profile=smoke", "task=listops", "model=hkt", "tracking.enabled=false"])
+        got = train(cfg, data, out, stream=stream, progress=False, restart_if_changed=True)
+        return got, stream.getvalue()
+
+    got, said = again()  # finished: the old record is this config's
+    assert "starting over" not in said and "nothing to do" in said
+    before = history(out)
+    (out / "record.json").unlink()  # unfinished: resumes from the old checkpoint and config.yaml
+    (out / "keep").write_text("a restart empties the directory")
+    got, said = again()
+    assert "starting over" not in said and (out / "keep").exists(), said
+    assert history(out) == before
+    assert {k: got[k] for k in METRICS} == {k: rec[k] for k in METRICS}

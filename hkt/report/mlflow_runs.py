@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from hkt.config import RENAMED_KEYS
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
@@ -72,6 +73,18 @@ def _ms_iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+def mixer_param(params: dict[str, Any], field: str) -> Any:
+    """The run's ``model.mixer.FIELD`` param; runs logged before the rename have it as
+    ``model.attention.FIELD`` (:data:`hkt.config.RENAMED_KEYS`)."""
+    key = f"model.mixer.{field}"
+    if key in params:
+        return params[key]
+    for old, (new, _why) in RENAMED_KEYS["train"].items():
+        if key.startswith(new + "."):
+            return params.get(old + key[len(new):])
+    return None
+
+
 def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
     """One runs-frame row from a finished MLflow run (None if it lacks the final metrics)."""
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
@@ -94,7 +107,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "wall_time_s": as_float(metrics.get("wall_time_s")), "device": tags.get("device"),
         "d_model": as_int(p("model.d_model")), "n_layers": as_int(p("model.n_layers")),
         "d_ffn": as_int(p("model.d_ffn")),
-        **{k: as_column(p(f"model.attention.{k}"), dtype) for k, dtype in VARIANT_FIELDS.items()},
+        **{k: as_column(mixer_param(params, k), dtype) for k, dtype in VARIANT_FIELDS.items()},
         "mlflow_run_id": run.info.run_id, "mlflow_tracking_uri": uri,
         "mlflow_experiment": experiment,
         "created_at": tags.get("created_at") or _ms_iso(run.info.start_time),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hkt.config import upgrade_saved_config
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
 
@@ -75,7 +76,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise TrainingError(f"cannot load checkpoint {path}: the file is empty (0 bytes); delete "
                             "it (and the run directory's other checkpoints) to start over")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        ck = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise TrainingError(f"no checkpoint at {path}") from None
     except pickle.UnpicklingError:
@@ -87,6 +88,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise TrainingError(f"cannot load checkpoint {path}: {type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''}; delete it "
                             "(and the run directory's other checkpoints) to start over") from None
+    if isinstance(ck, dict) and "config" in ck:  # a checkpoint written before a key's rename
+        ck["config"] = upgrade_saved_config(ck["config"])
+    return ck
 
 
 def rng_state() -> dict[str, Any]:
