@@ -36,9 +36,11 @@ def train_config_digest(overrides: Sequence[str]) -> str:
 
     Raises :class:`ConfigError` naming the key, exactly as ``hkt train`` would.
     """
+    from hkt.config import digest_form
     from hkt.train.config import load_config, strip_for_compare
 
-    cfg = strip_for_compare(load_config(list(overrides)))
+    # under the keys' old names: a rename (model.attention -> model.mixer) reruns nothing
+    cfg = digest_form(strip_for_compare(load_config(list(overrides))))
     text = json.dumps(cfg, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
