@@ -29,7 +29,7 @@ def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
     """The :class:`Shape` of a composed training config timed at ``batch_size``."""
     from omegaconf import OmegaConf
 
-    from hkt.config import digest_form
+    from hkt.renames import digest_form
 
     # under the keys' old names: a rename (model.attention -> model.mixer) keeps the cache
     model = digest_form({"model": OmegaConf.to_container(cfg.model, resolve=True)})["model"]

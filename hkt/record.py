@@ -32,7 +32,7 @@ import jsonschema
 
 import hkt
 from hkt.data.layout import SPLITS, split_file
-from hkt.config import upgrade_saved_config
+from hkt.renames import upgrade_saved_config
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import SuiteRun, git_state

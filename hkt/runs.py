@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.config import upgrade_saved_config
+from hkt.renames import upgrade_saved_config
 from hkt.errors import HKTError
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record

@@ -62,9 +62,9 @@ def test_a_variant_file_labels_its_runs_by_its_name(tmp_path, monkeypatch):
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """The deprecation warnings are given once per process; each test sees its own."""
-    import hkt.config
+    import hkt.renames
 
-    monkeypatch.setattr(hkt.config, "_warned", set())
+    monkeypatch.setattr(hkt.renames, "_warned", set())
 
 
 @pytest.mark.parametrize("overrides, variant", [
@@ -126,7 +126,7 @@ def test_the_old_attention_key_composes_the_same_config_and_warns(base, old, new
 
 
 def test_the_old_attention_key_with_a_plus_or_tilde_keeps_it(fresh_warnings, capsys):
-    from hkt.config import renamed_keys
+    from hkt.renames import renamed_keys
 
     assert renamed_keys("train", ["+model.attention.x=1", "~model.attention", "model.attention_x=1",
                                   "model.mixer.levels=2"]) == [
@@ -157,7 +157,7 @@ def test_a_suites_train_overrides_may_use_the_old_attention_key(fresh_warnings):
 
 
 def test_digests_keep_the_old_key_name_so_a_rename_reruns_nothing():
-    from hkt.config import digest_form, upgrade_saved_config
+    from hkt.renames import digest_form, upgrade_saved_config
 
     cfg = {"seed": 0, "model": {"name": "hkt", "mixer": {"levels": 2}, "d_model": 8}}
     old = digest_form(cfg)

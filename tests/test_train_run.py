@@ -246,7 +246,6 @@ def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path
     """A run directory written before the rename (config.yaml, checkpoints and record say
     ``model.attention``) is the same config: reported or resumed, not started over."""
     import yaml
-    from omegaconf import OmegaConf
 
     from hkt.analysis.run import load_trained_run
     from hkt.train.checkpoint import load_checkpoint, save_checkpoint

@@ -33,7 +33,7 @@ from hkt.analysis.kernel import as_float64, decompose_bilinear, gram_rank_report
 from hkt.analysis.kurtosis import mardia_test, take_rows
 from hkt.attention.hkt import truncate_levels
 from hkt.attention.upsample import Upsampler
-from hkt.config import upgrade_saved_config
+from hkt.renames import upgrade_saved_config
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
 from hkt.models import build_model

@@ -49,7 +49,7 @@ class EncoderConfig:
         mixer: the token mixer's own config, an instance of its registered class's
             ``config_class`` (a mapping of its fields is converted; null/absent means its
             defaults). Called ``attention`` before; saved configs that say so are read through
-            :func:`hkt.config.upgrade_saved_config`.
+            :func:`hkt.renames.upgrade_saved_config`.
         match_params_of: another attention's name, or null. Not a model setting: ``hkt train``
             widens ``d_ffn`` until this model has as many parameters as that attention's model
             of the same sizes (the size-matched baseline, ``variant=mha_matched``).

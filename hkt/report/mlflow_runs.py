@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from hkt.config import RENAMED_KEYS
+from hkt.renames import RENAMED_KEYS
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
@@ -75,7 +75,7 @@ def _ms_iso(ms: int | None) -> str | None:
 
 def mixer_param(params: dict[str, Any], field: str) -> Any:
     """The run's ``model.mixer.FIELD`` param; runs logged before the rename have it as
-    ``model.attention.FIELD`` (:data:`hkt.config.RENAMED_KEYS`)."""
+    ``model.attention.FIELD`` (:data:`hkt.renames.RENAMED_KEYS`)."""
     key = f"model.mixer.{field}"
     if key in params:
         return params[key]

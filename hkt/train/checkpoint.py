@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hkt.config import upgrade_saved_config
+from hkt.renames import upgrade_saved_config
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
 

@@ -32,7 +32,8 @@ from hkt.checks import (
     spec,
     text,
 )
-from hkt.config import compose, renamed_groups, renamed_keys, upgrade_saved_config
+from hkt.config import compose
+from hkt.renames import renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
 
 __all__ = ["CONFIG_NAME", "SCHEMA", "load_config", "validate", "match_params", "strip_for_compare"]

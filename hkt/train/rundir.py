@@ -14,7 +14,8 @@ from typing import Any
 from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.config import flatten, upgrade_saved_config
+from hkt.config import flatten
+from hkt.renames import upgrade_saved_config
 from hkt.errors import RunMismatch, TrainingError
 from hkt.fileio import atomic_write_text, remove_orphaned_temps
 from hkt.train.config import strip_for_compare

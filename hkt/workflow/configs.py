@@ -36,7 +36,7 @@ def train_config_digest(overrides: Sequence[str]) -> str:
 
     Raises :class:`ConfigError` naming the key, exactly as ``hkt train`` would.
     """
-    from hkt.config import digest_form
+    from hkt.renames import digest_form
     from hkt.train.config import load_config, strip_for_compare
 
     # under the keys' old names: a rename (model.attention -> model.mixer) reruns nothing

@@ -1,0 +1,142 @@
+"""Names that changed, kept working: a renamed config group (``experiment`` -> ``variant``) or
+key (``model.attention`` -> ``model.mixer``) is rewritten in overrides with one warning per
+override and process, saved configs holding an old key are upgraded when read, and digests that
+must outlive a rename (the workflow's rerun trigger, the timing cache) are taken under the old
+names. :func:`hkt.config.compose` applies the first; readers of saved runs call the second."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "renamed_groups", "renamed_keys",
+           "upgrade_saved_config", "digest_form"]
+
+# config name -> {old group name: new one}: overrides of a renamed group still work, with one
+# warning line on stderr (once per override and process)
+RENAMED_GROUPS = {"train": {"experiment": "variant"}}
+
+# config name -> {old key: (new key, why)}: overrides of a renamed key (or of a key below it)
+# still work, with one warning line on stderr (once per override and process). Saved configs
+# holding the old key are upgraded by upgrade_saved_config().
+RENAMED_KEYS = {"train": {"model.attention": (
+    "model.mixer", "the model's token-mixer settings are now 'model.mixer' "
+                   "(a convolution is not attention)")}}
+_warned: set[str] = set()
+
+
+def renamed_groups(config_name: str, overrides: Sequence[str]) -> list[str]:
+    """``overrides`` with the groups of :data:`RENAMED_GROUPS` under their new names
+    (``experiment=levels1`` -> ``variant=levels1``), warning once on stderr for each."""
+    renamed = RENAMED_GROUPS.get(config_name, {})
+    out = []
+    for o in overrides:
+        body = o.lstrip("+~")
+        key, eq, value = body.partition("=")
+        group, at, package = key.partition("@")
+        if group in renamed:
+            new = f"{o[:len(o) - len(body)]}{renamed[group]}{at}{package}{eq}{value}"
+            if o not in _warned:
+                _warned.add(o)
+                print(f"hkt: warning: '{o}' is deprecated: the config group '{group}' is now "
+                      f"'{renamed[group]}' (config/{renamed[group]}/); use '{new}'",
+                      file=sys.stderr, flush=True)
+            o = new
+        out.append(o)
+    return out
+
+
+def renamed_keys(config_name: str, overrides: Sequence[str]) -> list[str]:
+    """``overrides`` with the keys of :data:`RENAMED_KEYS` under their new names
+    (``model.attention.levels=2`` -> ``model.mixer.levels=2``, ``+model.attention.x=1``,
+    ``~model.attention``, ``model.attention={…}`` alike), warning once on stderr for each."""
+    renamed = RENAMED_KEYS.get(config_name, {})
+    out = []
+    for o in overrides:
+        body = o.lstrip("+~")
+        key, eq, value = body.partition("=")
+        for old, (new, why) in renamed.items():
+            if key == old or key.startswith(old + "."):
+                fixed = f"{o[:len(o) - len(body)]}{new}{key[len(old):]}{eq}{value}"
+                if o not in _warned:
+                    _warned.add(o)
+                    print(f"hkt: warning: '{o}' is deprecated: {why}; use '{fixed}'",
+                          file=sys.stderr, flush=True)
+                o = fixed
+                break
+        out.append(o)
+    return out
+
+
+def upgrade_saved_config(cfg: Any, config_name: str = "train") -> Any:
+    """A config saved before a key of :data:`RENAMED_KEYS` was renamed, with the new key
+    (``model.attention`` -> ``model.mixer``); a copy, the input untouched. Anything that is not
+    a mapping, or holds no old key, comes back as it is (a current config unchanged).
+
+    The one place an old saved config is read into the current layout: run records, a run
+    directory's ``config.yaml``, checkpoints (and what reads them: comparisons, analyses).
+    """
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg)
+    if not isinstance(cfg, dict):
+        return cfg
+    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
+        *parents, old_leaf = old.split(".")
+        new_parents, new_leaf = new.split(".")[:-1], new.split(".")[-1]
+        if new_parents != parents:  # only renames within one node are needed so far
+            raise NotImplementedError(f"{old} -> {new}: a move between nodes")
+        node: Any = cfg
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or old_leaf not in node:
+            continue
+        cfg = _copy_path(cfg, parents)
+        node = cfg
+        for p in parents[:-1]:
+            node = node[p]
+        holder = node[parents[-1]] if parents else cfg
+        if new_leaf in holder:  # both keys: the new one wins (the old one is dropped)
+            holder.pop(old_leaf)
+            continue
+        # the new name in the old one's place (a saved file keeps its order)
+        renamed = {new_leaf if k == old_leaf else k: v for k, v in holder.items()}
+        if parents:
+            node[parents[-1]] = renamed
+        else:
+            cfg = renamed
+    return cfg
+
+
+def digest_form(cfg: dict[str, Any], config_name: str = "train") -> dict[str, Any]:
+    """``cfg`` (a plain mapping) with the keys of :data:`RENAMED_KEYS` under their old names,
+    for digests that must not change with a rename: the workflow's rerun trigger
+    (:func:`hkt.workflow.configs.train_config_digest`) and the timing cache's shape key. Without
+    it every finished training job of an existing results directory would rerun."""
+    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
+        *parents, new_leaf = new.split(".")
+        old_leaf = old.split(".")[-1]
+        node: Any = cfg
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and new_leaf in node:
+            cfg = _copy_path(cfg, parents)
+            holder = cfg
+            for p in parents:
+                holder = holder[p]
+            renamed = {old_leaf if k == new_leaf else k: v for k, v in holder.items()}
+            holder.clear()
+            holder.update(renamed)
+    return cfg
+
+
+def _copy_path(cfg: dict[str, Any], parents: list[str]) -> dict[str, Any]:
+    """A shallow copy of ``cfg`` and of each node along ``parents``."""
+    top = dict(cfg)
+    node = top
+    for p in parents:
+        node[p] = dict(node[p])
+        node = node[p]
+    return top
