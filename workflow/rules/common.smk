@@ -73,11 +73,15 @@ def print_plan(calibrate):
 def suite_plan():
     """The suite's plan, calibrated once per workflow (cached timings, else a short fresh one):
     the training jobs' priorities and the plan printed at start. The results directory is
-    claimed and the store opened first, so that nothing is timed for a workflow that cannot run."""
+    claimed and the store opened first, so that nothing is timed for a workflow that cannot run;
+    None when either fails (onstart then stops the workflow with their one-line error)."""
     from hkt.plan import calibrated_plan
 
-    claim_results()
-    init_tracking_store()
+    try:
+        claim_results()
+        init_tracking_store()
+    except WorkflowError:
+        return None
     return calibrated_plan(config)
 
 
@@ -86,7 +90,8 @@ def train_priority(wc):
     the last long job does not run alone at the end; none on a dry run (nothing is timed)."""
     if workflow.dryrun or not workflow.is_main_process:
         return 0
-    return suite_plan().priority(GRID.record(job(wc)))
+    plan = suite_plan()
+    return plan.priority(GRID.record(job(wc))) if plan is not None else 0
 
 
 if workflow.is_main_process:
