@@ -17,7 +17,7 @@ import polars as pl
 
 BY_NATURE = {"ms_per_step", "wall_time_s", "created_at", "mlflow_run_id", "source",
              "mlflow_tracking_uri", "run_dir", "results_dir", "samples_per_s", "git_commit",
-             "env_digest", "mlflow_experiment", "detail"}
+             "env_digest", "mlflow_experiment", "detail", "record"}
 
 
 def main(a: Path, b: Path) -> int:
