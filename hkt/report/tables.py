@@ -26,7 +26,7 @@ from hkt.report.writers import Display, fmt, pm, signed
 from hkt.runs import (MODEL_ORDER, TASK_ORDER, VARIANT_FIELDS, AggregateError, most_common_length,
                       order_key)
 
-#: How an ablation row states its attention settings: field -> format (in this order).
+#: How an ablation row states its token-mixer settings (model.mixer): field -> format (in this order).
 SETTING_FORMAT = {"levels": "L={}", "stride": "s={}", "fusion": "{}", "upsample": "{}"}
 
 
@@ -147,7 +147,7 @@ def with_test_interval(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def describe_variant(row: dict[str, Any]) -> str:
-    """What an ablation row's model is, in words: its attention settings where its config has
+    """What an ablation row's model is, in words: its token-mixer settings where its config has
     them (``HKT L=3, s=2, dynamic, nearest``), else its FFN width (``MHA (d_ffn=128)``)."""
     name = row["model"].upper()
     settings = [f.format(row[k]) for k, f in SETTING_FORMAT.items() if row.get(k) is not None]
