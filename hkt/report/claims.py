@@ -188,9 +188,8 @@ def kernel_claim(kernel: pl.DataFrame) -> list[list[str]]:
              "theorem",
              f"the PSD condition holds in {100 * share:.0f}% of trained HKT (run, layer, head) "
              f"cases{rank}",
-             f"{CANNOT_TELL} (a theorem: runs cannot refute it; "
-             + ("its premise rarely holds after training)" if share < 0.5 else
-                "its premise holds in most trained heads)")]]
+             f"{CANNOT_TELL} (a theorem: runs cannot refute it; its premise holds in "
+             f"{100 * share:.0f}% of the trained cases)"]]
 
 
 def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
