@@ -205,14 +205,3 @@ def test_data_card(small):
     for needle in ("## Splits", "| train | 300 |", "## Label balance", "## Length distribution", "min_length",
                    "SHA-256"):
         assert needle in card
-
-
-def test_speed_rate_reasonable():
-    """A smoke check of the vectorised generator's speed (the full 100k target is measured by
-    `hkt prepare listops`): 5k paper-setting trees well under the 60 s / 100k budget."""
-    import time
-
-    t0 = time.perf_counter()
-    listops.generate(5000, seed=0, min_length=128, max_length=512, max_depth=10, max_args=10, p_operator=0.25,
-                     chunk_size=10000)
-    assert time.perf_counter() - t0 < 15  # ~1 s on 2 cores; generous for loaded CI machines
