@@ -12,8 +12,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "renamed_groups", "renamed_keys",
-           "upgrade_saved_config", "digest_form"]
+__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "renamed_groups", "renamed_keys", "new_name",
+           "old_name", "upgrade_saved_config", "digest_form"]
 
 # config name -> {old group name: new one}: overrides of a renamed group still work, with one
 # warning line on stderr (once per override and process)
@@ -26,6 +26,24 @@ RENAMED_KEYS = {"train": {"model.attention": (
     "model.mixer", "the model's token-mixer settings are now 'model.mixer' "
                    "(a convolution is not attention)")}}
 _warned: set[str] = set()
+
+
+def new_name(key: str, config_name: str = "train") -> str | None:
+    """The name that the dotted ``key`` (or the key above it) has now, if it was renamed
+    (``model.attention.levels`` -> ``model.mixer.levels``); None if it was not."""
+    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
+        if key == old or key.startswith(old + "."):
+            return new + key[len(old):]
+    return None
+
+
+def old_name(key: str, config_name: str = "train") -> str | None:
+    """The name that the dotted ``key`` (or the key above it) had before a rename, for what was
+    saved under it (``model.mixer.levels`` -> ``model.attention.levels``); None if none."""
+    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
+        if key == new or key.startswith(new + "."):
+            return old + key[len(new):]
+    return None
 
 
 def renamed_groups(config_name: str, overrides: Sequence[str]) -> list[str]:

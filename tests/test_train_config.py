@@ -157,6 +157,25 @@ def test_a_suites_train_overrides_may_use_the_old_attention_key(fresh_warnings):
         [*base, "model.mixer.levels=2"]) != train_config_digest(base)
 
 
+def test_a_renamed_key_has_one_old_and_one_new_name_for_every_reader():
+    from hkt.models.encoder import EncoderConfig
+    from hkt.renames import new_name, old_name
+    from hkt.report.mlflow_runs import mixer_param
+
+    assert new_name("model.attention.levels") == "model.mixer.levels" and new_name("model.attention") == "model.mixer"
+    assert old_name("model.mixer.stride") == "model.attention.stride"
+    assert new_name("model.attention_x") is None and old_name("model.d_model") is None
+    # an encoder config given the old key is told the new one
+    with pytest.raises(ConfigError, match=r"not a setting of the encoder \('attention' is now 'mixer'\)"):
+        EncoderConfig.from_mapping({"name": "hkt", "attention": {"levels": 2}})
+    with pytest.raises(ConfigError, match=r"not a setting of the encoder \(it has"):
+        EncoderConfig.from_mapping({"name": "hkt", "levels": 2})
+    # MLflow runs logged before the rename hold their params under the old key
+    assert mixer_param({"model.attention.levels": "3"}, "levels") == "3"
+    assert mixer_param({"model.mixer.levels": "2", "model.attention.levels": "3"}, "levels") == "2"
+    assert mixer_param({}, "levels") is None
+
+
 def test_digests_keep_the_old_key_name_so_a_rename_reruns_nothing():
     from hkt.renames import digest_form, upgrade_saved_config
 

@@ -24,6 +24,7 @@ from hkt.attention import ATTENTION, build_attention
 from hkt.attention.registry import attention_class
 from hkt.checks import boolean, choice, integer, label, number
 from hkt.errors import ConfigValueError
+from hkt.renames import new_name
 
 POSITIONALS = ("learned", "sinusoidal")
 POOLINGS = ("mean", "cls")
@@ -104,7 +105,8 @@ class EncoderConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in cfg:
             if key not in known:
-                renamed = " ('attention' is now 'mixer')" if key == "attention" else ""
+                new = new_name(f"model.{key}")
+                renamed = f" ('{key}' is now '{new.removeprefix('model.')}')" if new else ""
                 raise ConfigValueError(str(key), cfg[key], f"not a setting of the encoder{renamed} "
                                                            f"(it has: {', '.join(sorted(known))})")
         if "mixer" in cfg and cfg["mixer"] is None:

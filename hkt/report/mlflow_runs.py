@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from hkt.renames import RENAMED_KEYS
+from hkt.renames import old_name
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
@@ -75,14 +75,9 @@ def _ms_iso(ms: int | None) -> str | None:
 
 def mixer_param(params: dict[str, Any], field: str) -> Any:
     """The run's ``model.mixer.FIELD`` param; runs logged before the rename have it as
-    ``model.attention.FIELD`` (:data:`hkt.renames.RENAMED_KEYS`)."""
+    ``model.attention.FIELD`` (:func:`hkt.renames.old_name`)."""
     key = f"model.mixer.{field}"
-    if key in params:
-        return params[key]
-    for old, (new, _why) in RENAMED_KEYS["train"].items():
-        if key.startswith(new + "."):
-            return params.get(old + key[len(new):])
-    return None
+    return params[key] if key in params else params.get(old_name(key) or key)
 
 
 def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
