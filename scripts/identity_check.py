@@ -4,8 +4,10 @@ creation times, commit and environment digests (and the measured rows of the cos
 
     .venv/bin/python scripts/identity_check.py RESULTS_A RESULTS_B
 
-The check of a change that must not alter a number (issue 22): run the smoke suite before and
-after it, from clean results directories, and compare. Exit status 1 if any table differs.
+The check of a change that must not alter a number (issue 22): run a suite before and after it,
+from clean results directories, and compare. Besides the tables, every training run's
+history (each logged step's loss, accuracy, learning rate and validation) must be the same.
+Exit status 1 if anything differs.
 """
 
 from __future__ import annotations
@@ -20,8 +22,29 @@ BY_NATURE = {"ms_per_step", "wall_time_s", "created_at", "mlflow_run_id", "sourc
              "env_digest", "mlflow_experiment", "detail", "record"}
 
 
+def same_frames(x: pl.DataFrame, y: pl.DataFrame) -> bool:
+    """The same columns and values, leaving out those in BY_NATURE."""
+    cols = [c for c in x.columns if c not in BY_NATURE]
+    return cols == [c for c in y.columns if c not in BY_NATURE] and x.select(cols).equals(y.select(cols))
+
+
+def compare_histories(a: Path, b: Path) -> int:
+    """How many training runs' histories (every logged step) differ between A and B."""
+    differ, files = 0, sorted((a / "runs").glob("**/history.csv"))
+    for f in files:
+        g = b / f.relative_to(a)
+        if not g.exists() or not same_frames(pl.read_csv(f), pl.read_csv(g)):
+            print(f"{'missing in B' if not g.exists() else 'DIFFERENT'}  {f.relative_to(a)}")
+            differ += 1
+    extra = {g.relative_to(b) for g in (b / "runs").glob("**/history.csv")} - {f.relative_to(a) for f in files}
+    for g in sorted(extra):
+        print(f"missing in A: {g}")
+    print(f"{'same' if not differ and not extra else 'DIFFERENT'}  {len(files)} training histories")
+    return differ + len(extra)
+
+
 def main(a: Path, b: Path) -> int:
-    differ = 0
+    differ = compare_histories(a, b)
     for f in sorted((a / "tables").glob("*.csv")):
         g = b / "tables" / f.name
         if not g.exists():
@@ -31,9 +54,7 @@ def main(a: Path, b: Path) -> int:
         x, y = pl.read_csv(f), pl.read_csv(g)
         if f.name == "cost.csv":  # the measured rows are timings
             x, y = (t.filter(pl.col("what").str.starts_with("analytic")) for t in (x, y))
-        cols = [c for c in x.columns if c not in BY_NATURE]
-        same = cols == [c for c in y.columns if c not in BY_NATURE] and x.select(cols).equals(
-            y.select(cols))
+        same = same_frames(x, y)
         print(f"{'same' if same else 'DIFFERENT'}  {f.name} {x.shape}")
         differ += not same
     print("identical" if not differ else f"{differ} table(s) differ")
