@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 __all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "renamed_groups", "renamed_keys", "new_name",
-           "old_name", "upgrade_saved_config", "digest_form"]
+           "old_name", "old_spelling", "upgrade_saved_config", "digest_form"]
 
 # config name -> {old group name: new one}: overrides of a renamed group still work, with one
 # warning line on stderr (once per override and process)
@@ -86,6 +86,25 @@ def renamed_keys(config_name: str, overrides: Sequence[str]) -> list[str]:
                 o = fixed
                 break
         out.append(o)
+    return out
+
+
+def old_spelling(overrides: Sequence[str], config_name: str = "train") -> list[str]:
+    """``overrides`` with renamed groups and keys under the names they had before
+    (``variant=main`` -> ``experiment=main``, ``model.mixer.levels=2`` ->
+    ``model.attention.levels=2``): the inverse of :func:`renamed_groups` and :func:`renamed_keys`,
+    for what a rerun trigger recorded before a rename (:class:`hkt.workflow.configs.TrackedOverrides`)."""
+    groups = {new: old for old, new in RENAMED_GROUPS.get(config_name, {}).items()}
+    out = []
+    for o in overrides:
+        prefix = o[:len(o) - len(o.lstrip("+~"))]
+        key, eq, value = o[len(prefix):].partition("=")
+        group, at, package = key.partition("@")
+        if group in groups:
+            key = f"{groups[group]}{at}{package}"
+        else:
+            key = old_name(key, config_name) or key
+        out.append(f"{prefix}{key}{eq}{value}")
     return out
 
 

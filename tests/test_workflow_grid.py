@@ -77,6 +77,33 @@ def test_train_overrides_are_the_hkt_train_command():
     assert grid(suite="auto").suite_args() == []
 
 
+def test_a_rename_does_not_change_what_snakemake_records_of_a_training_job():
+    """Snakemake reruns a job whose recorded params changed. The train rule's overrides are
+    recorded under the names of before the renames (experiment -> variant, model.attention ->
+    model.mixer), so a results directory made before them reruns nothing; in the shell command
+    they are the new words, each its own argument."""
+    import shlex
+
+    from snakemake.persistence import PersistenceBase as Persistence
+    from snakemake.utils import QuotedFormatter, SequenceFormatter
+
+    from hkt.renames import old_spelling
+    from hkt.workflow.configs import TrackedOverrides
+
+    new = ["task=listops", "model=hkt", "profile=paper", "seed=0", "variant=levels2",
+           "model.mixer.levels=2", "+model.mixer.x=1", "~model.mixer", "train.max_steps=10"]
+    old = ["task=listops", "model=hkt", "profile=paper", "seed=0", "experiment=levels2",
+           "model.attention.levels=2", "+model.attention.x=1", "~model.attention", "train.max_steps=10"]
+    assert old_spelling(new) == old and old_spelling(old) == old
+    tracked = TrackedOverrides(new)
+    # what Snakemake stores and compares (its own serialiser), then what the shell command reads
+    assert Persistence._serialize_param_builtin(None, tracked) == repr(old)
+    assert Persistence._serialize_param_builtin(None, TrackedOverrides(["variant=main"])) != repr(
+        ["experiment=levels2"])
+    shell = SequenceFormatter(separator=" ", element_formatter=QuotedFormatter())
+    assert shell.format("{x:q}", x=tracked) == " ".join(shlex.quote(o) for o in new)  # one word each
+
+
 def test_paths_follow_one_layout():
     g = grid(results_dir="out/")
     j = Job("listops", "hkt", "levels1", 2)

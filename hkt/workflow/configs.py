@@ -22,12 +22,26 @@ from typing import Any
 from hkt.errors import ConfigError
 
 __all__ = ["seedless", "train_config_digest", "train_config_digests", "check_analysable",
-           "job_configs"]
+           "job_configs", "TrackedOverrides"]
 
 
 def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
     """The overrides without ``seed=…``: the key under which a config is composed once."""
     return tuple(o for o in overrides if not o.startswith("seed="))
+
+
+class TrackedOverrides(tuple):
+    """A training job's ``hkt train`` overrides, as the train rule's param: in the shell command
+    they are the words themselves; Snakemake's params trigger records ``repr()``, which spells them
+    with the names that groups and keys had before a rename (:func:`hkt.renames.old_spelling`),
+    as the config digest does. So renaming ``experiment`` to ``variant`` or ``model.attention`` to
+    ``model.mixer`` does not rerun a finished job of an existing results directory: its recorded
+    params read ``['task=listops', …, 'experiment=main', …]``, and so does this repr."""
+
+    def __repr__(self) -> str:
+        from hkt.renames import old_spelling
+
+        return repr(old_spelling(self))
 
 
 def train_config_digest(overrides: Sequence[str]) -> str:

@@ -149,7 +149,7 @@ def train_params():
     """`hkt train`'s arguments, and the composed config's digest: the rerun trigger."""
     return dict(data=lambda wc: data_dir(wc.task),
                 out=lambda wc: GRID.path("run", **job(wc).wildcards()),
-                overrides=lambda wc: GRID.train_overrides(job(wc)),
+                overrides=lambda wc: TrackedOverrides(GRID.train_overrides(job(wc))),
                 config_digest=lambda wc: train_digest(job(wc)))
 
 
