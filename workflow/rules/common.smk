@@ -11,7 +11,7 @@ from snakemake.exceptions import WorkflowError
 from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.store import tracking_uri
-from hkt.workflow.configs import check_analysable, seedless, train_config_digests
+from hkt.workflow.configs import TrackedOverrides, check_analysable, seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
 from hkt.workflow.jobenv import put_interpreter_first
 from hkt.workflow.suites import ENV_VAR as SUITE_ENV, resolve_suite
