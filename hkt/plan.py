@@ -25,7 +25,7 @@ import math
 import shlex
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,11 @@ class Plan:
         ``output`` is no training job of the plan)."""
         return next((round(j.seconds) for j in self.jobs if j.rule == "train" and j.output == output),
                     0)
+
+    def data_priority(self, outputs: Iterable[str]) -> int:
+        """A task's ``prepare`` priority: the highest of the training jobs that wait on its data
+        (``outputs``: their records), so the data of the longest jobs are ready first."""
+        return max((self.priority(o) for o in outputs), default=0)
 
     def counts(self) -> Counter:
         return Counter(j.rule for j in self.jobs)

@@ -79,6 +79,9 @@ def test_longest_jobs_first_and_the_estimate_on_more_cores():
     # the workflow's priority: the job's estimated seconds, so HKT (27 s) starts before MHA (13.5)
     assert plan.priority(grid.record(hkt)) == 27 > plan.priority(grid.record(mha)) == 14
     assert plan.priority("not/a/training/job.json") == 0
+    # a task's data are prepared in the order of its longest training job
+    assert plan.data_priority([grid.record(j) for j in grid.train_jobs()]) == 27
+    assert plan.data_priority([grid.record(mha)]) == 14 and plan.data_priority([]) == 0
     threads = {r: int(grid.resources(r)["threads"]) for r in plan.slots}
     eight = plan.on_cores(8, threads)
     assert eight.slots["train"] == 4 and eight.slots["bench"] == 2 and eight.jobs == plan.jobs

@@ -94,6 +94,16 @@ def train_priority(wc):
     return plan.priority(GRID.record(job(wc))) if plan is not None else 0
 
 
+def prepare_priority(wc):
+    """A task's data first where its training jobs are the longest (the plan's), so that the
+    longest job does not wait on another task's download; none on a dry run."""
+    if workflow.dryrun or not workflow.is_main_process:
+        return 0
+    plan = suite_plan()
+    records = [GRID.record(j) for j in GRID.train_jobs() if j.task == wc.task]
+    return plan.data_priority(records) if plan is not None else 0
+
+
 if workflow.is_main_process:
     print_plan(calibrate=False)
     if workflow.non_local_exec:  # a cluster: jobs run on other nodes than this one

@@ -1,5 +1,6 @@
 # prepare: one task's data as Parquet (download + verify, a mirror, a local --source, or generate).
-# Its Hydra task file is the input: editing it re-prepares the task.
+# Its Hydra task file is the input: editing it re-prepares the task. Priority: that of its longest
+# training job (the plan's), so the longest jobs' data are ready first.
 
 
 rule prepare:
@@ -10,4 +11,5 @@ rule prepare:
     conda: CONDA_ENV
     threads: threads("prepare")
     resources: **resources("prepare")
+    priority: prepare_priority
     shell: "hkt --log {log:q} prepare {params.args:q} --out {params.out:q}"
