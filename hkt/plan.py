@@ -239,6 +239,12 @@ def job_counts(grid: Any) -> str:
     return ", ".join(f"{r} {n}" for r, n in counts.items() if n)
 
 
+def see_also(config: Mapping[str, Any]) -> str:
+    """The suites that ``config``'s ``see_also`` points to, one line each ("" for none)."""
+    return "".join(f"\n  another suite: {name}, {why}: `--configfile config/suites/{name}.yaml`, "
+                   f"`hkt plan --suite {name}`" for name, why in (config.get("see_also") or {}).items())
+
+
 def log_advice(grid: Any) -> str:
     """Where each job's log is, and how to follow one."""
     return (f"logs: {grid.results}/logs/RULE/... (one per job; a training job's is "
@@ -268,9 +274,10 @@ def workflow_plan(config: Mapping[str, Any], *, plan: Plan | None) -> str:
         return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; the estimated "
                 "wall time follows when jobs start (not on a dry run); to see it now: "
                 f"`hkt plan --suite {suite}` (a short calibration, cached for the "
-                "workflow's start)")
+                f"workflow's start){see_also(config)}")
     write_plan(plan, grid, suite_plan_file(grid.results))
-    return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}\n"
+    return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}"
+            f"{see_also(config)}\n"
             f"{log_advice(grid)}\n"
             f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
             "(--watch to follow it)")
@@ -332,12 +339,14 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     plan = make_plan(cfg, log=lambda s: print(s, flush=True))
     print(format_plan(plan))
+    config, grid = load_plan(str(cfg.suite))
     if "cuda" not in plan.device:
-        _, grid = load_plan(str(cfg.suite))
         threads = {r: int(grid.resources(r)["threads"]) for r in RULE_ORDER}
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
                   f"{_duration(plan.on_cores(int(cores), threads).wall_seconds)}")
+    if see_also(config):
+        print(see_also(config).lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "
           f"{len(plan.untimed)} not timed) in "
           f"{time.perf_counter() - start:.0f} s")

@@ -154,3 +154,14 @@ def test_plan_of_the_smoke_suite_calibrates_once_then_reads_the_cache(tmp_path):
 def test_unknown_suite_is_an_error(tmp_path):
     r = hkt_plan("--suite", "nosuch", cwd=tmp_path)
     assert r.returncode == 2 and "hkt: error: suite 'nosuch' has no config/suites/nosuch.yaml" in r.stderr
+
+
+def test_the_plan_of_each_cpu_suite_points_to_the_other():
+    from hkt.plan import load_plan, see_also, workflow_plan
+
+    for suite, other in (("cpu", "quick"), ("quick", "cpu")):
+        config, _ = load_plan(suite)
+        text = workflow_plan(config, plan=None)
+        assert f"another suite: {other}, " in text
+        assert f"`--configfile config/suites/{other}.yaml`, `hkt plan --suite {other}`" in text
+    assert see_also(load_plan("smoke")[0]) == ""
