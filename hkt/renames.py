@@ -28,22 +28,28 @@ RENAMED_KEYS = {"train": {"model.attention": (
 _warned: set[str] = set()
 
 
+def _renamed(key: str, config_name: str, *, back: bool = False) -> tuple[str, str] | None:
+    """``key`` (dotted, or a key below it) under its new name (its old one if ``back``), and why
+    it was renamed; None if it was not."""
+    for old, (new, why) in RENAMED_KEYS.get(config_name, {}).items():
+        src, dst = (new, old) if back else (old, new)
+        if key == src or key.startswith(src + "."):
+            return dst + key[len(src):], why
+    return None
+
+
 def new_name(key: str, config_name: str = "train") -> str | None:
     """The name that the dotted ``key`` (or the key above it) has now, if it was renamed
     (``model.attention.levels`` -> ``model.mixer.levels``); None if it was not."""
-    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
-        if key == old or key.startswith(old + "."):
-            return new + key[len(old):]
-    return None
+    found = _renamed(key, config_name)
+    return found[0] if found else None
 
 
 def old_name(key: str, config_name: str = "train") -> str | None:
     """The name that the dotted ``key`` (or the key above it) had before a rename, for what was
     saved under it (``model.mixer.levels`` -> ``model.attention.levels``); None if none."""
-    for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
-        if key == new or key.startswith(new + "."):
-            return old + key[len(new):]
-    return None
+    found = _renamed(key, config_name, back=True)
+    return found[0] if found else None
 
 
 def renamed_groups(config_name: str, overrides: Sequence[str]) -> list[str]:
@@ -71,20 +77,18 @@ def renamed_keys(config_name: str, overrides: Sequence[str]) -> list[str]:
     """``overrides`` with the keys of :data:`RENAMED_KEYS` under their new names
     (``model.attention.levels=2`` -> ``model.mixer.levels=2``, ``+model.attention.x=1``,
     ``~model.attention``, ``model.attention={…}`` alike), warning once on stderr for each."""
-    renamed = RENAMED_KEYS.get(config_name, {})
     out = []
     for o in overrides:
         body = o.lstrip("+~")
         key, eq, value = body.partition("=")
-        for old, (new, why) in renamed.items():
-            if key == old or key.startswith(old + "."):
-                fixed = f"{o[:len(o) - len(body)]}{new}{key[len(old):]}{eq}{value}"
-                if o not in _warned:
-                    _warned.add(o)
-                    print(f"hkt: warning: '{o}' is deprecated: {why}; use '{fixed}'",
-                          file=sys.stderr, flush=True)
-                o = fixed
-                break
+        found = _renamed(key, config_name)
+        if found:
+            fixed = f"{o[:len(o) - len(body)]}{found[0]}{eq}{value}"
+            if o not in _warned:
+                _warned.add(o)
+                print(f"hkt: warning: '{o}' is deprecated: {found[1]}; use '{fixed}'",
+                      file=sys.stderr, flush=True)
+            o = fixed
         out.append(o)
     return out
 
