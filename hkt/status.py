@@ -6,7 +6,8 @@ command reads that and, per job, what the job itself writes: its output (done); 
 its log's last attempt (``hkt --log``: host and pid), so that it is running while that process
 lives or, on another host (a SLURM node), while its log keeps growing; the attempt's last
 progress line (a training job's step, validation accuracy and ETA) or its last error line
-(failed). It imports neither torch nor mlflow, so it answers at once, and it reads the same
+(failed; stopped, where a signal ended it: the workflow's next run resumes it, a training job
+from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads the same
 files whether the jobs ran on this machine or on a cluster.
 
 The remaining wall time lays the remaining work out on the suite's cores, each job taking its
@@ -41,14 +42,17 @@ HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\
 PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
 ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: )")
 ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+STOPPED = re.compile(r"^hkt: stopped by \w+")
+RESUMES_AT = re.compile(r"at step \d+/(?P<total>\d+).*?(?:checkpoint written at step "
+                        r"(?P<saved>\d+)|kept the checkpoint of step (?P<kept>\d+))")
 
 
 @dataclass
 class JobState:
     rule: str
     name: str
-    state: str                  # done | running | failed | waiting
-    detail: str = ""            # progress (running) or the last error line (failed)
+    state: str                  # done | running | failed | stopped | waiting
+    detail: str = ""            # progress (running) or the last error line (failed, stopped)
     remaining_s: float = 0.0    # its remaining seconds (running, waiting)
     threads: int = 1
     log: str = ""
@@ -140,8 +144,11 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     else:
         alive = now - log.stat().st_mtime < stale_after_s
     if not alive:
-        st.state, st.remaining_s = "failed", 0.0
         st.detail = _error_line(lines) or "ended without a result or an error line (killed?)"
+        if STOPPED.match(st.detail):  # a signal ended it: the next run takes it up again
+            st.state, st.remaining_s = "stopped", st.planned_s * _left_after_stop(st.detail)
+        else:
+            st.state, st.remaining_s = "failed", 0.0
         return st
     st.state = "running"
     started = _started(header, log)
@@ -157,6 +164,15 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     else:
         st.detail = f"running for {_duration(now - started)}"
     return st
+
+
+def _left_after_stop(line: str) -> float:
+    """The fraction of a stopped job still to do: a training job resumes from the checkpoint
+    its stop line names; anything else starts again."""
+    m = RESUMES_AT.search(line)
+    if not m:
+        return 1.0
+    return max(0.0, 1.0 - int(m["saved"] or m["kept"]) / max(1, int(m["total"])))
 
 
 def _started(header: dict[str, str], log: Path) -> float:
@@ -185,7 +201,7 @@ def _scale_other_rules(jobs: list[JobState]) -> None:
             continue
         pace = statistics.median(took)
         for j in jobs:
-            if j.rule == rule and j.state == "waiting":
+            if j.rule == rule and j.state in ("waiting", "stopped"):
                 j.remaining_s = j.planned_s * pace
             elif j.rule == rule and j.state == "running":
                 j.remaining_s = max(0.0, j.planned_s * pace - j.elapsed_s)
@@ -193,13 +209,14 @@ def _scale_other_rules(jobs: list[JobState]) -> None:
 
 def schedule(jobs: list[JobState], cores: int) -> float:
     """Seconds until the last of ``jobs`` ends: running ones from now, waiting ones longest
-    first within each rule on the earliest free cores (after the data is prepared), the
-    aggregate after everything. Dependencies within a task's chain (an analysis waits for its
+    (and stopped ones, which the next run resumes) longest first within each rule on the
+    earliest free cores (after the data is prepared), the aggregate after everything. Dependencies within a task's chain (an analysis waits for its
     run) are not modelled: it leans short where analyses would wait."""
     free = [0.0] * max(1, cores)
     order = {r: i for i, r in enumerate(RULE_ORDER)}
     running = [j for j in jobs if j.state == "running"]
-    waiting = sorted((j for j in jobs if j.state == "waiting" and j.rule != "aggregate"),
+    waiting = sorted((j for j in jobs if j.state in ("waiting", "stopped")
+                      and j.rule != "aggregate"),
                      key=lambda j: (order.get(j.rule, len(order)), -j.remaining_s))
     prepared = 0.0  # every other rule needs the data: it starts after the last prepare job
     for j in [*running, *waiting]:
@@ -258,7 +275,7 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
                if job["rule"] == "train" and st.state == "done" and (r := _record_ratio(job))]
     speed = statistics.median(ratios) if ratios else None
     for job, st in zip(plan["jobs"], jobs):  # waiting training at the measured pace
-        if st.state == "waiting" and job["rule"] == "train" and speed:
+        if st.state in ("waiting", "stopped") and job["rule"] == "train" and speed:
             st.remaining_s *= speed
     _scale_other_rules(jobs)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
@@ -294,9 +311,10 @@ def format_status(s: SuiteStatus) -> str:
              f"{_when(float(p['started']))} ({_duration(s.now - float(p['started']))} ago) on "
              f"{p.get('device')}", s.workflow,
              f"jobs: {len(s.jobs)}: done {s.count('done')}, running {s.count('running')}, "
-             f"waiting {s.count('waiting')}, failed {s.count('failed')}"]
+             f"waiting {s.count('waiting')}, failed {s.count('failed')}"
+             + (f", stopped {s.count('stopped')}" if s.count("stopped") else "")]
     width = max((len(j.name) for j in s.jobs), default=0)
-    for state in ("running", "failed"):
+    for state in ("running", "failed", "stopped"):
         group = [j for j in s.jobs if j.state == state]
         if group:
             lines.append(f"{state}:")
@@ -309,7 +327,7 @@ def format_status(s: SuiteStatus) -> str:
             lines.append(f"{state}: " + ", ".join(f"{r} {n}" for r, n in per_rule.items() if n))
     if s.count("done") == len(s.jobs):
         lines.append("finished: every job is done")
-    elif s.count("running") + s.count("waiting"):
+    elif s.count("running") + s.count("waiting") + s.count("stopped"):
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
                 "; no training step measured yet: the plan's times")
         lines.append(f"remaining: about {_duration(s.remaining_s)} on {p.get('cores')} cores"
@@ -317,12 +335,18 @@ def format_status(s: SuiteStatus) -> str:
         if s.count("failed"):
             lines.append("(failed jobs are not counted: the workflow stops after the running "
                          "jobs unless --keep-going; fix them and run it again)")
+        if s.count("stopped"):
+            lines.append("(stopped jobs are counted from where they resume: "
+                         + ("the running workflow takes them up again)" if
+                            s.workflow.startswith("workflow: running") else
+                            "the same snakemake command resumes them, training from its "
+                            "checkpoint)"))
     return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Where a suite stands: its jobs by state (done, running with step, "
-                           "accuracy and ETA, waiting, failed with the log's error line), the "
+                           "accuracy and ETA, waiting, failed with the log's error line, stopped by a signal), the "
                            "remaining wall time and when it should finish; read from the results "
                            "directory (settings: config/status.yaml).")
     parser.add_argument("results", nargs="?", default="results", metavar="RESULTS_DIR",

@@ -124,6 +124,35 @@ def test_a_failed_job_shows_its_error_line_and_log(results):
     assert f"(log: {log})" in text and "failed 2" in text
 
 
+def test_a_job_stopped_by_a_signal_is_resumable_not_failed(results):
+    """SIGTERM (a pause, a SLURM preemption) leaves a checkpoint: the job is counted from where
+    the next run resumes it, and the hint is to run the same command, not to fix anything."""
+    stop = ("hkt: stopped by SIGTERM at step 412/1000: checkpoint written at step 400 "
+            "(results/runs/listops/hkt/main/seed1/checkpoints/last.pt); the same command resumes it")
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed1.log",
+          header(dead_pid(), NOW - 300) + "step  400/1000 | acc 0.300 | eta 5m00s\n" + stop + "\n")
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed2.log",
+          header(dead_pid(), NOW - 300) + "hkt: stopped by SIGINT at step 30/1000: kept the checkpoint "
+          "of step 250 (last.pt); the same command resumes from there\n")
+    write(results / "logs" / "prepare" / "listops.log", header(dead_pid(), NOW - 300, "prepare x")
+          + "hkt: stopped by SIGTERM during `hkt prepare`: nothing half-written is left\n")
+    s = status_of(results)
+    stopped = {j.name: j for j in s.jobs if j.state == "stopped"}
+    assert set(stopped) == {"listops", "listops/hkt/main/seed1", "listops/hkt/main/seed2"}
+    assert stopped["listops/hkt/main/seed1"].detail == stop
+    assert stopped["listops/hkt/main/seed1"].remaining_s == pytest.approx(600 * 0.6)
+    assert stopped["listops/hkt/main/seed2"].remaining_s == pytest.approx(600 * 0.75)
+    assert stopped["listops"].remaining_s == 60  # prepare starts again
+    # prepare 60 | seed0 600 then analyze 120; seed2 450 then seed1 360: 60 + 810 | aggregate 30
+    assert s.remaining_s == pytest.approx(870 + 30)
+    text = format_status(s)
+    assert "waiting 3, failed 0, stopped 3" in text
+    assert f"  train     listops/hkt/main/seed1  {stop}" in text
+    assert "(stopped jobs are counted from where they resume: the same snakemake command " \
+           "resumes them, training from its checkpoint)" in text
+    assert "failed jobs are not counted" not in text
+
+
 def test_finished(results, capsys):
     plan_file = results / "plan" / "suite.json"
     plan = json.loads(plan_file.read_text())
