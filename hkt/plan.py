@@ -32,6 +32,7 @@ from typing import Any
 
 from hkt.calibration import Shape, cached_timer, calibration_file, shape_of
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
+from hkt.workflow.sessions import duration
 
 __all__ = ["JobEstimate", "Plan", "estimate", "load_plan", "calibrated_plan", "format_plan",
            "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
@@ -201,16 +202,6 @@ def load_plan(suite: str, *, cuda: Callable[[], bool] | None = None) -> tuple[di
     return config, Grid(config, config_dir())
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
-
-
 def format_plan(plan: Plan) -> str:
     """The plan as the workflow and ``hkt plan`` print it."""
     counts = plan.counts()
@@ -225,8 +216,8 @@ def format_plan(plan: Plan) -> str:
         if counts.get(rule):
             how = "measured" if rule == "train" else "allowance, config/plan.yaml"
             lines.append(f"  {rule:<9} {counts[rule]:3d} jobs, {plan.slots[rule]} at once: "
-                         f"{_duration(plan.rule_wall(rule))} ({how})")
-    lines.append(f"  estimated wall time: {_duration(plan.wall_seconds)}")
+                         f"{duration(plan.rule_wall(rule))} ({how})")
+    lines.append(f"  estimated wall time: {duration(plan.wall_seconds)}")
     return "\n".join(lines)
 
 
@@ -344,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
         threads = {r: int(grid.resources(r)["threads"]) for r in RULE_ORDER}
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
-                  f"{_duration(plan.on_cores(int(cores), threads).wall_seconds)}")
+                  f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
     if see_also(config):
         print(see_also(config).lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "

@@ -14,6 +14,9 @@ The remaining wall time lays the remaining work out on the suite's cores, each j
 threads, longest first within each rule, the aggregate last: a running job takes its own ETA
 (a training job's progress line says it), a waiting one its planned time, with training scaled
 by how the steps measured so far (progress lines, finished records) compare with the plan.
+The wall time so far is the sum of the workflow's sessions on the directory (a suite resumed
+after a pause or a preemption runs in several; :mod:`hkt.workflow.sessions`), set beside the
+plan's estimate at the first.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import socket
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from typing import Any
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
+from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
 __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "add_arguments", "run"]
 
@@ -70,6 +74,8 @@ class SuiteStatus:
     remaining_s: float
     speed: float | None         # training steps: measured / planned time (None: none measured)
     now: float
+    sessions: list[dict[str, Any]] = field(default_factory=list)  # plan/sessions.json
+    wall_s: float = 0.0         # the sessions' wall time, summed
 
     def count(self, state: str) -> int:
         return sum(j.state == state for j in self.jobs)
@@ -162,7 +168,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
             if total > step and job.get("step_s"):
                 st.step_ratio = eta / (total - step) / float(job["step_s"])
     else:
-        st.detail = f"running for {_duration(now - started)}"
+        st.detail = f"running for {duration(now - started)}"
     return st
 
 
@@ -278,8 +284,10 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
         if st.state in ("waiting", "stopped") and job["rule"] == "train" and speed:
             st.remaining_s *= speed
     _scale_other_rules(jobs)
+    sessions = load_sessions(results)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
-                       schedule(jobs, int(plan.get("cores") or 1)), speed, now)
+                       schedule(jobs, int(plan.get("cores") or 1)), speed, now, sessions,
+                       sum(session_seconds(x, now=now, host=host) for x in sessions))
 
 
 def _base(plan: dict[str, Any], results: Path) -> Path:
@@ -292,14 +300,6 @@ def _base(plan: dict[str, Any], results: Path) -> Path:
     return results.resolve().parent
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def _when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -308,7 +308,7 @@ def format_status(s: SuiteStatus) -> str:
     """What ``hkt status`` prints."""
     p = s.plan
     lines = [f"suite {p.get('suite')} (profile {p.get('profile')}) in {s.results}/, started "
-             f"{_when(float(p['started']))} ({_duration(s.now - float(p['started']))} ago) on "
+             f"{_when(float(p['started']))} ({duration(s.now - float(p['started']))} ago) on "
              f"{p.get('device')}", s.workflow,
              f"jobs: {len(s.jobs)}: done {s.count('done')}, running {s.count('running')}, "
              f"waiting {s.count('waiting')}, failed {s.count('failed')}"
@@ -327,10 +327,12 @@ def format_status(s: SuiteStatus) -> str:
             lines.append(f"{state}: " + ", ".join(f"{r} {n}" for r, n in per_rule.items() if n))
     if s.count("done") == len(s.jobs):
         lines.append("finished: every job is done")
+    if s.sessions:
+        lines.append(wall_line(s.sessions, s.wall_s))
     elif s.count("running") + s.count("waiting") + s.count("stopped"):
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
                 "; no training step measured yet: the plan's times")
-        lines.append(f"remaining: about {_duration(s.remaining_s)} on {p.get('cores')} cores"
+        lines.append(f"remaining: about {duration(s.remaining_s)} on {p.get('cores')} cores"
                      f"{pace}; expected to finish {_when(s.now + s.remaining_s)}")
         if s.count("failed"):
             lines.append("(failed jobs are not counted: the workflow stops after the running "

@@ -4,7 +4,8 @@ number without rerunning it, and nothing large.
     .venv/bin/python scripts/publish_results.py RESULTS DEST [--replace]
 
 Copies the summary, every table and figure, the attention benchmark, the plan the workflow
-printed (``plan/suite.json``), and for every run its ``record.json``, ``history.csv`` and
+printed (``plan/suite.json``) and the workflow's sessions (``plan/sessions.json``: its wall time
+over interruptions), and for every run its ``record.json``, ``history.csv`` and
 composed ``config.yaml`` (runs/TASK/MODEL/VARIANT/seedS/), and for every analysis its
 ``summary.md`` and ``settings.json``. Checkpoints, data, logs and the MLflow store stay behind.
 The environment of the runs (the same for all, or the copy stops) is written once, as
@@ -22,7 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
-TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json")
+TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json",
+       "plan/sessions.json")
 RUN_FILES = ("record.json", "history.csv", "config.yaml")
 ANALYSIS_FILES = ("summary.md", "settings.json")
 

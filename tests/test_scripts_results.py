@@ -42,6 +42,9 @@ def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"
     (root / "bench/attention.csv").write_text("T,ratio\n256,2.5\n")
     (root / "data").mkdir()
     (root / "data/train.parquet").write_bytes(b"data")
+    (root / "plan").mkdir()
+    for name in ("suite.json", "sessions.json", "calibration.json"):  # the cache stays behind
+        (root / "plan" / name).write_text("{}")
     (root / "summary.md").write_text("# summary\n")
     return root
 
@@ -54,6 +57,7 @@ def test_publish_copies_every_record_and_history_and_nothing_large(tmp_path):
     files = sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file())
     assert files == sorted([
         "summary.md", "tables/main.csv", "figures/val_curves.png", "bench/attention.csv", "environment.json",
+        "plan/suite.json", "plan/sessions.json",
         "runs/listops/hkt/main/seed0/record.json", "runs/listops/hkt/main/seed0/history.csv",
         "runs/listops/hkt/main/seed0/config.yaml", "runs/listops/majority/main/seed0/record.json",
         "runs/listops/majority/main/seed0/config.yaml",

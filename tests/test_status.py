@@ -160,10 +160,18 @@ def test_finished(results, capsys):
         write(results.parent / j["output"], "{}")
     plan["started"] = time.time() - 3600  # main() reads the clock itself (NOW was at import)
     plan_file.write_text(json.dumps(plan))
+    write(results / "plan" / "sessions.json", json.dumps({"sessions": [  # paused, then resumed
+        {"started": NOW - 9000, "last_seen": NOW - 7200, "ended": NOW - 7200, "ok": False,
+         "host": HOST, "pid": dead_pid(), "commit": "4de72a8" + "0" * 33, "estimate_s": 5000.0},
+        {"started": NOW - 3600, "last_seen": NOW - 600, "host": HOST, "pid": dead_pid(),
+         "commit": "4de72a8" + "0" * 33, "estimate_s": 5000.0}]}))
     assert main(["status", str(results)]) == 0
     out = capsys.readouterr().out
     assert "jobs: 6: done 6, running 0, waiting 0, failed 0" in out
     assert "finished: every job is done" in out and "remaining" not in out
+    # 30 min, then 50 min until its last heartbeat (killed): 80 min against 83 planned
+    assert "wall time so far: 80 min over 2 runs of the workflow, against 83 min planned at its " \
+           "first start (-4%); commit 4de72a8" in out
     assert f"workflow: not running (its last run, pid {json.loads((results / '.workflow.lock').read_text())['pid']} on {HOST}, from /src/hkt, has ended)" in out
     assert "(60 min ago)" in out
 

@@ -130,6 +130,9 @@ def test_status_reads_the_finished_suite(workflow_run):
     assert "jobs: 11: done 11, running 0, waiting 0, failed 0" in r.stdout, r.stdout
     assert "finished: every job is done" in r.stdout
     assert "workflow: not running" in r.stdout
+    (session,) = json.loads((workflow_run["results"] / "plan" / "sessions.json").read_text())["sessions"]
+    assert session["ok"] is True and session["ended"] >= session["started"] and session["estimate_s"] > 0
+    assert "wall time so far: " in r.stdout and " over 1 run of the workflow, against " in r.stdout
 
 
 def test_tables_figures_and_summary(workflow_run):

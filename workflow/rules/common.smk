@@ -126,6 +126,22 @@ def claim_results():
         raise WorkflowError(f"hkt: error: {exc}")
 
 
+def start_session():
+    """Record this run of the workflow in the results directory (hkt/workflow/sessions.py), so
+    that `hkt status` measures the suite's wall time over its interruptions."""
+    from hkt.workflow.sessions import start_session as start
+
+    plan = suite_plan()
+    heartbeat = yaml.safe_load((CONFIG_DIR / "status.yaml").read_text())["heartbeat_s"]
+    start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0, heartbeat_s=heartbeat)
+
+
+def end_session(ok):
+    from hkt.workflow.sessions import end_session as end
+
+    end(R, ok=ok)
+
+
 @lru_cache(maxsize=None)
 def init_tracking_store():
     """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,

@@ -1,0 +1,145 @@
+"""Each time the workflow ran on a results directory, so that a suite's wall time is measured
+over its interruptions.
+
+A night-long suite is often run in pieces: paused for other work, preempted, ended with a
+login session, and resumed by the same command from its checkpoints. Its wall time is then the
+sum of those pieces, which no single log holds. When it starts executing, the workflow appends a
+session to ``RESULTS_DIR/plan/sessions.json`` (host, pid, the checkout's commit, the plan's
+estimate of the whole suite) and, from a background thread, writes the session's ``last_seen``
+every ``heartbeat_s`` (config/status.yaml), so that a session killed without a word (SIGKILL, a
+lost node) still has an end, to within that. One that ends by itself also writes ``ended``
+and whether it succeeded. ``hkt status`` sums them and sets the total beside the estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hkt.fileio import atomic_write_text, pid_alive
+
+__all__ = ["SESSIONS_FILE", "start_session", "end_session", "load_sessions", "session_seconds",
+           "wall_line", "duration"]
+
+SESSIONS_FILE = "plan/sessions.json"  # under results_dir
+
+_lock = threading.Lock()  # the heartbeat thread and the end hook write the same file
+
+
+def _path(results_dir: str | Path) -> Path:
+    return Path(results_dir) / SESSIONS_FILE
+
+
+def _read(path: Path) -> list[dict[str, Any]] | None:
+    """The sessions in ``path``; [] when it does not exist, None when it is not a sessions file."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("sessions"), list):
+        return None
+    return [x for x in doc["sessions"] if isinstance(x, dict) and "started" in x]
+
+
+def load_sessions(results_dir: str | Path) -> list[dict[str, Any]]:
+    """The sessions recorded for ``results_dir``, oldest first ([] when none or unreadable: it
+    is a record for reading, never a reason for a run to stop)."""
+    return _read(_path(results_dir)) or []
+
+
+def _update(results_dir: str | Path, change: dict[str, Any], *, new: bool = False) -> None:
+    path = _path(results_dir)
+    with _lock:
+        sessions = _read(path)
+        if sessions is None and new:  # kept for whoever wants it, not written over
+            aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
+            os.replace(path, aside)
+            print(f"hkt: warning: {path} is not a sessions file; moved to {aside.name}, and "
+                  "the suite's wall time counts from this run on", file=sys.stderr)
+            sessions = []
+        if sessions is None:
+            return
+        if new:
+            sessions.append(change)
+        elif sessions and sessions[-1].get("pid") == os.getpid():
+            sessions[-1].update(change)
+        else:  # another process started a session since: not ours to touch
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
+
+
+def start_session(results_dir: str | Path, *, estimate_s: float,
+                  heartbeat_s: float) -> threading.Thread:
+    """Record that this process (the workflow, holding the results directory's lock) starts a
+    session of the suite its plan estimates at ``estimate_s``, and keep its ``last_seen`` fresh
+    until the process ends; returns the thread."""
+    from hkt.provenance import git_state
+
+    commit, dirty = git_state()
+    now = time.time()
+    _update(results_dir, {"started": now, "last_seen": now, "host": socket.gethostname(),
+                          "pid": os.getpid(), "commit": commit, "dirty": dirty,
+                          "estimate_s": float(estimate_s)}, new=True)
+
+    def beat() -> None:
+        while True:
+            time.sleep(heartbeat_s)
+            try:
+                _update(results_dir, {"last_seen": time.time()})
+            except OSError:  # a full or vanished disk: the jobs will say so, not this thread
+                pass
+
+    thread = threading.Thread(target=beat, name="hkt-session-heartbeat", daemon=True)
+    thread.start()
+    return thread
+
+
+def end_session(results_dir: str | Path, *, ok: bool) -> None:
+    """Record that this process's session ends now (the workflow's onsuccess/onerror)."""
+    now = time.time()
+    _update(results_dir, {"last_seen": now, "ended": now, "ok": ok})
+
+
+def session_seconds(session: dict[str, Any], *, now: float, host: str) -> float:
+    """How long ``session`` ran: to its end, or, for one still running here, to ``now``; one
+    that ended without a word, to the last time it was seen."""
+    if "ended" not in session and session.get("host") == host \
+            and pid_alive(int(session.get("pid") or 0)):
+        end = now
+    else:
+        end = float(session.get("ended", session.get("last_seen", session["started"])))
+    return max(0.0, end - float(session["started"]))
+
+
+def wall_line(sessions: list[dict[str, Any]], wall_s: float) -> str:
+    """What ``hkt status`` says of the suite's wall time ``wall_s`` over ``sessions``: against
+    the first session's estimate, and from which commits."""
+    first = float(sessions[0].get("estimate_s") or 0.0)
+    runs = f"{len(sessions)} run{'s' if len(sessions) > 1 else ''} of the workflow"
+    against = (f", against {duration(first)} planned at its first start "
+               f"({100 * (wall_s / first - 1):+.0f}%)" if first else "")
+    commits = sorted({f"{str(x.get('commit'))[:7]}{'+dirty' if x.get('dirty') else ''}"
+                      for x in sessions})
+    code = (f"; from {len(commits)} commits: {', '.join(commits)}" if len(commits) > 1
+            else f"; commit {commits[0]}" if commits[0] != "None" else "")
+    return f"wall time so far: {duration(wall_s)} over {runs}{against}{code}"
+
+
+def duration(seconds: float) -> str:
+    """A wall time as the plan and the status say it."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
