@@ -27,7 +27,7 @@ def dead_pid() -> int:
 def test_a_session_is_recorded_kept_alive_and_ended(tmp_path):
     from hkt.provenance import git_state
 
-    S.start_session(tmp_path, estimate_s=3600.0, heartbeat_s=0.05)
+    heartbeat = S.start_session(tmp_path, estimate_s=3600.0, heartbeat_s=0.05)
     (first,) = S.load_sessions(tmp_path)
     assert first["pid"] == os.getpid() and first["host"] == HOST
     assert first["estimate_s"] == 3600.0 and "ended" not in first
@@ -37,8 +37,10 @@ def test_a_session_is_recorded_kept_alive_and_ended(tmp_path):
         assert time.time() < deadline, "the heartbeat never wrote last_seen"
         time.sleep(0.05)
     S.end_session(tmp_path, ok=False)
+    heartbeat.join(timeout=5)
+    assert not heartbeat.is_alive()  # the end stops the heartbeat
     (ended,) = S.load_sessions(tmp_path)
-    assert ended["ok"] is False and ended["ended"] >= ended["last_seen"] - 1
+    assert ended["ok"] is False and ended["ended"] == ended["last_seen"]
 
 
 def test_a_session_lasts_to_its_end_its_last_sign_of_life_or_now(tmp_path):
@@ -68,6 +70,7 @@ def test_an_unreadable_sessions_file_is_moved_aside_not_written_over(tmp_path, c
     S.end_session(tmp_path, ok=True)  # not ours: left alone
     assert path.read_text() == "{half a file"
     S.start_session(tmp_path, estimate_s=1.0, heartbeat_s=3600)
+    S.end_session(tmp_path, ok=True)
     (aside,) = path.parent.glob("sessions.json.unreadable-*")
     assert aside.read_text() == "{half a file"
     assert len(S.load_sessions(tmp_path)) == 1

@@ -30,6 +30,7 @@ __all__ = ["SESSIONS_FILE", "start_session", "end_session", "load_sessions", "se
 SESSIONS_FILE = "plan/sessions.json"  # under results_dir
 
 _lock = threading.Lock()  # the heartbeat thread and the end hook write the same file
+_heartbeats: dict[Path, threading.Event] = {}  # results directory -> stops its heartbeat
 
 
 def _path(results_dir: str | Path) -> Path:
@@ -67,12 +68,14 @@ def _update(results_dir: str | Path, change: dict[str, Any], *, new: bool = Fals
             sessions = []
         if sessions is None:
             return
+        last = sessions[-1] if sessions else {}
         if new:
             sessions.append(change)
-        elif sessions and sessions[-1].get("pid") == os.getpid():
-            sessions[-1].update(change)
-        else:  # another process started a session since: not ours to touch
-            return
+        elif (last.get("pid"), last.get("host")) != (os.getpid(), socket.gethostname()) \
+                or ("ended" in last and "ended" not in change):
+            return  # another process's session (not ours to touch), or a beat after the end
+        else:
+            last.update(change)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
 
@@ -90,9 +93,10 @@ def start_session(results_dir: str | Path, *, estimate_s: float,
                           "pid": os.getpid(), "commit": commit, "dirty": dirty,
                           "estimate_s": float(estimate_s)}, new=True)
 
+    stop = _heartbeats[Path(results_dir).resolve()] = threading.Event()
+
     def beat() -> None:
-        while True:
-            time.sleep(heartbeat_s)
+        while not stop.wait(heartbeat_s):
             try:
                 _update(results_dir, {"last_seen": time.time()})
             except OSError:  # a full or vanished disk: the jobs will say so, not this thread
@@ -104,7 +108,11 @@ def start_session(results_dir: str | Path, *, estimate_s: float,
 
 
 def end_session(results_dir: str | Path, *, ok: bool) -> None:
-    """Record that this process's session ends now (the workflow's onsuccess/onerror)."""
+    """Record that this process's session ends now (the workflow's onsuccess/onerror), and stop
+    its heartbeat."""
+    stop = _heartbeats.pop(Path(results_dir).resolve(), None)
+    if stop is not None:
+        stop.set()
     now = time.time()
     _update(results_dir, {"last_seen": now, "ended": now, "ok": ok})
 
