@@ -7,8 +7,8 @@ its log's last attempt (``hkt --log``: host and pid), so that it is running whil
 lives or, on another host (a SLURM node), while its log keeps growing; the attempt's last
 progress line (a training job's step, validation accuracy and ETA) or its last error line
 (failed; stopped, where a signal ended it: the workflow's next run resumes it, a training job
-from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads the same
-files whether the jobs ran on this machine or on a cluster.
+from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads
+the same files whether the jobs ran on this machine or on a cluster.
 
 The remaining wall time lays the remaining work out on the suite's cores, each job taking its
 threads, longest first within each rule, the aggregate last: a running job takes its own ETA
@@ -216,8 +216,9 @@ def _scale_other_rules(jobs: list[JobState]) -> None:
 def schedule(jobs: list[JobState], cores: int) -> float:
     """Seconds until the last of ``jobs`` ends: running ones from now, waiting ones longest
     (and stopped ones, which the next run resumes) longest first within each rule on the
-    earliest free cores (after the data is prepared), the aggregate after everything. Dependencies within a task's chain (an analysis waits for its
-    run) are not modelled: it leans short where analyses would wait."""
+    earliest free cores (after the data is prepared), the aggregate after everything.
+    Dependencies within a task's chain (an analysis waits for its run) are not modelled: it
+    leans short where analyses would wait."""
     free = [0.0] * max(1, cores)
     order = {r: i for i, r in enumerate(RULE_ORDER)}
     running = [j for j in jobs if j.state == "running"]
@@ -327,8 +328,6 @@ def format_status(s: SuiteStatus) -> str:
             lines.append(f"{state}: " + ", ".join(f"{r} {n}" for r, n in per_rule.items() if n))
     if s.count("done") == len(s.jobs):
         lines.append("finished: every job is done")
-    if s.sessions:
-        lines.append(wall_line(s.sessions, s.wall_s))
     elif s.count("running") + s.count("waiting") + s.count("stopped"):
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
                 "; no training step measured yet: the plan's times")
@@ -343,6 +342,8 @@ def format_status(s: SuiteStatus) -> str:
                             s.workflow.startswith("workflow: running") else
                             "the same snakemake command resumes them, training from its "
                             "checkpoint)"))
+    if s.sessions:
+        lines.append(wall_line(s.sessions, s.wall_s, finished=s.count("done") == len(s.jobs)))
     return "\n".join(lines)
 
 

@@ -136,6 +136,9 @@ def test_a_job_stopped_by_a_signal_is_resumable_not_failed(results):
           "of step 250 (last.pt); the same command resumes from there\n")
     write(results / "logs" / "prepare" / "listops.log", header(dead_pid(), NOW - 300, "prepare x")
           + "hkt: stopped by SIGTERM during `hkt prepare`: nothing half-written is left\n")
+    write(results / "plan" / "sessions.json", json.dumps({"sessions": [  # the paused run
+        {"started": NOW - 1200, "last_seen": NOW - 300, "host": HOST, "pid": dead_pid(),
+         "commit": None, "estimate_s": 1200.0}]}))
     s = status_of(results)
     stopped = {j.name: j for j in s.jobs if j.state == "stopped"}
     assert set(stopped) == {"listops", "listops/hkt/main/seed1", "listops/hkt/main/seed2"}
@@ -151,6 +154,9 @@ def test_a_job_stopped_by_a_signal_is_resumable_not_failed(results):
     assert "(stopped jobs are counted from where they resume: the same snakemake command " \
            "resumes them, training from its checkpoint)" in text
     assert "failed jobs are not counted" not in text
+    assert "remaining: about 15 min on 2 cores" in text  # beside the wall time so far
+    assert text.endswith("wall time so far: 15 min over 1 run of the workflow, against 20 min "
+                         "planned at its first start (-25%)")
 
 
 def test_finished(results, capsys):
@@ -170,7 +176,7 @@ def test_finished(results, capsys):
     assert "jobs: 6: done 6, running 0, waiting 0, failed 0" in out
     assert "finished: every job is done" in out and "remaining" not in out
     # 30 min, then 50 min until its last heartbeat (killed): 80 min against 83 planned
-    assert "wall time so far: 80 min over 2 runs of the workflow, against 83 min planned at its " \
+    assert "wall time: 80 min over 2 runs of the workflow, against 83 min planned at its " \
            "first start (-4%); commit 4de72a8" in out
     assert f"workflow: not running (its last run, pid {json.loads((results / '.workflow.lock').read_text())['pid']} on {HOST}, from /src/hkt, has ended)" in out
     assert "(60 min ago)" in out

@@ -132,7 +132,7 @@ def test_status_reads_the_finished_suite(workflow_run):
     assert "workflow: not running" in r.stdout
     (session,) = json.loads((workflow_run["results"] / "plan" / "sessions.json").read_text())["sessions"]
     assert session["ok"] is True and session["ended"] >= session["started"] and session["estimate_s"] > 0
-    assert "wall time so far: " in r.stdout and " over 1 run of the workflow, against " in r.stdout
+    assert "wall time: " in r.stdout and " over 1 run of the workflow, against " in r.stdout
 
 
 def test_tables_figures_and_summary(workflow_run):

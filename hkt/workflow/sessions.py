@@ -128,9 +128,9 @@ def session_seconds(session: dict[str, Any], *, now: float, host: str) -> float:
     return max(0.0, end - float(session["started"]))
 
 
-def wall_line(sessions: list[dict[str, Any]], wall_s: float) -> str:
-    """What ``hkt status`` says of the suite's wall time ``wall_s`` over ``sessions``: against
-    the first session's estimate, and from which commits."""
+def wall_line(sessions: list[dict[str, Any]], wall_s: float, *, finished: bool = False) -> str:
+    """What ``hkt status`` says of the suite's wall time ``wall_s`` over ``sessions`` (all of it
+    when ``finished``): against the first session's estimate, and from which commits."""
     first = float(sessions[0].get("estimate_s") or 0.0)
     runs = f"{len(sessions)} run{'s' if len(sessions) > 1 else ''} of the workflow"
     against = (f", against {duration(first)} planned at its first start "
@@ -139,7 +139,8 @@ def wall_line(sessions: list[dict[str, Any]], wall_s: float) -> str:
                       for x in sessions})
     code = (f"; from {len(commits)} commits: {', '.join(commits)}" if len(commits) > 1
             else f"; commit {commits[0]}" if commits[0] != "None" else "")
-    return f"wall time so far: {duration(wall_s)} over {runs}{against}{code}"
+    return (f"wall time{'' if finished else ' so far'}: {duration(wall_s)} over {runs}"
+            f"{against}{code}")
 
 
 def duration(seconds: float) -> str:
