@@ -11,6 +11,8 @@ file descriptor level) to FILE under a header naming the attempt (command, time,
 if it fails, prints that attempt's last lines on the terminal: the one statement of what every
 workflow rule wants from its log. Appending keeps the evidence of earlier attempts, and of a
 run that another process (a second workflow on the same results) was refused to disturb.
+Snakemake deletes a job's declared log before each attempt; a hidden second name of the same
+file (a hard link, ``.NAME.attempts`` beside it) keeps it, and the next attempt puts it back.
 
 SIGINT and SIGTERM stop any command with one line and exit 130 or 143 (:mod:`hkt.signals`).
 """
@@ -115,6 +117,62 @@ def attempt_header(argv: list[str]) -> str:
             f"pid {os.getpid()} =====\n")
 
 
+def _attempts_name(log: str) -> str:
+    path = os.path.abspath(log)
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.attempts")
+
+
+def keep_attempts(log: str) -> None:
+    """Give ``log`` a second name (``.NAME.attempts``, a hard link) and, where ``log`` is gone
+    or empty but that name is not (Snakemake deletes a job's log before each attempt), bring the
+    earlier attempts back under ``log``. Where hard links cannot be made, the earlier attempts
+    are copied back instead, and the second name is refreshed after each attempt."""
+    import shutil
+
+    keep = _attempts_name(log)
+    if not os.path.exists(keep):
+        if os.path.exists(log):
+            try:
+                os.link(log, keep)
+            except OSError:
+                shutil.copyfile(log, keep)
+        return
+    if os.path.exists(log) and os.path.samefile(log, keep):
+        return
+    if not os.path.exists(log) or os.path.getsize(log) == 0:
+        if os.path.exists(log):
+            os.unlink(log)
+        try:
+            os.link(keep, log)
+        except OSError:  # no hard links here (some network file systems)
+            shutil.copyfile(keep, log)
+        return
+    with open(keep, "rb") as fh:
+        earlier = fh.read()
+    with open(log, "rb") as fh:
+        now = fh.read()
+    if not now.startswith(earlier):  # two histories (a log written elsewhere): one, in order
+        with open(log, "wb") as fh:
+            fh.write(earlier + now)
+    os.unlink(keep)  # everything it held is in the log now
+    try:
+        os.link(log, keep)
+    except OSError:
+        shutil.copyfile(log, keep)
+
+
+def _refresh_copy(log: str) -> None:
+    """Where :func:`keep_attempts` fell back to copies: the second name gets this attempt too."""
+    import shutil
+
+    keep = _attempts_name(log)
+    try:
+        if not (os.path.exists(keep) and os.path.samefile(log, keep)):
+            shutil.copyfile(log, keep)
+    except OSError:
+        pass
+
+
 def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
     """Run ``command`` with stdout and stderr (file descriptors 1 and 2, so that child processes
     and C libraries are included) appended to ``log`` after ``header``; if it fails, print this
@@ -122,6 +180,11 @@ def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
     Returns the command's exit status (1 for an uncaught exception, whose traceback goes to the
     log)."""
     os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+    try:
+        keep_attempts(log)
+    except OSError as exc:  # the job matters more than its history: say so, and run it
+        print(f"hkt: warning: could not keep the earlier attempts of {log} ({exc}); this "
+              "attempt's log may replace them", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -148,6 +211,7 @@ def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
+            _refresh_copy(log)
     if status:
         with open(log, encoding="utf-8", errors="replace") as fh:
             fh.seek(start)

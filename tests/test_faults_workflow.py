@@ -94,6 +94,42 @@ def test_a_log_keeps_every_attempt_and_shows_the_last(tmp_path, capsys):
     assert "another process is already training" in tail and "step 9000" not in tail
 
 
+def test_a_log_deleted_between_attempts_gets_them_back(tmp_path, capsys):
+    """Snakemake deletes a job's log before each attempt (Job.remove_existing_output); the
+    hidden second name keeps the earlier ones, and the next attempt puts them back."""
+    log = tmp_path / "logs" / "job.log"
+
+    def say(msg: str):
+        return lambda: os.write(1, f"{msg}\n".encode()) and 143
+
+    run_logged(str(log), say("hkt: stopped by SIGTERM at step 2648/10000"), "== one ==\n")
+    log.unlink()  # as Snakemake does before the rerun
+    assert run_logged(str(log), say("resuming at step 2648"), "== two ==\n") == 143
+    both = "== one ==\nhkt: stopped by SIGTERM at step 2648/10000\n== two ==\nresuming at step 2648\n"
+    assert log.read_text() == both
+    keep = log.parent / ".job.log.attempts"
+    assert keep.read_text() == both and os.path.samefile(keep, log)
+    assert capsys.readouterr().err.splitlines()[-1] == "resuming at step 2648"  # this attempt's
+    log.unlink()
+    log.touch()  # deleted, then created empty (a shell's redirection): no reason to lose them
+    run_logged(str(log), say("three"), "== three ==\n")
+    assert log.read_text() == both + "== three ==\nthree\n"
+
+
+def test_without_hard_links_the_attempts_are_copied(tmp_path, monkeypatch):
+    log = tmp_path / "job.log"
+
+    def no_link(*args):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_link)
+    run_logged(str(log), lambda: 0 * os.write(1, b"first\n"), "== one ==\n")
+    log.unlink()
+    run_logged(str(log), lambda: 0 * os.write(1, b"second\n"), "== two ==\n")
+    both = "== one ==\nfirst\n== two ==\nsecond\n"
+    assert log.read_text() == both == (tmp_path / ".job.log.attempts").read_text()
+
+
 def test_hkt_log_heads_each_attempt_with_command_time_host_and_pid(tmp_path, capsys):
     log = tmp_path / "x.log"
     for _ in range(2):

@@ -293,6 +293,8 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
     log = (work / "results" / "logs" / "train" / "listops" / "mha" / "main" / "seed0.log")
     resumed = re.search(r"resuming from \S+last\.pt at step (\d+)", log.read_text())
     assert resumed and 20 <= int(resumed.group(1)) < 300, log.read_text()[-3000:]
+    # Snakemake deleted the log before the retry; it still holds the cancelled attempt
+    assert log.read_text().count("===== hkt train ") == 2, log.read_text()[-3000:]
 
     # the same job, uninterrupted, run locally
     ref = tmp_path / "ref"
