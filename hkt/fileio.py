@@ -45,7 +45,10 @@ _TEMP = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[0-9a-f]{12}\
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (one owned by another user counts)."""
+    """Whether process ``pid`` exists on this host (one owned by another user counts). No pid
+    (0 or below, as a file that lost it reads) is no process: ``kill`` would signal a group."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

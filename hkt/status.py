@@ -343,7 +343,8 @@ def format_status(s: SuiteStatus) -> str:
                             "the same snakemake command resumes them, training from its "
                             "checkpoint)"))
     if s.sessions:
-        lines.append(wall_line(s.sessions, s.wall_s, finished=s.count("done") == len(s.jobs)))
+        finished = s.count("done") == len(s.jobs)
+        lines.append(wall_line(s.sessions, s.wall_s, None if finished else s.remaining_s))
     return "\n".join(lines)
 
 

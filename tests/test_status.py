@@ -155,8 +155,8 @@ def test_a_job_stopped_by_a_signal_is_resumable_not_failed(results):
            "resumes them, training from its checkpoint)" in text
     assert "failed jobs are not counted" not in text
     assert "remaining: about 15 min on 2 cores" in text  # beside the wall time so far
-    assert text.endswith("wall time so far: 15 min over 1 run of the workflow, against 20 min "
-                         "planned at its first start (-25%)")
+    assert text.endswith("wall time so far: 15 min over 1 run of the workflow; with the "
+                         "remaining, about 30 min, against 20 min planned at its first start (+50%)")
 
 
 def test_finished(results, capsys):

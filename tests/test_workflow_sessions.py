@@ -48,18 +48,21 @@ def test_a_session_lasts_to_its_end_its_last_sign_of_life_or_now(tmp_path):
     killed = {"started": 100.0, "last_seen": 130.0, "host": HOST, "pid": dead_pid()}
     running = {"started": 100.0, "last_seen": 130.0, "host": HOST, "pid": os.getpid()}
     elsewhere = {**running, "host": "node17"}  # its process is not visible here: its heartbeat
-    assert [S.session_seconds(x, now=1000.0, host=HOST) for x in (ended, killed, running, elsewhere)] \
-        == [60.0, 30.0, 900.0, 30.0]
+    no_pid = {"started": 100.0, "last_seen": 130.0, "host": HOST}  # kill(0) would say "alive"
+    assert [S.session_seconds(x, now=1000.0, host=HOST)
+            for x in (ended, killed, running, elsewhere, no_pid)] == [60.0, 30.0, 900.0, 30.0, 30.0]
 
 
 def test_the_wall_line_sums_the_sessions_against_the_first_estimate():
     sessions = [{"started": 0.0, "estimate_s": 10 * 3600.0, "commit": "4de72a8aaaa", "dirty": False},
                 {"started": 1.0, "estimate_s": 7 * 3600.0, "commit": "4de72a8aaaa", "dirty": False}]
-    assert S.wall_line(sessions, 12 * 3600.0) == ("wall time so far: 12.0 h over 2 runs of the "
-                                                  "workflow, against 10.0 h planned at its first "
-                                                  "start (+20%); commit 4de72a8")
+    assert S.wall_line(sessions, 12 * 3600.0) == ("wall time: 12.0 h over 2 runs of the workflow, "
+                                                  "against 10.0 h planned at its first start "
+                                                  "(+20%); commit 4de72a8")
     sessions[1].update(commit="e45d85bbbb", dirty=True)
-    assert S.wall_line(sessions, 1800.0).endswith("(-95%); from 2 commits: 4de72a8, e45d85b+dirty")
+    assert S.wall_line(sessions, 1800.0, 5 * 3600.0) == (
+        "wall time so far: 30 min over 2 runs of the workflow; with the remaining, about 5.5 h, "
+        "against 10.0 h planned at its first start (-45%); from 2 commits: 4de72a8, e45d85b+dirty")
 
 
 def test_an_unreadable_sessions_file_is_moved_aside_not_written_over(tmp_path, capsys):

@@ -128,19 +128,23 @@ def session_seconds(session: dict[str, Any], *, now: float, host: str) -> float:
     return max(0.0, end - float(session["started"]))
 
 
-def wall_line(sessions: list[dict[str, Any]], wall_s: float, *, finished: bool = False) -> str:
-    """What ``hkt status`` says of the suite's wall time ``wall_s`` over ``sessions`` (all of it
-    when ``finished``): against the first session's estimate, and from which commits."""
+def wall_line(sessions: list[dict[str, Any]], wall_s: float,
+              remaining_s: float | None = None) -> str:
+    """What ``hkt status`` says of the suite's wall time ``wall_s`` over ``sessions``: all of it
+    (``remaining_s`` None: every job is done), or so far and, with ``remaining_s``, in all; set
+    against the first session's estimate, and from which commits."""
     first = float(sessions[0].get("estimate_s") or 0.0)
     runs = f"{len(sessions)} run{'s' if len(sessions) > 1 else ''} of the workflow"
+    total = wall_s if remaining_s is None else wall_s + remaining_s
+    so_far = "" if remaining_s is None else f"; with the remaining, about {duration(total)}"
     against = (f", against {duration(first)} planned at its first start "
-               f"({100 * (wall_s / first - 1):+.0f}%)" if first else "")
+               f"({100 * (total / first - 1):+.0f}%)" if first else "")
     commits = sorted({f"{str(x.get('commit'))[:7]}{'+dirty' if x.get('dirty') else ''}"
                       for x in sessions})
     code = (f"; from {len(commits)} commits: {', '.join(commits)}" if len(commits) > 1
             else f"; commit {commits[0]}" if commits[0] != "None" else "")
-    return (f"wall time{'' if finished else ' so far'}: {duration(wall_s)} over {runs}"
-            f"{against}{code}")
+    return (f"wall time{'' if remaining_s is None else ' so far'}: {duration(wall_s)} over {runs}"
+            f"{so_far}{against}{code}")
 
 
 def duration(seconds: float) -> str:
