@@ -12,7 +12,8 @@ if it fails, prints that attempt's last lines on the terminal: the one statement
 workflow rule wants from its log. Appending keeps the evidence of earlier attempts, and of a
 run that another process (a second workflow on the same results) was refused to disturb.
 Snakemake deletes a job's declared log before each attempt; a hidden second name of the same
-file (a hard link, ``.NAME.attempts`` beside it) keeps it, and the next attempt puts it back.
+file (a hard link, ``.NAME.attempts`` beside it, given before the command runs) keeps it, and
+the next attempt puts it back.
 
 SIGINT and SIGTERM stop any command with one line and exit 130 or 143 (:mod:`hkt.signals`).
 """
@@ -122,55 +123,51 @@ def _attempts_name(log: str) -> str:
     return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.attempts")
 
 
-def keep_attempts(log: str) -> None:
-    """Give ``log`` a second name (``.NAME.attempts``, a hard link) and, where ``log`` is gone
-    or empty but that name is not (Snakemake deletes a job's log before each attempt), bring the
-    earlier attempts back under ``log``. Where hard links cannot be made, the earlier attempts
-    are copied back instead, and the second name is refreshed after each attempt."""
-    import shutil
-
+def restore_attempts(log: str) -> None:
+    """Where ``log`` is gone, empty or another file than its second name ``.NAME.attempts``
+    (Snakemake deletes a job's log before each attempt), put the earlier attempts back at its
+    head; the second name is then given anew by :func:`second_name`."""
     keep = _attempts_name(log)
-    if not os.path.exists(keep):
-        if os.path.exists(log):
-            try:
-                os.link(log, keep)
-            except OSError:
-                shutil.copyfile(log, keep)
-        return
-    if os.path.exists(log) and os.path.samefile(log, keep):
-        return
-    if not os.path.exists(log) or os.path.getsize(log) == 0:
-        if os.path.exists(log):
-            os.unlink(log)
-        try:
-            os.link(keep, log)
-        except OSError:  # no hard links here (some network file systems)
-            shutil.copyfile(keep, log)
+    if not os.path.exists(keep) or (os.path.exists(log) and os.path.samefile(log, keep)):
         return
     with open(keep, "rb") as fh:
         earlier = fh.read()
-    with open(log, "rb") as fh:
-        now = fh.read()
-    if not now.startswith(earlier):  # two histories (a log written elsewhere): one, in order
+    now = b""
+    if os.path.exists(log):
+        with open(log, "rb") as fh:
+            now = fh.read()
+    if not now.startswith(earlier):  # a copy that holds them already is left as it is
         with open(log, "wb") as fh:
             fh.write(earlier + now)
-    os.unlink(keep)  # everything it held is in the log now
+    os.unlink(keep)
+
+
+def second_name(log: str) -> None:
+    """Give ``log`` its second name: a hard link, or, where links cannot be made (some network
+    file systems), a copy, which each attempt's end makes anew."""
+    import shutil
+
+    keep = _attempts_name(log)
+    if os.path.exists(keep):
+        if os.path.samefile(log, keep):
+            return
+        os.unlink(keep)  # an older copy: the log holds all of it
     try:
         os.link(log, keep)
     except OSError:
         shutil.copyfile(log, keep)
 
 
-def _refresh_copy(log: str) -> None:
-    """Where :func:`keep_attempts` fell back to copies: the second name gets this attempt too."""
-    import shutil
-
-    keep = _attempts_name(log)
+def _keeping(step: Callable[[str], None], log: str) -> bool:
+    """Run one step of keeping ``log``'s attempts; on failure say so and go on: the job matters
+    more than its history."""
     try:
-        if not (os.path.exists(keep) and os.path.samefile(log, keep)):
-            shutil.copyfile(log, keep)
-    except OSError:
-        pass
+        step(log)
+        return True
+    except OSError as exc:
+        print(f"hkt: warning: could not keep the earlier attempts of {log} ({exc}); the next "
+              "attempt's log may replace them", file=sys.stderr)
+        return False
 
 
 def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
@@ -180,15 +177,12 @@ def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
     Returns the command's exit status (1 for an uncaught exception, whose traceback goes to the
     log)."""
     os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
-    try:
-        keep_attempts(log)
-    except OSError as exc:  # the job matters more than its history: say so, and run it
-        print(f"hkt: warning: could not keep the earlier attempts of {log} ({exc}); this "
-              "attempt's log may replace them", file=sys.stderr)
+    keeping = _keeping(restore_attempts, log)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     with open(log, "a", encoding="utf-8") as fh:
+        keeping = keeping and _keeping(second_name, log)  # before the command: a kill -9 too
         start = fh.tell()
         fh.write(header)
         fh.flush()
@@ -211,7 +205,8 @@ def run_logged(log: str, command: Callable[[], int], header: str = "") -> int:
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
-            _refresh_copy(log)
+            if keeping:
+                _keeping(second_name, log)  # a copy gets this attempt (a link has it already)
     if status:
         with open(log, encoding="utf-8", errors="replace") as fh:
             fh.seek(start)

@@ -102,12 +102,17 @@ def test_a_log_deleted_between_attempts_gets_them_back(tmp_path, capsys):
     def say(msg: str):
         return lambda: os.write(1, f"{msg}\n".encode()) and 143
 
-    run_logged(str(log), say("hkt: stopped by SIGTERM at step 2648/10000"), "== one ==\n")
+    keep = log.parent / ".job.log.attempts"
+
+    def killed() -> int:  # the second name is there while the first attempt runs (kill -9)
+        assert os.path.samefile(keep, log)
+        return say("hkt: stopped by SIGTERM at step 2648/10000")()
+
+    run_logged(str(log), killed, "== one ==\n")
     log.unlink()  # as Snakemake does before the rerun
     assert run_logged(str(log), say("resuming at step 2648"), "== two ==\n") == 143
     both = "== one ==\nhkt: stopped by SIGTERM at step 2648/10000\n== two ==\nresuming at step 2648\n"
     assert log.read_text() == both
-    keep = log.parent / ".job.log.attempts"
     assert keep.read_text() == both and os.path.samefile(keep, log)
     assert capsys.readouterr().err.splitlines()[-1] == "resuming at step 2648"  # this attempt's
     log.unlink()

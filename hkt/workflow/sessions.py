@@ -139,10 +139,10 @@ def wall_line(sessions: list[dict[str, Any]], wall_s: float,
     so_far = "" if remaining_s is None else f"; with the remaining, about {duration(total)}"
     against = (f", against {duration(first)} planned at its first start "
                f"({100 * (total / first - 1):+.0f}%)" if first else "")
-    commits = sorted({f"{str(x.get('commit'))[:7]}{'+dirty' if x.get('dirty') else ''}"
-                      for x in sessions})
+    commits = sorted({f"{x['commit'][:7]}{'+dirty' if x.get('dirty') else ''}"
+                      for x in sessions if x.get("commit")})
     code = (f"; from {len(commits)} commits: {', '.join(commits)}" if len(commits) > 1
-            else f"; commit {commits[0]}" if commits[0] != "None" else "")
+            else f"; commit {commits[0]}" if commits else "")
     return (f"wall time{'' if remaining_s is None else ' so far'}: {duration(wall_s)} over {runs}"
             f"{so_far}{against}{code}")
 

@@ -129,11 +129,12 @@ def claim_results():
 def start_session():
     """Record this run of the workflow in the results directory (hkt/workflow/sessions.py), so
     that `hkt status` measures the suite's wall time over its interruptions."""
+    from hkt.status import settings
     from hkt.workflow.sessions import start_session as start
 
     plan = suite_plan()
-    heartbeat = yaml.safe_load((CONFIG_DIR / "status.yaml").read_text())["heartbeat_s"]
-    start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0, heartbeat_s=heartbeat)
+    start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0,
+          heartbeat_s=float(settings([])["heartbeat_s"]))
 
 
 def end_session(ok):
