@@ -97,3 +97,48 @@ def test_internals_and_bad_arguments_are_clear():
         build_attention("conv", d_model=8, n_heads=2, kernel_size=0)
     with pytest.raises(ValueError, match="activation"):
         build_attention("conv", d_model=8, n_heads=2, activation="relu6")
+
+
+@pytest.mark.parametrize("batch,channels,length,kernel", [
+    (2, 3, 7, 3),    # length not a multiple of the kernel
+    (3, 4, 10, 1),   # kernel 1: a per-channel scale
+    (2, 2, 3, 5),    # kernel longer than the sequence
+    (2, 4, 16, 4),   # whole blocks
+    (1, 2, 1, 2),    # one position
+])
+def test_filter_gradient_is_the_convolutions(batch, channels, length, kernel):
+    """The CPU filter gradient (one batched matmul) equals PyTorch's own conv1d gradient."""
+    from hkt.attention.conv import depthwise_filter_grad
+
+    g = torch.Generator().manual_seed(kernel)
+    h = torch.randn(batch, channels, length + kernel - 1, dtype=torch.double, generator=g,
+                    requires_grad=True)
+    w = torch.randn(channels, 1, kernel, dtype=torch.double, generator=g, requires_grad=True)
+    grad = torch.randn(batch, channels, length, dtype=torch.double, generator=g)
+    (expected,) = torch.autograd.grad(torch.nn.functional.conv1d(h, w, groups=channels), w, grad)
+    torch.testing.assert_close(depthwise_filter_grad(h.detach(), grad, kernel), expected,
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_mixer_gradients_are_those_of_the_plain_convolution():
+    """Every parameter's and the input's gradient through the CPU path equals the gradient of the
+    mixer written with nn.Conv1d's own autograd (the path other devices take)."""
+    torch.manual_seed(0)
+    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=5).double()
+    mask = pad_mask(2, 13)
+    x = torch.randn(2, 13, 8, dtype=torch.double, requires_grad=True)
+
+    def plain(x):
+        v = mixer.v_proj(x) * mask.unsqueeze(-1).double()
+        h = torch.nn.functional.pad(v.transpose(1, 2), (mixer.kernel_size - 1, 0))
+        c = torch.nn.functional.conv1d(h, mixer.conv.weight, mixer.conv.bias, groups=8)
+        return mixer.out_proj(torch.nn.functional.gelu(c.transpose(1, 2)))
+
+    inputs = [x, *mixer.parameters()]
+    out = mixer(x, mask)
+    torch.testing.assert_close(out, plain(x), rtol=0, atol=0)  # the forward is PyTorch's own
+    grad = torch.randn_like(out)
+    for ours, expected in zip(torch.autograd.grad(out, inputs, grad),
+                              torch.autograd.grad(plain(x), inputs, grad)):
+        torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda x: mixer(x, mask), (x,))
