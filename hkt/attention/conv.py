@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from hkt.attention.base import AttentionInternals, check_dropout, check_heads, check_key_mask
 from hkt.attention.registry import register
 from hkt.checks import choice, integer
+from hkt.dropout import Dropout
 
 ACTIVATIONS = ("gelu", "none")
 
@@ -142,7 +143,7 @@ class CausalConvMixer(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.conv = nn.Conv1d(d_model, d_model, self.kernel_size, groups=d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(
         self, x: Tensor, key_mask: Tensor | None = None, *, return_internals: bool = False

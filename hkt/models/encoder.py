@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from hkt.attention import ATTENTION, build_attention
 from hkt.attention.registry import attention_class
 from hkt.checks import boolean, choice, integer, label, number
+from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
 from hkt.renames import new_name
 
@@ -170,7 +171,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ffn)
         self.fc2 = nn.Linear(d_ffn, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(F.gelu(self.fc1(x))))
@@ -185,7 +186,7 @@ class EncoderBlock(nn.Module):
         self.attn = attention
         self.norm2 = nn.LayerNorm(d_model, eps=norm_eps)
         self.ffn = FeedForward(d_model, d_ffn, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, key_mask: Tensor | None) -> Tensor:
         x = x + self.dropout(self.attn(self.norm1(x), key_mask))
@@ -226,7 +227,7 @@ class EncoderClassifier(nn.Module):
         else:
             self.register_buffer("pos", sinusoidal_table(n_positions, d_model), persistent=False)
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if pooling == "cls" else None
-        self.emb_dropout = nn.Dropout(c.emb_dropout)
+        self.emb_dropout = Dropout(c.emb_dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 build_attention(c.name, d_model=d_model, n_heads=c.n_heads, causal=c.causal,
