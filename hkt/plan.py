@@ -101,7 +101,9 @@ class Plan:
 def _split_batches(cfg: Any, split: str, limit: Any) -> int:
     """Batches of one evaluation pass over ``split``: the split's size over the batch, or the
     ``limit`` (eval_batches / test_batches) when that is smaller."""
-    size = int(cfg.task.get("prepare", {}).get("splits", {}).get(split, 0) or 0)
+    from hkt.data.config import split_sizes
+
+    size = split_sizes(cfg.task).get(split, 0)
     n = math.ceil(size / int(cfg.train.batch_size)) if size else 0
     if not n:  # the split's size is not in the config: the limit alone, if any
         return int(limit or 0)

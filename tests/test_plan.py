@@ -70,6 +70,25 @@ def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
     assert plan.wall_seconds == pytest.approx(67.5 + 100 + 10 + 30 + 7 + 5)
 
 
+def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_sizes():
+    """IMDB and CIFAR-10 state no ``splits``: their validation carve and official test set count
+    (once they were taken as empty, and the CPU suite's plan left out a third of their time)."""
+    from hkt.config import compose
+    from hkt.data.config import split_sizes
+    from hkt.plan import job_seconds
+
+    assert split_sizes(compose("train", ["task=imdb"]).task) == {"train": 22500, "val": 2500,
+                                                                  "test": 25000}
+    assert split_sizes(compose("train", ["task=cifar10"]).task) == {"train": 45000, "val": 5000,
+                                                                     "test": 10000}
+    assert split_sizes({"prepare": {}}) == {}
+    cfg = compose("train", ["task=imdb", "profile=cpu"])
+    # 1000 steps; 4 validations of ceil(2500 / 32) = 79 batches; 782 test batches; eval_cost 0.5
+    assert job_seconds(cfg, 1.0, 0.5) == pytest.approx(1000 + 0.5 * (4 * 79 + 782))
+    cfg = compose("train", ["task=cifar10", "profile=cpu", "train.eval_batches=10"])
+    assert job_seconds(cfg, 2.0, 0.5) == pytest.approx(2 * (1000 + 0.5 * (4 * 10 + 313)))
+
+
 def test_longest_jobs_first_and_the_estimate_on_more_cores():
     grid = Grid(merge(CONFIG, SUITE), CONFIG_DIR, cpus=4)
     configs = {j: fake_config(j) for j in grid.train_jobs()}

@@ -26,7 +26,7 @@ from hkt.data.families import FAMILIES, REQUIRED
 from hkt.errors import ConfigError
 
 __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load_task_config",
-           "validate_task"]
+           "split_sizes", "validate_task"]
 
 
 TOP_SCHEMA: dict[str, Any] = {"id": text, "name": text, "num_classes": pos_int,
@@ -99,3 +99,22 @@ def load_task_config(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]
     cfg = validate_task(compose_task(task, overrides))
     cfg["task"] = task
     return cfg
+
+
+def split_sizes(task: Mapping[str, Any]) -> dict[str, int]:
+    """Examples per split that ``hkt prepare`` will write for a task config, read from the config
+    alone (before any data exists; what ``hkt plan`` counts evaluations with).
+
+    A generated task states them (``prepare.splits``); a downloaded one has the official
+    train/test counts and carves ``val_size`` from train. Empty where the config says neither.
+    """
+    prep = task.get("prepare") or {}
+    if prep.get("splits"):
+        return {str(k): int(v) for k, v in prep["splits"].items()}
+    counts, val = prep.get("official_counts"), prep.get("val_size")
+    if not counts:
+        return {}
+    sizes = {"train": int(counts["train"]), "test": int(counts["test"])}
+    if val:
+        sizes.update(train=sizes["train"] - int(val), val=int(val))
+    return sizes
