@@ -165,8 +165,10 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
         st.detail, eta, step, total = found
         if eta is not None:
             st.remaining_s = eta
-            if total > step and job.get("step_s"):
-                st.step_ratio = eta / (total - step) / float(job["step_s"])
+            if total > step and job.get("steps"):
+                # the trainer's ETA runs at its pace with validations, so it is set against the
+                # plan's seconds per step with validations too (job seconds / steps)
+                st.step_ratio = eta / (total - step) / (float(job["seconds"]) / int(job["steps"]))
     else:
         st.detail = f"running for {duration(now - started)}"
     return st
