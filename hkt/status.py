@@ -309,9 +309,10 @@ def _when(t: float) -> str:
 
 def format_status(s: SuiteStatus) -> str:
     """What ``hkt status`` prints."""
-    p = s.plan
+    p = s.plan  # its start is the last run's; a suite run in pieces started with its first
+    start = min([float(p["started"])] + [float(x["started"]) for x in s.sessions if x.get("started")])
     lines = [f"suite {p.get('suite')} (profile {p.get('profile')}) in {s.results}/, started "
-             f"{_when(float(p['started']))} ({duration(s.now - float(p['started']))} ago) on "
+             f"{_when(start)} ({duration(s.now - start)} ago) on "
              f"{p.get('device')}", s.workflow,
              f"jobs: {len(s.jobs)}: done {s.count('done')}, running {s.count('running')}, "
              f"waiting {s.count('waiting')}, failed {s.count('failed')}"

@@ -181,7 +181,9 @@ def test_finished(results, capsys):
     assert "wall time: 80 min over 2 runs of the workflow, against 83 min planned at its " \
            "first start (-4%); commit 4de72a8" in out
     assert f"workflow: not running (its last run, pid {json.loads((results / '.workflow.lock').read_text())['pid']} on {HOST}, from /src/hkt, has ended)" in out
-    assert "(60 min ago)" in out
+    # started: the suite's first run (the plan file holds the last run's start, 60 min ago)
+    first = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(NOW - 9000))
+    assert f", started {first} (2.5 h ago) on " in out and "(60 min ago)" not in out
 
 
 def test_a_job_on_another_host_runs_while_its_log_grows(results):
