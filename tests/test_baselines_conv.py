@@ -120,11 +120,14 @@ def test_filter_gradient_is_the_convolutions(batch, channels, length, kernel):
                                rtol=1e-12, atol=1e-12)
 
 
-def test_mixer_gradients_are_those_of_the_plain_convolution():
+@pytest.mark.parametrize("bias", [True, False])
+def test_mixer_gradients_are_those_of_the_plain_convolution(bias):
     """Every parameter's and the input's gradient through the CPU path equals the gradient of the
     mixer written with nn.Conv1d's own autograd (the path other devices take)."""
     torch.manual_seed(0)
-    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=5).double()
+    from hkt.attention.conv import CausalConvMixer
+
+    mixer = CausalConvMixer(8, 2, kernel_size=5, bias=bias).double()
     mask = pad_mask(2, 13)
     x = torch.randn(2, 13, 8, dtype=torch.double, requires_grad=True)
 

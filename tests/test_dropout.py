@@ -27,7 +27,7 @@ def test_gradient_is_the_scaled_mask():
     torch.testing.assert_close(g, (y != 0).double() / 0.7)
 
 
-def test_seeded_like_torch_and_identity_in_eval():
+def test_seeded_repeatable_and_identity_in_eval():
     x = torch.randn(8, 16)
     layer = Dropout(0.2).train()
     torch.manual_seed(3)

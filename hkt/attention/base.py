@@ -24,6 +24,13 @@ class AttentionInternals:
     level_masks: list[Tensor | None] = field(default_factory=list)  # (B, T_l) real positions
 
 
+def cpu_float(x: Tensor) -> bool:
+    """A CPU tensor of float32/64 outside autocast: where our CPU-only kernels (HKT's blockwise
+    attention, the conv mixer's filter gradient) replace PyTorch's generic path."""
+    return (x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+            and not torch.is_autocast_enabled("cpu"))
+
+
 def check_heads(d_model: int, n_heads: int) -> int:
     """Return the head width d = d_model / n_heads, or raise a ValueError saying why not."""
     if n_heads < 1:

@@ -32,7 +32,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.attention.base import AttentionInternals, check_dropout, check_heads, check_key_mask
+from hkt.attention.base import (
+    AttentionInternals,
+    check_dropout,
+    check_heads,
+    check_key_mask,
+    cpu_float,
+)
 from hkt.attention.registry import register
 from hkt.checks import choice, integer
 from hkt.dropout import Dropout
@@ -85,7 +91,6 @@ class _DepthwiseConv(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.save_for_backward(h, weight)
-        ctx.has_bias = bias is not None
         return F.conv1d(h, weight, bias, groups=weight.shape[0])
 
     @staticmethod
@@ -99,7 +104,7 @@ class _DepthwiseConv(torch.autograd.Function):
                 [True, False, False])[0]
         if ctx.needs_input_grad[1]:
             grad_w = depthwise_filter_grad(h, grad, weight.shape[-1])
-        if ctx.has_bias and ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[2]:  # False for a missing bias
             grad_b = grad.sum((0, 2))
         return grad_h, grad_w, grad_b
 
@@ -158,7 +163,7 @@ class CausalConvMixer(nn.Module):
         if key_mask is not None:  # padding must not leak into real positions
             v = v * key_mask.unsqueeze(-1).to(v.dtype)
         h = F.pad(v.transpose(1, 2), (self.kernel_size - 1, 0))  # left only: causal
-        if h.device.type == "cpu" and not torch.is_autocast_enabled("cpu"):
+        if cpu_float(h):
             c = _DepthwiseConv.apply(h, self.conv.weight, self.conv.bias)
         else:
             c = self.conv(h)

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hkt.attention.base import split_heads
+from hkt.attention.base import cpu_float, split_heads
 from hkt.attention.upsample import Upsampler
 
 _FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -41,12 +41,7 @@ _BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
 
 def cpu_kernel_applies(x: Tensor, dropout_p: float) -> bool:
     """Whether ``hkt_flash_cpu`` can run: CPU tensors, float32/64, no dropout, no autocast."""
-    return (
-        x.device.type == "cpu"
-        and x.dtype in (torch.float32, torch.float64)
-        and dropout_p == 0.0
-        and not torch.is_autocast_enabled("cpu")
-    )
+    return cpu_float(x) and dropout_p == 0.0
 
 
 # Widened tensors alive per block in backward: q̃, k̃, padded V, output and its gradient, and
