@@ -13,7 +13,9 @@
 # through systemd. One file is written outside it, /etc/slurm/slurm.conf, a link to ours: the
 # Slurm commands that Snakemake, its job steps and the tests run find their config there (the
 # jobstep plugin drops SLURM_* variables, SLURM_CONF included, from a job's environment). `up`
-# refuses to touch a slurm.conf that is not such a link; `down` removes the link.
+# refuses to touch a slurm.conf that is not such a link, or a link to another cluster still
+# running; a link left by a cluster whose daemons are gone (killed before `down`) it replaces.
+# `down` removes the link.
 # Root starts the cluster; any user may then submit to it (the directory is world-readable,
 # the munge key is not).
 # The node: this machine's CPUs and memory as `slurmd -C` reports them, one partition `hkt`,
@@ -109,7 +111,15 @@ up() {
         die "$ETC_CONF exists and is not ours: this machine has a Slurm configuration; use its cluster (workflow/executors/slurm) or move the file away"
     fi
     if [[ -L $ETC_CONF && $(readlink "$ETC_CONF") != "$DIR/slurm.conf" ]]; then
-        die "$ETC_CONF links to $(readlink "$ETC_CONF"), another one-node cluster: stop it first (HKT_SLURM_DIR=$(dirname "$(readlink "$ETC_CONF")") scripts/slurm-local.sh down)"
+        local other
+        other=$(dirname "$(readlink "$ETC_CONF")")
+        if alive "$other/slurmctld.pid" || alive "$other/slurmd.pid" || alive "$other/munge/munged.pid"; then
+            die "$ETC_CONF links to $other/slurm.conf, another one-node cluster, still running: stop it first (HKT_SLURM_DIR=$other scripts/slurm-local.sh down)"
+        fi
+        # its daemons are gone (a run killed before `down`): the link is stale; its directory is
+        # left where it is, for its logs
+        echo "slurm-local: $ETC_CONF linked to $other, a cluster no longer running (stopped without \`down\`); linking this one instead" >&2
+        rm -f "$ETC_CONF"
     fi
     local port
     for port in "$CTLD_PORT" "$SLURMD_PORT"; do

@@ -7,8 +7,11 @@ MLflow tracking server (`mlflow server` on 127.0.0.1), through workflow/executor
 - A training job cancelled with `scancel` mid-run is resubmitted by Snakemake's retry, resumes
   from its checkpoint and ends with the record of an uninterrupted run.
 
-The cluster: the one `.ci/run` started, else one these tests start and stop (as root, with
-slurm-wlm and munge installed), else the tests skip and say how to get one.
+- `scripts/slurm-local.sh up` replaces the /etc/slurm link a cluster killed before `down` left,
+  and refuses one whose cluster still runs.
+
+The cluster: one already up, else one these tests start and stop (as root, with slurm-wlm and
+munge installed: `.ci/run` installs them), else the tests skip and say how to get one.
 """
 
 from __future__ import annotations
@@ -68,23 +71,83 @@ def _cluster(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    """A running one-node cluster: the one already up, or one started (and stopped) here."""
+    """A running one-node cluster: the one already up, or one started (and stopped) here, in
+    $HKT_SLURM_DIR where set (.ci/run sets it, to stop what a killed run leaves)."""
     if _cluster("status").returncode == 0:
         yield None
         return
     if not shutil.which("slurmctld") or not shutil.which("munged"):
         pytest.skip("Slurm is not installed: `sudo scripts/slurm-local.sh install` (Debian/Ubuntu; "
-                    ".ci/run does it) gives the one-node cluster these tests run on")
+                    ".ci/run installs it) gives the one-node cluster these tests run on")
     if os.geteuid() != 0:
         pytest.skip("the one-node Slurm cluster needs root (slurmd runs jobs as their user): "
                     "`sudo scripts/slurm-local.sh up`, then run the tests")
-    env = {**os.environ, "HKT_SLURM_DIR": str(tmp_path_factory.mktemp("slurm"))}
+    env = {**os.environ,
+           "HKT_SLURM_DIR": os.environ.get("HKT_SLURM_DIR") or str(tmp_path_factory.mktemp("slurm"))}
     try:
         up = _cluster("up", env=env)
         assert up.returncode == 0, up.stdout + up.stderr
         yield env["HKT_SLURM_DIR"]
     finally:
         _cluster("down", env=env)
+
+
+ETC_CONF = Path("/etc/slurm/slurm.conf")  # the link `up` makes (scripts/slurm-local.sh says why)
+
+
+def _dead_pid() -> int:
+    """The PID of a process that has ended (as a killed cluster's PID files hold)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_up_replaces_the_link_of_a_killed_cluster_and_refuses_a_running_ones(tmp_path):
+    """A cluster killed before `down` (a CI run ended mid-way) leaves /etc/slurm/slurm.conf
+    linked to its directory: the next `up` takes the link over. A link to a cluster whose
+    daemons still run is refused, untouched, with the command that stops that cluster."""
+    if not shutil.which("slurmctld") or not shutil.which("munged"):
+        pytest.skip("Slurm is not installed: `sudo scripts/slurm-local.sh install`")
+    if os.geteuid() != 0:
+        pytest.skip("`up` needs root")
+    if _cluster("status").returncode == 0:
+        pytest.skip("a one-node cluster is up: this test would have to unlink its config")
+    if ETC_CONF.exists() and not ETC_CONF.is_symlink():
+        pytest.skip(f"{ETC_CONF} is this machine's own Slurm configuration")
+    before = os.readlink(ETC_CONF) if ETC_CONF.is_symlink() else None
+    killed, running, ours = tmp_path / "killed", tmp_path / "running", tmp_path / "ours"
+    for cluster, pid in ((killed, _dead_pid()), (running, os.getpid())):
+        (cluster / "munge").mkdir(parents=True)
+        (cluster / "slurm.conf").write_text("# a cluster's config\n")
+        (cluster / "slurmctld.pid").write_text(f"{pid}\n")
+    env = {**os.environ, "HKT_SLURM_DIR": str(ours)}
+    ETC_CONF.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        ETC_CONF.unlink(missing_ok=True)
+        ETC_CONF.symlink_to(running / "slurm.conf")
+        refused = _cluster("up", env=env)
+        assert refused.returncode == 1
+        assert (f"{ETC_CONF} links to {running}/slurm.conf, another one-node cluster, still "
+                f"running: stop it first (HKT_SLURM_DIR={running} scripts/slurm-local.sh down)"
+                in refused.stderr)
+        assert os.readlink(ETC_CONF) == str(running / "slurm.conf")
+        assert not ours.exists()
+
+        ETC_CONF.unlink()
+        ETC_CONF.symlink_to(killed / "slurm.conf")
+        up = _cluster("up", env=env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert f"linked to {killed}, a cluster no longer running" in up.stderr
+        assert os.readlink(ETC_CONF) == str(ours / "slurm.conf")
+        assert _cluster("status", env=env).returncode == 0
+        assert (killed / "slurm.conf").exists()  # its directory is left, for its logs
+    finally:
+        _cluster("down", env=env)
+        if ETC_CONF.is_symlink() and os.readlink(ETC_CONF).startswith(str(tmp_path)):
+            ETC_CONF.unlink()
+        if before is not None and not ETC_CONF.is_symlink():
+            ETC_CONF.symlink_to(before)
+    assert not ETC_CONF.is_symlink() or os.readlink(ETC_CONF) == before
 
 
 def _free_port() -> int:

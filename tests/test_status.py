@@ -166,12 +166,13 @@ def test_finished(results, capsys):
     plan = json.loads(plan_file.read_text())
     for j in plan["jobs"]:
         write(results.parent / j["output"], "{}")
-    plan["started"] = time.time() - 3600  # main() reads the clock itself (NOW was at import)
+    now = time.time()  # main() reads the clock itself; NOW (at import) can be minutes old here
+    plan["started"] = now - 3600
     plan_file.write_text(json.dumps(plan))
     write(results / "plan" / "sessions.json", json.dumps({"sessions": [  # paused, then resumed
-        {"started": NOW - 9000, "last_seen": NOW - 7200, "ended": NOW - 7200, "ok": False,
+        {"started": now - 9000, "last_seen": now - 7200, "ended": now - 7200, "ok": False,
          "host": HOST, "pid": dead_pid(), "commit": "4de72a8" + "0" * 33, "estimate_s": 5000.0},
-        {"started": NOW - 3600, "last_seen": NOW - 600, "host": HOST, "pid": dead_pid(),
+        {"started": now - 3600, "last_seen": now - 600, "host": HOST, "pid": dead_pid(),
          "commit": "4de72a8" + "0" * 33, "estimate_s": 5000.0}]}))
     assert main(["status", str(results)]) == 0
     out = capsys.readouterr().out
@@ -182,7 +183,7 @@ def test_finished(results, capsys):
            "first start (-4%); commit 4de72a8" in out
     assert f"workflow: not running (its last run, pid {json.loads((results / '.workflow.lock').read_text())['pid']} on {HOST}, from /src/hkt, has ended)" in out
     # started: the suite's first run (the plan file holds the last run's start, 60 min ago)
-    first = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(NOW - 9000))
+    first = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(now - 9000))
     assert f", started {first} (2.5 h ago) on " in out and "(60 min ago)" not in out
 
 
