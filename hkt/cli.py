@@ -37,7 +37,7 @@ from hkt.errors import HKTError
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("hkt.data.cli", "Prepare a task's data as Parquet (download/verify or generate)."),
     "train": ("hkt.train.cli", "Train one model on prepared data; writes a run record."),
-    "analyze": ("hkt.analysis.cli", "Analyse a trained run (kurtosis, kernel, fusion, truncation)."),
+    "analyze": ("hkt.analysis.cli", "Analyse a trained run (kurtosis, kernel, fusion, truncation, approximation)."),
     "aggregate": ("hkt.report.cli", "Build tables and figures from run records or MLflow."),
     "plan": ("hkt.plan", "A suite's jobs per rule and estimated wall time on this machine (config/plan.yaml)."),
     "doctor": ("hkt.doctor", "Check this machine against a suite before running it (config/doctor.yaml)."),

@@ -24,6 +24,10 @@ def resolve_device(name: str, *, source: str = "--device") -> torch.device:
         raise ConfigError(f"{source} = {name!r}: not a device (use auto, cpu, cuda or cuda:N)") from exc
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"{source} = {name!r}: no CUDA device is available (use auto or cpu)")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        n = torch.cuda.device_count()
+        raise ConfigError(f"{source} = {name!r}: this machine has {n} CUDA device{'s' * (n != 1)} "
+                          f"(cuda:0 to cuda:{n - 1})")
     return device
 
 

@@ -1,5 +1,6 @@
-"""The paper's published numbers (DESIGN.md section 1) as data, to print beside ours: used by
-the report's tables and the figures of runs and analyses alike.
+"""The published numbers of "Hierarchical Kernel Transformer: Multi-Scale Attention with an
+Information-Theoretic Approximation Analysis" (arXiv 2604.08829, 2026; DESIGN.md section 1) as
+data, to print beside ours: used by the report's tables and the figures of runs and analyses.
 
 Accuracies are percentages (the paper's unit); our records hold fractions and the tables
 convert. A task is identified by its name *and* its sequence length T, because the same task
@@ -9,9 +10,6 @@ family runs at more than one length (ListOps at T=512 in the paper, T=2000 in LR
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-SOURCE = ("Hierarchical Kernel Transformer: Multi-Scale Attention with an Information-Theoretic "
-          "Approximation Analysis (arXiv 2604.08829, 2026)")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,30 @@ def test_bench_attention_writes_tables(tmp_path, capsys):
     assert "attention.md" in capsys.readouterr().out
 
 
+def test_the_layer_under_test_is_the_hkt_model_config(tmp_path, monkeypatch):
+    """The benchmark's HKT layer is config/model/hkt.yaml's mixer (an edit there reaches it, as
+    the workflow's inputs promise), with config/bench/attention.yaml's `hkt` over it."""
+    import argparse
+    import shutil
+
+    from hkt.bench.attention import load_settings
+    from hkt.config import config_dir
+
+    cdir = tmp_path / "config"
+    shutil.copytree(config_dir(), cdir)
+    monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
+    args = argparse.Namespace(config=None, lengths=None, batch=None, repeats=None)
+    assert load_settings(args)["hkt"] == {"levels": 3, "stride": 2, "kernel_size": 2,
+                                          "fusion": "dynamic", "upsample": "nearest",
+                                          "chunk_mib": 32.0}
+    with (cdir / "model" / "hkt.yaml").open("a") as f:
+        f.write("mixer:\n  levels: 4\n  stride: 3\n")
+    bench = cdir / "bench" / "attention.yaml"
+    bench.write_text(bench.read_text().replace("hkt: {}", "hkt: {stride: 4}"))
+    settings = load_settings(args)["hkt"]
+    assert (settings["levels"], settings["stride"]) == (4, 4)
+
+
 def test_peak_memory_sees_allocations():
     import torch
 
@@ -49,6 +73,9 @@ def test_device_naming():
         assert resolve_device("auto") == torch.device("cpu")
         with pytest.raises(ConfigError, match="train.device.*no CUDA device"):
             resolve_device("cuda", source="config key 'train.device'")
+    else:
+        with pytest.raises(ConfigError, match=r"'cuda:99': this machine has \d+ CUDA device"):
+            resolve_device("cuda:99")
     with pytest.raises(ConfigError, match="not a device"):
         resolve_device("tpu0")
     text = describe_device(torch.device("cpu"))

@@ -40,7 +40,7 @@ def test_malicious_last_checkpoint_is_refused_and_never_run(tmp_path, capsys):
 
 def test_a_run_that_fails_before_its_first_write_leaves_nothing(tmp_path, capsys):
     data = write_prepared_data(tmp_path / "data", "listops")
-    for bad in ("train.batch_size=100000", "train.device=cuda"):
+    for bad in ("train.batch_size=100000", "train.device=cuda:99"):  # no such device anywhere
         run = tmp_path / "runs" / "r"
         capsys.readouterr()
         code = main(["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",

@@ -7,8 +7,9 @@ It is not MHA bit for bit at any size: the fused path's CPU kernel (query/key wi
 padded) rounds differently from MHA's plain SDPA call. Measured here: the training loss differs
 in the 8th digit by step 20 (2.2124273777 vs 2.2124274373, seed 1, 2 x 64), and even the smoke
 model (d = 16, one layer), whose histories once matched for seed 0, differs in the 7th digit by
-step 5 for seeds 1-3. Over thousands of steps such differences can grow, so a derived row must
-say "MHA's runs; equal up to float rounding", not "bit for bit"."""
+step 5 for seeds 1-3. Over thousands of steps such differences can grow, so a derived row says
+what it is ("derived: the MHA runs, not trained again") and the documentation says "the same
+training up to float rounding", never "bit for bit"."""
 
 from __future__ import annotations
 

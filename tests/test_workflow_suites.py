@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hkt.errors import ConfigError
-from hkt.workflow.suites import choose_suite, merge, resolve_suite
+from hkt.workflow.suites import choice_reason, choose_suite, merge, resolve_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
@@ -47,6 +47,10 @@ def test_hkt_suite_variable_overrides_the_device_check():
     assert choose_suite(cuda(True), env={"HKT_SUITE": "cpu"}) == "cpu"
     cfg, _ = resolve_suite(CONFIG, CONFIG_DIR, cuda=cuda(True), env={"HKT_SUITE": "smoke"})
     assert cfg["suite"] == "smoke" and cfg["profile"] == "smoke"
+    # the workflow's first line says why: the variable, not the device
+    assert choice_reason("smoke", env={"HKT_SUITE": "smoke"}) == "$HKT_SUITE=smoke"
+    assert choice_reason("paper", env={}) == "CUDA available"
+    assert choice_reason("cpu", env={}) == "no CUDA"
 
 
 def test_command_line_keys_win_over_the_chosen_suite():

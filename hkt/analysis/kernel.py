@@ -17,7 +17,7 @@ Tolerances follow ``numpy.linalg.matrix_rank``: an eigenvalue counts as zero whe
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -164,10 +164,6 @@ class GramReport:
     tol: float
     lambda_mode: str  # "static" or "per_token"
     condition_holds: bool  # the sufficient condition (psd_condition)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for a report row)."""
-        return asdict(self)
 
 
 def gram_rank_report(features_per_level: Sequence[Any], parts_per_level: Sequence[Any],

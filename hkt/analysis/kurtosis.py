@@ -20,7 +20,7 @@ keeps κ affine invariant within the data's subspace; shrinkage would not. The r
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,9 +37,6 @@ __all__ = [
     "mardia_test",
     "take_rows",
 ]
-
-DEFAULT_MAX_SAMPLES = 200_000
-"""Rows kept by default (a deterministic random subset beyond this): ~0.3 % standard error on κ."""
 
 DEFAULT_RANK_RTOL = 1e-10
 """Covariance eigenvalues ≤ this × the largest one count as zero variance (dropped directions).
@@ -71,10 +68,6 @@ class KurtosisResult:
     singular: bool  # True when the covariance was rank deficient (d < d_input)
     cov_handling: str  # "cholesky", "projected" (rank-deficient: see module doc) or "constant"
     seed: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for JSON / table rows)."""
-        return asdict(self)
 
 
 def expected_b2(d: int, n: int) -> float:
@@ -130,7 +123,7 @@ def _rows(x: Any, max_samples: int | None, seed: int) -> tuple[np.ndarray, int, 
 def mardia_test(
     x: Any,
     *,
-    max_samples: int | None = DEFAULT_MAX_SAMPLES,
+    max_samples: int | None = None,
     seed: int = 0,
     rank_rtol: float = DEFAULT_RANK_RTOL,
     drop_nonfinite: bool = False,
@@ -139,7 +132,7 @@ def mardia_test(
 
     x: (n, d) array or tensor (1-D: d = 1; more axes: all but the last are samples).
     max_samples: keep a seeded uniform random subset of this many rows when n is larger
-        (``None``: use all rows). Sampling without replacement, so results are reproducible.
+        (``None``, the default: use all rows; the analyses take config/analysis.yaml's). Sampling without replacement, so results are reproducible.
     seed: seed of that subset.
     rank_rtol: covariance eigenvalues ≤ rank_rtol × the largest are treated as zero and their
         directions dropped (see the module docstring).

@@ -40,8 +40,6 @@ from hkt.models import build_model
 from hkt.record import load_record
 from hkt.train.checkpoint import load_checkpoint
 
-QUANTITIES = ("scores", "queries", "keys")
-
 
 def levels_of(attn: nn.Module) -> int:
     """The number of levels an attention module has (its ``levels`` setting; 1 without one)."""
@@ -146,7 +144,8 @@ class _Collector:
             x = np.concatenate(parts)
             if quantity == "scores":
                 x = x.reshape(-1)
-            res = mardia_test(x, max_samples=int(cfg.kurtosis_max_samples), seed=int(cfg.seed))
+            res = mardia_test(x, max_samples=int(cfg.kurtosis_max_samples), seed=int(cfg.seed),
+                              rank_rtol=float(cfg.kurtosis_rank_rtol))
             for metric in ("kappa", "b2", "z", "p_value", "n", "d"):
                 rows.append(_row("kurtosis", layer, head, level, quantity, metric, getattr(res, metric)))
             rows.append(_row("kurtosis", layer, head, level, quantity, "singular", float(res.singular)))

@@ -48,7 +48,7 @@ ACTIVATIONS = ("gelu", "none")
 
 @dataclass
 class ConvConfig:
-    """The conv mixer's own settings (``model.attention`` when ``model.name`` is ``conv``).
+    """The conv mixer's own settings (``model.mixer`` when ``model.name`` is ``conv``).
 
     Attributes:
         kernel_size: filter width k >= 1: how many past positions (self included) each sees.

@@ -59,7 +59,7 @@ IMPLS = ("fused", "sdpa", "reference")
 
 @dataclass
 class HKTConfig:
-    """HKT's own settings (``model.attention`` when ``model.name`` is ``hkt``).
+    """HKT's own settings (``model.mixer`` when ``model.name`` is ``hkt``).
 
     Attributes:
         levels: L >= 1 pyramid levels (1 = standard attention).

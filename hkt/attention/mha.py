@@ -23,7 +23,7 @@ from hkt.attention.registry import register
 
 @dataclass
 class MHAConfig:
-    """MHA's own settings (``model.attention`` when ``model.name`` is ``mha``): none; width,
+    """MHA's own settings (``model.mixer`` when ``model.name`` is ``mha``): none; width,
     heads, causality and dropout are the encoder's."""
 
 

@@ -10,17 +10,16 @@ repetition by repetition so that machine noise hits them alike; the median is re
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
+from omegaconf import OmegaConf
 
 from hkt.attention import build_attention, score_cost_ratio
-from hkt.attention.hkt import HKTConfig
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
-from hkt.config import config_dir
+from hkt.config import compose, config_dir
 from hkt.device import describe_device, resolve_device
 from hkt.timing import median, peak_memory_bytes, time_call
 
@@ -44,7 +43,7 @@ def load_settings(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("lengths", "batch", "repeats"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
-    model = asdict(HKTConfig())  # the defaults of config/model/hkt.yaml
+    model = OmegaConf.to_container(compose("train", ["model=hkt"]).model.mixer)  # config/model/hkt.yaml's
     model.pop("impl", None)
     settings["hkt"] = {**model, **(settings.get("hkt") or {})}
     return settings

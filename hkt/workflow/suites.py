@@ -21,7 +21,8 @@ import yaml
 
 from hkt.errors import ConfigError
 
-__all__ = ["AUTO", "CUSTOM", "ENV_VAR", "GPU_SUITE", "CPU_SUITE", "cuda_available", "choose_suite", "merge",
+__all__ = ["AUTO", "CUSTOM", "ENV_VAR", "GPU_SUITE", "CPU_SUITE", "cuda_available", "choose_suite",
+           "choice_reason", "merge",
            "resolve_suite", "suite_file", "load_suite"]
 
 AUTO = "auto"
@@ -44,6 +45,14 @@ def choose_suite(cuda: Callable[[], bool] = cuda_available,
     (which the workflow sets for its jobs, so a cluster node agrees with the login node) wins."""
     forced = (os.environ if env is None else env).get(ENV_VAR)
     return forced or (GPU_SUITE if cuda() else CPU_SUITE)
+
+
+def choice_reason(suite: str, env: Mapping[str, str] | None = None) -> str:
+    """Why :func:`choose_suite` chose ``suite``: ``$HKT_SUITE`` when set, else the CUDA check."""
+    forced = (os.environ if env is None else env).get(ENV_VAR)
+    if forced:
+        return f"${ENV_VAR}={forced}"
+    return "CUDA available" if suite == GPU_SUITE else "no CUDA"
 
 
 def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

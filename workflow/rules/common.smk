@@ -14,7 +14,7 @@ from hkt.store import tracking_uri
 from hkt.workflow.configs import TrackedOverrides, check_analysable, seedless, train_config_digests
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
 from hkt.workflow.jobenv import put_interpreter_first
-from hkt.workflow.suites import ENV_VAR as SUITE_ENV, resolve_suite
+from hkt.workflow.suites import ENV_VAR as SUITE_ENV, choice_reason, resolve_suite
 
 # `suite: auto` (config.yaml's default): the paper suite with CUDA, else the CPU suite; the
 # command line's --configfile/--config keys are applied again over the chosen file.
@@ -26,9 +26,10 @@ except ConfigError as exc:
     raise WorkflowError(f"workflow config: {exc}")
 config.clear()
 config.update(_resolved)
+_reason = choice_reason(config["suite"])  # before the variable below is set
 os.environ[SUITE_ENV] = str(config["suite"])  # a cluster job re-reads the Snakefile: same choice
 if workflow.is_main_process:
-    _why = (f" (suite: auto, {'CUDA available' if config['suite'] == 'paper' else 'no CUDA'}; "
+    _why = (f" (suite: auto, {_reason}; "
             f"${SUITE_ENV} or --configfile config/suites/NAME.yaml chooses another)"
             if _chosen else " (from the config files given)")
     print(f"hkt: suite {config['suite']}{_why}, profile {config.get('profile')}, "
