@@ -58,7 +58,7 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
     return save(fig, path)
 
 
-def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = "listops",
+def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.ABLATION_TASK,
                        length: int | None = None, main_variant: str = "main",
                        model: str = "hkt", baseline: str = "mha") -> Path:
     """``model``'s test accuracy (%) against L on (task, T), its other settings at their main

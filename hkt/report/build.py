@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from hkt.figures import suite as figures
+from hkt.paper import ABLATION_TASK
 from hkt.fileio import atomic_path
 from hkt.provenance import RESULTS_DIR_TAG
 from hkt.report import analysis_tables, environments
@@ -176,7 +177,7 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
-              ablation_task: str = "listops", ablation_length: int | None = None,
+              ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:

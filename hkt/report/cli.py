@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 
+from hkt.paper import ABLATION_TASK
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.split("\n\n")[0].strip("`") if __doc__ else None
@@ -39,8 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "runs named their results directory)")
     parser.add_argument("--main-variant", default="main",
                         help="variant label of the main-table runs (default: main)")
-    parser.add_argument("--ablation-task", default="listops",
-                        help="task of the ablation table and the levels figure (default: listops)")
+    parser.add_argument("--ablation-task", default=ABLATION_TASK,
+                        help="task of the ablation table and the levels figure "
+                             f"(default: {ABLATION_TASK}, the paper's)")
     parser.add_argument("--ablation-length", type=int, default=None, metavar="T",
                         help="sequence length of the ablation task (default: the most common)")
     parser.add_argument("--derived", action="append", default=[], metavar="VARIANT=MODEL",

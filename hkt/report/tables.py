@@ -188,7 +188,7 @@ def derived_runs(runs: pl.DataFrame, derived: dict[str, tuple[str, int | None]],
     return pl.concat(parts, how="diagonal_relaxed") if parts else runs.clear()
 
 
-def ablation_table(runs: pl.DataFrame, task: str = "listops", length: int | None = None,
+def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: int | None = None,
                    reference: str = "main", main_variant: str = "main",
                    models: Sequence[str] = ("hkt", "mha"), subject: str = "hkt") -> pl.DataFrame:
     """Variants on one task against the full model ``subject`` (its ``reference`` variant).

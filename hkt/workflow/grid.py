@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.paper import ABLATION_TASK
 from hkt.errors import ConfigError
 from hkt.store import experiment_name
 from hkt.workflow.resources import Node
@@ -156,7 +157,7 @@ class Grid:
 
     @property
     def ablation_task(self) -> str:
-        return self._ablation.get("task", "listops")
+        return self._ablation.get("task", ABLATION_TASK)
 
     @property
     def ablation_enabled(self) -> bool:
