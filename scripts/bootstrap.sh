@@ -36,7 +36,14 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   echo "error: $python is not Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2
   exit 1
 fi
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+# A venv without pip (python3 -m venv stopped half-way: Debian/Ubuntu without python3-venv) is
+# made again, not reused: the next run after installing python3-venv must work as is.
+if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  "$python" -m venv --clear "$venv" || {
+    echo "error: $python -m venv failed (Debian/Ubuntu: apt install python3-venv, then run this again)" >&2
+    exit 1
+  }
+fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 if [ "${HKT_UNLOCKED:-0}" = 1 ]; then
   # torch first, as the user chose it; the package's own loose torch requirement then keeps it.
