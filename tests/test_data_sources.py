@@ -38,6 +38,29 @@ def test_download_verifies_and_skips_when_present(server, tmp_path):
     assert len(server.requests) == n  # verified file present: no request
 
 
+def test_two_processes_downloading_one_file_take_turns(server, tmp_path):
+    """Two prepare jobs (or two suites sharing a cache) fetching the same archive at once: one
+    downloads, the other waits and finds it verified; neither writes into the other's .part."""
+    import threading
+
+    dest, start, errors = tmp_path / "data.bin", threading.Barrier(2), []
+
+    def fetch():
+        start.wait()
+        try:
+            download(f"{server.url}/data.bin", dest, sha256=SHA, progress=False)
+        except Exception as exc:  # noqa: BLE001  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fetch) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and dest.read_bytes() == PAYLOAD
+    assert len(server.requests) == 1
+
+
 def test_download_resumes_a_partial_file(server, tmp_path):
     dest = tmp_path / "data.bin"
     (tmp_path / "data.bin.part").write_bytes(PAYLOAD[:300_000])
@@ -247,6 +270,19 @@ def test_corrupt_archive_is_a_clear_error(tmp_path):
     (tmp_path / "junk.tar.gz").write_bytes(b"junk" * 100)
     with pytest.raises(DataError):
         list(iter_files(tmp_path / "junk.tar.gz", lambda r: True))
+    # a zip whose end record is intact but whose central directory is damaged
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "a.zip", "w") as zf:
+        for i in range(3):
+            zf.writestr(f"x/{i}.txt", bytes(1000))
+    data = bytearray((tmp_path / "a.zip").read_bytes())
+    central = data.rindex(b"PK\x01\x02", 0, len(data) - 22)
+    data[central:central + 4] = b"XXXX"
+    (tmp_path / "bad.zip").write_bytes(bytes(data))
+    assert zipfile.is_zipfile(tmp_path / "bad.zip")
+    with pytest.raises(DataError, match="bad.zip is corrupt or truncated"):
+        list(iter_files(tmp_path / "bad.zip", lambda r: True))
 
 
 def test_file_digests_match_hashlib(tmp_path):

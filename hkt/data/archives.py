@@ -112,7 +112,11 @@ def _iter_archive(path: Path, select: Callable[[PurePosixPath], bool]) -> Iterat
     if not path.is_file():
         raise DataError(f"source {path} does not exist")
     if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as zf:
+        try:  # is_zipfile reads only the end record: a damaged central directory fails here
+            zf = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+            raise DataError(f"archive {path} is corrupt or truncated: {exc}") from None
+        with zf:
             for info in zf.infolist():
                 _check_zip_name(path, info)
                 if info.is_dir():

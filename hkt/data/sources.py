@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from hkt.errors import DataError
 from hkt.fileio import file_digests
 
@@ -101,12 +103,21 @@ def download(url: str, dest: Path, *, sha256: str | None = None, md5: str | None
     The data go to ``dest.part`` first. After a dropped connection the download resumes with a
     ``Range`` request (up to ``retries`` times); a server that ignores ``Range`` restarts it.
     A partial file left by an interrupted run is resumed the same way. The finished file's size
-    and checksums are checked before it is renamed to ``dest``.
+    and checksums are checked before it is renamed to ``dest``. Processes downloading the same
+    ``dest`` (two prepare jobs, two suites sharing a cache) take turns on ``dest.lock``: the
+    second finds the first's verified file.
     """
     if not (sha256 or md5):
         raise DataError(f"refusing to download {url} without an expected checksum (set sha256 or md5)")
-    expected = {"sha256": sha256, "md5": md5}
     dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        return _download(url, dest, {"sha256": sha256, "md5": md5}, size, retries, timeout, progress)
+
+
+def _download(url: str, dest: Path, expected: dict[str, str | None], size: int | None, retries: int,
+              timeout: float, progress: bool) -> dict[str, str]:
+    sha256, md5 = expected["sha256"], expected["md5"]
     if dest.is_file():
         try:
             digests = verify_file(dest, expected, what=str(dest))
