@@ -157,6 +157,19 @@ def test_a_suites_train_overrides_may_use_the_old_attention_key(fresh_warnings):
         [*base, "model.mixer.levels=2"]) != train_config_digest(base)
 
 
+def test_how_a_session_stops_or_reports_defines_no_new_run():
+    """Changing a display or signal setting must not re-run a suite's jobs (the workflow's config
+    digest) nor make `--restart-if-changed` empty a finished run (the run's compared config)."""
+    from hkt.train.config import strip_for_compare
+    from hkt.workflow.configs import train_config_digest
+
+    base = ["task=listops", "model=mha", "profile=smoke"]
+    for key in ("train.progress_every_s=5", "train.stop_grace_s=1"):
+        assert train_config_digest([*base, key]) == train_config_digest(base), key
+        assert strip_for_compare(load_config([*base, key])) == strip_for_compare(load_config(base))
+    assert train_config_digest([*base, "train.log_every=5"]) != train_config_digest(base)
+
+
 def test_a_renamed_key_has_one_old_and_one_new_name_for_every_reader():
     from hkt.models.encoder import EncoderConfig
     from hkt.renames import new_name, old_name

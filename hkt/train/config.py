@@ -167,9 +167,9 @@ def _count_params(model_cfg: DictConfig, num_classes: int, max_length: int) -> i
     return sum(p.numel() for p in model.parameters())
 
 
-# train.* keys that change how a session behaves, not what the run computes: a resumed run may
-# change them (and the workflow does not re-run a job for them)
-RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s",)
+# train.* keys that change how a session behaves or reports, not what the run computes: a resumed
+# run may change them, and the workflow does not re-run a job for them (nor empty a finished run)
+RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s", "progress_every_s")
 
 
 def strip_for_compare(cfg: Any) -> dict[str, Any]:
