@@ -289,3 +289,11 @@ def test_a_task_can_have_its_own_budget():
     with pytest.raises(GridError, match="tasks.imdb.profile: profile 'fast' has no "
                                         "config/profile/fast.yaml"):
         grid(tasks=bad)
+
+
+def test_a_task_s_prepare_reads_the_file_it_builds_on():
+    """Editing listops.yaml's prepare settings re-prepares listops_lra too (its `defaults`)."""
+    g = grid()
+    assert g.task_config_files("listops_lra") == [str(CONFIG_DIR / "task" / "listops_lra.yaml"),
+                                                  str(CONFIG_DIR / "task" / "listops.yaml")]
+    assert g.task_config_files("imdb") == [str(CONFIG_DIR / "task" / "imdb.yaml")]

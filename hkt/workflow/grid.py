@@ -137,6 +137,21 @@ class Grid:
         """The Hydra task config (``config/task/NAME.yaml``) of a workflow task id."""
         return (self.tasks[task] or {}).get("config") or task
 
+    def task_config_files(self, task: str) -> list[str]:
+        """The task's Hydra file and the files of its group it builds on (its ``defaults``, e.g.
+        listops_lra.yaml on listops.yaml): what ``hkt prepare`` reads, so an edit re-prepares."""
+        files: list[str] = []
+        todo = [self.task_config(task)]
+        while todo:
+            path = Path(self.config_dir) / "task" / f"{todo.pop()}.yaml"
+            if str(path) in files:
+                continue
+            files.append(str(path))
+            node = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+            todo += [d for d in (node or {}).get("defaults") or []
+                     if isinstance(d, str) and d != "_self_" and not d.startswith("/")]
+        return files
+
     def experiment(self, task: str) -> str:
         """The MLflow experiment of a workflow task's runs (hkt.store.experiment_name of its
         budget and Hydra task config, as ``hkt train`` names it)."""

@@ -5,7 +5,8 @@
 
 
 rule analyze:
-    input: GRID.pattern("run", "record.json"), lambda wc: GRID.data_files(wc.task)
+    input: GRID.pattern("run", "record.json"), lambda wc: GRID.data_files(wc.task),
+           CONFIG_DIR / "analysis.yaml"  # its settings: an edit re-runs the analyses
     output: GRID.pattern("analysis", "analysis.parquet"), GRID.pattern("analysis", "kappa_per_level.png")
     params: **analyze_params()
     log: GRID.job_log("analyze")

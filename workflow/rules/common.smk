@@ -200,6 +200,8 @@ def external_params():
 def aggregate_inputs():
     return dict(records=GRID.records(), analyses=GRID.analyses(),
                 bench=[f"{R}/bench/attention.csv"] if GRID.bench_enabled else [],
+                # a derived row's setting is read from its variant file
+                derived=[str(CONFIG_DIR / "variant" / f"{name}.yaml") for name in GRID.derived],
                 audit=declared(MLFLOW_CHECK)[0])  # first: the summary and the suite run include it
 
 
