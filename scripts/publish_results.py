@@ -5,86 +5,156 @@ number without rerunning it, and nothing large.
 
 Copies the summary, every table and figure, the attention benchmark, the plan the workflow
 printed (``plan/suite.json``) and the workflow's sessions (``plan/sessions.json``: its wall time
-over interruptions), and for every run its ``record.json``, ``history.csv`` and
-composed ``config.yaml`` (runs/TASK/MODEL/VARIANT/seedS/), and for every analysis its
-``summary.md`` and ``settings.json``. Checkpoints, data, logs and the MLflow store stay behind.
-The environment of the runs (the same for all, or the copy stops) is written once, as
-``environment.json``. A README of how the results were made is the publisher's to write.
+over interruptions), each task's data card (``data/TASK/README.md``: source, checksums,
+generator settings), and for every run the summary counts (``tables/runs.csv``) its
+``record.json``, ``history.csv`` and composed ``config.yaml`` (runs/TASK/MODEL/VARIANT/seedS/),
+and for each of their analyses ``summary.md``, ``settings.json`` and ``analysis.parquet`` (the
+per-layer, per-head rows the analysis tables are built from). Checkpoints, data, logs and the
+MLflow store stay behind, and so do runs the summary does not count (another suite's in the
+same directory): the script names them. The environment of the runs (one software environment
+for all, by its digest, or the copy stops) is written once, as ``environment.json``. A README
+of how the results were made is the publisher's to write.
 
-Refuses a RESULTS without ``summary.md`` (the suite did not finish) and a DEST that holds files,
-unless ``--replace`` (which removes what DEST held first).
+Refuses, before touching DEST: a RESULTS without ``summary.md`` or ``tables/runs.csv`` (the suite
+did not finish), one a workflow is running in (its ``.workflow.lock`` held), and one with a run
+record or analysis newer than its summary (a run since the last aggregate); a DEST that holds
+files, unless ``--replace``, which swaps the new copy in only once it is complete.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import fcntl
 import json
 import shutil
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json",
        "plan/sessions.json")
 RUN_FILES = ("record.json", "history.csv", "config.yaml")
-ANALYSIS_FILES = ("summary.md", "settings.json")
+ANALYSIS_FILES = ("summary.md", "settings.json", "analysis.parquet")
+LOCK_NAME = ".workflow.lock"  # hkt.workflow.lock.LOCK_NAME (this script imports nothing of hkt)
 
 
-def environments(results: Path) -> dict[str, Path]:
-    """Each distinct ``environment.json`` of the runs and analyses, by its text, with one file."""
+def environments(results: Path, runs: list[Path]) -> dict[str, Path]:
+    """The distinct software environments of these runs and their analyses, by digest (the
+    text where a file has none), each with one file. Kernel release and interpreter path are
+    not part of the digest (hkt/environment.py): a suite resumed after a reboot is one."""
     envs: dict[str, Path] = {}
-    for f in sorted([*results.glob("runs/**/environment.json"), *results.glob("analysis/**/environment.json")]):
-        envs.setdefault(f.read_text("utf-8"), f)
+    for run in runs:
+        for f in (results / "runs" / run / "environment.json", results / "analysis" / run / "environment.json"):
+            if f.is_file():
+                text = f.read_text("utf-8")
+                try:
+                    key = json.loads(text).get("digest") or text
+                except (ValueError, AttributeError):
+                    raise SystemExit(f"{f} is not a JSON object: the run's environment is unreadable") from None
+                envs.setdefault(key, f)
     return envs
 
 
-def publish(results: Path, dest: Path, replace: bool = False) -> int:
-    """Copy what :data:`TOP`, :data:`RUN_FILES` and :data:`ANALYSIS_FILES` name; the number of files."""
+def counted_runs(results: Path) -> list[Path]:
+    """The run directories (relative to RESULTS/runs) that the summary counts: ``tables/runs.csv``'s
+    ``source`` column, each a path ending in runs/TASK/MODEL/VARIANT/seedS/record.json."""
+    table = results / "tables" / "runs.csv"
+    if not table.is_file():
+        raise SystemExit(f"{results} has no tables/runs.csv: the suite's aggregate has not finished "
+                         "(run the workflow to its end)")
+    runs = []
+    with table.open(newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            parts = PurePosixPath(row.get("source") or "").parts
+            if len(parts) < 6 or parts[-1] != "record.json" or "runs" not in parts:
+                raise SystemExit(f"{table}: a run whose source is not a record in a results directory "
+                                 f"({row.get('source')!r}); publish a suite aggregated from its records")
+            at = len(parts) - 1 - parts[::-1].index("runs")
+            run = Path(*parts[at + 1:-1])
+            if not (results / "runs" / run / "record.json").is_file():
+                raise SystemExit(f"{table} counts {run}, whose record is not in {results / 'runs'}")
+            runs.append(run)
+    return sorted(set(runs))
+
+
+def check_finished(results: Path, runs: list[Path]) -> None:
+    """Refuse a directory a workflow holds, or one with a record or analysis newer than its summary."""
+    lock = results / LOCK_NAME
+    if lock.is_file():
+        with lock.open("a") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise SystemExit(f"a workflow is running in {results} ({lock} is held): publish when "
+                                 "it has finished") from None
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    summary = (results / "summary.md").stat().st_mtime
+    newer = [f for f in [*results.glob("runs/**/record.json"), *results.glob("analysis/**/analysis.parquet")]
+             if f.stat().st_mtime > summary]
+    if newer:
+        raise SystemExit(f"{newer[0].relative_to(results)} is newer than summary.md ({len(newer)} such "
+                         "files): runs have finished since the last aggregate; run the workflow to its end")
+
+
+def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list[Path]]:
+    """Copy what the module docstring lists; the number of files and the runs left behind."""
     if not (results / "summary.md").is_file():
         raise SystemExit(f"{results} has no summary.md: the suite has not finished (run the workflow first)")
-    if dest.exists() and any(dest.iterdir()):
-        if not replace:
-            raise SystemExit(f"{dest} already holds files; pass --replace to publish over them")
-        shutil.rmtree(dest)
-    envs = environments(results)
+    runs = counted_runs(results)
+    check_finished(results, runs)
+    if dest.exists() and any(dest.iterdir()) and not replace:
+        raise SystemExit(f"{dest} already holds files; pass --replace to publish over them")
+    envs = environments(results, runs)
     if len(envs) > 1:
         raise SystemExit(f"the runs were made in {len(envs)} different environments "
                          f"(e.g. {', '.join(str(p) for p in list(envs.values())[:2])}); publish one at a time")
-    dest.mkdir(parents=True, exist_ok=True)
+    left = sorted({f.parent.relative_to(results / "runs") for f in results.glob("runs/**/record.json")
+                   if "checkpoints" not in f.parts} - set(runs))
+    stage = dest.with_name(f".{dest.name}.publishing")
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
     copied = 0
+
+    def copy(src: Path, rel: Path) -> None:
+        nonlocal copied
+        (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, stage / rel)
+        copied += 1
+
     for name in TOP:
         src = results / name
         if src.is_dir():
-            shutil.copytree(src, dest / name)
-            copied += sum(1 for f in src.rglob("*") if f.is_file())
+            for f in sorted(p for p in src.rglob("*") if p.is_file()):
+                copy(f, f.relative_to(results))
         elif src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-            copied += 1
-    for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES)):
-        for name in names:
-            for src in sorted((results / kind).glob(f"**/{name}")):
-                if "checkpoints" in src.parts:
-                    continue
-                target = dest / src.relative_to(results)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, target)
-                copied += 1
+            copy(src, Path(name))
+    for card in sorted(results.glob("data/*/README.md")):
+        copy(card, card.relative_to(results))
+    for run in runs:
+        for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES)):
+            for name in names:
+                if (results / kind / run / name).is_file():
+                    copy(results / kind / run / name, Path(kind) / run / name)
     if envs:
-        env = next(iter(envs))
-        json.loads(env)  # a corrupt file stops the copy here, not in a reader's hands
-        (dest / "environment.json").write_text(env, "utf-8")
+        (stage / "environment.json").write_text(next(iter(envs.values())).read_text("utf-8"), "utf-8")
         copied += 1
-    return copied
+    if dest.exists():
+        shutil.rmtree(dest)
+    stage.rename(dest)
+    return copied, left
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", type=Path)
     ap.add_argument("dest", type=Path)
-    ap.add_argument("--replace", action="store_true", help="remove what DEST holds first")
+    ap.add_argument("--replace", action="store_true", help="replace what DEST holds, once the new copy is complete")
     args = ap.parse_args(argv)
-    n = publish(args.results, args.dest, args.replace)
+    n, left = publish(args.results, args.dest, args.replace)
     print(f"published {n} files from {args.results} to {args.dest}")
+    if left:
+        print(f"left behind {len(left)} runs the summary does not count: "
+              + ", ".join(str(r) for r in left[:5]) + (" ..." if len(left) > 5 else ""))
     return 0
 
 

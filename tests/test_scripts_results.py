@@ -40,8 +40,13 @@ def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"
     (root / "figures/val_curves.png").write_bytes(b"png")
     (root / "bench").mkdir()
     (root / "bench/attention.csv").write_text("T,ratio\n256,2.5\n")
-    (root / "data").mkdir()
-    (root / "data/train.parquet").write_bytes(b"data")
+    (root / "tables/runs.csv").write_text(
+        "task,model,seed,source\n"
+        f"listops,hkt,0,{root.name}/runs/listops/hkt/main/seed0/record.json\n"
+        f"listops,majority,0,{root.name}/runs/listops/majority/main/seed0/record.json\n")
+    (root / "data/listops").mkdir(parents=True)
+    (root / "data/listops/train.parquet").write_bytes(b"data")
+    (root / "data/listops/README.md").write_text("# data card\n")
     (root / "plan").mkdir()
     for name in ("suite.json", "sessions.json", "calibration.json"):  # the cache stays behind
         (root / "plan" / name).write_text("{}")
@@ -56,12 +61,13 @@ def test_publish_copies_every_record_and_history_and_nothing_large(tmp_path):
     assert publish.main([str(res), str(dest)]) == 0
     files = sorted(str(f.relative_to(dest)) for f in dest.rglob("*") if f.is_file())
     assert files == sorted([
-        "summary.md", "tables/main.csv", "figures/val_curves.png", "bench/attention.csv", "environment.json",
-        "plan/suite.json", "plan/sessions.json",
+        "summary.md", "tables/main.csv", "tables/runs.csv", "figures/val_curves.png", "bench/attention.csv",
+        "environment.json", "plan/suite.json", "plan/sessions.json", "data/listops/README.md",
         "runs/listops/hkt/main/seed0/record.json", "runs/listops/hkt/main/seed0/history.csv",
         "runs/listops/hkt/main/seed0/config.yaml", "runs/listops/majority/main/seed0/record.json",
         "runs/listops/majority/main/seed0/config.yaml",
-        "analysis/listops/hkt/main/seed0/summary.md", "analysis/listops/hkt/main/seed0/settings.json"])
+        "analysis/listops/hkt/main/seed0/summary.md", "analysis/listops/hkt/main/seed0/settings.json",
+        "analysis/listops/hkt/main/seed0/analysis.parquet"])
     assert json.loads((dest / "environment.json").read_text()) == {"torch": "2.13.0"}
     # a second publication over the first needs --replace, and then holds only the new copy
     with pytest.raises(SystemExit, match="already holds files; pass --replace"):
@@ -82,6 +88,59 @@ def test_publish_refuses_an_unfinished_suite_and_mixed_environments(tmp_path):
     with pytest.raises(SystemExit, match="2 different environments"):
         publish.main([str(res2), str(tmp_path / "d2")])
     assert not (tmp_path / "d2").exists()
+
+
+def test_publish_takes_only_what_the_summary_counts_of_a_finished_idle_suite(tmp_path, capsys):
+    import fcntl
+    import os
+
+    publish = script("publish_results")
+    res = results_dir(tmp_path / "res")
+    # another suite's run in the same results directory (the quick suite's levels1): left behind
+    other = res / "runs/listops/hkt/levels1/seed0"
+    other.mkdir(parents=True)
+    for name in ("record.json", "history.csv", "config.yaml"):
+        (other / name).write_text("{}")
+    (other / "environment.json").write_text('{"torch": "2.10"}')  # nor does its environment count
+    os.utime(other / "record.json", (0, 0))
+    dest = tmp_path / "docs" / "cpu"
+    assert publish.main([str(res), str(dest)]) == 0
+    assert not (dest / "runs/listops/hkt/levels1").exists()
+    assert "left behind 1 runs the summary does not count: listops/hkt/levels1/seed0" in capsys.readouterr().out
+    (dest / "README.md").write_text("the publisher's")
+    # a workflow running in RESULTS: refused, and the earlier publication is untouched
+    with open(res / ".workflow.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(SystemExit, match=r"a workflow is running in .*: publish when it has finished"):
+            publish.main([str(res), str(dest), "--replace"])
+    # a run finished after the last aggregate: refused too
+    record = res / "runs/listops/hkt/main/seed0/record.json"
+    summary_time = (res / "summary.md").stat().st_mtime
+    os.utime(record, (summary_time + 60, summary_time + 60))
+    with pytest.raises(SystemExit, match="runs/listops/hkt/main/seed0/record.json is newer than summary.md"):
+        publish.main([str(res), str(dest), "--replace"])
+    assert (dest / "README.md").read_text() == "the publisher's" and (dest / "summary.md").exists()
+    # a summary not built from records (aggregated from MLflow) cannot say which records it counts
+    os.utime(record, (summary_time, summary_time))
+    runs_csv = res / "tables/runs.csv"
+    runs_csv.write_text("task,model,seed,source\nlistops,hkt,0,mlflow:abc\n")
+    with pytest.raises(SystemExit, match="a run whose source is not a record"):
+        publish.main([str(res), str(dest), "--replace"])
+
+
+def test_publish_takes_one_environment_by_its_digest(tmp_path):
+    """A suite resumed after a reboot into another kernel is one environment (the digest leaves
+    the kernel release out); a different digest is another."""
+    publish = script("publish_results")
+    res = results_dir(tmp_path / "res", env='{"digest": "abc", "platform": "Linux-6.1"}')
+    (res / "runs/listops/majority/main/seed0/environment.json").write_text(
+        '{"digest": "abc", "platform": "Linux-6.2"}')
+    assert publish.main([str(res), str(tmp_path / "d")]) == 0
+    assert json.loads((tmp_path / "d/environment.json").read_text())["digest"] == "abc"
+    (res / "runs/listops/majority/main/seed0/environment.json").write_text('{"digest": "def"}')
+    with pytest.raises(SystemExit, match="2 different environments"):
+        publish.main([str(res), str(tmp_path / "d"), "--replace"])
+    assert (tmp_path / "d/summary.md").exists()  # the earlier copy stays
 
 
 def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, capsys):

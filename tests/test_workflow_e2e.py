@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -133,6 +134,25 @@ def test_status_reads_the_finished_suite(workflow_run):
     (session,) = json.loads((workflow_run["results"] / "plan" / "sessions.json").read_text())["sessions"]
     assert session["ok"] is True and session["ended"] >= session["started"] and session["estimate_s"] > 0
     assert "wall time: " in r.stdout and " over 1 run of the workflow, against " in r.stdout
+
+
+def test_the_finished_suite_publishes_every_run_it_counts(workflow_run, tmp_path):
+    """scripts/publish_results.py on a real finished suite: every run of tables/runs.csv with its
+    record, history and config, its analyses' tables, the data cards; no checkpoint, no data."""
+    res, dest = workflow_run["results"], tmp_path / "published"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_results.py"), str(res), str(dest)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    counted = {str(Path(s).parent.relative_to(Path(RESULTS) / "runs"))
+               for s in pl.read_csv(res / "tables" / "runs.csv")["source"]}
+    published = {str(f.parent.relative_to(dest / "runs")) for f in dest.glob("runs/**/record.json")}
+    assert published == counted and len(counted) >= 6
+    trained = [run for run in counted if (res / "runs" / run / "history.csv").is_file()]
+    assert trained and all((dest / "runs" / run / "history.csv").is_file() for run in trained)
+    assert (dest / "analysis/listops/hkt/main/seed0/analysis.parquet").is_file()
+    assert (dest / "data/listops/README.md").is_file() and (dest / "environment.json").is_file()
+    assert not list(dest.rglob("*.pt"))
+    assert not list(dest.glob("data/*/*.parquet"))
 
 
 def test_tables_figures_and_summary(workflow_run):
