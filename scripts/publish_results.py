@@ -16,7 +16,8 @@ for all, by its digest, or the copy stops) is written once, as ``environment.jso
 of how the results were made is the publisher's to write.
 
 Refuses, before touching DEST: a RESULTS without ``summary.md`` or ``tables/runs.csv`` (the suite
-did not finish), one a workflow is running in (its ``.workflow.lock`` held), and one with a run
+did not finish), one a workflow is running in (it claims ``.workflow.lock`` as a workflow does,
+so none starts while it copies), and one with a run
 record or analysis newer than its summary (a run since the last aggregate); a DEST that holds
 files, unless ``--replace``, which swaps the new copy in only once it is complete.
 """
@@ -25,17 +26,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import fcntl
 import json
 import shutil
 import sys
 from pathlib import Path, PurePosixPath
 
+from hkt.workflow.lock import ResultsInUse, claim_results_dir
+
 TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json",
        "plan/sessions.json")
 RUN_FILES = ("record.json", "history.csv", "config.yaml")
 ANALYSIS_FILES = ("summary.md", "settings.json", "analysis.parquet")
-LOCK_NAME = ".workflow.lock"  # hkt.workflow.lock.LOCK_NAME (this script imports nothing of hkt)
 
 
 def environments(results: Path, runs: list[Path]) -> dict[str, Path]:
@@ -77,17 +78,13 @@ def counted_runs(results: Path) -> list[Path]:
     return sorted(set(runs))
 
 
-def check_finished(results: Path, runs: list[Path]) -> None:
-    """Refuse a directory a workflow holds, or one with a record or analysis newer than its summary."""
-    lock = results / LOCK_NAME
-    if lock.is_file():
-        with lock.open("a") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise SystemExit(f"a workflow is running in {results} ({lock} is held): publish when "
-                                 "it has finished") from None
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+def check_finished(results: Path) -> None:
+    """Claim RESULTS as a workflow does (hkt.workflow.lock), so none runs there while it is copied,
+    and refuse one with a record or analysis newer than its summary."""
+    try:
+        claim_results_dir(results, Path(__file__).resolve().parents[1])
+    except ResultsInUse as exc:
+        raise SystemExit(f"{exc}; publish when it has finished") from None
     summary = (results / "summary.md").stat().st_mtime
     newer = [f for f in [*results.glob("runs/**/record.json"), *results.glob("analysis/**/analysis.parquet")]
              if f.stat().st_mtime > summary]
@@ -101,7 +98,7 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
     if not (results / "summary.md").is_file():
         raise SystemExit(f"{results} has no summary.md: the suite has not finished (run the workflow first)")
     runs = counted_runs(results)
-    check_finished(results, runs)
+    check_finished(results)
     if dest.exists() and any(dest.iterdir()) and not replace:
         raise SystemExit(f"{dest} already holds files; pass --replace to publish over them")
     envs = environments(results, runs)

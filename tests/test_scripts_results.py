@@ -91,8 +91,9 @@ def test_publish_refuses_an_unfinished_suite_and_mixed_environments(tmp_path):
 
 
 def test_publish_takes_only_what_the_summary_counts_of_a_finished_idle_suite(tmp_path, capsys):
-    import fcntl
     import os
+    import subprocess
+    import sys
 
     publish = script("publish_results")
     res = results_dir(tmp_path / "res")
@@ -108,11 +109,21 @@ def test_publish_takes_only_what_the_summary_counts_of_a_finished_idle_suite(tmp
     assert not (dest / "runs/listops/hkt/levels1").exists()
     assert "left behind 1 runs the summary does not count: listops/hkt/levels1/seed0" in capsys.readouterr().out
     (dest / "README.md").write_text("the publisher's")
-    # a workflow running in RESULTS: refused, and the earlier publication is untouched
-    with open(res / ".workflow.lock", "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(SystemExit, match=r"a workflow is running in .*: publish when it has finished"):
-            publish.main([str(res), str(dest), "--replace"])
+    # a workflow running in a results directory (another process holds its lock): refused
+    busy = results_dir(tmp_path / "busy")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\n"
+        f"fh = open({str(busy / '.workflow.lock')!r}, 'a')\n"
+        "fcntl.flock(fh.fileno(), fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SystemExit, match=r"is in use by another running workflow.*; publish when it "
+                                             r"has finished"):
+            publish.main([str(busy), str(dest), "--replace"])
+    finally:
+        holder.kill()
+        holder.wait()
     # a run finished after the last aggregate: refused too
     record = res / "runs/listops/hkt/main/seed0/record.json"
     summary_time = (res / "summary.md").stat().st_mtime

@@ -132,7 +132,8 @@ def mardia_test(
 
     x: (n, d) array or tensor (1-D: d = 1; more axes: all but the last are samples).
     max_samples: keep a seeded uniform random subset of this many rows when n is larger
-        (``None``, the default: use all rows; the analyses take config/analysis.yaml's). Sampling without replacement, so results are reproducible.
+        (``None``, the default: use all rows; the analyses take config/analysis.yaml's).
+        Sampling without replacement, so results are reproducible.
     seed: seed of that subset.
     rank_rtol: covariance eigenvalues ≤ rank_rtol × the largest are treated as zero and their
         directions dropped (see the module docstring).

@@ -112,12 +112,12 @@ def download(url: str, dest: Path, *, sha256: str | None = None, md5: str | None
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(dest) + ".lock"):
-        return _download(url, dest, {"sha256": sha256, "md5": md5}, size, retries, timeout, progress)
+        return _download(url, dest, sha256, md5, size, retries, timeout, progress)
 
 
-def _download(url: str, dest: Path, expected: dict[str, str | None], size: int | None, retries: int,
-              timeout: float, progress: bool) -> dict[str, str]:
-    sha256, md5 = expected["sha256"], expected["md5"]
+def _download(url: str, dest: Path, sha256: str | None, md5: str | None, size: int | None,
+              retries: int, timeout: float, progress: bool) -> dict[str, str]:
+    expected = {"sha256": sha256, "md5": md5}
     if dest.is_file():
         try:
             digests = verify_file(dest, expected, what=str(dest))

@@ -143,7 +143,7 @@ class Grid:
         files: list[str] = []
         todo = [self.task_config(task)]
         while todo:
-            path = Path(self.config_dir) / "task" / f"{todo.pop()}.yaml"
+            path = self.config_dir / "task" / f"{todo.pop()}.yaml"
             if str(path) in files:
                 continue
             files.append(str(path))

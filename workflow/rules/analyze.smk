@@ -1,7 +1,8 @@
 # analyze: the analyses of one trained run (`hkt analyze RUN_DIR --out DIR`): Mardia kurtosis
 # per level, the symmetric/antisymmetric decomposition and PSD check, the Gram rank, fusion
-# weights, level truncation and the approximation residual per level (the last three for HKT). `analyze.models` picks the models (HKT,
-# and MHA for comparison), `analyze.variants` the variants (null = all).
+# weights, level truncation and the approximation residual per level (the last three for HKT).
+# `analyze.models` picks the models (HKT, and MHA for comparison), `analyze.variants` the
+# variants (null = all).
 
 
 rule analyze:

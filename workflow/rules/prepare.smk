@@ -1,7 +1,7 @@
 # prepare: one task's data as Parquet (download + verify, a mirror, a local --source, or generate).
 # Its Hydra task file (and the one it builds on, for the LRA tasks) is the input: editing it
-# re-prepares the task. Priority: that of its longest
-# training job (the plan's), so the longest jobs' data are ready first.
+# re-prepares the task. Priority: that of its longest training job (the plan's), so the longest
+# jobs' data are ready first.
 
 
 rule prepare:
