@@ -126,3 +126,25 @@ def test_conda_environment_pins_the_locked_versions():
     assert set(conda) == direct - {"torch"} and set(pip) == dev
     for name, version in {**conda, **pip}.items():
         assert locked.get(name) == version, f"environment.yml pins {name} {version}, the lock {locked.get(name)}"
+
+
+def test_every_package_the_library_imports_is_a_declared_dependency():
+    """A package that hkt/ imports but pyproject.toml does not name arrives only while another
+    dependency happens to pull it in (filelock through torch, pillow through matplotlib)."""
+    import ast
+    import sys
+
+    imported = set()
+    for path in (ROOT / "hkt").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"hkt"}
+    dists = metadata.packages_distributions()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    declared = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    undeclared = {m: dists.get(m) for m in third_party
+                  if not {canonicalize_name(d) for d in dists.get(m, [m])} & declared}
+    assert not undeclared, f"imported by hkt/ but not in pyproject.toml's dependencies: {undeclared}"
