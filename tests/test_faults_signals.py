@@ -125,6 +125,53 @@ def test_a_signal_during_prepare_leaves_nothing_half_written(sig, code, tmp_path
     assert not out.exists() or not list(out.iterdir()), sorted(p.name for p in out.iterdir())
 
 
+def test_a_signal_while_prepare_writes_a_split_leaves_whole_files_and_no_usable_mix(tmp_path, monkeypatch,
+                                                                                   capsys):
+    """SIGTERM half-way through writing the second split of a re-prepare: the split being written
+    is not left half-written, the files already there are whole, the directory is refused (its
+    manifest is gone) with a message saying to rerun, and the rerun makes it whole and usable."""
+    import pyarrow.parquet as pq
+
+    from hkt import cli
+    from hkt.data import parquet
+    from hkt.errors import DataError
+    from hkt.train.data import RunData
+
+    out = tmp_path / "data"
+    args = ["prepare", "listops", "--out", str(out), "prepare.splits.train=300",
+            "prepare.splits.val=60", "prepare.splits.test=60"]
+    assert cli.main(args) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real, calls = pq.write_table, []
+
+    def write_then_signal(table, where, **kw):
+        calls.append(where)
+        if len(calls) == 2:  # the second split: half its bytes are on disk when the signal comes
+            Path(where).write_bytes(b"PAR1" + os.urandom(4096))
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises Stopped here
+            raise AssertionError("SIGTERM did not stop `hkt prepare`")
+        real(table, where, **kw)
+
+    monkeypatch.setattr(parquet.pq, "write_table", write_then_signal)
+    assert cli.main([*args[:-3], "prepare.splits.train=200"]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "hkt: stopped by SIGTERM during `hkt prepare`: nothing half-written is left")
+    left = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(left) == ["README.md", "test.parquet", "train.parquet", "val.parquet"]  # no temp file
+    assert left["train.parquet"] != before["train.parquet"]  # written: the new train split
+    assert left["val.parquet"] == before["val.parquet"]  # interrupted: the old file, whole
+    assert left["test.parquet"] == before["test.parquet"]  # not reached
+    for name in ("test.parquet", "train.parquet", "val.parquet"):
+        pq.read_table(out / name)  # every file there is a whole Parquet file
+    with pytest.raises(DataError, match="has no manifest.json: `hkt prepare` did not finish.*run `hkt prepare"):
+        RunData(out)  # old and new splits do not mix into a dataset
+
+    monkeypatch.setattr(parquet.pq, "write_table", real)
+    assert cli.main([*args[:-3], "prepare.splits.train=200"]) == 0
+    assert len(RunData(out).dataset("train")) == 200
+
+
 def test_a_signal_while_the_store_is_created_leaves_no_half_made_store(tmp_path, monkeypatch):
     """Ctrl-C while MLflow migrates a fresh SQLite store: the store is made in a temporary file
     and renamed when complete, so nothing (or a whole store) is left, never a half-migrated one."""
