@@ -116,7 +116,7 @@ def _progress(lines: list[str]) -> tuple[str, float | None, int, int] | None:
         if m and "eta " in m["rest"]:
             step, total = int(m["step"]), int(m["total"])
             keep = [p for p in m["rest"].split(" | ")
-                    if p.startswith(("val ", "best ", "acc "))]
+                    if p.startswith(("val ", "best ", "acc ", "testing: "))]
             shown = " | ".join([f"step {step}/{total} ({100 * step / max(1, total):.0f}%)",
                                 *keep, f"eta {m['rest'].rsplit('eta ', 1)[1]}"])
             return shown, _eta_seconds(m["rest"]), step, total

@@ -111,6 +111,20 @@ def test_half_done_with_a_running_training_job(results):
     assert f"expected to finish {finish}" in text
 
 
+def test_a_job_in_its_test_pass_counts_the_pass_as_its_remaining_time(results):
+    """After the last step the trainer's ETA is 0 s, but the test pass (minutes at T = 1024)
+    is still to come: the pass's own ETA is the job's remaining time."""
+    write(results / "data" / "listops" / "manifest.json", "{}")
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed0.log",
+          header(os.getpid(), NOW - 700)
+          + "step 1000/1000 | loss 1.1 | acc 0.310 | 64 samples/s | val 0.352 | best 0.352@750 | eta 0s\n"
+          + "testing the best checkpoint (step 750) on results/data/listops/test.parquet\n"
+          + "step 1000/1000 | testing: 40/100 batches, 1280 examples so far | eta 1m30s\n")
+    running = next(j for j in status_of(results).jobs if j.state == "running")
+    assert running.remaining_s == 90
+    assert running.detail == "step 1000/1000 (100%) | testing: 40/100 batches, 1280 examples so far | eta 1m30s"
+
+
 def test_a_failed_job_shows_its_error_line_and_log(results):
     log = results / "logs" / "train" / "listops" / "hkt" / "main" / "seed2.log"
     write(log, header(dead_pid(), NOW - 100) + "resolved config ...\n"

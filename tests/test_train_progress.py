@@ -41,4 +41,7 @@ def test_hkt_train_writes_progress_between_log_steps(tmp_path, capsys):
     assert set(range(1, 13)) <= set(steps), err  # every step, though none is a log step but the last
     assert re.search(r"samples/s .*eta", err)
     assert "testing the best checkpoint" in err
-    assert re.search(r"^step 12/12 \| testing: 1 batches", err, flags=re.M), err
+    # the passes say how far they are; the test pass (the run's last work) says its ETA too
+    assert re.search(r"^step +\d+/12 \| validating: 2/2 batches, 16 examples so far$", err, flags=re.M), err
+    assert re.search(r"^step 12/12 \| testing: 4/4 batches, 32 examples so far \| eta 0s$", err,
+                     flags=re.M), err

@@ -91,6 +91,11 @@ class RunData:
         return TrainStream(self, batch_size, seed, bucket=bucket, num_workers=num_workers,
                            pin_memory=pin_memory)
 
+    def eval_batch_count(self, split: str, batch_size: int, max_batches: int | None = None) -> int:
+        """The number of batches :meth:`eval_batches` yields with these arguments."""
+        n = -(-self.size(split) // batch_size)  # every example, the last batch partial
+        return n if max_batches is None else min(n, int(max_batches))
+
     def eval_batches(self, split: str, batch_size: int,
                      max_batches: int | None = None) -> Iterator[dict[str, Any]]:
         """File-order batches of ``split`` (the first ``max_batches`` only, if given).

@@ -337,12 +337,15 @@ class _Run:
         keeping the last checkpoint (this is not a step boundary)."""
         tc, st = self.cfg.train, self.state
 
+        n_val, since = self.data.eval_batch_count("val", int(tc.batch_size), tc.eval_batches), \
+            time.perf_counter()
+
         def validating(batches: int, examples: int) -> None:
             if signals.pending() is not None:
                 signum = signals.take()
                 raise signals.Stopped(signum, self._stopped(
                     signum, saved=False, during=" (while validating)"))
-            bar.note(step, f"validating: {batches} batches, {examples} examples so far")
+            bar.pass_note(step, "validating", batches, n_val, examples, since=since, eta=False)
 
         val = evaluate(self.forward, self.model, self.data.eval_batches(
             "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
@@ -377,9 +380,11 @@ class _Run:
         self.say(f"testing the best checkpoint (step {best['step']}) on {self.data.paths['test']}")
         beat = Progress(int(cfg.train.max_steps), stream=self.stream, enabled=self.show_progress,
                         every_s=float(cfg.train.progress_every_s))
-        test = evaluate(self.forward, self.model, self.data.eval_batches(
-            "test", int(cfg.train.batch_size), cfg.train.test_batches), self.device, self.amp,
-            on_batch=lambda b, n: beat.note(self.state.step, f"testing: {b} batches, {n} examples so far"))
+        bs, limit = int(cfg.train.batch_size), cfg.train.test_batches
+        n_test, since = self.data.eval_batch_count("test", bs, limit), time.perf_counter()
+        test = evaluate(self.forward, self.model, self.data.eval_batches("test", bs, limit),
+                        self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
+                            self.state.step, "testing", b, n_test, n, since=since, eta=True))
         title = f"{cfg.task.name} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
         curve = learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         history = write_history(self.state.history, self.run_dir / HISTORY_NAME)

@@ -49,6 +49,17 @@ class Progress:
         if self.due() and not self.tty:
             self._write(f"step {step}/{self.total} | {what}")
 
+    def pass_note(self, step: int, what: str, batches: int, total: int, examples: int, *,
+                  since: float, eta: bool) -> None:
+        """A line about an evaluation pass that began at ``since`` (perf_counter): its batches
+        done of ``total``, examples so far and, when ``eta`` (the test pass, the run's last
+        work: `hkt status` reads it as the job's remaining time), the pass's ETA."""
+        line = f"{what}: {batches}/{total} batches, {examples} examples so far"
+        if eta:
+            left = (time.perf_counter() - since) / batches * (total - batches) if batches else None
+            line += f" | eta {format_duration(left)}"
+        self.note(step, line)
+
     def update(self, step: int, row: dict[str, Any], *, best: dict[str, Any] | None = None,
                force: bool = False) -> None:
         """Record ``row`` (metrics of ``step``); draw it on a terminal, or write a line to a log
