@@ -337,8 +337,8 @@ class _Run:
         keeping the last checkpoint (this is not a step boundary)."""
         tc, st = self.cfg.train, self.state
 
-        n_val, since = self.data.eval_batch_count("val", int(tc.batch_size), tc.eval_batches), \
-            time.perf_counter()
+        n_val = self.data.eval_batch_count("val", int(tc.batch_size), tc.eval_batches)
+        since = time.perf_counter()
 
         def validating(batches: int, examples: int) -> None:
             if signals.pending() is not None:
