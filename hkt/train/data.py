@@ -91,21 +91,21 @@ class RunData:
         return TrainStream(self, batch_size, seed, bucket=bucket, num_workers=num_workers,
                            pin_memory=pin_memory)
 
+    def _eval_loader(self, split: str, batch_size: int, max_batches: int | None) -> Any:
+        # the whole split in length-bucketed order (less padding; order does not change a sum);
+        # a prefix in file order, a random sample since `hkt prepare` shuffles rows
+        return make_loader(self.dataset(split), batch_size=batch_size, shuffle=False,
+                           bucket=max_batches is None)
+
     def eval_batch_count(self, split: str, batch_size: int, max_batches: int | None = None) -> int:
         """The number of batches :meth:`eval_batches` yields with these arguments."""
-        n = -(-self.size(split) // batch_size)  # every example, the last batch partial
+        n = len(self._eval_loader(split, batch_size, max_batches))
         return n if max_batches is None else min(n, int(max_batches))
 
     def eval_batches(self, split: str, batch_size: int,
                      max_batches: int | None = None) -> Iterator[dict[str, Any]]:
-        """File-order batches of ``split`` (the first ``max_batches`` only, if given).
-
-        The whole split is read in length-bucketed order (less padding; order does not change
-        a sum); a prefix keeps file order, a random sample since `hkt prepare` shuffles rows.
-        """
-        loader = make_loader(self.dataset(split), batch_size=batch_size, shuffle=False,
-                             bucket=max_batches is None)
-        for i, batch in enumerate(loader):
+        """File-order batches of ``split`` (the first ``max_batches`` only, if given)."""
+        for i, batch in enumerate(self._eval_loader(split, batch_size, max_batches)):
             if max_batches is not None and i >= max_batches:
                 break
             yield batch

@@ -338,14 +338,13 @@ class _Run:
         tc, st = self.cfg.train, self.state
 
         n_val = self.data.eval_batch_count("val", int(tc.batch_size), tc.eval_batches)
-        since = time.perf_counter()
 
         def validating(batches: int, examples: int) -> None:
             if signals.pending() is not None:
                 signum = signals.take()
                 raise signals.Stopped(signum, self._stopped(
                     signum, saved=False, during=" (while validating)"))
-            bar.pass_note(step, "validating", batches, n_val, examples, since=since, eta=False)
+            bar.pass_note(step, "validating", batches, n_val, examples)
 
         val = evaluate(self.forward, self.model, self.data.eval_batches(
             "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
@@ -384,7 +383,7 @@ class _Run:
         n_test, since = self.data.eval_batch_count("test", bs, limit), time.perf_counter()
         test = evaluate(self.forward, self.model, self.data.eval_batches("test", bs, limit),
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
-                            self.state.step, "testing", b, n_test, n, since=since, eta=True))
+                            self.state.step, "testing", b, n_test, n, since=since))
         title = f"{cfg.task.name} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
         curve = learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         history = write_history(self.state.history, self.run_dir / HISTORY_NAME)

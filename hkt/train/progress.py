@@ -50,12 +50,12 @@ class Progress:
             self._write(f"step {step}/{self.total} | {what}")
 
     def pass_note(self, step: int, what: str, batches: int, total: int, examples: int, *,
-                  since: float, eta: bool) -> None:
-        """A line about an evaluation pass that began at ``since`` (perf_counter): its batches
-        done of ``total``, examples so far and, when ``eta`` (the test pass, the run's last
-        work: `hkt status` reads it as the job's remaining time), the pass's ETA."""
+                  since: float | None = None) -> None:
+        """A line about an evaluation pass: its batches done of ``total``, examples so far and,
+        given the pass's start ``since`` (perf_counter), its ETA. Only the test pass, the run's
+        last work, gives it: `hkt status` reads a log's last ETA as the job's remaining time."""
         line = f"{what}: {batches}/{total} batches, {examples} examples so far"
-        if eta:
+        if since is not None:
             left = (time.perf_counter() - since) / batches * (total - batches) if batches else None
             line += f" | eta {format_duration(left)}"
         self.note(step, line)
