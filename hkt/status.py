@@ -12,8 +12,9 @@ the same files whether the jobs ran on this machine or on a cluster.
 
 The remaining wall time lays the remaining work out on the suite's cores, each job taking its
 threads, longest first within each rule, the aggregate last: a running job takes its own ETA
-(a training job's progress line says it), a waiting one its planned time, with training scaled
-by how the steps measured so far (progress lines, finished records) compare with the plan.
+(a training job's progress line says it; until it prints one, what is left of its planned time
+from the step it resumed at), a waiting one its planned time, with training scaled by how the
+steps measured so far (progress lines, finished records) compare with the plan.
 The wall time so far is the sum of the workflow's sessions on the directory (a suite resumed
 after a pause or a preemption runs in several; :mod:`hkt.workflow.sessions`), set beside the
 plan's estimate at the first.
@@ -49,6 +50,7 @@ ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 STOPPED = re.compile(r"^hkt: stopped by \w+")
 RESUMES_AT = re.compile(r"at step \d+/(?P<total>\d+).*?(?:checkpoint written at step "
                         r"(?P<saved>\d+)|kept the checkpoint of step (?P<kept>\d+))")
+RESUMING = re.compile(r"^resuming from .* at step (?P<step>\d+)/(?P<total>\d+)$")
 
 
 @dataclass
@@ -62,6 +64,7 @@ class JobState:
     log: str = ""
     step_ratio: float | None = None  # measured / planned seconds per training step
     planned_s: float = 0.0      # the plan's seconds for the whole job
+    left: float = 1.0           # the fraction of it its attempt (next, or running) starts with
     elapsed_s: float = 0.0      # since its last attempt started (running), or what it took (done)
 
 
@@ -152,14 +155,16 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     if not alive:
         st.detail = _error_line(lines) or "ended without a result or an error line (killed?)"
         if STOPPED.match(st.detail):  # a signal ended it: the next run takes it up again
-            st.state, st.remaining_s = "stopped", st.planned_s * _left_after_stop(st.detail)
+            st.left = _left_after_stop(st.detail)
+            st.state, st.remaining_s = "stopped", st.planned_s * st.left
         else:
             st.state, st.remaining_s = "failed", 0.0
         return st
     st.state = "running"
     started = _started(header, log)
     st.elapsed_s = now - started
-    st.remaining_s = max(0.0, float(job["seconds"]) - st.elapsed_s)
+    st.left = _left_on_resume(lines)
+    st.remaining_s = max(0.0, st.planned_s * st.left - st.elapsed_s)
     found = _progress(lines) if job["rule"] == "train" else None
     if found is not None:
         st.detail, eta, step, total = found
@@ -181,6 +186,16 @@ def _left_after_stop(line: str) -> float:
     if not m:
         return 1.0
     return max(0.0, 1.0 - int(m["saved"] or m["kept"]) / max(1, int(m["total"])))
+
+
+def _left_on_resume(lines: list[str]) -> float:
+    """The fraction of a running job its attempt started with: a training job that resumed from
+    a checkpoint says at which step; anything else started from nothing."""
+    for line in lines:
+        m = RESUMING.match(line.strip())
+        if m:
+            return max(0.0, 1.0 - int(m["step"]) / max(1, int(m["total"])))
+    return 1.0
 
 
 def _started(header: dict[str, str], log: Path) -> float:
@@ -283,9 +298,12 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
     ratios += [r for job, st in zip(planned, jobs)
                if job["rule"] == "train" and st.state == "done" and (r := _record_ratio(job))]
     speed = statistics.median(ratios) if ratios else None
-    for job, st in zip(plan["jobs"], jobs):  # waiting training at the measured pace
-        if st.state in ("waiting", "stopped") and job["rule"] == "train" and speed:
-            st.remaining_s *= speed
+    for st in jobs:  # training not yet timed by its own progress line: at the measured pace
+        if st.rule == "train" and speed and st.step_ratio is None:
+            if st.state in ("waiting", "stopped"):
+                st.remaining_s *= speed
+            elif st.state == "running" and "eta " not in st.detail:
+                st.remaining_s = max(0.0, st.planned_s * st.left * speed - st.elapsed_s)
     _scale_other_rules(jobs)
     sessions = load_sessions(results)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),

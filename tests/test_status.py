@@ -125,6 +125,27 @@ def test_a_job_in_its_test_pass_counts_the_pass_as_its_remaining_time(results):
     assert running.detail == "step 1000/1000 (100%) | testing: 40/100 batches, 1280 examples so far | eta 1m30s"
 
 
+def test_a_job_with_no_progress_line_yet_counts_at_the_measured_pace_from_where_it_resumed(results):
+    """Seconds after a training job starts (or resumes) it has printed no ETA: it counts at the
+    pace the finished jobs measured, from the step it resumed at, less the time it has run."""
+    write(results / "data" / "listops" / "manifest.json", "{}")
+    write(results / "runs" / "listops" / "hkt" / "main" / "seed0" / "record.json",
+          json.dumps({"ms_per_step": 400.0}))  # 0.8x the plan's 0.5 s
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed1.log",
+          header(os.getpid(), NOW - 20) + "# resolved config\nseed: 1\n")
+    write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed2.log",
+          header(dead_pid(), NOW - 900) + "hkt: stopped by SIGTERM at step 750/1000: checkpoint "
+          "written at step 750 (last.pt); the same command resumes it\n"
+          + header(os.getpid(), NOW - 10)
+          + "resuming from results/runs/listops/hkt/main/seed2/checkpoints/last.pt at step 750/1000\n")
+    s = status_of(results)
+    running = {j.name: j for j in s.jobs if j.state == "running"}
+    assert s.speed == pytest.approx(0.8)
+    assert running["listops/hkt/main/seed1"].remaining_s == pytest.approx(600 * 0.8 - 20)
+    assert running["listops/hkt/main/seed2"].remaining_s == pytest.approx(600 * 0.25 * 0.8 - 10)
+    assert running["listops/hkt/main/seed1"].detail == "running for 20 s"
+
+
 def test_a_failed_job_shows_its_error_line_and_log(results):
     log = results / "logs" / "train" / "listops" / "hkt" / "main" / "seed2.log"
     write(log, header(dead_pid(), NOW - 100) + "resolved config ...\n"
