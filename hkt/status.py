@@ -66,6 +66,7 @@ class JobState:
     planned_s: float = 0.0      # the plan's seconds for the whole job
     left: float = 1.0           # the fraction of it its attempt (next, or running) starts with
     elapsed_s: float = 0.0      # since its last attempt started (running), or what it took (done)
+    timed: bool = False         # running, with an ETA of its own (its progress line)
 
 
 @dataclass
@@ -169,7 +170,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     if found is not None:
         st.detail, eta, step, total = found
         if eta is not None:
-            st.remaining_s = eta
+            st.remaining_s, st.timed = eta, True
             if total > step and job.get("steps"):
                 # the trainer's ETA runs at its pace with validations, so it is set against the
                 # plan's seconds per step with validations too (job seconds / steps)
@@ -185,7 +186,7 @@ def _left_after_stop(line: str) -> float:
     m = RESUMES_AT.search(line)
     if not m:
         return 1.0
-    return max(0.0, 1.0 - int(m["saved"] or m["kept"]) / max(1, int(m["total"])))
+    return _left(m["saved"] or m["kept"], m["total"])
 
 
 def _left_on_resume(lines: list[str]) -> float:
@@ -194,8 +195,13 @@ def _left_on_resume(lines: list[str]) -> float:
     for line in lines:
         m = RESUMING.match(line.strip())
         if m:
-            return max(0.0, 1.0 - int(m["step"]) / max(1, int(m["total"])))
+            return _left(m["step"], m["total"])
     return 1.0
+
+
+def _left(step: str, total: str) -> float:
+    """The fraction of a training job after ``step`` of ``total``."""
+    return max(0.0, 1.0 - int(step) / max(1, int(total)))
 
 
 def _started(header: dict[str, str], log: Path) -> float:
@@ -302,7 +308,7 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
         if st.rule == "train" and speed and st.step_ratio is None:
             if st.state in ("waiting", "stopped"):
                 st.remaining_s *= speed
-            elif st.state == "running" and "eta " not in st.detail:
+            elif st.state == "running" and not st.timed:
                 st.remaining_s = max(0.0, st.planned_s * st.left * speed - st.elapsed_s)
     _scale_other_rules(jobs)
     sessions = load_sessions(results)
