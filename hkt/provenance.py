@@ -3,14 +3,17 @@ records of every kind and their MLflow runs."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import hkt
 
-__all__ = ["SUITE_TAG", "RESULTS_DIR_TAG", "NO_SUITE", "SuiteRun", "git_state"]
+__all__ = ["SUITE_TAG", "RESULTS_DIR_TAG", "NO_SUITE", "SuiteRun", "code_digest", "git_state"]
 
 #: The names of a run's suite run, each both an MLflow tag and a run-record field (stated once
 #: here): the workflow suite's name (``hkt.workflow.suites``), and the results directory the
@@ -59,18 +62,87 @@ class SuiteRun:
         return {SUITE_TAG: self.suite, RESULTS_DIR_TAG: self.results_dir}
 
 
-def git_state() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout holding the hkt package; (None, None) outside git.
+#: The files of the package that make its code (what :func:`code_digest` hashes): sources and
+#: the data files shipped with them, not caches.
+CODE_SUFFIXES = (".py", ".json", ".yaml", ".yml")
+#: The distribution name in this project's pyproject.toml: a work tree that names another is not
+#: this project's checkout, whatever it holds.
+PROJECT = "hkt-bench"
 
-    Dirty means tracked files differ from the commit; untracked files do not count."""
-    root = Path(hkt.__file__).resolve().parent.parent
+
+def package_dir() -> Path:
+    """The directory of the ``hkt`` package that runs."""
+    return Path(hkt.__file__).resolve().parent
+
+
+def code_files(root: Path | None = None) -> list[Path]:
+    """The package's own files under ``root`` (default: the running package), sorted."""
+    root = package_dir() if root is None else root
+    return sorted(f for f in root.rglob("*") if f.is_file() and f.suffix in CODE_SUFFIXES
+                  and "__pycache__" not in f.parts)
+
+
+@cache
+def code_digest() -> str:
+    """The :func:`digest_of` the running package, read once per process (as a run's commit is
+    read at its start: the files may change meanwhile)."""
+    return digest_of(package_dir())
+
+
+def digest_of(root: Path) -> str:
+    """A short SHA-256 of a package's own files (each one's path inside ``root`` and bytes): it
+    names the code wherever it runs, in a checkout, a copy, a wheel install or a vendored tree,
+    where a git commit may name none or another project's."""
+    h = hashlib.sha256()
+    for f in code_files(root):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """The output of ``git -C root ARGS``; None where it fails."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=10)
-        if commit.returncode != 0:
-            return None, None
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                cwd=root, capture_output=True, text=True, timeout=30)
-        return commit.stdout.strip(), bool(status.stdout.strip())
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                             timeout=30)
     except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _is_this_project(top: Path) -> bool:
+    """Whether the work tree at ``top`` is this project's: its pyproject.toml names it."""
+    try:
+        return tomllib.loads((top / "pyproject.toml").read_text())["project"]["name"] == PROJECT
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        return False
+
+
+def git_state(pkg: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout the ``hkt`` package ``pkg`` (default: the running one)
+    belongs to.
+
+    The commit names the code only where the package is this project's checkout: the package
+    directory sits at the top of a git work tree, every one of its files is tracked, and none
+    differs from the commit. Otherwise (a copy inside another repository, untracked files in
+    the package, edits to it, no git) the commit is None and :func:`code_digest` alone names the
+    code. Dirty means tracked files of the work tree differ from the commit (edits outside the
+    package, e.g. to ``config/``, keep the commit and set dirty); untracked files do not count.
+    (None, None) outside git."""
+    pkg = package_dir() if pkg is None else pkg.resolve()
+    top = _git(pkg, "rev-parse", "--show-toplevel")
+    commit = _git(pkg, "rev-parse", "HEAD")
+    status = _git(pkg, "status", "--porcelain", "--untracked-files=no")
+    if top is None or commit is None or status is None:
         return None, None
+    dirty = bool(status.strip())
+    if Path(top.strip()).resolve() != pkg.parent or not _is_this_project(pkg.parent):
+        return None, None  # a copy of the package inside another project's repository
+    tracked = _git(pkg.parent, "ls-files", "--", pkg.name)
+    changed = _git(pkg.parent, "status", "--porcelain", "--untracked-files=no", "--", pkg.name)
+    if tracked is None or changed is None:
+        return None, None
+    names = {pkg.name + "/" + f.relative_to(pkg).as_posix() for f in code_files(pkg)}
+    if not names <= set(tracked.splitlines()) or changed.strip():
+        return None, dirty  # the package's code is not the commit's: untracked or edited files
+    return commit.strip(), dirty

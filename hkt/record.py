@@ -35,7 +35,7 @@ from hkt.data.layout import SPLITS, split_file
 from hkt.renames import upgrade_saved_config
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
-from hkt.provenance import SuiteRun, git_state
+from hkt.provenance import SuiteRun, code_digest, git_state
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "record.json"
@@ -154,6 +154,7 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
         "wall_time_s": round(float(wall_time_s), 3),
         "ms_per_step": _rounded(ms_per_step, 3), "samples_per_s": _rounded(samples_per_s, 2),
         "device": str(device), "git_commit": commit, "git_dirty": dirty,
+        "code_digest": code_digest(),
         "data_dir": str(data_dir.resolve()), "data_checksums": dict(data_checksums),
         "mlflow_run_id": run_id, "mlflow_tracking_uri": uri, "mlflow_experiment": experiment,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -82,11 +82,10 @@ def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_size
     assert split_sizes(compose("train", ["task=cifar10"]).task) == {"train": 45000, "val": 5000,
                                                                      "test": 10000}
     assert split_sizes({"prepare": {}}) == {}
-    cfg = compose("train", ["task=imdb", "profile=cpu", "train.max_steps=1000"])
+    cfg = compose("train", ["task=imdb", "profile=cpu"])
     # 1000 steps; 4 validations of ceil(2500 / 32) = 79 batches; 782 test batches; eval_cost 0.5
     assert job_seconds(cfg, 1.0, 0.5) == pytest.approx(1000 + 0.5 * (4 * 79 + 782))
-    cfg = compose("train", ["task=cifar10", "profile=cpu", "train.max_steps=1000",
-                            "train.eval_batches=10"])
+    cfg = compose("train", ["task=cifar10", "profile=cpu", "train.eval_batches=10"])
     assert job_seconds(cfg, 2.0, 0.5) == pytest.approx(2 * (1000 + 0.5 * (4 * 10 + 313)))
 
 

@@ -47,7 +47,7 @@ from hkt.data.parquet import SplitData, read_metadata
 from hkt.device import describe_device
 from hkt.errors import ConfigError, DataError, HKTError
 from hkt.fileio import atomic_write_text, sha256_file
-from hkt.provenance import SuiteRun, git_state
+from hkt.provenance import SuiteRun, code_digest, git_state
 from hkt.record import RECORD_NAME, make_record, write_history, write_record
 from hkt.train.finish import log_final
 from hkt.train.tracking import (EXPERIMENT_ENV, RESULTS_ENV, Tracker, data_tags, experiment_name,
@@ -288,6 +288,7 @@ def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
     tags = {"task": f["task"], "model": f["model"], "variant": f["variant"],
             "seed": str(f["seed"]), "profile": f["profile"], **run.tags(), "device": f["device"],
             "hkt_version": hkt.__version__, "git_commit": str(f["git"][0]),
+            "code_digest": code_digest(),
             "external": f["external"],
             **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()},
             **data_tags(data_meta)}

@@ -30,7 +30,7 @@ from hkt.figures.training import learning_curve
 from hkt.data.layout import SPLITS
 from hkt.models import build_model
 from hkt.models.serving import served_tokens
-from hkt.provenance import git_state
+from hkt.provenance import code_digest, git_state
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
 from hkt.train.checkpoint import (CHECKPOINT_FORMAT, TrainState, load_checkpoint, rng_state,
@@ -118,6 +118,7 @@ class _Run:
         self.last_path = run_dir / "checkpoints" / "last.pt"
         self.best_path = run_dir / "checkpoints" / "best.pt"
         self.git = git_state()  # the code this session runs, for tags and the record
+        code_digest()  # read (and kept) now, as the commit is: the code may change meanwhile
         tc = cfg.train
         self.device = resolve_device(tc.device, source="config key 'train.device'")
         if tc.num_threads:

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import hkt
 from hkt.config import flatten
 from hkt.data.parquet import provenance_warning
-from hkt.provenance import SuiteRun
+from hkt.provenance import SuiteRun, code_digest
 from hkt import store
 from hkt.store import (EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
@@ -378,7 +378,7 @@ def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_
         "device": device, "hostname": socket.gethostname(),
         "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
         "hkt_version": hkt.__version__, "git_commit": str(git_commit),
-        "git_dirty": str(git_dirty), "run_dir": str(run_dir.resolve()),
+        "git_dirty": str(git_dirty), "code_digest": code_digest(), "run_dir": str(run_dir.resolve()),
         "data_dir": str(data_dir.resolve()),
         **{f"data_sha256.{s}": h for s, h in checksums.items()},
         **data_tags(data_meta or {}),
