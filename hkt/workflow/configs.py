@@ -21,7 +21,7 @@ from typing import Any
 
 from hkt.errors import ConfigError
 
-__all__ = ["seedless", "train_config_digest", "train_config_digests", "check_analysable",
+__all__ = ["seedless", "config_digest", "train_config_digest", "train_config_digests", "check_analysable",
            "job_configs", "TrackedOverrides"]
 
 
@@ -44,19 +44,27 @@ class TrackedOverrides(tuple):
         return repr(old_spelling(self))
 
 
+def config_digest(cfg: Any) -> str:
+    """A digest of what defines a run in a training config, composed or saved (a run's
+    ``config.yaml``, a record's ``config``): tracking settings excluded, as when ``hkt train``
+    compares configs, and under the keys' old names, so a rename (``model.attention`` ->
+    ``model.mixer``) changes no digest."""
+    from hkt.renames import digest_form
+    from hkt.train.config import strip_for_compare
+
+    text = json.dumps(digest_form(strip_for_compare(cfg)), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def train_config_digest(overrides: Sequence[str]) -> str:
-    """Compose and validate the training config of ``overrides``; return a digest of what
-    defines the run (tracking settings excluded, as when ``hkt train`` compares configs).
+    """Compose and validate the training config of ``overrides``; return its
+    :func:`config_digest`.
 
     Raises :class:`ConfigError` naming the key, exactly as ``hkt train`` would.
     """
-    from hkt.renames import digest_form
-    from hkt.train.config import load_config, strip_for_compare
+    from hkt.train.config import load_config
 
-    # under the keys' old names: a rename (model.attention -> model.mixer) reruns nothing
-    cfg = digest_form(strip_for_compare(load_config(list(overrides))))
-    text = json.dumps(cfg, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return config_digest(load_config(list(overrides)))
 
 
 def train_config_digests(override_sets: Iterable[Sequence[str]]) -> dict[tuple[str, ...], str]:
