@@ -9,8 +9,8 @@ stride, …) come from the fields of its token-mixer config present in the recor
 whatever the model: a field the model lacks is null. The MLflow
 reader (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are
 fractions here and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
-what a table or figure of runs must tell its reader (paper comparison of shape only; the test
-examples behind each accuracy).
+what a table or figure of runs must tell its reader (which rows are not at the paper's budget;
+the test examples behind each accuracy).
 """
 
 from __future__ import annotations
@@ -35,13 +35,16 @@ VARIANT_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
                                   "kernel_size": pl.Int64, "fusion": pl.String,
                                   "upsample": pl.String}
 
-#: The runs frame: one row per run. ``suite`` and ``results_dir`` name its suite run
+#: The runs frame: one row per run. ``external`` names the program of an external baseline's run
+#: (null: trained by ``hkt train``); ``budget`` says in words what the run trained for
+#: (:func:`run_budget`). ``suite`` and ``results_dir`` name its suite run
 #: (:class:`hkt.provenance.SuiteRun`; null: no suite, or not recorded); ``data_warning`` is the
 #: provenance warning of its data, if any (:func:`hkt.data.parquet.provenance_warning`: an MLflow
 #: tag; for a record the report reads it from the data's metadata, a layer above this module).
 RUN_COLUMNS: dict[str, Any] = {
     "task": pl.String, "length": pl.Int64, "model": pl.String, "variant": pl.String,
-    "seed": pl.Int64, "profile": pl.String, SUITE_TAG: pl.String, RESULTS_DIR_TAG: pl.String,
+    "seed": pl.Int64, "profile": pl.String, "external": pl.String, "budget": pl.String,
+    SUITE_TAG: pl.String, RESULTS_DIR_TAG: pl.String,
     "n_params": pl.Int64, "steps": pl.Int64,
     "best_step": pl.Int64, "val_accuracy": pl.Float64, "test_accuracy": pl.Float64,
     "test_examples": pl.Int64, "train_examples": pl.Int64, "batch_size": pl.Int64,
@@ -166,24 +169,62 @@ def record_length(rec: dict[str, Any]) -> int | None:
     return as_int(get_path(rec.get("config") or {}, "task.max_length")) or as_int(rec.get("length"))
 
 
+def run_budget(*, profile: str | None, steps: int | None, batch_size: int | None,
+               train_examples: int | None, external: str | None = None,
+               settings: dict[str, Any] | None = None) -> str:
+    """What a run trained for, in words. A run of ``hkt train``: its profile (``paper``: the
+    paper's budget; any other, ours), steps and what they are in epochs of its training split
+    ("paper: 10,000 steps, 3.33 epochs"). An external baseline: its own ``settings`` (the
+    numbers of its model and training config; it has no profile's budget) and its steps."""
+    epochs = steps * batch_size / train_examples if steps and batch_size and train_examples else None
+    if external:
+        own = [f"{k} {_setting(v)}" for k, v in (settings or {}).items()
+               if isinstance(v, (int, float, list)) and not isinstance(v, bool)]
+        if steps:
+            own.append(f"{steps:,} steps")
+        return f"own settings: {', '.join(own) or 'none (no training steps)'}"
+    if not steps:
+        return profile or ""
+    return f"{profile}: {steps:,} steps" + (f", {epochs:.2f} epochs" if epochs is not None else "")
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, list):
+        return "/".join(map(_setting, value))
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def external_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    """An external baseline's own settings in its record's config: its model's (the name aside),
+    then its training's epochs."""
+    model = {k: v for k, v in (get_path(cfg, "model") or {}).items() if k != "name"}
+    epochs = get_path(cfg, "train.epochs")
+    return {**model, **({"epochs": epochs} if epochs is not None else {})}
+
+
 def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     """One runs-frame row from a run record."""
     cfg = upgrade_saved_config(rec.get("config") or {})  # records before the rename: model.attention
     mixer = get_path(cfg, "model.mixer") or {}
+    steps, batch = as_int(rec.get("steps")), as_int(get_path(cfg, "train.batch_size"))
     return {
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
         "variant": rec["variant"],
         "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
+        "external": rec.get("external"),
+        "budget": run_budget(profile=rec.get("profile"), steps=steps, batch_size=batch,
+                             train_examples=as_int(rec.get("train_examples")),
+                             external=rec.get("external"), settings=external_settings(cfg)),
         # records written before they named their suite run: the suite is in the config
         SUITE_TAG: rec.get(SUITE_TAG, get_path(cfg, "tracking.suite")),
         RESULTS_DIR_TAG: rec.get(RESULTS_DIR_TAG),
-        "n_params": as_int(rec.get("n_params")), "steps": as_int(rec.get("steps")),
+        "n_params": as_int(rec.get("n_params")), "steps": steps,
         "best_step": as_int(rec.get("best_step")),
         "val_accuracy": as_float(rec.get("val_accuracy")),
         "test_accuracy": as_float(rec.get("test_accuracy")),
         "test_examples": as_int(rec.get("test_examples")),
         "train_examples": as_int(rec.get("train_examples")),
-        "batch_size": as_int(get_path(cfg, "train.batch_size")),
+        "batch_size": batch,
         "ms_per_step": as_float(rec.get("ms_per_step")),
         "wall_time_s": as_float(rec.get("wall_time_s")),
         "device": rec.get("device"),
@@ -274,14 +315,30 @@ def task_keys(df: pl.DataFrame) -> list[tuple[str, int]]:
 # -- what a table or figure of runs must say about them (its caption or footnote) --------------
 
 def paper_caveat(runs: pl.DataFrame) -> str:
-    """A sentence for any table or figure that puts the paper's figures beside ``runs``: empty
-    when every run is of the paper's profile, else that the comparison is of shape, not value."""
-    others = sorted({p for p in runs["profile"].to_list() if p and p != paper.PROFILE}) \
-        if "profile" in runs.columns else []
-    if not others:
+    """A sentence for any table or figure that puts the paper's figures beside ``runs``: which
+    rows (task, T, models) are not at the paper's budget, with their budgets, so that only those
+    are read for shape rather than value; empty when every trained run is at the paper's
+    budget. External baselines are named as at their own settings, never the paper's."""
+    if "profile" not in runs.columns or runs.is_empty():
         return ""
-    return (f"Profile {', '.join(others)}, not {paper.PROFILE}: compare with the paper's "
-            "figures in shape (which model leads, how accuracy moves), not in value.")
+    external = runs["external"].is_not_null() if "external" in runs.columns else pl.lit(False)
+    trained, baselines = runs.filter(~external), runs.filter(external)
+    off = trained.filter(pl.col("profile").is_null() | (pl.col("profile") != paper.PROFILE))
+    rows = []
+    for task, length in task_keys(off):
+        sel = off.filter((pl.col("task") == task) & (pl.col("length") == length))
+        models = ordered(set(sel["model"].to_list()), MODEL_ORDER)
+        every = set(models) == set(trained.filter((pl.col("task") == task)
+                                                  & (pl.col("length") == length))["model"].to_list())
+        budgets = sorted(set(sel["budget"].drop_nulls().to_list()) if "budget" in sel.columns else [])
+        rows.append(f"{task} T={length} ({'every model' if every else ', '.join(models)}"
+                    f"{': ' + '; '.join(budgets) if budgets else ''})")
+    caveat = (f"Not at the paper's budget: {', '.join(rows)}; compare these rows with the paper's "
+              "figures in shape (which model leads, how accuracy moves), not in value." if rows else "")
+    if not baselines.is_empty():
+        caveat += (" " if caveat else "") + ("External baselines run at their own settings (column "
+                                             "'budget'), not at a profile's budget.")
+    return caveat
 
 
 def examples_note(runs: pl.DataFrame) -> str:

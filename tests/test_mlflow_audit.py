@@ -93,7 +93,7 @@ def test_the_suite_is_one_mlflow_run_linked_to_its_runs(tmp_path, store, capsys)
     assert run.info.status == "FINISHED"
     tags = run.data.tags
     assert tags["suite"] == "smoke" and tags["hkt.kind"] == "suite"
-    assert tags["git_commit"] == runs[0]["git_commit"] and tags["env_digest"] == runs[0]["env_digest"]
+    assert tags["git_commit"] == str(runs[0]["git_commit"]) and tags["env_digest"] == runs[0]["env_digest"]
     hkt_acc = runs[1]["test_accuracy"] * 100
     mha_acc = runs[0]["test_accuracy"] * 100
     assert run.data.metrics["listops_T512.hkt_minus_mha_pp"] == pytest.approx(hkt_acc - mha_acc)

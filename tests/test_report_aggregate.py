@@ -412,22 +412,31 @@ def test_paper_numbers_are_the_design_notes():
 
 
 def test_tables_state_their_caveats_in_the_file(tmp_path):
-    """A non-paper profile's main and ablation tables say that the paper comparison is of
-    shape; each accuracy says how many test examples it rests on."""
+    """A table names exactly the rows that are not at the paper's budget (their comparison with
+    the paper is of shape), each row states its own budget, an external baseline its own
+    settings; each accuracy says how many test examples it rests on."""
     from hkt.report.build import write_all
 
-    records = load_records([write_records(tmp_path / "runs", suite_records())])
+    records = [dict(r, profile="paper") if r["task"] == "listops" and not r.get("external") else r
+               for r in suite_records()]
+    records = load_records([write_records(tmp_path / "runs", records)])
     runs, curves = runs_from_records(records), curves_from_records(records)
     write_all(runs, curves, tmp_path / "out")
     main_md = (tmp_path / "out" / "tables" / "main.md").read_text()
     first = main_md.splitlines()[0]
-    assert "not paper" in first and "shape" in first and "not in value" in first
+    assert ("Not at the paper's budget: imdb T=1024 (every model: smoke: 12 steps, 2.00 epochs); "
+            "compare these rows with the paper's figures in shape") in first
+    assert "listops T=512" not in first and "not in value" in first
+    assert "External baselines run at their own settings" in first
     assert "2000 test examples" in first
     header = main_md.splitlines()[2]
     assert "test examples" in header
     listops_hkt = next(l for l in main_md.splitlines() if l.startswith("| listops | 512 | hkt"))
-    assert "| 2000 |" in listops_hkt
-    assert "shape" in (tmp_path / "out" / "tables" / "ablation.md").read_text().splitlines()[0]
+    assert "| 2000 |" in listops_hkt and "| paper: 12 steps, 2.00 epochs |" in listops_hkt
+    majority = next(l for l in main_md.splitlines() if l.startswith("| listops | 512 | majority"))
+    assert "| own settings: d_model 16, n_layers 1, d_ffn 32, 12 steps |" in majority
+    # the ablation (listops, all at the paper's budget) has no caveat of shape
+    assert "shape" not in (tmp_path / "out" / "tables" / "ablation.md").read_text().splitlines()[0]
     paper_runs = runs.with_columns(pl.lit("paper").alias("profile"))
     write_all(paper_runs, curves, tmp_path / "paper")
     assert "shape" not in (tmp_path / "paper" / "tables" / "main.md").read_text()
@@ -443,7 +452,7 @@ def test_main_bar_has_a_short_title_and_its_caption_says_what_the_comparison_mea
     summary = (tmp_path / "out" / "summary.md").read_text()
     caption = summary[summary.index("![main table as bars](figures/main_bar.png)"):].splitlines()[2]
     assert caption.startswith("Bars: mean over seeds;")
-    assert "not paper" in caption and "2000" in caption
+    assert "Not at the paper's budget: listops T=512 (every model: smoke" in caption and "2000" in caption
 
 
 def test_identical_validation_curves_stay_apart(tmp_path, monkeypatch):

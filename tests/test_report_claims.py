@@ -20,13 +20,15 @@ def main_rows(profile="paper", epochs=3.33, task="listops", length=512):
                           "epochs": epochs} for m in ("hkt", "mha")])
 
 
-@pytest.mark.parametrize("low, high, sign, verdict", [
-    (0.5, 2.0, +1, claims.SUPPORTS), (-2.0, -0.5, +1, claims.REFUTES),
-    (-0.5, 2.0, +1, claims.CANNOT_TELL), (-3.0, -1.0, -1, claims.SUPPORTS),
-    (1.0, 3.0, -1, claims.REFUTES), (None, None, +1, claims.CANNOT_TELL),
+@pytest.mark.parametrize("low, high, claimed, verdict", [
+    (0.5, 2.0, +1.0, claims.SUPPORTS), (0.5, 2.0, +4.77, claims.DIRECTION_ONLY),
+    (-2.0, -0.5, +1.0, claims.REFUTES), (-0.5, 2.0, +1.0, claims.CANNOT_TELL),
+    (-0.5, 6.0, +4.77, claims.CANNOT_TELL),  # the paper's size fits, its direction is not shown
+    (-3.0, -1.0, -2.0, claims.SUPPORTS), (-3.70, -0.66, -18.4, claims.DIRECTION_ONLY),
+    (1.0, 3.0, -18.4, claims.REFUTES), (None, None, +1.0, claims.CANNOT_TELL),
 ])
-def test_a_difference_is_read_from_its_confidence_interval(low, high, sign, verdict):
-    assert claims.difference_verdict(low, high, sign) == verdict
+def test_a_difference_is_read_for_direction_and_size_from_its_interval(low, high, claimed, verdict):
+    assert claims.difference_verdict(low, high, claimed) == verdict
 
 
 def test_accuracy_claim_states_the_interval_the_papers_size_and_the_budget():
@@ -40,7 +42,7 @@ def test_accuracy_claim_states_the_interval_the_papers_size_and_the_budget():
     assert cpu[3].startswith("cannot tell (at a cpu budget, 1.42 epochs, not the paper's")
     (out,) = claims.accuracy_claims(pl.DataFrame([gap_row(ours=1.0, low=0.2, high=1.8)]),
                                     main_rows())
-    assert "lies outside our interval" in out[2] and out[3].startswith("supports")
+    assert "lies outside our interval" in out[2] and out[3].startswith("direction only")
 
 
 def test_the_hierarchy_claim_reads_the_levels1_row_and_says_it_was_derived():

@@ -1,6 +1,9 @@
 """What a prepared-data directory holds (imported by the workflow's grid too: no heavy imports)."""
 
 SPLITS = ("train", "val", "test")
+#: A prepared data directory's Parquet metadata as a file of its own (the train split's ``hkt``
+#: key): what a published results directory keeps of its data, for the provenance warnings.
+DATA_METADATA = "metadata.json"
 MANIFEST = "manifest.json"  # written last by `hkt prepare`: each split file's SHA-256
 
 
@@ -9,4 +12,4 @@ def split_file(split: str) -> str:
     return f"{split}.parquet"
 
 
-__all__ = ["SPLITS", "MANIFEST", "split_file"]
+__all__ = ["SPLITS", "DATA_METADATA", "MANIFEST", "split_file"]

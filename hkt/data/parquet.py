@@ -194,27 +194,13 @@ def _histogram(splits: dict[str, SplitData], max_length: int, bins: int = 8) -> 
     return lines
 
 
-def provenance_warning(meta: dict[str, Any]) -> str | None:
-    """A warning when the data was prepared from something other than the official archive
-    (``meta["source"]["official"]`` false: a mirror's alternative, a local directory), else
-    None. It heads the data card, the results summary, and tags every run trained on the data."""
-    src = meta.get("source") or {}
-    if not isinstance(src, dict) or src.get("official") is not False:
-        return None
-    what = src.get("file") or "a local directory"
-    digest = f" (SHA-256 {src['sha256']})" if src.get("sha256") else ""
-    official = f" {src['official_file']}" if src.get("official_file") else ""
-    return (f"{meta.get('task_config') or meta.get('task')} was prepared from {what}{digest}, not "
-            f"the official archive{official}: an alternative copy (e.g. JPEG-compressed images, a relabelled "
-            "archive) can change the results; compare them with published figures with care.")
-
-
 def data_card(*, task: str, cfg: dict[str, Any], meta: dict[str, Any], splits: dict[str, SplitData],
-              checksums: dict[str, str], notes: list[str], location: str | None = None) -> str:
-    """The Markdown data card: counts, label balance, lengths, source, checksums, notes."""
+              checksums: dict[str, str], notes: list[str], location: str | None = None,
+              warning: str | None = None) -> str:
+    """The Markdown data card: counts, label balance, lengths, source, checksums, notes, headed by
+    the data's provenance ``warning`` (:func:`hkt.data.provenance.provenance_warning`), if any."""
     names = meta.get("class_names") or [str(i) for i in range(meta["num_classes"])]
     src = meta["source"]
-    warning = provenance_warning(meta)
     out = [f"# Data card: `{task}`", "", *([f"> **Warning:** {warning}", ""] if warning else []),
            f"Prepared by `hkt prepare {task}` (hkt {meta['code_version']}, software environment "
            f"`{environment.digest()}`). Task family `{meta['task']}`, "

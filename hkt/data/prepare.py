@@ -21,6 +21,7 @@ import hkt
 from hkt.data.config import family_module, load_task_config
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.data.parquet import Prepared, data_card, write_manifest, write_split
+from hkt.data.provenance import provenance_warning
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 
@@ -85,7 +86,8 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
         checksums[s] = write_split(out / split_file(s), prep.splits[s], meta)
         metas[s] = meta
     card = data_card(task=task, cfg=params, meta=metas["train"], splits=prep.splits, checksums=checksums,
-                     notes=prep.notes, location=prep.location)
+                     notes=prep.notes, location=prep.location,
+                     warning=provenance_warning(metas["train"]))
     atomic_write_text(out / "README.md", card)
     write_manifest(out, checksums)
     dt = time.perf_counter() - t0

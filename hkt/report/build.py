@@ -95,7 +95,8 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
     else:
         records = load_records(args.sources, validate=not args.no_validate)
         # the data's provenance warning, which an MLflow run carries as a tag
-        runs = runs_from_records([{**r, "data_warning": record_data_warning(r)}
+        data_root = Path(args.data) if args.data else None
+        runs = runs_from_records([{**r, "data_warning": record_data_warning(r, data_root)}
                                   for r in records])
         curves = curves_from_records(records, runs)
         source = f"{len(records)} run records"

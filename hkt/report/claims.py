@@ -4,11 +4,13 @@ measured, and whether they **support** it, **refute** it or **cannot tell**.
 The verdicts follow fixed rules on the tables the aggregate step has already built (nothing is
 recomputed here), so that a reader can check each one:
 
-- an accuracy difference (HKT − MHA per task; L = 1 − HKT for the hierarchy): *supports* when
-  Welch's 95% confidence interval over seeds lies on the paper's side of zero, *refutes* when it
-  lies on the other side, *cannot tell* when it spans zero or the seeds cannot give one; the
-  paper's size is then said to lie inside or outside that interval. A row at a budget other than
-  the paper's reads the direction at that budget only, and says so;
+- an accuracy difference (HKT − MHA per task; L = 1 − HKT for the hierarchy) is read for its
+  direction and its size apart, from Welch's 95% confidence interval over seeds: *supports* when
+  the interval lies on the paper's side of zero and holds the paper's value (direction and size);
+  *direction only* when it lies on the paper's side but the paper's value lies outside it;
+  *refutes* when it lies on the other side of zero; *cannot tell* when it spans zero or the
+  seeds cannot give one. A row at a budget other than the paper's reads the direction at that
+  budget only, and says so;
 - the score cost (≤ 4/3 for any L, 1.3125 for L = 3): an operation count, which the analytic
   formula settles; the measured time ratio is reported beside it, not judged against it;
 - the kurtosis κ ≈ 33 of trained scores: *supports* when the paper's value lies within the
@@ -32,7 +34,8 @@ import polars as pl
 from hkt import paper
 from hkt.report.writers import markdown
 
-SUPPORTS, REFUTES, CANNOT_TELL = "supports", "refutes", "cannot tell"
+SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
+                                                  "cannot tell")
 
 
 def _interval(r: dict[str, Any], key: str = "ours_pp") -> str:
@@ -43,12 +46,14 @@ def _interval(r: dict[str, Any], key: str = "ours_pp") -> str:
     return f"{ours} pp, 95% CI [{r['ci_low_pp']:+.2f}, {r['ci_high_pp']:+.2f}]{p}"
 
 
-def difference_verdict(low: float | None, high: float | None, sign: int) -> str:
-    """The verdict on a claimed difference of sign ``sign`` (+1: greater) from its 95% CI."""
+def difference_verdict(low: float | None, high: float | None, claimed: float) -> str:
+    """The reading of a claimed difference ``claimed`` (pp; its sign is the direction) from our
+    95% CI [``low``, ``high``]: direction and size apart (the module's rules)."""
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return CANNOT_TELL
+    sign = 1 if claimed > 0 else -1
     if (low > 0 and sign > 0) or (high < 0 and sign < 0):
-        return SUPPORTS
+        return SUPPORTS if low <= claimed <= high else DIRECTION_ONLY
     if (high < 0 and sign > 0) or (low > 0 and sign < 0):
         return REFUTES
     return CANNOT_TELL
@@ -81,7 +86,7 @@ def accuracy_claims(gap: pl.DataFrame, main: pl.DataFrame) -> list[list[str]]:
     for r in gap.iter_rows(named=True):
         if r.get("paper_pp") is None:
             continue
-        verdict = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), +1)
+        verdict = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), r["paper_pp"])
         why = _interval(r) + _size(r["paper_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"))
         budget = _budget(main, r["task"], r["length"])
         rows.append([f"HKT beats MHA on {r['task']} (T={r['length']})",
@@ -98,7 +103,7 @@ def hierarchy_claim(abl: pl.DataFrame) -> list[list[str]]:
     if sel.is_empty():
         return []
     r = sel.row(0, named=True)
-    verdict = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), -1)
+    verdict = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), nh["delta_pp"])
     why = _interval({**r, "ours_pp": r["delta_pp"]}, "ours_pp") + _size(
         nh["delta_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"))
     how = f"; {r['setting']}" if "derived" in (r.get("setting") or "") else ""
@@ -204,7 +209,8 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
     if not rows:
         return []
     return ["## The paper's claims, read against our runs", "",
-            "For each claim: the paper's figure, ours, and whether our runs support it, refute it "
-            "or cannot tell (the rules: `hkt/report/claims.py`). A claim read at a CPU budget "
-            "speaks of that budget only.", "",
+            "For each claim: the paper's figure, ours, and whether our runs support it (direction "
+            "and size), support its direction only (the paper's size lies outside our interval), "
+            "refute it or cannot tell (the rules: `hkt/report/claims.py`). A claim read at a CPU "
+            "budget speaks of that budget only.", "",
             markdown(["claim", "paper", "ours", "reading"], rows), ""]

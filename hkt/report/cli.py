@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from hkt.data.layout import DATA_METADATA
 from hkt.paper import ABLATION_TASK
 
 
@@ -65,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "adds the kurtosis, kernel, truncation and approximation tables")
     parser.add_argument("--bench", metavar="CSV", default=None,
                         help="`hkt bench attention` CSV: measured ratios for the cost table")
+    parser.add_argument("--data", metavar="DIR", default=None,
+                        help="where the runs' prepared data lie now, one folder per task (DIR/TASK/, "
+                             "named as the record's data_dir): its train.parquet, or the "
+                             f"{DATA_METADATA} that scripts/publish_results.py keeps of it; read for the "
+                             "data's provenance warnings (default: each record's data_dir)")
     parser.add_argument("--no-validate", action="store_true",
                         help="read records without checking them against the schema")
 

@@ -19,6 +19,7 @@ baseline's ``wall_time_s`` none, and ``results_dir`` none (:mod:`hkt.report.suit
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -32,7 +33,7 @@ from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
 from hkt.report.suite_run import EXPERIMENT_PREFIX
 from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
-                      as_float, as_int, as_str, frame, latest)
+                      as_float, as_int, as_str, frame, latest, run_budget)
 
 
 def client(uri: str) -> Any:
@@ -80,18 +81,37 @@ def mixer_param(params: dict[str, Any], field: str) -> Any:
     return params[key] if key in params else params.get(old_name(key) or key)
 
 
+def _param_value(text: str) -> Any:
+    """An MLflow param (a string) as the value it was logged from, where it reads back as JSON
+    (numbers, lists); else the string."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
 def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
     """One runs-frame row from a finished MLflow run (None if it lacks the final metrics)."""
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
     if "test_accuracy" not in metrics or "task" not in tags or "model" not in tags:
         return None
     p = params.get
+    steps = as_int(metrics.get("steps", p("train.max_steps")))
+    own = {k.removeprefix("model."): _param_value(v) for k, v in params.items()
+           if k.startswith("model.") and k != "model.name" and "." not in k.removeprefix("model.")}
+    if p("train.epochs") is not None:
+        own["epochs"] = _param_value(p("train.epochs"))
     return {
         "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
         "variant": tags.get("variant", "default"), "seed": as_int(tags.get("seed", p("seed"))),
-        "profile": tags.get("profile"), **SuiteRun.from_tags(tags).fields(),
+        "profile": tags.get("profile"), "external": tags.get("external"),
+        "budget": run_budget(profile=tags.get("profile"), steps=steps,
+                             batch_size=as_int(p("train.batch_size")),
+                             train_examples=as_int(metrics.get("train_examples")),
+                             external=tags.get("external"), settings=own),
+        **SuiteRun.from_tags(tags).fields(),
         "n_params": as_int(metrics.get("n_params", p("n_params"))),
-        "steps": as_int(metrics.get("steps", p("train.max_steps"))),
+        "steps": steps,
         "best_step": as_int(metrics.get("best_step")),
         "val_accuracy": as_float(metrics.get("val_accuracy")),
         "test_accuracy": as_float(metrics.get("test_accuracy")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -9,8 +10,9 @@ from pathlib import Path
 
 import polars as pl
 
-from hkt.data.layout import split_file
-from hkt.data.parquet import provenance_warning, read_metadata
+from hkt.data.layout import DATA_METADATA, split_file
+from hkt.data.parquet import read_metadata
+from hkt.data.provenance import provenance_warning
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
@@ -25,17 +27,30 @@ TABLES = tuple(p.name for p in PRODUCTS if p.kind == "table")
 FIGURES = tuple(p.name for p in PRODUCTS if p.kind == "figure")
 
 
-def record_data_warning(rec: dict) -> str | None:
+def data_metadata(data_dir: Path) -> dict | None:
+    """The ``hkt`` metadata of the prepared data in ``data_dir``: its train split's, or the
+    :data:`DATA_METADATA` kept of it; None where neither is there."""
+    try:
+        return read_metadata(data_dir / split_file("train"))
+    except DataError:
+        pass
+    try:
+        return json.loads((data_dir / DATA_METADATA).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def record_data_warning(rec: dict, data_root: Path | None = None) -> str | None:
     """The provenance warning of the data a record's run was trained on, when that data was
-    prepared from an alternative to the official archive (read from the Parquet metadata in its
-    ``data_dir``; None for data no longer there). A run in MLflow carries it as a tag."""
+    prepared from an alternative to the official archive (read from the data's metadata: in its
+    ``data_dir``, or under ``data_root`` by that directory's name when given; None for data no
+    longer there). A run in MLflow carries it as a tag."""
     data_dir = rec.get("data_dir")
     if not data_dir:
         return None
-    try:
-        return provenance_warning(read_metadata(Path(data_dir) / split_file("train")))
-    except DataError:
-        return None
+    where = Path(data_dir) if data_root is None else data_root / Path(data_dir).name
+    meta = data_metadata(where)
+    return None if meta is None else provenance_warning(meta)
 
 
 def data_warnings(runs: pl.DataFrame) -> dict[tuple[str, int | None], str]:

@@ -48,7 +48,7 @@ MAIN_SCHEMA = {
     "task": pl.String, "length": pl.Int64, "model": pl.String, "seeds": pl.UInt32,
     "val_mean": pl.Float64, "val_std": pl.Float64, "test_mean": pl.Float64,
     "test_std": pl.Float64, "n_params": pl.Int64, "ms_per_step": pl.Float64,
-    "profile": pl.String, "paper_mean": pl.Float64, "paper_std": pl.Float64,
+    "profile": pl.String, "budget": pl.String, "paper_mean": pl.Float64, "paper_std": pl.Float64,
     "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64, "test_examples": pl.String,
     "steps": pl.Int64, "epochs": pl.Float64}
 
@@ -57,7 +57,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
     """Per task, T and model: mean ± std over seeds, with the paper's figure and our difference.
 
     Columns: task, length, model, seeds, val_mean, val_std, test_mean, test_std, n_params,
-    ms_per_step, profile, paper_mean, paper_std, delta_vs_paper (ours − paper, pp),
+    ms_per_step, profile, budget (each run's :func:`hkt.runs.run_budget`), paper_mean, paper_std, delta_vs_paper (ours − paper, pp),
     lra_transformer (the LRA paper's vanilla Transformer at that T, for context), test_examples
     (how many test examples each accuracy rests on: one number, or a range when runs differ).
     """
@@ -66,6 +66,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
         return pl.DataFrame(schema=MAIN_SCHEMA)
     t = seed_stats(sel, ["task", "length", "model"])
     budget = sel.group_by(["task", "length", "model"]).agg(
+        pl.col("budget").unique().sort().str.join("; ").alias("budget"),
         pl.col("steps").max().alias("steps"),
         (pl.col("steps") * pl.col("batch_size") / pl.col("train_examples")).mean().alias("epochs"))
     t = t.join(budget, on=["task", "length", "model"], how="left")
@@ -238,22 +239,13 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
     return t.select(*ABLATION_SCHEMA)
 
 
-def budget_text(profile: str | None, steps: int | None, epochs: float | None) -> str:
-    """A row's training budget in words: its profile (``paper``: the paper's budget; any other:
-    ours, e.g. a CPU budget), its steps and what they are in epochs of the training split."""
-    if not steps:
-        return profile or ""
-    ep = f", {epochs:.2f} epochs" if epochs is not None and not math.isnan(epochs) else ""
-    return f"{profile}: {steps:,} steps{ep}"
-
-
 def main_display(main: pl.DataFrame) -> Display:
     header = ["task", "T", "model", "seeds", "budget", "val acc (%)", "test acc (%)",
               "test examples", "paper (%)", "Δ vs paper (pp)", "params", "ms/step"]
     rows = []
     for r in main.iter_rows(named=True):
         rows.append([r["task"], str(r["length"]), r["model"], str(r["seeds"]),
-                     budget_text(r["profile"], r["steps"], r["epochs"]),
+                     r["budget"] or "",
                      pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]),
                      r["test_examples"] or "",
                      pm(r["paper_mean"], r["paper_std"]) if r["paper_mean"] is not None else

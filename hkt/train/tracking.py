@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import hkt
 from hkt.config import flatten
-from hkt.data.parquet import provenance_warning
+from hkt.data.provenance import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
 from hkt import store
 from hkt.store import (EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,

@@ -247,6 +247,16 @@ def _split(ids: list[str], gray: np.ndarray, labels: np.ndarray) -> SplitData:
     return SplitData(ids, gray.reshape(-1).astype(np.uint16), np.arange(n + 1, dtype=np.int64) * t, labels)
 
 
+def alternative_source(meta: dict[str, Any]) -> str:
+    """What a copy other than the official archive may differ in (hkt.data.provenance)."""
+    if (meta.get("source") or {}).get("layout") == "image folder":
+        return ("its images are read from an image folder, not the official pickled arrays: such "
+                "copies may be lossy (e.g. JPEG), so pixel values can differ from the official "
+                "CIFAR-10's, and accuracy with them")
+    return ("it has the official layout of pickled arrays, but its arrays are not checked against "
+            "the official file's")
+
+
 @register("cifar10")
 def prepare(cfg: dict[str, Any], source: Path | None):
 
@@ -285,8 +295,5 @@ def prepare(cfg: dict[str, Any], source: Path | None):
         f"Rows of each split are in a seeded random order (shuffle_seed {seed}); ids are split/index in the "
         "official order, or split/class/file stem for image folders.",
     ]
-    if layout == "image folder":
-        notes.append("Image-folder sources may be lossy copies (e.g. JPEG): pixel values can differ from the "
-                     "official CIFAR-10.")
     return Prepared(splits=splits, vocab=VOCAB, pad_id=PAD, tokenizer=TOKENIZER, class_names=list(p["classes"]),
                     source=desc, notes=notes, location=location(src))

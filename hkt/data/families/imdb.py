@@ -97,6 +97,16 @@ def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> tuple[Spli
     return SplitData.from_lengths([r[0] for r in rows], flat, np.minimum(raw_lens, max_length), labels), raw_lens
 
 
+def alternative_source(meta: dict[str, Any]) -> str:
+    """What a copy other than the official archive may differ in (hkt.data.provenance)."""
+    counts = (meta.get("params") or {}).get("official_counts") or {}
+    official = " and ".join(f"{n:,} {s}" for s, n in counts.items())
+    return ("an IMDB copy is read as the aclImdb layout of review text files, so it can differ from "
+            "the official archive in the reviews' text, labels or number; counts other than the "
+            f"official {official or 'ones'} are logged, and the text is not checked against the "
+            "official file")
+
+
 @register("imdb")
 def prepare(cfg: dict[str, Any], source: Path | None):
 
@@ -132,8 +142,5 @@ def prepare(cfg: dict[str, Any], source: Path | None):
         f"Rows of each split are in a seeded random order (shuffle_seed {seed}); ids are "
         "split/label/<id>_<rating> of the source files.",
     ]
-    if not src.official:
-        notes.append(f"Source is not the official {p['filename']}: SHA-256 of what was read is in the Source "
-                     "section.")
     return Prepared(splits=splits, vocab=VOCAB, pad_id=PAD, tokenizer=TOKENIZER, class_names=list(p["classes"]),
                     source=desc, notes=notes, location=location(src))
