@@ -6,7 +6,8 @@ number without rerunning it, and nothing large.
 Copies the summary, every table and figure, the attention benchmark, the plan the workflow
 printed (``plan/suite.json``) and the workflow's sessions (``plan/sessions.json``: its wall time
 over interruptions), each task's data card (``data/TASK/README.md``: source, checksums,
-generator settings), and for every run the summary counts (``tables/runs.csv``) its
+generator settings) and data metadata (``data/TASK/metadata.json``: what the tables' data
+warnings are read from, ``hkt aggregate --data``), and for every run the summary counts (``tables/runs.csv``) its
 ``record.json``, ``history.csv`` and composed ``config.yaml`` (runs/TASK/MODEL/VARIANT/seedS/),
 and for each of their analyses ``summary.md``, ``settings.json`` and ``analysis.parquet`` (the
 per-layer, per-head rows the analysis tables are built from). Checkpoints, data, logs and the
@@ -31,6 +32,8 @@ import shutil
 import sys
 from pathlib import Path, PurePosixPath
 
+from hkt.data.layout import DATA_METADATA
+from hkt.report.summary import data_metadata
 from hkt.workflow.lock import ResultsInUse, claim_results_dir
 
 TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json",
@@ -93,6 +96,16 @@ def check_finished(results: Path) -> None:
                          "files): runs have finished since the last aggregate; run the workflow to its end")
 
 
+def write_metadata(data_dir: Path, dest: Path) -> None:
+    """The ``hkt`` metadata of the prepared data in ``data_dir`` (its train split's), as JSON at
+    ``dest``: what the tables' data warnings are read from (``hkt aggregate --data``)."""
+    meta = data_metadata(data_dir)
+    if meta is None:
+        raise SystemExit(f"{data_dir} holds no prepared train split to read the data's metadata "
+                         "from: publish from the results directory the suite ran in")
+    dest.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", "utf-8")
+
+
 def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list[Path]]:
     """Copy what the module docstring lists; the number of files and the runs left behind."""
     if not (results / "summary.md").is_file():
@@ -127,6 +140,8 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
             copy(src, Path(name))
     for card in sorted(results.glob("data/*/README.md")):
         copy(card, card.relative_to(results))
+        write_metadata(card.parent, stage / card.parent.relative_to(results) / DATA_METADATA)
+        copied += 1
     for run in runs:
         for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES)):
             for name in names:

@@ -7,9 +7,12 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+DATA_META = {"task": "listops", "source": {"generator": "lra", "official": True}}
 
 
 def script(name: str):
@@ -45,7 +48,8 @@ def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"
         f"listops,hkt,0,{root.name}/runs/listops/hkt/main/seed0/record.json\n"
         f"listops,majority,0,{root.name}/runs/listops/majority/main/seed0/record.json\n")
     (root / "data/listops").mkdir(parents=True)
-    (root / "data/listops/train.parquet").write_bytes(b"data")
+    table = pa.table({"label": [0]}).replace_schema_metadata({"hkt": json.dumps(DATA_META)})
+    pq.write_table(table, root / "data/listops/train.parquet")
     (root / "data/listops/README.md").write_text("# data card\n")
     (root / "plan").mkdir()
     for name in ("suite.json", "sessions.json", "calibration.json"):  # the cache stays behind
@@ -63,12 +67,15 @@ def test_publish_copies_every_record_and_history_and_nothing_large(tmp_path):
     assert files == sorted([
         "summary.md", "tables/main.csv", "tables/runs.csv", "figures/val_curves.png", "bench/attention.csv",
         "environment.json", "plan/suite.json", "plan/sessions.json", "data/listops/README.md",
+        "data/listops/metadata.json",
         "runs/listops/hkt/main/seed0/record.json", "runs/listops/hkt/main/seed0/history.csv",
         "runs/listops/hkt/main/seed0/config.yaml", "runs/listops/majority/main/seed0/record.json",
         "runs/listops/majority/main/seed0/config.yaml",
         "analysis/listops/hkt/main/seed0/summary.md", "analysis/listops/hkt/main/seed0/settings.json",
         "analysis/listops/hkt/main/seed0/analysis.parquet"])
     assert json.loads((dest / "environment.json").read_text()) == {"torch": "2.13.0"}
+    # what the data warnings are read from (hkt aggregate --data), not the data
+    assert json.loads((dest / "data/listops/metadata.json").read_text()) == DATA_META
     # a second publication over the first needs --replace, and then holds only the new copy
     with pytest.raises(SystemExit, match="already holds files; pass --replace"):
         publish.main([str(res), str(dest)])
