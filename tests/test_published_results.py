@@ -1,5 +1,6 @@
-"""The published CPU suite (docs/results/cpu/) can be audited without rerunning it: its tables
-come back byte for byte from the committed records, analyses and benchmark, with the code here."""
+"""The published suites (docs/results/cpu/, docs/results/quick/) can be audited without rerunning
+them: every table file comes back byte for byte from the committed records, analyses, benchmark
+and data metadata, with the code here; and each suite still composes exactly its published runs."""
 
 from __future__ import annotations
 
@@ -11,23 +12,47 @@ import pytest
 from hkt.cli import main as hkt_main
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results" / "cpu"
-TABLES = ("main", "gap", "ablation", "kurtosis", "kernel", "truncation", "approximation", "cost")
 
 
-@pytest.mark.skipif(not (PUBLISHED / "runs").is_dir(), reason="no published CPU suite in docs/results/cpu")
-def test_the_published_tables_regenerate_from_the_published_records(tmp_path):
-    # A copy: aggregate reads the records where they lie and must not touch docs/.
-    runs = shutil.copytree(PUBLISHED / "runs", tmp_path / "runs")
-    analyses = sorted(str(p) for p in (PUBLISHED / "analysis").glob("*/*/main/*/analysis.parquet"))
-    assert len(list(runs.glob("*/*/*/*/record.json"))) == 33 and len(analyses) == 18
-    out = tmp_path / "out"
-    assert hkt_main(["aggregate", str(runs), "--out", str(out), "--main-variant", "main",
-                     "--ablation-task", "listops", "--derived", "levels1=mha",
-                     "--analyses", *analyses,
-                     "--bench", str(PUBLISHED / "bench" / "attention.csv")]) == 0
-    for name in TABLES:
-        ours = (out / "tables" / f"{name}.csv").read_bytes()
-        assert ours == (PUBLISHED / "tables" / f"{name}.csv").read_bytes(), f"tables/{name}.csv differs"
+def _regenerate(suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Rebuild ``docs/results/SUITE``'s tables as its workflow's aggregate step did: the same
+    arguments (the suite's Grid), the records, analyses, benchmark and data metadata laid out as
+    its results directory (a copy: aggregate must not touch docs/), read from its working
+    directory (the records' paths are part of runs.csv)."""
+    from hkt.workflow.grid import Grid
+
+    root = DOCS / suite
+    results = tmp_path / "results"
+    for part in ("runs", "analysis"):
+        if (root / part).is_dir():
+            shutil.copytree(root / part, results / part)
+    for meta in root.glob("data/*/metadata.json"):
+        (results / meta.parent.relative_to(root)).mkdir(parents=True)
+        shutil.copy(meta, results / meta.relative_to(root))
+    grid = Grid({**_suite_config(suite), "results_dir": "results"}, CONFIG_DIR)
+    args = ["aggregate", *grid.records(), "--out", "out", "--main-variant", "main",
+            *grid.ablation_args(), "--data", "results/data"]
+    if grid.analyses():
+        args += ["--analyses", *grid.analyses()]
+    if (root / "bench" / "attention.csv").is_file():
+        args += ["--bench", str(root / "bench" / "attention.csv")]
+    monkeypatch.chdir(tmp_path)
+    assert hkt_main(args) == 0
+    return tmp_path / "out"
+
+
+@pytest.mark.parametrize("suite", ["cpu", "quick"])
+def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path, monkeypatch):
+    root = DOCS / suite
+    if not (root / "runs").is_dir():
+        pytest.skip(f"docs/results/{suite}/ holds no published records")
+    out = _regenerate(suite, tmp_path, monkeypatch)
+    published = sorted(f.name for f in (root / "tables").iterdir()
+                       if not f.name.startswith("mlflow_check."))  # the MLflow store is not published
+    assert published and set(published) <= {f.name for f in (out / "tables").iterdir()}
+    differ = [name for name in published
+              if (out / "tables" / name).read_bytes() != (root / "tables" / name).read_bytes()]
+    assert not differ, f"docs/results/{suite}/tables: {differ} do not regenerate from its records"
 
 
 # ------------------------------------------------------------------------- no drift (issue 37)

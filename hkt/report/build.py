@@ -19,6 +19,7 @@ from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import claims_section
+from hkt.report.convergence import convergence_display, convergence_table, time_display, time_table
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
@@ -217,6 +218,17 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
                            + notes(abl_runs))
+    conv = convergence_table(runs, curves, (main_variant,))
+    written += write_table(conv, convergence_display(conv), tables / "convergence",
+                           "Where the validation curves stand at the end of each budget: the best "
+                           "checkpoint's step (the one tested), how many seeds were best at their "
+                           "last validation (still rising), and the mean validation curve over "
+                           "seeds (steps every seed evaluated).")
+    spent = time_table(runs)
+    written += write_table(spent, time_display(spent), tables / "time",
+                           "Where the trained runs' time went: each run's wall time summed (jobs "
+                           "that ran side by side count each), the part in training steps, and "
+                           "the rest. The suite's own wall time is in plan/sessions.json.")
     runs_csv = tables / "runs.csv"
     with atomic_path(runs_csv) as tmp:
         with_test_interval(runs).sort(KEY).write_csv(tmp)

@@ -1,0 +1,113 @@
+"""Where the training runs stand at the end of their budget, and where the suite's time went.
+
+* :func:`convergence_table`: per task, T and model, the steps of the best validation checkpoint
+  (the one tested), how many seeds were best at their last validation (still rising when the
+  budget ended), and the mean validation curve over seeds: its last evaluations and its best.
+  Prose about "still rising" or "flat" reads this table.
+* :func:`time_table`: per task, the trained runs' summed wall time and what share of it was
+  spent evaluating (wall time less the training steps' time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from hkt.report.writers import Display, fmt
+from hkt.runs import MODEL_ORDER, TASK_ORDER, order_key
+
+#: How many of the mean curve's last evaluations the table shows.
+LAST_EVALS = 4
+
+CONVERGENCE_SCHEMA = {
+    "task": pl.String, "length": pl.Int64, "model": pl.String, "seeds": pl.Int64,
+    "steps": pl.Int64, "best_step_min": pl.Int64, "best_step_max": pl.Int64,
+    "best_at_last": pl.Int64, "mean_curve_last": pl.String, "mean_curve_best": pl.Float64,
+    "mean_curve_best_step": pl.Int64}
+
+TIME_SCHEMA = {"task": pl.String, "length": pl.Int64, "runs": pl.Int64, "wall_h": pl.Float64,
+               "steps_h": pl.Float64, "evaluation_share": pl.Float64}
+
+
+def _mean_curve(curves: pl.DataFrame, seeds: int) -> pl.DataFrame:
+    """The mean validation accuracy (%) over seeds at each step every seed evaluated."""
+    return (curves.group_by("step").agg((pl.col("val_accuracy").mean() * 100).alias("val"),
+                                        pl.col("seed").n_unique().alias("n"))
+            .filter(pl.col("n") == seeds).sort("step"))
+
+
+def convergence_table(runs: pl.DataFrame, curves: pl.DataFrame,
+                      variants: Sequence[str] = ("main",)) -> pl.DataFrame:
+    """One row per task, T and trained model of ``variants`` with validation curves."""
+    rows = []
+    trained = runs.filter(pl.col("variant").is_in(list(variants)) & pl.col("external").is_null())
+    for (task, length, model), sel in trained.group_by(["task", "length", "model"]):
+        cur = curves.filter((pl.col("task") == task) & (pl.col("length") == length)
+                            & (pl.col("model") == model) & pl.col("variant").is_in(list(variants)))
+        if cur.is_empty():
+            continue
+        last = cur.group_by("seed").agg(pl.col("step").max().alias("last_step"))
+        best = sel.join(last, on="seed", how="inner")
+        seeds = sel["seed"].n_unique()
+        mean = _mean_curve(cur, seeds)
+        top = mean.sort(["val", "step"], descending=[True, False]).head(1)
+        rows.append({
+            "task": task, "length": length, "model": model, "seeds": seeds,
+            "steps": sel["steps"].max(), "best_step_min": sel["best_step"].min(),
+            "best_step_max": sel["best_step"].max(),
+            "best_at_last": int((best["best_step"] == best["last_step"]).sum()),
+            "mean_curve_last": ", ".join(f"{s}: {v:.2f}" for s, v in
+                                         mean.tail(LAST_EVALS).select("step", "val").rows()),
+            "mean_curve_best": top["val"][0] if len(top) else None,
+            "mean_curve_best_step": top["step"][0] if len(top) else None,
+        })
+    t = pl.DataFrame(rows, schema=CONVERGENCE_SCHEMA)
+    return t.sort(order_key("task", TASK_ORDER), "task", "length",
+                  order_key("model", MODEL_ORDER), "model")
+
+
+def _range(low: int | None, high: int | None) -> str:
+    if low is None or high is None:
+        return "?"
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
+def convergence_display(t: pl.DataFrame) -> Display:
+    header = ["task", "T", "model", "seeds", "steps", "best step (tested)",
+              "seeds best at their last validation", f"mean val curve, last {LAST_EVALS} (step: %)",
+              "mean val curve, best (%)"]
+    rows = [[r["task"], str(r["length"]), r["model"], str(r["seeds"]), fmt(r["steps"]),
+             _range(r["best_step_min"], r["best_step_max"]),
+             f"{r['best_at_last']} of {r['seeds']}", r["mean_curve_last"],
+             "" if r["mean_curve_best"] is None
+             else f"{r['mean_curve_best']:.2f} at step {r['mean_curve_best_step']:,}"]
+            for r in t.iter_rows(named=True)]
+    return header, rows
+
+
+def time_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """Per task and T, the trained runs (every variant, external baselines aside): their summed
+    wall time (h), the part spent in training steps (ms/step × steps) and the rest's share
+    (evaluation, checkpoints, loading)."""
+    trained = runs.filter(pl.col("external").is_null() & pl.col("wall_time_s").is_not_null())
+    t = trained.group_by(["task", "length"]).agg(
+        pl.len().cast(pl.Int64).alias("runs"),
+        (pl.col("wall_time_s").sum() / 3600).alias("wall_h"),
+        ((pl.col("ms_per_step") * pl.col("steps")).sum() / 3.6e6).alias("steps_h"))
+    t = t.with_columns((1 - pl.col("steps_h") / pl.col("wall_h")).alias("evaluation_share"))
+    total = t.select(pl.lit("all").alias("task"), pl.lit(None, pl.Int64).alias("length"),
+                     pl.col("runs").sum(), pl.col("wall_h").sum(), pl.col("steps_h").sum())
+    total = total.with_columns((1 - pl.col("steps_h") / pl.col("wall_h")).alias("evaluation_share"))
+    t = t.sort(order_key("task", TASK_ORDER), "task", "length")
+    return pl.concat([t, total], how="vertical_relaxed").select(*TIME_SCHEMA) if len(t) else \
+        pl.DataFrame(schema=TIME_SCHEMA)
+
+
+def time_display(t: pl.DataFrame) -> Display:
+    header = ["task", "T", "trained runs", "wall time, summed (h)", "in training steps (h)",
+              "the rest: evaluation, checkpoints, loading (%)"]
+    rows = [[r["task"], "" if r["length"] is None else str(r["length"]), str(r["runs"]),
+             f"{r['wall_h']:.2f}", f"{r['steps_h']:.2f}", f"{100 * r['evaluation_share']:.1f}"]
+            for r in t.iter_rows(named=True)]
+    return header, rows
