@@ -2,6 +2,8 @@
 number without rerunning it, and nothing large.
 
     .venv/bin/python scripts/publish_results.py RESULTS DEST [--replace]
+    .venv/bin/python scripts/publish_results.py --retable DEST
+
 
 Copies the summary, every table and figure, the attention benchmark, the plan the workflow
 printed (``plan/suite.json``) and the workflow's sessions (``plan/sessions.json``: its wall time
@@ -26,10 +28,12 @@ files, unless ``--replace``, which swaps the new copy in only once it is complet
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path, PurePosixPath
 
 from hkt.data.layout import DATA_METADATA
@@ -103,7 +107,7 @@ def write_metadata(data_dir: Path, dest: Path) -> None:
     if meta is None:
         raise SystemExit(f"{data_dir} holds no prepared train split to read the data's metadata "
                          "from: publish from the results directory the suite ran in")
-    dest.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", "utf-8")
+    dest.write_text(json.dumps(meta, indent=1) + "\n", "utf-8")
 
 
 def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list[Path]]:
@@ -156,12 +160,73 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
     return copied, left
 
 
+def regenerate(dest: Path, work: Path) -> Path:
+    """Rebuild the publication ``dest`` (``docs/results/SUITE``)'s tables, figures and summary
+    with this code, as its workflow's aggregate step did: the same arguments (the suite's Grid),
+    its records, analyses and data metadata laid out as a results directory under ``work`` and
+    read from there (the records' paths are part of runs.csv). Returns the output directory."""
+    import yaml
+
+    from hkt.cli import main as hkt_main
+    from hkt.config import config_dir
+    from hkt.workflow.grid import Grid
+    from hkt.workflow.suites import merge
+
+    suite = dest.name
+    configs = config_dir()
+    config = merge(yaml.safe_load((configs / "config.yaml").read_text()),
+                   yaml.safe_load((configs / "suites" / f"{suite}.yaml").read_text()))
+    results = work / "results"
+    for part in ("runs", "analysis"):
+        if (dest / part).is_dir():
+            shutil.copytree(dest / part, results / part)
+    for meta in dest.glob(f"data/*/{DATA_METADATA}"):
+        (results / meta.parent.relative_to(dest)).mkdir(parents=True)
+        shutil.copy(meta, results / meta.relative_to(dest))
+    grid = Grid({**config, "results_dir": "results"}, configs)
+    args = ["aggregate", *grid.records(), "--out", "results", "--main-variant", "main",
+            *grid.ablation_args(), "--data", "results/data"]
+    if grid.analyses():
+        args += ["--analyses", *grid.analyses()]
+    if (dest / "bench" / "attention.csv").is_file():
+        args += ["--bench", str((dest / "bench" / "attention.csv").resolve())]
+    with contextlib.chdir(work):
+        if hkt_main(args) != 0:
+            raise SystemExit(f"hkt aggregate failed on the records of {dest}")
+    return results
+
+
+def retable(dest: Path) -> int:
+    """Replace ``dest``'s tables (the MLflow audit aside), figures and summary with
+    :func:`regenerate`'s; the number of files written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = regenerate(dest, Path(tmp))
+        n = 0
+        made = [out / "summary.md", *(out / "tables").iterdir(), *(out / "figures").iterdir()]
+        for f in sorted(made):
+            target = dest / f.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, target)
+            n += 1
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", type=Path)
+    ap.add_argument("results", type=Path, nargs="?")
     ap.add_argument("dest", type=Path)
     ap.add_argument("--replace", action="store_true", help="replace what DEST holds, once the new copy is complete")
+    ap.add_argument("--retable", action="store_true",
+                    help="no RESULTS: rebuild DEST's tables, figures and summary from its own records "
+                         "with this code (DEST's name is its suite's)")
     args = ap.parse_args(argv)
+    if args.retable:
+        if args.results is not None:
+            ap.error("--retable takes DEST alone")
+        print(f"wrote {retable(args.dest)} files in {args.dest}")
+        return 0
+    if args.results is None:
+        ap.error("give RESULTS and DEST")
     n, left = publish(args.results, args.dest, args.replace)
     print(f"published {n} files from {args.results} to {args.dest}")
     if left:

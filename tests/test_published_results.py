@@ -4,49 +4,29 @@ and data metadata, with the code here; and each suite still composes exactly its
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-from hkt.cli import main as hkt_main
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "results"
+CONFIG_DIR = ROOT / "config"
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results" / "cpu"
 
-
-def _regenerate(suite: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Rebuild ``docs/results/SUITE``'s tables as its workflow's aggregate step did: the same
-    arguments (the suite's Grid), the records, analyses, benchmark and data metadata laid out as
-    its results directory (a copy: aggregate must not touch docs/), read from its working
-    directory (the records' paths are part of runs.csv)."""
-    from hkt.workflow.grid import Grid
-
-    root = DOCS / suite
-    results = tmp_path / "results"
-    for part in ("runs", "analysis"):
-        if (root / part).is_dir():
-            shutil.copytree(root / part, results / part)
-    for meta in root.glob("data/*/metadata.json"):
-        (results / meta.parent.relative_to(root)).mkdir(parents=True)
-        shutil.copy(meta, results / meta.relative_to(root))
-    grid = Grid({**_suite_config(suite), "results_dir": "results"}, CONFIG_DIR)
-    args = ["aggregate", *grid.records(), "--out", "out", "--main-variant", "main",
-            *grid.ablation_args(), "--data", "results/data"]
-    if grid.analyses():
-        args += ["--analyses", *grid.analyses()]
-    if (root / "bench" / "attention.csv").is_file():
-        args += ["--bench", str(root / "bench" / "attention.csv")]
-    monkeypatch.chdir(tmp_path)
-    assert hkt_main(args) == 0
-    return tmp_path / "out"
+def _publish_script():
+    spec = importlib.util.spec_from_file_location("hkt_publish_results", ROOT / "scripts" / "publish_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize("suite", ["cpu", "quick"])
-def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path, monkeypatch):
+def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
     root = DOCS / suite
     if not (root / "runs").is_dir():
         pytest.skip(f"docs/results/{suite}/ holds no published records")
-    out = _regenerate(suite, tmp_path, monkeypatch)
+    out = _publish_script().regenerate(root, tmp_path)
     published = sorted(f.name for f in (root / "tables").iterdir()
                        if not f.name.startswith("mlflow_check."))  # the MLflow store is not published
     assert published and set(published) <= {f.name for f in (out / "tables").iterdir()}
@@ -58,8 +38,6 @@ def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path, monkey
 # ------------------------------------------------------------------------- no drift (issue 37)
 # docs/results/NAME/ is the published run of config/suites/NAME.yaml. A suite edited after its
 # run was published fails here until it is republished or given another name.
-DOCS = PUBLISHED.parent
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 
 
 def _suite_config(name: str) -> dict:

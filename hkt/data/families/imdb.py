@@ -100,7 +100,7 @@ def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> tuple[Spli
 def alternative_source(meta: dict[str, Any]) -> str:
     """What a copy other than the official archive may differ in (hkt.data.provenance)."""
     counts = (meta.get("params") or {}).get("official_counts") or {}
-    official = " and ".join(f"{n:,} {s}" for s, n in counts.items())
+    official = " and ".join(f"{counts[s]:,} {s}" for s in sorted(counts, key=("train", "test").index))
     return ("an IMDB copy is read as the aclImdb layout of review text files, so it can differ from "
             "the official archive in the reviews' text, labels or number; counts other than the "
             f"official {official or 'ones'} are logged, and the text is not checked against the "
