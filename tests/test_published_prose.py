@@ -1,0 +1,88 @@
+"""What the results READMEs say with a number, the published files say too (issue 37: prose
+that the files did not support). Every figure with two decimals (accuracies, differences,
+intervals, p-values, ρ) in a results README, and in the main README's Results section, must be
+in that suite's published tables or summary, be one of the paper's figures (hkt/paper.py), or
+be the suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from hkt import paper
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "results"
+#: A two-decimal figure, not part of a version number (3.11.7) or a longer decimal.
+FIGURE = re.compile(r"(?<![\d.])\d+\.\d\d(?![\d]|\.\d)")
+#: A version follows these words: not a result.
+VERSION = re.compile(r"(Debian|Linux|Python|CPython|torch|MLflow|glibc)\s+$")
+
+
+def figures(text: str) -> set[str]:
+    return {m.group() for m in FIGURE.finditer(text) if not VERSION.search(text[:m.start()][-12:])}
+
+
+def paper_figures() -> set[str]:
+    values = [v for r in (*paper.MAIN, *paper.LRA_TRANSFORMER) for v in (r.mean, r.std)]
+    values += [paper.ABLATION_NO_HIERARCHY["delta_pp"], paper.KURTOSIS, *paper.SCORE_COST.values()]
+    by_task = {}
+    for r in paper.MAIN:
+        by_task.setdefault((r.task, r.length), {})[r.model] = r.mean
+    values += [m["hkt"] - m["mha"] for m in by_task.values() if {"hkt", "mha"} <= set(m)]
+    return {f"{abs(v):.2f}" for v in values if v == v}
+
+
+def wall_figures(root: Path) -> set[str]:
+    """The suite's wall time in hours from its sessions and its wrapper's stamps, and its ratio
+    to the plan's estimate at the first start."""
+    out = set()
+    sessions = root / "plan" / "sessions.json"
+    if sessions.is_file():
+        runs = json.loads(sessions.read_text())["sessions"]
+        wall = sum(s["ended"] - s["started"] for s in runs)
+        out |= {f"{wall / 3600:.2f}", f"{wall / runs[0]['estimate_s']:.2f}"}
+    stamps = root / "segments.log"
+    if stamps.is_file():
+        times = re.findall(r"=== (start|end) (\S+)", stamps.read_text())
+        starts = [datetime.fromisoformat(t.replace("Z", "+00:00")) for k, t in times if k == "start"]
+        ends = [datetime.fromisoformat(t.replace("Z", "+00:00")) for k, t in times if k == "end"]
+        out.add(f"{sum((e - s).total_seconds() for s, e in zip(starts, ends)) / 3600:.2f}")
+    return out
+
+
+def published_text(root: Path) -> str:
+    files = [root / "summary.md", *sorted((root / "tables").glob("*.md")),
+             *sorted((root / "tables").glob("*.csv"))]
+    return "\n".join(f.read_text("utf-8") for f in files if f.is_file())
+
+
+def unsupported(text: str, root: Path) -> list[str]:
+    known = set(figures(published_text(root))) | paper_figures() | wall_figures(root)
+    return sorted(f for f in figures(text) if f not in known)
+
+
+@pytest.mark.parametrize("suite", ["cpu", "quick"])
+def test_every_figure_of_a_results_readme_is_in_its_published_files(suite):
+    root = DOCS / suite
+    if not (root / "tables").is_dir() or not (root / "runs").is_dir():
+        pytest.skip(f"docs/results/{suite}/ holds no published records")
+    assert unsupported((root / "README.md").read_text("utf-8"), root) == []
+
+
+def test_the_main_readme_results_section_quotes_the_published_files():
+    text = (ROOT / "README.md").read_text("utf-8")
+    section = text[text.index("## Results"):text.index("\n## ", text.index("## Results") + 1)]
+    roots = [DOCS / s for s in ("cpu", "quick") if (DOCS / s / "tables").is_dir()]
+    known = set().union(*(figures(published_text(r)) | wall_figures(r) for r in roots)) | paper_figures()
+    assert sorted(f for f in figures(section) if f not in known) == []
+
+
+def test_a_figure_the_files_do_not_hold_is_found(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "main.md").write_text("| hkt | 35.53 ± 0.74 |\n")
+    assert unsupported("HKT scored 35.53 %, MHA 33.35 % (Debian 12.11)", tmp_path) == ["33.35"]
