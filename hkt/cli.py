@@ -47,7 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "attention": ("hkt.bench.attention", "Time and memory of MHA vs HKT attention over sequence length."),
     "loader": ("hkt.bench.loader", "Data-loader throughput beside a training step's consumption."),
-    "train": ("hkt.bench.train", "Training throughput of MHA/HKT models vs nn.TransformerEncoder."),
+    "train": ("hkt.bench.train", "Training throughput of MHA/HKT/S4D models vs nn.TransformerEncoder."),
 }
 
 BASELINES: dict[str, tuple[str, str]] = {

@@ -67,7 +67,7 @@ CURVE_COLUMNS: dict[str, Any] = {
 KEY = ["task", "length", "model", "variant", "seed"]
 
 #: Display order of models; others follow alphabetically.
-MODEL_ORDER = ("mha", "hkt", "conv", "ngram", "majority")
+MODEL_ORDER = ("mha", "hkt", "conv", "s4d", "ngram", "majority")
 #: Display order of tasks; others follow alphabetically.
 TASK_ORDER = ("listops", "cifar10", "imdb")
 

@@ -269,7 +269,7 @@ def test_score_cost_ratio():
         score_cost_ratio(0, 2)
 
 
-@pytest.mark.parametrize("name", ["mha", "hkt"])
+@pytest.mark.parametrize("name", ["mha", "hkt", "s4d"])
 def test_bf16_autocast_runs(name):
     """The path the GPU uses (bf16 autocast) also runs on CPU, with finite outputs and grads."""
     m = build_attention(name, d_model=D, n_heads=H)

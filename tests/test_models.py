@@ -18,7 +18,7 @@ def model_cfg(name: str, **overrides) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("name", ["mha", "hkt"])
+@pytest.mark.parametrize("name", ["mha", "hkt", "s4d"])
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
 def test_logits_ignore_padding(name, pooling, positional):

@@ -141,11 +141,11 @@ def test_unknown_attention_and_family_errors_name_the_choices():
     from hkt.errors import ConfigError, ConfigValueError
     from hkt.models.encoder import EncoderConfig
 
-    with pytest.raises(ValueError, match=r"unknown attention 'nope'; registered: conv, hkt, mha"):
+    with pytest.raises(ValueError, match=r"unknown attention 'nope'; registered: conv, hkt, mha, s4d"):
         build_attention("nope", d_model=8, n_heads=2)
     with pytest.raises(ConfigError, match=r"task.name must be one of cifar10, imdb, listops .*'nope'"):
         family_module("nope")
-    with pytest.raises(ConfigValueError, match=r"known: conv, hkt, mha"):
+    with pytest.raises(ConfigValueError, match=r"known: conv, hkt, mha, s4d"):
         EncoderConfig(name="nope")
 
 

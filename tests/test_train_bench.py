@@ -15,17 +15,17 @@ def test_bench_train_writes_table(tmp_path, capsys):
                  "--warmup", "1", "--threads", "1", "--out", str(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "nn.TransformerEncoder" in out and "ours: HKT" in out
+    assert "nn.TransformerEncoder" in out and "ours: HKT" in out and "ours: S4D" in out
     rows = list(csv.DictReader(open(tmp_path / "train_throughput.csv")))
-    assert [r["model"] for r in rows] == ["mha", "hkt", "torch", "torch_fused"]
+    assert [r["model"] for r in rows] == ["mha", "hkt", "s4d", "torch", "torch_fused"]
     for r in rows:
         assert float(r["ms_per_step"]) > 0 and float(r["samples_per_s"]) > 0
         assert r["seq_len"] == "32" and r["d_model"] == "16"
     # the speedup column is the PyTorch encoder's time over each model's (rounded to 3 places)
-    torch_ms = float(rows[2]["ms_per_step"])
+    torch_ms = float(rows[3]["ms_per_step"])
     for r in rows:
         assert float(r["speedup_vs_torch"]) == pytest.approx(torch_ms / float(r["ms_per_step"]),
                                                              abs=1e-3)
     # same widths and depth: MHA and the PyTorch encoder have the same parameter count
-    assert rows[0]["n_params"] == rows[2]["n_params"]
+    assert rows[0]["n_params"] == rows[3]["n_params"]
     assert (tmp_path / "train_throughput.md").read_text().startswith("Training throughput")

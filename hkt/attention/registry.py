@@ -11,7 +11,9 @@ dataclass named by the class attribute ``config_class`` (defaults and checks in 
 ``forward(x, key_mask=None, *, return_internals=False)``; decorate it with
 ``@register("name")``; add ``config/model/name.yaml``, which selects the structured config
 ``/schema/model/name`` (registered with Hydra for every registered attention) and overrides what
-it needs.
+it needs. Parameters with their own learning rate or weight decay are declared by the module's
+``optimizer_settings`` (:mod:`hkt.train.optim`); a model's own ``optim.lr`` lives in
+``config/model_optim/name.yaml``. The whole recipe: README, "Adding a baseline" (a).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``hkt bench train``: training throughput of our MHA and HKT models beside ``nn.TransformerEncoder``.
+"""``hkt bench train``: training throughput of our models (MHA, HKT, S4D by default; any registered
+mixer by ``--models``) beside ``nn.TransformerEncoder``.
 
 One training step = forward, cross-entropy, backward, gradient clipping, AdamW step, on random
 tokens of the benchmark shape (by default the ``cpu`` profile's: ListOps T=512, batch 32,
@@ -44,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-layers", type=int)
     parser.add_argument("--n-heads", type=int)
     parser.add_argument("--d-ffn", type=int)
-    parser.add_argument("--models", default="mha,hkt,torch,torch_fused",
-                        help="comma-separated: mha, hkt, conv (our models), torch (nn.TransformerEncoder "
+    parser.add_argument("--models", default="mha,hkt,s4d,torch,torch_fused",
+                        help="comma-separated: mha, hkt, s4d, conv (our models: any registered "
+                             "mixer), torch (nn.TransformerEncoder "
                              "as a user writes it: `dropout` also drops attention probabilities), "
                              "torch_fused (the same with attention dropout off)")
     add_run_arguments(parser, steps=10, warmup=3)
@@ -149,7 +151,8 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{r0['d_model']}, {r0['n_layers']} layers, {r0['n_heads']} heads, FFN {r0['d_ffn']} "
             f"({r0['device']}, torch {r0['torch_version']}; median of "
             f"{r0['steps']} steps)")
-    label = {"mha": "ours: MHA", "hkt": "ours: HKT", "torch": "nn.TransformerEncoder",
+    label = {"mha": "ours: MHA", "hkt": "ours: HKT", "s4d": "ours: S4D", "conv": "ours: conv",
+             "torch": "nn.TransformerEncoder",
              "torch_fused": "nn.TransformerEncoder, no attention dropout"}
     table = markdown(
         ["model", "params", "ms/step", "samples/s", "speed-up vs nn.TransformerEncoder"],

@@ -11,8 +11,8 @@ from hkt.fileio import atomic_path
 from hkt.runs import task_keys
 
 #: A fixed colour per model, so a model looks the same in every figure.
-COLORS = {"mha": "#4C72B0", "hkt": "#DD8452", "conv": "#55A868", "ngram": "#8172B3",
-          "majority": "#937860"}
+COLORS = {"mha": "#4C72B0", "hkt": "#DD8452", "conv": "#55A868", "s4d": "#C44E52",
+          "ngram": "#8172B3", "majority": "#937860"}
 
 
 def pyplot() -> Any:
