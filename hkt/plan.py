@@ -238,6 +238,23 @@ def see_also(config: Mapping[str, Any]) -> str:
                    f"`hkt plan --suite {name}`" for name, why in (config.get("see_also") or {}).items())
 
 
+def published_line(config: Mapping[str, Any]) -> str:
+    """What the suite's publication (its ``published`` directory) measured: the wall time over
+    its runs of the workflow against the plan made at its first start ("" for none)."""
+    from hkt.config import config_dir
+    from hkt.workflow.sessions import duration, load_sessions, session_seconds
+
+    where = config.get("published")
+    sessions = load_sessions(config_dir().parent / where) if where else []
+    if not sessions:
+        return ""
+    wall = sum(session_seconds(s, now=0.0, host="") for s in sessions)
+    first = float(sessions[0].get("estimate_s") or 0.0)
+    against = f", {wall / first:.2f}x the {duration(first)} planned then" if first else ""
+    return (f"\npublished: {where}/ took {duration(wall)} over {len(sessions)} runs of the "
+            f"workflow{against} ({where}/plan/sessions.json)")
+
+
 def log_advice(grid: Any) -> str:
     """Where each job's log is, and how to follow one."""
     return (f"logs: {grid.results}/logs/RULE/... (one per job; a training job's is "
@@ -338,8 +355,9 @@ def run(args: argparse.Namespace) -> int:
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
                   f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
-    if see_also(config):
-        print(see_also(config).lstrip("\n"))
+    for line in (published_line(config), see_also(config)):
+        if line:
+            print(line.lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "
           f"{len(plan.untimed)} not timed) in "
           f"{time.perf_counter() - start:.0f} s")

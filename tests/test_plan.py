@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 import yaml
 from omegaconf import OmegaConf
 
@@ -184,3 +185,13 @@ def test_the_plan_of_each_cpu_suite_points_to_the_other():
         assert f"another suite: {other}, " in text
         assert f"`--configfile config/suites/{other}.yaml`, `hkt plan --suite {other}`" in text
     assert see_also(load_plan("smoke")[0]) == ""
+
+
+def test_the_plan_sets_a_suites_published_wall_time_beside_its_estimate():
+    from hkt.plan import published_line
+
+    if not (ROOT / "docs" / "results" / "cpu" / "plan" / "sessions.json").is_file():
+        pytest.skip("docs/results/cpu/ holds no published sessions")
+    line = published_line({"published": "docs/results/cpu"})
+    assert "docs/results/cpu/ took 9.7 h over 9 runs of the workflow, 0.95x the 10.3 h planned" in line
+    assert published_line({}) == "" and published_line({"published": "docs/results/none"}) == ""

@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results"
 CONFIG_DIR = ROOT / "config"
+#: The suites with a publication (their ``published`` key): docs/results/NAME is suite NAME's.
+PUBLISHED_SUITES = sorted(p.stem for p in (CONFIG_DIR / "suites").glob("*.yaml")
+                          if "\npublished:" in p.read_text())
 
 
 def _publish_script():
@@ -21,7 +24,11 @@ def _publish_script():
     return module
 
 
-@pytest.mark.parametrize("suite", ["cpu", "quick"])
+def test_the_published_suites_are_the_cpu_and_quick_suites():
+    assert PUBLISHED_SUITES == ["cpu", "quick"]
+
+
+@pytest.mark.parametrize("suite", PUBLISHED_SUITES)
 def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
     root = DOCS / suite
     if not (root / "runs").is_dir():
@@ -69,15 +76,17 @@ def _published_training_runs(root: Path) -> dict:
     return runs
 
 
-@pytest.mark.parametrize("suite", ["cpu", "quick"])
+@pytest.mark.parametrize("suite", PUBLISHED_SUITES)
 def test_the_suite_composes_exactly_its_published_training_runs(suite):
     from hkt.workflow.configs import config_digest, train_config_digest
     from hkt.workflow.grid import Grid
 
-    root = DOCS / suite
+    config = _suite_config(suite)
+    root = ROOT / config["published"]
+    assert root == DOCS / suite, "a suite's publication is docs/results/<its name>"
     if not (root / "runs").is_dir():
         pytest.skip(f"docs/results/{suite}/ holds no published records")
-    grid = Grid(_suite_config(suite), CONFIG_DIR)
+    grid = Grid(config, CONFIG_DIR)
     published = _published_training_runs(root)
     jobs = grid.train_jobs()
     assert set(jobs) == set(published), (
