@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import yaml
 from omegaconf import OmegaConf
 
