@@ -161,21 +161,15 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
 
 
 def regenerate(dest: Path, work: Path) -> Path:
-    """Rebuild the publication ``dest`` (``docs/results/SUITE``)'s tables, figures and summary
-    with this code, as its workflow's aggregate step did: the same arguments (the suite's Grid),
-    its records, analyses and data metadata laid out as a results directory under ``work`` and
-    read from there (the records' paths are part of runs.csv). Returns the output directory."""
-    import yaml
-
+    """Rebuild the publication ``dest`` (``docs/results/NAME``)'s tables, figures and summary
+    with this code, as its workflow's aggregate step did: the same arguments (the Grid of suite
+    NAME), its records, analyses and data metadata laid out as a results directory under
+    ``work`` and read from there (the records' paths are part of runs.csv). A publication of no
+    suite (runs made by ``hkt train`` directly: ``docs/results/gpu``) is aggregated from every
+    record under its ``runs/``, with the ablation table on the paper's ablation task. Returns
+    the output directory."""
     from hkt.cli import main as hkt_main
-    from hkt.config import config_dir
-    from hkt.workflow.grid import Grid
-    from hkt.workflow.suites import merge
 
-    suite = dest.name
-    configs = config_dir()
-    config = merge(yaml.safe_load((configs / "config.yaml").read_text()),
-                   yaml.safe_load((configs / "suites" / f"{suite}.yaml").read_text()))
     results = work / "results"
     for part in ("runs", "analysis"):
         if (dest / part).is_dir():
@@ -183,17 +177,36 @@ def regenerate(dest: Path, work: Path) -> Path:
     for meta in dest.glob(f"data/*/{DATA_METADATA}"):
         (results / meta.parent.relative_to(dest)).mkdir(parents=True)
         shutil.copy(meta, results / meta.relative_to(dest))
-    grid = Grid({**config, "results_dir": "results"}, configs)
-    args = ["aggregate", *grid.records(), "--out", "results", "--main-variant", "main",
-            *grid.ablation_args(), "--data", "results/data"]
-    if grid.analyses():
-        args += ["--analyses", *grid.analyses()]
+    args = [*_aggregate_inputs(dest.name, results), "--out", "results", "--main-variant", "main",
+            "--data", "results/data"]
     if (dest / "bench" / "attention.csv").is_file():
         args += ["--bench", str((dest / "bench" / "attention.csv").resolve())]
     with contextlib.chdir(work):
-        if hkt_main(args) != 0:
+        if hkt_main(["aggregate", *args]) != 0:
             raise SystemExit(f"hkt aggregate failed on the records of {dest}")
     return results
+
+
+def _aggregate_inputs(name: str, results: Path) -> list[str]:
+    """The records, ablation and analyses arguments of suite ``name``'s aggregate step, paths
+    relative to ``results``' parent; every record under ``results/runs`` for no suite."""
+    import yaml
+
+    from hkt.config import config_dir
+    from hkt.paper import ABLATION_TASK
+    from hkt.workflow.grid import Grid
+    from hkt.workflow.suites import merge
+
+    configs = config_dir()
+    suite = configs / "suites" / f"{name}.yaml"
+    if not suite.is_file():
+        records = sorted(str(f.relative_to(results.parent)) for f in results.rglob("record.json"))
+        return [*records, "--ablation-task", ABLATION_TASK]
+    config = merge(yaml.safe_load((configs / "config.yaml").read_text()),
+                   yaml.safe_load(suite.read_text()))
+    grid = Grid({**config, "results_dir": results.name}, configs)
+    analyses = ["--analyses", *grid.analyses()] if grid.analyses() else []
+    return [*grid.records(), *grid.ablation_args(), *analyses]
 
 
 def retable(dest: Path) -> int:

@@ -1,11 +1,13 @@
 """What the results READMEs say with a number, the published files say too (issue 37: prose
 that the files did not support). Every figure with two decimals (accuracies, differences,
 intervals, p-values, ρ) in a results README, and in the main README's Results section, must be
-in that suite's published tables or summary, be one of the paper's figures (hkt/paper.py), or
-be the suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan."""
+in the published tables or summaries (a README may set another publication's rows beside its
+own), be a run's accuracy in runs.csv, be one of the paper's figures (hkt/paper.py), or be a
+suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from datetime import datetime
@@ -55,34 +57,38 @@ def wall_figures(root: Path) -> set[str]:
     return out
 
 
-def published_text(root: Path) -> str:
+def published_figures(root: Path) -> set[str]:
+    """The figures of a publication's summary and tables, and each run's accuracies (%)."""
     files = [root / "summary.md", *sorted((root / "tables").glob("*.md")),
              *sorted((root / "tables").glob("*.csv"))]
-    return "\n".join(f.read_text("utf-8") for f in files if f.is_file())
+    out = figures("\n".join(f.read_text("utf-8") for f in files if f.is_file()))
+    runs = root / "tables" / "runs.csv"
+    if runs.is_file():
+        for row in csv.DictReader(runs.open(encoding="utf-8")):
+            out |= {f"{100 * float(row[k]):.2f}" for k in ("val_accuracy", "test_accuracy") if row[k]}
+    return out | wall_figures(root)
 
 
-def unsupported(text: str, root: Path) -> list[str]:
-    known = set(figures(published_text(root))) | paper_figures() | wall_figures(root)
+def unsupported(text: str, roots: list[Path]) -> list[str]:
+    known = set().union(*(published_figures(r) for r in roots)) | paper_figures()
     return sorted(f for f in figures(text) if f not in known)
 
 
-@pytest.mark.parametrize("suite", ["cpu", "quick"])
-def test_every_figure_of_a_results_readme_is_in_its_published_files(suite):
-    root = DOCS / suite
-    if not (root / "tables").is_dir() or not (root / "runs").is_dir():
-        pytest.skip(f"docs/results/{suite}/ holds no published records")
-    assert unsupported((root / "README.md").read_text("utf-8"), root) == []
+PUBLICATIONS = sorted(p for p in DOCS.iterdir() if (p / "tables").is_dir()) if DOCS.is_dir() else []
+
+
+@pytest.mark.parametrize("root", PUBLICATIONS, ids=lambda p: p.name)
+def test_every_figure_of_a_results_readme_is_in_the_published_files(root):
+    assert unsupported((root / "README.md").read_text("utf-8"), PUBLICATIONS) == []
 
 
 def test_the_main_readme_results_section_quotes_the_published_files():
     text = (ROOT / "README.md").read_text("utf-8")
     section = text[text.index("## Results"):text.index("\n## ", text.index("## Results") + 1)]
-    roots = [DOCS / s for s in ("cpu", "quick") if (DOCS / s / "tables").is_dir()]
-    known = set().union(*(figures(published_text(r)) | wall_figures(r) for r in roots)) | paper_figures()
-    assert sorted(f for f in figures(section) if f not in known) == []
+    assert unsupported(section, PUBLICATIONS) == []
 
 
 def test_a_figure_the_files_do_not_hold_is_found(tmp_path):
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "main.md").write_text("| hkt | 35.53 ± 0.74 |\n")
-    assert unsupported("HKT scored 35.53 %, MHA 33.35 % (Debian 12.11)", tmp_path) == ["33.35"]
+    assert unsupported("HKT scored 35.53 %, MHA 33.35 % (Debian 12.11)", [tmp_path]) == ["33.35"]

@@ -28,7 +28,7 @@ def test_the_published_suites_are_the_cpu_and_quick_suites():
     assert PUBLISHED_SUITES == ["cpu", "quick"]
 
 
-@pytest.mark.parametrize("suite", PUBLISHED_SUITES)
+@pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
 def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
     root = DOCS / suite
     if not (root / "runs").is_dir():
