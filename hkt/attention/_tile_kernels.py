@@ -2,8 +2,8 @@
 
 Private (a leading underscore): the attention registry does not import it, so importing
 ``hkt.attention`` never needs Triton. ``@triton.jit`` reads ``TRITON_INTERPRET`` when it
-decorates, that is when this module is imported; :data:`INTERPRETED` records what it saw, and
-``tile.kernels()`` re-imports the module when the variable has changed since.
+decorates, here and in Triton's own library (``tl.zeros``, ``tl.sum``, …) when triton is first
+imported, so the whole process either interprets or compiles; :data:`INTERPRETED` records which.
 
 Layouts. Per-level queries and keys are concatenated along time: ``Q[b, r, h·D + c]`` with
 level l's rows at ``start_l = Σ_{m<l} T_pad / s^m``, ``T_l = T_pad / s^l`` rows long. V, O and dO

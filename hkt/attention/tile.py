@@ -33,7 +33,6 @@ Triton's CPU interpreter, ``TRITON_INTERPRET=1``, which the tests use).
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from types import ModuleType
@@ -60,13 +59,6 @@ def config_problem(levels: int, stride: int, upsample: str) -> tuple[str, object
     return None
 
 
-def interpreting() -> bool:
-    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``)."""
-    from triton import knobs
-
-    return bool(knobs.runtime.interpret)
-
-
 def unavailable(x: Tensor) -> str | None:
     """Why the tile kernel cannot run on ``x`` here (what is missing, what to use instead), or
     None when it can: Triton installed, and a CUDA tensor or Triton's interpreter on."""
@@ -75,20 +67,19 @@ def unavailable(x: Tensor) -> str | None:
     except ImportError:
         return ("impl='tile' needs Triton, which is not installed here (pip install triton; "
                 "Linux; the dev extra has it); use impl='fused'")
-    if interpreting() or x.device.type == "cuda":
+    if kernels().INTERPRETED or x.device.type == "cuda":
         return None
     return (f"impl='tile' runs Triton kernels on a CUDA device, and this input is on "
-            f"{x.device}; use impl='fused' here (or set TRITON_INTERPRET=1 to run the kernel in "
-            "Triton's CPU interpreter: slow, for tests)")
+            f"{x.device}; use impl='fused' here (or start Python with TRITON_INTERPRET=1 to run "
+            "the kernel in Triton's CPU interpreter: slow, for tests)")
 
 
 def kernels() -> ModuleType:
-    """The kernel module, imported so that its ``@triton.jit`` saw the current
-    ``TRITON_INTERPRET`` (re-imported when the variable changed since the last import)."""
+    """The kernel module (imports Triton). Triton reads ``TRITON_INTERPRET`` when it is imported
+    (its own library is decorated then, like our kernels), so interpreter or GPU is decided once
+    per process: set the variable before anything imports triton."""
     from hkt.attention import _tile_kernels
 
-    if _tile_kernels.INTERPRETED != interpreting():
-        _tile_kernels = importlib.reload(_tile_kernels)
     return _tile_kernels
 
 
