@@ -81,6 +81,21 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or interpreting(),
+                    reason="needs a CUDA device (the compiled kernels, not the interpreter)")
+@pytest.mark.parametrize("case", [(3, 2, True, True, "dynamic", 300, 64, 64, 2),
+                                  (4, 4, False, True, "static", 300, 64, 32, 2),
+                                  (2, 2, False, False, "dynamic", 1000, 64, 64, 1)],
+                         ids=lambda case: "-".join(map(str, case)))
+def test_compiled_tile_equals_reference_on_cuda(case):
+    """The compiled kernels on a GPU, float32 (IEEE dot products, as torch's default)."""
+    pytest.importorskip("triton", reason=NEEDS_TRITON)
+    from tile_interpreter import run_case  # tests/ is on sys.path under pytest
+
+    assert_same({impl: {k: v.cpu() for k, v in out.items()}
+                 for impl, out in run_case(*case, device="cuda").items()})
+
+
 @pytest.mark.skipif(torch.cuda.is_available() or interpreting(),
                     reason="the kernel can run here (CUDA or TRITON_INTERPRET)")
 def test_tile_without_cuda_says_what_to_use():

@@ -34,19 +34,20 @@ def layers(**settings) -> tuple[HKTAttention, HKTAttention]:
     return ref, tile
 
 
-def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch) -> dict:
+def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, device="cpu") -> dict:
     """{impl: {"output", "input", "param.<name>": gradient…}} for one case, float32."""
     ref, tile = layers(levels=levels, stride=stride, kernel_size=stride + 1, fusion=fusion,
                        causal=causal, tile_queries=tile_q, tile_keys=tile_k)
-    x = torch.randn(batch, t, D, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    ref, tile = ref.to(device), tile.to(device)
+    x = torch.randn(batch, t, D, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
     mask = None
     if masked:
-        mask = torch.arange(t)[None, :] < torch.tensor([13, t][:batch])[:, None]
+        mask = (torch.arange(t)[None, :] < torch.tensor([13, t][:batch])[:, None]).to(device)
     out = {}
     for name, layer in (("reference", ref), ("tile", tile)):
         x.grad = None
         y = layer(x, mask)
-        (y * torch.randn(y.shape, generator=torch.Generator().manual_seed(3))).sum().backward()
+        (y * torch.randn(y.shape, generator=torch.Generator().manual_seed(3)).to(device)).sum().backward()
         out[name] = {"output": y.detach(), "input": x.grad.clone(),
                      **{f"param.{n}": p.grad for n, p in layer.named_parameters() if p.grad is not None}}
     return out
