@@ -50,8 +50,7 @@ def test_the_layer_under_test_is_the_hkt_model_config(tmp_path, monkeypatch):
     args = argparse.Namespace(config=None, lengths=None, batch=None, repeats=None)
     assert load_settings(args)["hkt"] == {"levels": 3, "stride": 2, "kernel_size": 2,
                                           "fusion": "dynamic", "upsample": "nearest",
-                                          "chunk_mib": 32.0, "tile_queries": 64,
-                                          "tile_keys": 64}
+                                          "chunk_mib": 32.0}
     with (cdir / "model" / "hkt.yaml").open("a") as f:
         f.write("mixer:\n  levels: 4\n  stride: 3\n")
     bench = cdir / "bench" / "attention.yaml"

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from hkt.attention import HKTAttention
+from hkt.attention.tile import TileSizes
 from hkt.errors import ConfigValueError
 
 D, H = 16, 2
@@ -116,13 +117,18 @@ def test_tile_without_triton_says_what_is_missing(monkeypatch):
     (dict(upsample="linear"), r"upsample.*nearest upsampling only"),
     (dict(stride=3, kernel_size=3), r"stride.*power-of-two stride"),
     (dict(levels=5), r"levels.*at most 4 levels"),
-    (dict(tile_queries=12), r"tile_queries.*power of two"),
-    (dict(tile_keys=0), r"tile_keys.*>= 1"),
     (dict(dropout=0.1), r"dropout .*impl='tile'"),
 ])
 def test_tile_refuses_what_it_does_not_compute(settings, match):
     with pytest.raises(ValueError, match=match):
         HKTAttention(D, H, impl="tile", **settings)
+
+
+@pytest.mark.parametrize("sizes,match", [(dict(queries=12), r"tile.queries.*power of two"),
+                                         (dict(keys=0), r"tile.keys.*>= 1")])
+def test_tile_sizes_are_powers_of_two(sizes, match):
+    with pytest.raises(ConfigValueError, match=match):
+        TileSizes(**sizes)
 
 
 @pytest.mark.skipif(interpreting(), reason="TRITON_INTERPRET is set: this process interprets")

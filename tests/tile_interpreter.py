@@ -16,11 +16,12 @@ import sys
 import torch
 
 from hkt.attention import HKTAttention
+from hkt.attention.tile import TileSizes
 
 D, H = 16, 2
 
 
-def layers(**settings) -> tuple[HKTAttention, HKTAttention]:
+def layers(tile: TileSizes, **settings) -> tuple[HKTAttention, HKTAttention]:
     """A reference layer with non-trivial weights (zero-init λ would hide fusion bugs) and a
     tile layer with the same state_dict."""
     torch.manual_seed(0)
@@ -28,7 +29,7 @@ def layers(**settings) -> tuple[HKTAttention, HKTAttention]:
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    tile = HKTAttention(D, H, **{**settings, "impl": "tile"})
+    tile = HKTAttention(D, H, tile=tile, **{**settings, "impl": "tile"})
     assert tile.state_dict().keys() == ref.state_dict().keys()
     tile.load_state_dict(ref.state_dict())
     return ref, tile
@@ -37,7 +38,7 @@ def layers(**settings) -> tuple[HKTAttention, HKTAttention]:
 def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, device="cpu") -> dict:
     """{impl: {"output", "input", "param.<name>": gradient…}} for one case, float32."""
     ref, tile = layers(levels=levels, stride=stride, kernel_size=stride + 1, fusion=fusion,
-                       causal=causal, tile_queries=tile_q, tile_keys=tile_k)
+                       causal=causal, tile=TileSizes(tile_q, tile_k))
     ref, tile = ref.to(device), tile.to(device)
     x = torch.randn(batch, t, D, generator=torch.Generator().manual_seed(1)).to(device).requires_grad_()
     mask = None
@@ -55,7 +56,7 @@ def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, d
 
 def run_internals() -> dict:
     """Per-level scores and λ of return_internals on both paths."""
-    ref, tile = layers(levels=3, stride=2, kernel_size=2, tile_queries=8, tile_keys=8)
+    ref, tile = layers(levels=3, stride=2, kernel_size=2, tile=TileSizes(8, 8))
     x = torch.randn(1, 11, D, generator=torch.Generator().manual_seed(1))
     out = {}
     for name, layer in (("reference", ref), ("tile", tile)):

@@ -50,7 +50,7 @@ from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.pyramid import DynamicFusion, PyramidLevel, StaticFusion
 from hkt.attention.registry import register
 from hkt.attention.sdpa import call_of, pad_value
-from hkt.attention.tile import TileGeometry, config_problem, tile_attention, unavailable
+from hkt.attention.tile import TileGeometry, TileSizes, config_problem, tile_attention, unavailable
 from hkt.attention.upsample import Upsampler
 from hkt.checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
@@ -78,9 +78,10 @@ class HKTConfig:
             attention dropout). Same numbers.
         chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
             this many MiB (smaller saves memory, larger saves per-block overhead).
-        tile_queries: ``tile`` only: query rows per tile (a power of two). 64 is flash
-            attention's usual tile for head width 32–64; untuned (no GPU was at hand).
-        tile_keys: ``tile`` only: key columns per tile (a power of two); 64 likewise.
+
+    The tile kernel's tile sizes are not here: they change no number (beyond rounding), and
+    every field here is part of a run's identity (config comparisons, the workflow's rerun
+    digest). They are :class:`hkt.attention.tile.TileSizes`, given to :class:`HKTAttention`.
     """
 
     levels: int = 3
@@ -90,8 +91,6 @@ class HKTConfig:
     upsample: str = "nearest"
     impl: str = "fused"
     chunk_mib: float = 32.0
-    tile_queries: int = 64
-    tile_keys: int = 64
 
     def __post_init__(self) -> None:
         integer(self.levels, "levels", 1)
@@ -105,10 +104,6 @@ class HKTConfig:
         choice(self.upsample, "upsample", UPSAMPLES)
         choice(self.impl, "impl", IMPLS)
         number(self.chunk_mib, "chunk_mib", 0, lo_open=True)
-        for key in ("tile_queries", "tile_keys"):
-            size = integer(getattr(self, key), key, 1)
-            if size & (size - 1):
-                raise ConfigValueError(key, size, "must be a power of two (Triton's tiles are)")
         if self.impl == "tile" and (problem := config_problem(self.levels, self.stride, self.upsample)):
             raise ConfigValueError(*problem)
 
@@ -153,6 +148,7 @@ class HKTAttention(nn.Module):
         config: HKT's own settings (:class:`HKTConfig`); or give its fields as keywords.
         bias: whether the projections have biases.
         norm_eps: LayerNorm epsilon in the pyramid.
+        tile: ``impl="tile"`` only: its tile sizes (default :class:`TileSizes`' defaults).
     """
 
     config_class = HKTConfig
@@ -168,6 +164,7 @@ class HKTAttention(nn.Module):
         *,
         bias: bool = True,
         norm_eps: float = 1e-5,
+        tile: TileSizes | None = None,
         **settings: object,
     ) -> None:
         super().__init__()
@@ -186,6 +183,7 @@ class HKTAttention(nn.Module):
         self.kernel_size, self.fusion_kind, self.upsample = kernel_size, config.fusion, config.upsample
         self.causal, self.impl, self.dropout = causal, config.impl, dropout
         self.chunk_bytes = config.chunk_mib * 2**20
+        self.tile = TileSizes() if tile is None else tile
         self._levels_in_use = levels  # changed only inside truncate_levels()
 
         self.q_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
@@ -312,7 +310,7 @@ class HKTAttention(nn.Module):
         n_levels, h = len(features), self.n_heads
         geo = TileGeometry(levels=n_levels, stride=self.stride, heads=h, head_dim=self.head_dim,
                            t=t, t_pad=t_pad, causal=self.causal,
-                           tile_queries=self.config.tile_queries, tile_keys=self.config.tile_keys)
+                           tile_queries=self.tile.queries, tile_keys=self.tile.keys)
         q_cat = torch.cat([self.q_proj[l](features[l]) for l in range(n_levels)], dim=1)
         k_cat = torch.cat([self.k_proj[l](features[l]) for l in range(n_levels)], dim=1)
         lengths = geo.lengths()

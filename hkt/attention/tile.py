@@ -40,7 +40,30 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
+from hkt.checks import integer
+from hkt.errors import ConfigValueError
+
 MAX_LEVELS = 4  # levels the kernels unroll (hkt/attention/_tile_kernels.py)
+
+
+@dataclass(frozen=True)
+class TileSizes:
+    """Tile sizes of the kernel: ``queries`` rows × ``keys`` columns per tile, powers of two.
+
+    64 × 64 is flash attention's usual tile for head widths 32–64; untuned (no GPU was at
+    hand). Smaller tiles make the interpreter tests cheap. A coarse level whose s^l exceeds a
+    tile side is recomputed per tile (see the module docstring), so tiles of at least
+    s^(L-1) keep the paper's score cost.
+    """
+
+    queries: int = 64
+    keys: int = 64
+
+    def __post_init__(self) -> None:
+        for key in ("queries", "keys"):
+            size = integer(getattr(self, key), f"tile.{key}", 1)
+            if size & (size - 1):
+                raise ConfigValueError(f"tile.{key}", size, "must be a power of two (Triton's tiles are)")
 
 
 def config_problem(levels: int, stride: int, upsample: str) -> tuple[str, object, str] | None:

@@ -60,6 +60,7 @@ def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> 
         impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa", "hkt-tile": "tile"}.get(name, "fused")
         module = build_attention("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
                                  **settings["hkt"])
+        module.tile = tile.TileSizes(**(settings.get("tile") or {}))
     return module.to(device)
 
 
