@@ -29,3 +29,22 @@ def test_bench_train_writes_table(tmp_path, capsys):
     # same widths and depth: MHA and the PyTorch encoder have the same parameter count
     assert rows[0]["n_params"] == rows[3]["n_params"]
     assert (tmp_path / "train_throughput.md").read_text().startswith("Training throughput")
+
+
+def test_bench_train_builds_hkt_with_the_tile_kernel(capsys):
+    """`hkt_tile` is our HKT model with impl=tile; where the kernel cannot run (no CUDA, or no
+    Triton) the benchmark stops with the tile path's clear error, not a traceback."""
+    import torch
+
+    from hkt.bench.train import _build
+
+    model = _build("hkt_tile", {"vocab_size": 8, "num_classes": 2, "seq_len": 16},
+                   {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ffn": 32}, "cpu")
+    assert {m.impl for m in model.modules() if hasattr(m, "impl")} == {"tile"}
+    if torch.cuda.is_available():
+        return
+    code = main(["bench", "train", "--models", "hkt_tile", "--seq-len", "16", "--batch-size", "2",
+                 "--d-model", "16", "--n-heads", "2", "--d-ffn", "32", "--n-layers", "1",
+                 "--steps", "1", "--warmup", "0", "--threads", "1"])
+    assert code != 0
+    assert "impl='tile'" in capsys.readouterr().err

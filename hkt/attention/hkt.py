@@ -19,6 +19,8 @@ by :func:`choose_kernel`):
   wrapper of ``fused_cpu.py``, which never holds whole Q^(l), K^(l).
 * ``impl="sdpa"``: the same single SDPA call on every device (the CPU wrapper's plain-autograd
   counterpart, for benchmarks and equivalence tests).
+* ``impl="tile"`` scores each level at its own resolution inside flash-attention tiles
+  (``tile.py``, Triton; CUDA, or Triton's CPU interpreter for tests): the paper's score cost.
 
 :func:`truncate_levels` keeps only the first levels for a while (the level-truncation analysis).
 """
@@ -48,13 +50,14 @@ from hkt.attention.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.attention.pyramid import DynamicFusion, PyramidLevel, StaticFusion
 from hkt.attention.registry import register
 from hkt.attention.sdpa import call_of, pad_value
+from hkt.attention.tile import TileGeometry, TileSizes, config_problem, tile_attention, unavailable
 from hkt.attention.upsample import Upsampler
 from hkt.checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
 
 FUSIONS = ("dynamic", "static")
 UPSAMPLES = ("nearest", "linear")
-IMPLS = ("fused", "sdpa", "reference")
+IMPLS = ("fused", "sdpa", "reference", "tile")
 
 
 @dataclass
@@ -70,9 +73,15 @@ class HKTConfig:
         upsample: ``nearest`` or ``linear`` interpolation of the coarse scores (linear mixes
             later positions into earlier ones, so causal mode needs ``nearest``).
         impl: ``fused`` (one SDPA call; blockwise CPU kernel on CPU), ``sdpa`` (one SDPA call on
-            every device) or ``reference`` (materialised scores; slow). Same numbers.
+            every device), ``reference`` (materialised scores; slow) or ``tile`` (the Triton tile
+            kernel: CUDA only; nearest upsampling, power-of-two stride, levels <= 4, no
+            attention dropout). Same numbers.
         chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
             this many MiB (smaller saves memory, larger saves per-block overhead).
+
+    The tile kernel's tile sizes are not here: they change no number (beyond rounding), and
+    every field here is part of a run's identity (config comparisons, the workflow's rerun
+    digest). They are :class:`hkt.attention.tile.TileSizes`, given to :class:`HKTAttention`.
     """
 
     levels: int = 3
@@ -95,6 +104,8 @@ class HKTConfig:
         choice(self.upsample, "upsample", UPSAMPLES)
         choice(self.impl, "impl", IMPLS)
         number(self.chunk_mib, "chunk_mib", 0, lo_open=True)
+        if self.impl == "tile" and (problem := config_problem(self.levels, self.stride, self.upsample)):
+            raise ConfigValueError(*problem)
 
     def check_causal(self, causal: bool) -> None:
         """The one cross-module rule: linear upsampling is not causal."""
@@ -105,12 +116,18 @@ class HKTConfig:
 
 
 def choose_kernel(impl: str, v: Tensor, dropout_p: float, return_internals: bool) -> str:
-    """Which computation of the layer runs: ``"cpu_blocks"``, ``"sdpa"`` or ``"reference"``.
+    """Which computation of the layer runs: ``"cpu_blocks"``, ``"sdpa"``, ``"reference"`` or
+    ``"tile"``.
 
-    All three give the same numbers (tests/test_attention.py); they differ in memory and speed.
+    All give the same numbers (tests/test_attention.py, tests/test_tile.py); they differ in
+    memory and speed. ``tile`` runs only where asked for, and raises where it cannot run.
     """
     if impl == "reference":
         return "reference"  # asked for: the paper's materialised scores
+    if impl == "tile":
+        if reason := unavailable(v):
+            raise ConfigValueError("impl", impl, reason)
+        return "tile"
     if impl == "fused" and not return_internals and cpu_kernel_applies(v, dropout_p):
         # On CPU (fp32/64, no dropout, no autocast) the blockwise wrapper projects Q^(l), K^(l)
         # per block, so they never exist whole: far less memory than one big SDPA call.
@@ -131,6 +148,7 @@ class HKTAttention(nn.Module):
         config: HKT's own settings (:class:`HKTConfig`); or give its fields as keywords.
         bias: whether the projections have biases.
         norm_eps: LayerNorm epsilon in the pyramid.
+        tile: ``impl="tile"`` only: its tile sizes (default :class:`TileSizes`' defaults).
     """
 
     config_class = HKTConfig
@@ -146,6 +164,7 @@ class HKTAttention(nn.Module):
         *,
         bias: bool = True,
         norm_eps: float = 1e-5,
+        tile: TileSizes | None = None,
         **settings: object,
     ) -> None:
         super().__init__()
@@ -155,12 +174,16 @@ class HKTAttention(nn.Module):
         config.check_causal(causal)
         self.head_dim = check_heads(d_model, n_heads)
         check_dropout(dropout)
+        if config.impl == "tile" and dropout > 0:
+            raise ValueError(f"dropout ({dropout}) on the attention probabilities is not computed "
+                             "by impl='tile'; set the attention dropout to 0 or use impl='fused'")
         levels, stride, kernel_size = config.levels, config.stride, config.kernel_size
         self.config = config
         self.d_model, self.n_heads, self.levels, self.stride = d_model, n_heads, levels, stride
         self.kernel_size, self.fusion_kind, self.upsample = kernel_size, config.fusion, config.upsample
         self.causal, self.impl, self.dropout = causal, config.impl, dropout
         self.chunk_bytes = config.chunk_mib * 2**20
+        self.tile = TileSizes() if tile is None else tile
         self._levels_in_use = levels  # changed only inside truncate_levels()
 
         self.q_proj = nn.ModuleList(nn.Linear(d_model, d_model, bias=bias) for _ in range(levels))
@@ -249,12 +272,18 @@ class HKTAttention(nn.Module):
         n_levels, h = self.n_levels, self.n_heads
         features, masks, t_pad = self._pyramid(x, key_mask, n_levels)
         lam = self._fusion_weights(x, n_levels)
-        v = split_heads(self.v_proj(x), h)
+        values = self.v_proj(x)
+        v = split_heads(values, h)
         dropout_p = self.dropout if self.training else 0.0
         attn_mask, is_causal = sdpa_mask(key_mask, self.causal, t)
         ups = Upsampler(self.upsample, self.stride, t, t_pad)
         queries = keys = None
         kernel = choose_kernel(self.impl, v, dropout_p, return_internals)
+        if kernel == "tile":
+            out, queries, keys = self._attend_tile(features, lam, values, key_mask, t, t_pad)
+            if not return_internals:
+                return out
+            return out, self._internals(features, masks, queries, keys, lam, t)
         if kernel == "cpu_blocks":
             # Projects per block inside the kernel wrapper: Q^(l), K^(l) never exist whole.
             y = hkt_flash_cpu(
@@ -271,6 +300,24 @@ class HKTAttention(nn.Module):
         if not return_internals:
             return out
         return out, self._internals(features, masks, queries, keys, lam, t)
+
+    def _attend_tile(
+        self, features: list[Tensor], lam: Tensor, values: Tensor, key_mask: Tensor | None,
+        t: int, t_pad: int,
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """The tile kernel on the levels' projections concatenated along time; returns the
+        output and the per-level Q^(l), K^(l) (views, for internals)."""
+        n_levels, h = len(features), self.n_heads
+        geo = TileGeometry(levels=n_levels, stride=self.stride, heads=h, head_dim=self.head_dim,
+                           t=t, t_pad=t_pad, causal=self.causal,
+                           tile_queries=self.tile.queries, tile_keys=self.tile.keys)
+        q_cat = torch.cat([self.q_proj[l](features[l]) for l in range(n_levels)], dim=1)
+        k_cat = torch.cat([self.k_proj[l](features[l]) for l in range(n_levels)], dim=1)
+        lengths = geo.lengths()
+        queries = [split_heads(q, h) for q in q_cat.split(lengths, dim=1)]
+        keys = [split_heads(k, h) for k in k_cat.split(lengths, dim=1)]
+        y = tile_attention(q_cat, k_cat, values, lam, key_mask, geo)
+        return self.out_proj(y), queries, keys
 
     def _attend_fused(
         self,

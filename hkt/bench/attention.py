@@ -2,14 +2,17 @@
 
 Variants: ``mha`` (the baseline), ``hkt-fused`` (one fused kernel call; on CPU through the
 chunked wrapper of ``hkt/attention/fused_cpu.py``), ``hkt-fused-plain`` (the same
-factorisation through plain autograd SDPA, as on GPU) and ``hkt-reference`` (materialised
-scores; stops when over its time or memory budget). Timings interleave the variants
-repetition by repetition so that machine noise hits them alike; the median is reported.
+factorisation through plain autograd SDPA, as on GPU), ``hkt-reference`` (materialised
+scores; stops when over its time or memory budget) and ``hkt-tile`` (the Triton tile kernel of
+``hkt/attention/tile.py``: on a CUDA device only; elsewhere skipped with the reason printed,
+and never timed in Triton's CPU interpreter). Timings interleave the variants repetition by
+repetition so that machine noise hits them alike; the median is reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +20,13 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.attention import build_attention, score_cost_ratio
+from hkt.attention import build_attention, score_cost_ratio, tile
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
 from hkt.config import compose, config_dir
 from hkt.device import describe_device, resolve_device
 from hkt.timing import median, peak_memory_bytes, time_call
 
-VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference")
+VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference", "hkt-tile")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,10 +57,26 @@ def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> 
     if name == "mha":
         module = build_attention("mha", d_model=d_model, n_heads=settings["heads"])
     else:
-        impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa"}.get(name, "fused")
+        impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa", "hkt-tile": "tile"}.get(name, "fused")
         module = build_attention("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
                                  **settings["hkt"])
+        module.tile = tile.TileSizes(**(settings.get("tile") or {}))
     return module.to(device)
+
+
+def skip_reason(name: str, settings: dict[str, Any], device: torch.device) -> str | None:
+    """Why a variant cannot be timed here (None: it can): the tile kernel needs Triton and a
+    CUDA device, and the layer's settings it computes; Triton's interpreter is never timed."""
+    if name != "hkt-tile":
+        return None
+    hkt = settings["hkt"]
+    if problem := tile.config_problem(hkt["levels"], hkt["stride"], hkt["upsample"]):
+        return f"{problem[0]}={problem[1]!r}: {problem[2]}"
+    if reason := tile.unavailable(torch.empty(0, device=device)):
+        return reason
+    if tile.kernels().INTERPRETED:
+        return "Triton's CPU interpreter is on (TRITON_INTERPRET=1); its times mean nothing"
+    return None
 
 
 def step_fn(module: torch.nn.Module, x: torch.Tensor, device: torch.device):
@@ -113,7 +132,8 @@ def run_benchmark(settings: dict[str, Any], variants: list[str], device: torch.d
     return rows
 
 
-def report(rows: list[dict[str, Any]], settings: dict[str, Any], device: torch.device) -> str:
+def report(rows: list[dict[str, Any]], settings: dict[str, Any], device: torch.device,
+           skipped: dict[str, str] | None = None) -> str:
     hkt = settings["hkt"]
     header = ["T", "variant", "ms (median)", "peak MiB", "time / MHA", "memory / MHA", "analytic score cost"]
     table = markdown_numbers(header, [
@@ -139,15 +159,23 @@ def report(rows: list[dict[str, Any]], settings: dict[str, Any], device: torch.d
         "HKT-fused memory growth: " + ("; ".join(growth) if growth else "n/a"),
         "",
     ]
+    lines += [f"Not run: {name}: {reason}." for name, reason in (skipped or {}).items()]
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args)
     device = resolve_device(args.device)
-    rows = run_benchmark(settings, list(args.variants), device)
+    skipped = {v: why for v in args.variants if (why := skip_reason(v, settings, device))}
+    for name, why in skipped.items():
+        print(f"{name}: skipped: {why}", flush=True)
+    variants = [v for v in args.variants if v not in skipped]
+    if not variants:
+        print("error: no variant can run here (reasons above)", file=sys.stderr)
+        return 2
+    rows = run_benchmark(settings, variants, device)
     table = [{**r, "device": describe_device(device)} for r in rows]
-    markdown = report(rows, settings, device)
+    markdown = report(rows, settings, device, skipped)
     csv_path, md_path = write_outputs(args.out, "attention", csv_text(table, table[0]), markdown)
     print()
     print(markdown)

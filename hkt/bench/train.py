@@ -47,9 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--d-ffn", type=int)
     parser.add_argument("--models", default="mha,hkt,s4d,torch,torch_fused",
                         help="comma-separated: mha, hkt, s4d, conv (our models: any registered "
-                             "mixer), torch (nn.TransformerEncoder "
-                             "as a user writes it: `dropout` also drops attention probabilities), "
-                             "torch_fused (the same with attention dropout off)")
+                             "mixer), hkt_tile (HKT through the Triton tile kernel, impl=tile: "
+                             "CUDA only), torch (nn.TransformerEncoder as a user writes it: "
+                             "`dropout` also drops attention probabilities), torch_fused (the "
+                             "same with attention dropout off)")
     add_run_arguments(parser, steps=10, warmup=3)
 
 
@@ -99,6 +100,10 @@ def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], A
     return shape, model, cfg
 
 
+# benchmark names for one of our models with overrides: (model config, overrides)
+VARIANTS_OF_OURS = {"hkt_tile": ("hkt", ["model.mixer.impl=tile"])}
+
+
 def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
     kw = dict(vocab_size=shape["vocab_size"], num_classes=shape["num_classes"],
               max_length=shape["seq_len"])
@@ -108,10 +113,11 @@ def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
             for layer in model.encoder.layers:
                 layer.self_attn.dropout = 0.0
         return model
+    name, extra = VARIANTS_OF_OURS.get(name, (name, []))
     if name not in ATTENTION:  # our models: every registered attention (config/model/NAME.yaml)
         raise ConfigError(f"--models: unknown model {name!r} "
-                          f"({', '.join([*ATTENTION, 'torch', 'torch_fused'])})")
-    cfg = compose("train", [f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES)])
+                          f"({', '.join([*ATTENTION, *VARIANTS_OF_OURS, 'torch', 'torch_fused'])})")
+    cfg = compose("train", [f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES), *extra])
     return build_model(OmegaConf.to_container(cfg.model, resolve=True), **kw).to(device)
 
 
@@ -151,7 +157,8 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{r0['d_model']}, {r0['n_layers']} layers, {r0['n_heads']} heads, FFN {r0['d_ffn']} "
             f"({r0['device']}, torch {r0['torch_version']}; median of "
             f"{r0['steps']} steps)")
-    label = {"mha": "ours: MHA", "hkt": "ours: HKT", "s4d": "ours: S4D", "conv": "ours: conv",
+    label = {"mha": "ours: MHA", "hkt": "ours: HKT", "hkt_tile": "ours: HKT, tile kernel",
+             "s4d": "ours: S4D", "conv": "ours: conv",
              "torch": "nn.TransformerEncoder",
              "torch_fused": "nn.TransformerEncoder, no attention dropout"}
     table = markdown(
