@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 from omegaconf import OmegaConf
 
-from hkt.doctor import StepTiming, load_suite, suite_jobs
+from hkt.attention.sdpa import AttentionCall
+from hkt.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
 
 # The tiniest suite worth checking: one task, both attention models, the largest HKT ablation,
 # no GPU asked for.
@@ -45,7 +48,8 @@ def test_doctor_reports_every_check_and_passes(tmp_path):
     assert "memory                 largest job listops/hkt/levels4 at batch 8" in proc.stdout
     assert all(line.lstrip().startswith("ok") for line in lines[1:-1]), proc.stdout
     assert "train listops/hkt" in proc.stdout and "ms/step" in proc.stdout
-    assert "masked: V 24 (padded) -> flash" in proc.stdout  # the CPU flash kernel, V padded
+    # the CPU flash kernel needs V padded to the q/k width; this torch's narrow call would be math
+    assert "masked: V 8 padded to 24 -> flash; padding needed here: V 8 -> math" in proc.stdout
     assert lines[-1].startswith("hkt doctor: all 13 checks passed")
     assert (tmp_path / "mlflow.db").is_file()
 
@@ -117,8 +121,6 @@ def test_named_suite_resolves_in_config_suites():
 def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     """The doctor's bf16 tolerance holds for HKT's fused path under (CPU) bf16 autocast, for
     every HKT geometry of the paper profile, and a zero tolerance fails."""
-    import torch
-
     from hkt.config import compose
     from hkt.doctor import _check_equivalence, _Context
 
@@ -132,3 +134,82 @@ def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     strict = compose("doctor", ["equivalence.seq_len=64", "equivalence.tolerance.bf16=0.0"])
     ctx = _Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
     assert not any(c.ok for c in _check_equivalence(ctx) if c.name == "hkt fused")
+
+
+# ------------------------------------------------------------- the SDPA verdict, each answer
+def cuda_call(qk: int, v: int, masked: bool = True) -> AttentionCall:
+    """A bf16 call on an sm90 GPU (an H100/H200), faked: no GPU needed."""
+    return AttentionCall("cuda", torch.bfloat16, qk, v, masked, capability=(9, 0))
+
+
+def answers(choice: str):
+    """PyTorch's pick simulated: ``choice`` for every call, and the calls it was asked about."""
+    asked = []
+
+    def pick(call):
+        asked.append((call.qk_width, call.v_width))
+        return choice
+
+    return pick, asked
+
+
+@pytest.mark.parametrize("call, choice, line", [
+    (cuda_call(32, 32, masked=False), "flash", "-> flash"),  # MHA without a mask
+    (cuda_call(96, 32), "efficient", "V 32 -> efficient"),  # HKT at ListOps' shape
+    (cuda_call(96, 32), "cudnn", "V 32 -> cudnn"),
+    # the H200's answer at imdb/hkt/main (torch 2.11): cuDNN, where sdpa.py's rules say
+    # memory-efficient; both are fused, so nothing is wrong
+    (cuda_call(192, 64), "cudnn", "V 64 -> cudnn (fused; sdpa.py's rules expected efficient)"),
+])
+def test_any_fused_kernel_passes_and_is_named(call, choice, line):
+    pick, asked = answers(choice)
+    assert sdpa_verdict(call, pick) == (True, line)
+    assert asked == [(call.qk_width, call.v_width)]  # narrow V: sdpa.py does not pad on CUDA
+
+
+@pytest.mark.parametrize("call, choice, line", [
+    (cuda_call(96, 32), "math",
+     "V 32 -> math (the math fallback, T×T memory; sdpa.py expected efficient, cudnn)"),
+    (cuda_call(192, 64), "none",
+     "V 64 -> none (no SDPA backend accepts this call; sdpa.py expected efficient)"),
+    (AttentionCall("cuda", torch.bfloat16, 96, 32, True, capability=(13, 0)), "math",
+     "V 32 -> math (the math fallback, T×T memory: no fused kernel takes this call here)"),
+])
+def test_the_math_fallback_and_no_backend_fail(call, choice, line):
+    assert sdpa_verdict(call, answers(choice)[0]) == (False, line)
+
+
+def test_padded_v_says_whether_this_torch_needed_it():
+    """On CPU sdpa.py pads V (the flash kernel wants equal widths); the doctor asks PyTorch
+    about the padded call, which runs, and about the narrow one, to say if padding paid."""
+    call = AttentionCall("cpu", torch.float32, 96, 32, True)
+    asked = []
+
+    def needs_equal_widths(c):
+        asked.append(c.v_width)
+        return "flash" if c.v_width == c.qk_width else "math"
+
+    assert sdpa_verdict(call, needs_equal_widths) == (
+        True, "V 32 padded to 96 -> flash; padding needed here: V 32 -> math")
+    assert asked == [96, 32]
+    pick, _ = answers("flash")  # a torch whose CPU flash takes a narrower V
+    assert sdpa_verdict(call, pick) == (
+        True, "V 32 padded to 96 -> flash; padding not needed on this torch: V 32 -> flash")
+    pick, _ = answers("math")  # padded or not, the math fallback: fails
+    assert sdpa_verdict(call, pick) == (
+        False, "V 32 padded to 96 -> math (the math fallback, T×T memory; sdpa.py expected "
+               "flash); padding needed here: V 32 -> math")
+
+
+def test_torch_pick_names_this_machines_choice():
+    """The doctor's question to PyTorch, on this CPU: flash for equal widths, math for a
+    narrower V, none where every enabled backend refuses."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from hkt.doctor import _torch_pick
+
+    pick = _torch_pick(2, 2, 16, torch.device("cpu"), torch.float32)
+    equal, narrow = AttentionCall("cpu", torch.float32, 24, 24, True), AttentionCall("cpu", torch.float32, 24, 8, True)
+    assert (pick(equal), pick(narrow)) == ("flash", "math")
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        assert pick(narrow) == "none"
