@@ -17,6 +17,8 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
   finite loss, measured ms/step and peak memory.
 * ``memory``: free memory against the largest job's need (parameters and optimizer state plus
   the step's measured peak, scaled to the profile's batch) times a margin.
+* ``estimate``: the suite's wall time on this machine, from the ``train`` step times and the
+  packing ``hkt plan`` assumes (jobs at once on the cores and GPUs, GPU sharing's slowdown).
 * ``mlflow``: the suite's tracking store or server is reachable and writable (one run is
   created, written, given an artifact, and deleted).
 
@@ -68,18 +70,24 @@ def suite_jobs(suite: DictConfig, profile: str | None = None) -> dict[Any, DictC
     its :class:`~hkt.workflow.grid.Job`: the jobs the workflow runs (the main grid, the LRA
     grid, the ablations), from the one job list, :meth:`hkt.workflow.grid.Grid.train_jobs`.
     ``profile`` replaces the suite's (doctor's ``suite.profile``)."""
-    from hkt.config import config_dir
     from hkt.workflow.configs import job_configs
+
+    grid = suite_grid(suite, profile)
+    first: dict[tuple[str, str, str], Any] = {}
+    for job in grid.train_jobs():
+        first.setdefault((job.task, job.model, job.variant), job)
+    return job_configs(grid, first.values())
+
+
+def suite_grid(suite: DictConfig, profile: str | None = None) -> Any:
+    """The suite's :class:`~hkt.workflow.grid.Grid`, ``profile`` replacing its own."""
+    from hkt.config import config_dir
     from hkt.workflow.grid import Grid
 
     config = OmegaConf.to_container(suite, resolve=True)
     if profile:
         config["profile"] = profile
-    grid = Grid(config, config_dir())
-    first: dict[tuple[str, str, str], Any] = {}
-    for job in grid.train_jobs():
-        first.setdefault((job.task, job.model, job.variant), job)
-    return job_configs(grid, first.values())
+    return Grid(config, config_dir())
 
 
 def job_name(job: Any) -> str:
@@ -349,6 +357,40 @@ def _check_memory(ctx: _Context) -> Iterator[Check]:
                 f"x {margin:g} margin = {_gib(need * margin)}; free {_gib(free)}")
 
 
+def _check_estimate(ctx: _Context) -> Iterator[Check]:
+    """The suite's wall time here, as ``hkt plan`` estimates it (:func:`hkt.plan.estimate`: its
+    packing of jobs on the cores and GPUs, config/plan.yaml's evaluation cost, GPU sharing and
+    other rules' allowances) but from the train checks' own step times."""
+    from hkt.config import compose
+    from hkt.plan import estimate
+    from hkt.workflow.configs import job_configs
+    from hkt.workflow.sessions import duration
+
+    if not ctx.timings:
+        yield Check("estimate", False, "no training step was measured (see the train checks)")
+        return
+    pc = compose("plan", [])
+    grid = suite_grid(ctx.suite, ctx.profile)
+    timing = {job_name(j): t for j, t in ctx.timings.items()}
+
+    def step_seconds(cfg: DictConfig, shape: Any) -> float:  # scaled to the job's batch
+        t = timing[shape.label]  # TASK/MODEL/VARIANT, as job_name
+        return t.ms_per_step / 1000 / t.batch_size * int(cfg.train.batch_size)
+
+    kind = "cuda" if ctx.device.type == "cuda" else "cpu"
+    gpus = torch.cuda.device_count() if kind == "cuda" else 0
+    plan = estimate(grid, job_configs(grid), step_seconds, eval_cost=float(pc.eval_cost),
+                    gpus=gpus, sharing=pc.gpu_sharing,
+                    other_seconds={r: float(v[kind]) for r, v in pc.other_rules.items()})
+    side, slow = plan.sharing
+    packing = (f"{plan.slots['train']} training jobs at once"
+               + (f", {side} per GPU, each step {slow:.2f}x its time alone" if side > 1 else ""))
+    yield Check("estimate", True,
+                f"the suite here: about {duration(plan.wall_seconds)} "
+                f"({len(grid.train_jobs())} training jobs, {packing}; from the step times above at "
+                f"full length T, so it leans long; `hkt plan` times real lengths)")
+
+
 def tracking_uri_of(suite: DictConfig) -> str:
     """The store the suite's runs log to (:func:`hkt.store.tracking_uri`, as the workflow)."""
     from hkt.store import tracking_uri
@@ -379,7 +421,8 @@ def _check_mlflow(ctx: _Context) -> Iterator[Check]:
 
 CHECKS: tuple[tuple[str, Callable[[_Context], Iterator[Check]]], ...] = (
     ("device", _check_device), ("sdpa", _check_sdpa), ("hkt fused", _check_equivalence),
-    ("train", _check_training), ("memory", _check_memory), ("mlflow", _check_mlflow),
+    ("train", _check_training), ("memory", _check_memory), ("estimate", _check_estimate),
+    ("mlflow", _check_mlflow),
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,7 @@ def test_doctor_reports_every_check_and_passes(tmp_path):
     lines = proc.stdout.splitlines()
     checks = [line.split()[1:3] for line in lines[1:-1]]
     assert [c[0] for c in checks] == ["device", "sdpa", "sdpa", "sdpa", "hkt", "hkt", "hkt",
-                                      "hkt", "train", "train", "train", "memory",
+                                      "hkt", "train", "train", "train", "memory", "estimate",
                                       "mlflow"], proc.stdout
     # the memory check sees the whole suite's largest job, the L = 4 ablation
     assert "memory                 largest job listops/hkt/levels4 at batch 8" in proc.stdout
@@ -50,7 +51,10 @@ def test_doctor_reports_every_check_and_passes(tmp_path):
     assert "train listops/hkt" in proc.stdout and "ms/step" in proc.stdout
     # the CPU flash kernel needs V padded to the q/k width; this torch's narrow call would be math
     assert "masked: V 8 padded to 24 -> flash; padding needed here: V 8 -> math" in proc.stdout
-    assert lines[-1].startswith("hkt doctor: all 13 checks passed")
+    # the suite's wall time from those step times: 3 seeds of mha, hkt and levels4
+    assert re.search(r"estimate +the suite here: about \d+ (s|min) \(9 training jobs, \d+ "
+                     r"training jobs at once; from the step times above", proc.stdout), proc.stdout
+    assert lines[-1].startswith("hkt doctor: all 14 checks passed")
     assert (tmp_path / "mlflow.db").is_file()
 
 
@@ -66,7 +70,7 @@ def test_failing_checks_give_nonzero_exit(tmp_path):
     assert failed == ["device", "mlflow"], proc.stdout
     assert "none is visible" in proc.stdout
     assert "train listops/mha" in proc.stdout  # the checks after the failure ran
-    assert "2 of 13 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
+    assert "2 of 14 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
 
 
 def test_bad_setting_is_a_config_error(tmp_path):
@@ -213,3 +217,43 @@ def test_torch_pick_names_this_machines_choice():
     assert (pick(equal), pick(narrow)) == ("flash", "math")
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         assert pick(narrow) == "none"
+
+
+# The H200's own doctor (issue 38, ../shared/gpu-h200/doctor.log): ms per step of each job at its batch
+H200_MS = {"listops/mha/main": 6, "listops/hkt/main": 16, "listops/conv/main": 7,
+           "cifar10/mha/main": 12, "cifar10/hkt/main": 24, "cifar10/conv/main": 19,
+           "imdb/mha/main": 14, "imdb/hkt/main": 42, "imdb/conv/main": 19,
+           "listops/hkt/levels1": 8, "listops/hkt/levels2": 13, "listops/hkt/levels4": 29,
+           "listops/hkt/static_fusion": 20, "listops/hkt/linear_upsample": 20,
+           "listops/hkt/stride4": 20, "listops/mha/mha_matched": 7}
+
+
+def h200_estimate(jobs_per_gpu: int) -> str:
+    """The doctor's estimate line for the paper suite on a 16-core, one-GPU machine, from the
+    H200's step times."""
+    from hkt.config import compose
+    from hkt.doctor import _check_estimate, _Context, job_name
+
+    suite = OmegaConf.merge(load_suite("paper"), {"node": {"gpus": 1, "cpus": 16},
+                                                   "jobs_per_gpu": jobs_per_gpu})
+    configs = suite_jobs(suite)
+    timings = {j: StepTiming(seq_len=int(c.task.max_length), batch_size=int(c.train.batch_size),
+                             n_params=1, ms_per_step=H200_MS[job_name(j)], loss=1.0,
+                             peak_bytes=1.0, state_bytes=1) for j, c in configs.items()}
+    ctx = _Context(compose("doctor", []), suite, "paper", torch.device("cuda"), configs=configs,
+                   timings=timings)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.cuda, "device_count", lambda: 1)
+        (check,) = _check_estimate(ctx)
+    assert check.ok and check.name == "estimate"
+    return check.detail
+
+
+def test_the_estimate_packs_the_paper_suite_on_one_gpu():
+    """From the H200's step times the doctor puts the paper suite's 48 training jobs 9 at a time
+    on the one GPU, each step 1.83x slower (config/plan.yaml), well under one job at a time."""
+    packed, alone = h200_estimate(9), h200_estimate(1)
+    assert "(48 training jobs, 9 training jobs at once, 9 per GPU, each step 1.83x its time alone;" in packed
+    assert "(48 training jobs, 1 training jobs at once;" in alone
+    assert packed.startswith("the suite here: about 68 min")  # the H200's steps, packed
+    assert alone.startswith("the suite here: about 5.0 h")     # one job at a time
