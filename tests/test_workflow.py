@@ -193,6 +193,7 @@ def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     train_resources = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
     assert train_resources and all("gpu=1" in line for line in train_resources)
     assert all("runtime=720" in line for line in train_resources)
+    assert "gpu_slots" not in out  # a job has its GPU to itself there: no slots to claim
 
 
 def test_one_gpu_runs_the_paper_suites_training_jobs_nine_at_once(tmp_path):

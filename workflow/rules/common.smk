@@ -58,8 +58,10 @@ put_interpreter_first()  # rules call `hkt`: the one beside this Python, venv ac
 # resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
 # told where the slots are by $HKT_GPU_SLOTS (an environment variable, so that the rules' shell
 # text and params, rerun triggers, stay as they were). Not on a cluster, whose jobs get GPUs of
-# their own (resources.RULE.gpu).
-LOCAL_GPU_SLOTS = workflow.is_main_process and not workflow.non_local_exec
+# their own (resources.RULE.gpu); a cluster executor's dry run runs locally but has --jobs
+# (Snakemake's "nodes"), which a local run has not.
+LOCAL_GPU_SLOTS = (workflow.is_main_process and not workflow.non_local_exec
+                   and workflow.resource_settings.nodes is None)
 if workflow.is_main_process:
     os.environ.pop(SLOTS_ENV, None)  # the jobs inherit this process's choice, nothing older
 if LOCAL_GPU_SLOTS and GRID.gpu_env() is not None:
