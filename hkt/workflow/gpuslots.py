@@ -129,27 +129,36 @@ def claim(slots: Slots, *, say: Callable[[str], None] = lambda s: None) -> Claim
     among equals), so that jobs spread evenly; wait for them if no GPU has enough free."""
     slots.directory.mkdir(parents=True, exist_ok=True)
     turn = _lock(slots.directory / _TURN, wait=True)
+    probed: list[tuple[int, int, IO[bytes]]] = []  # (gpu, slot, its locked file): free ones
+    mine: list[tuple[int, IO[bytes]]] = []
     try:
-        free: dict[int, list[tuple[int, IO[bytes]]]] = {}
-        for gpu in range(slots.gpus):
-            held = ((s, _lock(slots.path(gpu, s), wait=False)) for s in range(slots.per_gpu))
-            free[gpu] = [(s, f) for s, f in held if f is not None]
+        for g in range(slots.gpus):
+            for s in range(slots.per_gpu):
+                f = _lock(slots.path(g, s), wait=False)
+                if f is not None:
+                    probed.append((g, s, f))
+        free = {g: [(s, f) for gg, s, f in probed if gg == g] for g in range(slots.gpus)}
         gpu = max(range(slots.gpus), key=lambda g: (len(free[g]), -g))
         mine = free[gpu][:slots.take]
-        for g, got in free.items():  # what is not kept goes back
-            for s, f in got:
-                if (g, s) not in {(gpu, k) for k, _ in mine}:
-                    f.close()
+        kept = {id(f) for _, f in mine}
+        for _, _, f in probed:  # what is not kept goes back
+            if id(f) not in kept:
+                f.close()
         if len(mine) < slots.take:
             say(f"waiting for {slots.take - len(mine)} more slot(s) of GPU {gpu} "
                 f"({slots.per_gpu} per GPU; every one is taken)")
             have = {s for s, _ in mine}
-            for s in range(slots.per_gpu):
+            for s in (s for s in range(slots.per_gpu) if s not in have):
                 if len(mine) == slots.take:
                     break
-                if s not in have:
-                    mine.append((s, _lock(slots.path(gpu, s), wait=True)))
+                mine.append((s, _lock(slots.path(gpu, s), wait=True)))
         return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine])
+    except BaseException:  # a signal while waiting: let go of everything taken so far
+        for _, _, f in probed:
+            f.close()
+        for _, f in mine:
+            f.close()
+        raise
     finally:
         turn.close()
 
