@@ -16,7 +16,8 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
   task's T, through the benchmarks' :class:`~hkt.bench.common.TrainStep` (``hkt train``'s step):
   finite loss, measured ms/step and peak memory.
 * ``memory``: free memory against the largest job's need (parameters and optimizer state plus
-  the step's measured peak, scaled to the profile's batch) times a margin.
+  the step's measured peak, scaled to the profile's batch) times the training jobs that share a
+  GPU (``jobs_per_gpu``; on a GPU) times a margin; when they do not fit, the jobs_per_gpu that does.
 * ``estimate``: the suite's wall time on this machine, from the ``train`` step times and the
   packing ``hkt plan`` assumes (jobs at once on the cores and GPUs, GPU sharing's slowdown).
 * ``mlflow``: the suite's tracking store or server is reachable and writable (one run is
@@ -352,9 +353,18 @@ def _check_memory(ctx: _Context) -> Iterator[Check]:
         return
     batch = int(ctx.configs[job].train.batch_size)
     scaled = "" if batch == ctx.timings[job].batch_size else f" (extrapolated from batch {ctx.timings[job].batch_size})"
-    yield Check("memory", need * margin <= free,
-                f"largest job {job_name(job)} at batch {batch} needs {_gib(need)}{scaled}; "
-                f"x {margin:g} margin = {_gib(need * margin)}; free {_gib(free)}")
+    # on a GPU, jobs_per_gpu training jobs share it: each may be the largest
+    slots = suite_grid(ctx.suite, ctx.profile).gpu_slots("train") if ctx.device.type == "cuda" else None
+    sharing = slots.per_gpu if slots is not None else 1
+    total = need * sharing * margin
+    line = (f"largest job {job_name(job)} at batch {batch} needs {_gib(need)}{scaled}; "
+            + (f"x {sharing} jobs on a GPU (jobs_per_gpu) " if sharing > 1 else "")
+            + f"x {margin:g} margin = {_gib(total)}; free {_gib(free)}")
+    if total > free and sharing > 1:
+        fits = int(free // (need * margin))
+        line += (f": set jobs_per_gpu={fits} (--config jobs_per_gpu={fits})" if fits >= 1 else
+                 ": not even one job fits")
+    yield Check("memory", total <= free, line)
 
 
 def _check_estimate(ctx: _Context) -> Iterator[Check]:

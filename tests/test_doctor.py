@@ -228,25 +228,47 @@ H200_MS = {"listops/mha/main": 6, "listops/hkt/main": 16, "listops/conv/main": 7
            "listops/hkt/stride4": 20, "listops/mha/mha_matched": 7}
 
 
-def h200_estimate(jobs_per_gpu: int) -> str:
-    """The doctor's estimate line for the paper suite on a 16-core, one-GPU machine, from the
-    H200's step times."""
+def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
+    """``check`` of the paper suite on a 16-core machine with one GPU (faked: no GPU needed),
+    from the H200 doctor's step times and its largest job's need (imdb/hkt/main, 2.52 GiB)."""
     from hkt.config import compose
-    from hkt.doctor import _check_estimate, _Context, job_name
+    from hkt.doctor import _Context, job_name
 
     suite = OmegaConf.merge(load_suite("paper"), {"node": {"gpus": 1, "cpus": 16},
                                                    "jobs_per_gpu": jobs_per_gpu})
     configs = suite_jobs(suite)
     timings = {j: StepTiming(seq_len=int(c.task.max_length), batch_size=int(c.train.batch_size),
                              n_params=1, ms_per_step=H200_MS[job_name(j)], loss=1.0,
-                             peak_bytes=1.0, state_bytes=1) for j, c in configs.items()}
+                             peak_bytes=(2.52 if job_name(j) == "imdb/hkt/main" else 1.0) * 2**30,
+                             state_bytes=0) for j, c in configs.items()}
     ctx = _Context(compose("doctor", []), suite, "paper", torch.device("cuda"), configs=configs,
                    timings=timings)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.cuda, "device_count", lambda: 1)
-        (check,) = _check_estimate(ctx)
+        mp.setattr("hkt.doctor.free_memory_bytes", lambda device: free_gib * 2**30)
+        (result,) = check(ctx)
+    return result
+
+
+def h200_estimate(jobs_per_gpu: int) -> str:
+    from hkt.doctor import _check_estimate
+
+    check = h200(_check_estimate, jobs_per_gpu)
     assert check.ok and check.name == "estimate"
     return check.detail
+
+
+def test_memory_counts_the_jobs_that_share_a_gpu_and_says_how_many_fit():
+    from hkt.doctor import _check_memory
+
+    ok = h200(_check_memory)
+    assert ok.ok and ok.detail == (
+        "largest job imdb/hkt/main at batch 32 needs 2.52 GiB; x 9 jobs on a GPU (jobs_per_gpu) "
+        "x 1.5 margin = 34.02 GiB; free 139.00 GiB")
+    small = h200(_check_memory, free_gib=24.0)  # a 24 GB card: 6 such jobs fit, not 9
+    assert not small.ok and small.detail.endswith(
+        "free 24.00 GiB: set jobs_per_gpu=6 (--config jobs_per_gpu=6)")
+    assert h200(_check_memory, jobs_per_gpu=1, free_gib=24.0).ok
 
 
 def test_the_estimate_packs_the_paper_suite_on_one_gpu():
