@@ -16,6 +16,9 @@ file (a hard link, ``.NAME.attempts`` beside it, given before the command runs) 
 the next attempt puts it back.
 
 SIGINT and SIGTERM stop any command with one line and exit 130 or 143 (:mod:`hkt.signals`).
+
+A local workflow's GPU jobs (``hkt train``, ``analyze``, ``bench``) first claim a slot of one
+GPU where ``$HKT_GPU_SLOTS`` says so (:mod:`hkt.workflow.gpuslots`), before anything starts CUDA.
 """
 
 from __future__ import annotations
@@ -232,15 +235,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     try:
-        found = _command_parser(argv)
-        if found is None:
-            build_parser().parse_args(argv)  # prints help/usage and exits
-            return 2
-        parser, module_name = found
-        skip = 2 if argv[0] in GROUPS else 1
-        args = parser.parse_intermixed_args(argv[skip:])
-        module = importlib.import_module(module_name)
-        return int(module.run(args) or 0)
+        # a local workflow's GPU job: claim its GPU first, before anything starts CUDA
+        from hkt.workflow.gpuslots import claimed, for_command
+
+        with claimed(for_command(argv), say=lambda s: print(s, file=sys.stderr, flush=True)):
+            return _run_command(argv)
     except HKTError as exc:
         print(f"hkt: error: {exc}", file=sys.stderr)
         return 2
@@ -250,6 +249,18 @@ def _main(argv: list[str]) -> int:
     except signals.Stopped as exc:
         print(f"hkt: {exc.message or _stopped(exc, argv)}", file=sys.stderr, flush=True)
         return exc.exit_code
+
+
+def _run_command(argv: list[str]) -> int:
+    found = _command_parser(argv)
+    if found is None:
+        build_parser().parse_args(argv)  # prints help/usage and exits
+        return 2
+    parser, module_name = found
+    skip = 2 if argv[0] in GROUPS else 1
+    args = parser.parse_intermixed_args(argv[skip:])
+    module = importlib.import_module(module_name)
+    return int(module.run(args) or 0)
 
 
 def _stopped(exc: signals.Stopped, argv: list[str]) -> str:

@@ -5,8 +5,10 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
 * ``device``: the device, torch, CUDA and cuDNN versions, bf16 support and the suite's precision;
   fails when the suite asks for GPUs (``resources.train.gpu``) and none is visible.
 * ``sdpa TASK``: which SDPA backend PyTorch picks for MHA's and HKT's calls at the task's shape
-  (B, H, T, d), with and without a key mask, at the suite's precision; fails when the pick is
-  not one that ``hkt/attention/sdpa.py`` (which decides whether HKT pads V) expects.
+  (B, H, T, d), with and without a key mask, at the suite's precision, V padded where
+  ``hkt/attention/sdpa.py`` pads it. Any fused kernel (flash, memory-efficient, cuDNN) passes;
+  the math fallback and a call no backend accepts fail (:func:`sdpa_verdict`). Where V is
+  padded it says whether this torch needed that.
 * ``hkt fused`` / ``hkt levels=1``: HKT's fused path at the suite's precision against the fp64
   reference, and HKT with one level against MHA with the same weights (outputs and input
   gradients, relative max error within the precision's tolerance).
@@ -14,7 +16,10 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
   task's T, through the benchmarks' :class:`~hkt.bench.common.TrainStep` (``hkt train``'s step):
   finite loss, measured ms/step and peak memory.
 * ``memory``: free memory against the largest job's need (parameters and optimizer state plus
-  the step's measured peak, scaled to the profile's batch) times a margin.
+  the step's measured peak, scaled to the profile's batch) times the training jobs that share a
+  GPU (``jobs_per_gpu``; on a GPU) times a margin; when they do not fit, the jobs_per_gpu that does.
+* ``estimate``: the suite's wall time on this machine, from the ``train`` step times and the
+  packing ``hkt plan`` assumes (jobs at once on the cores and GPUs, GPU sharing's slowdown).
 * ``mlflow``: the suite's tracking store or server is reachable and writable (one run is
   created, written, given an artifact, and deleted).
 
@@ -31,6 +36,7 @@ import os
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +45,13 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from hkt.attention.sdpa import AttentionCall
 from hkt.timing import StepTiming, measure_training_step
 from hkt.workflow.suites import load_suite
 
 
-__all__ = ["Check", "load_suite", "suite_jobs", "job_name", "run_checks", "add_arguments",
-           "run"]
+__all__ = ["Check", "FUSED", "load_suite", "suite_jobs", "job_name", "sdpa_verdict", "run_checks",
+           "add_arguments", "run"]
 
 GIB = 2**30
 
@@ -64,18 +71,24 @@ def suite_jobs(suite: DictConfig, profile: str | None = None) -> dict[Any, DictC
     its :class:`~hkt.workflow.grid.Job`: the jobs the workflow runs (the main grid, the LRA
     grid, the ablations), from the one job list, :meth:`hkt.workflow.grid.Grid.train_jobs`.
     ``profile`` replaces the suite's (doctor's ``suite.profile``)."""
-    from hkt.config import config_dir
     from hkt.workflow.configs import job_configs
+
+    grid = suite_grid(suite, profile)
+    first: dict[tuple[str, str, str], Any] = {}
+    for job in grid.train_jobs():
+        first.setdefault((job.task, job.model, job.variant), job)
+    return job_configs(grid, first.values())
+
+
+def suite_grid(suite: DictConfig, profile: str | None = None) -> Any:
+    """The suite's :class:`~hkt.workflow.grid.Grid`, ``profile`` replacing its own."""
+    from hkt.config import config_dir
     from hkt.workflow.grid import Grid
 
     config = OmegaConf.to_container(suite, resolve=True)
     if profile:
         config["profile"] = profile
-    grid = Grid(config, config_dir())
-    first: dict[tuple[str, str, str], Any] = {}
-    for job in grid.train_jobs():
-        first.setdefault((job.task, job.model, job.variant), job)
-    return job_configs(grid, first.values())
+    return Grid(config, config_dir())
 
 
 def job_name(job: Any) -> str:
@@ -148,26 +161,80 @@ def _check_device(ctx: _Context) -> Iterator[Check]:
     yield Check("device", ok, "; ".join(parts))
 
 
-def _backend_name(index: int) -> str:
+FUSED = ("flash", "efficient", "cudnn")
+"""PyTorch's fused SDPA kernels: any of them keeps attention's memory linear in T."""
+
+Pick = Callable[[AttentionCall], str]
+"""PyTorch's choice of SDPA backend for a call: a name of :data:`hkt.attention.sdpa.BACKENDS`,
+or ``"none"`` when no enabled backend accepts it."""
+
+
+def sdpa_verdict(call: AttentionCall, pick: Pick) -> tuple[bool, str]:
+    """Judge one SDPA call of the model (``call``: V at the width the model computes it) on
+    this machine: (passes, what to print).
+
+    ``sdpa.py`` pads V where it expects that to reach a fused kernel (:func:`pad_value`); the
+    call as made (padded or not) is then given to ``pick``, PyTorch's choice. Any fused kernel
+    passes, whichever it is; the math fallback (T×T memory) and a call no backend accepts fail.
+    Where V was padded, the narrow call is asked too: the line says whether padding was needed
+    on this torch. Pure given ``pick``: the doctor asks torch, the tests simulate its answers."""
+    from hkt.attention.sdpa import fused_backends, pad_value
+
+    pad = pad_value(call)
+    made = call.widened() if pad else call
+    picked, expected = pick(made), fused_backends(made)
+    v = "" if call.v_width == call.qk_width else f"V {call.v_width} "
+    if pad:
+        v = f"V {call.v_width} padded to {made.v_width} "
+    line = f"{v}-> {picked}"
+    if picked in FUSED:
+        ok = True
+        if picked not in expected:  # fine: sdpa.py's rules only decide whether to pad V
+            line += f" (fused; sdpa.py's rules expected {', '.join(expected) or 'none'})"
+    elif picked == "math":
+        ok = False
+        line += (" (the math fallback, T×T memory; sdpa.py expected " + ", ".join(expected) + ")"
+                 if expected else " (the math fallback, T×T memory: no fused kernel takes this call here)")
+    else:
+        ok = False
+        line += (" (no SDPA backend accepts this call; sdpa.py expected "
+                 + (", ".join(expected) or "the math fallback") + ")")
+    if pad:
+        narrow = pick(call)
+        line += (f"; padding needed here: V {call.v_width} -> {narrow}" if narrow not in FUSED
+                 else f"; padding not needed on this torch: V {call.v_width} -> {narrow}")
+    return ok, line
+
+
+def _torch_pick(batch: int, heads: int, seq_len: int, device: torch.device,
+                dtype: torch.dtype) -> Pick:
+    """PyTorch's own choice (``torch._fused_sdp_choice``) for calls of this shape."""
     from torch.nn.attention import SDPBackend
 
-    return {"FLASH_ATTENTION": "flash", "EFFICIENT_ATTENTION": "efficient",
-            "CUDNN_ATTENTION": "cudnn", "MATH": "math"}.get(SDPBackend(index).name,
-                                                              SDPBackend(index).name.lower())
+    names = {SDPBackend.FLASH_ATTENTION: "flash", SDPBackend.EFFICIENT_ATTENTION: "efficient",
+             SDPBackend.CUDNN_ATTENTION: "cudnn", SDPBackend.MATH: "math"}
 
+    def pick(call: AttentionCall) -> str:
+        kw = dict(device=device, dtype=dtype, requires_grad=True)
+        q = torch.zeros(batch, heads, seq_len, call.qk_width, **kw)
+        v = torch.zeros(batch, heads, seq_len, call.v_width, **kw)
+        mask = (torch.ones(batch, 1, 1, seq_len, dtype=torch.bool, device=device)
+                if call.masked else None)
+        try:
+            with warnings.catch_warnings():  # torch's reasons for refusing: the line says it
+                warnings.simplefilter("ignore")
+                choice = SDPBackend(int(torch._fused_sdp_choice(
+                    q, q, v, mask, 0.0, False, scale=1.0 / math.sqrt(call.v_width),
+                    enable_gqa=False)))
+        except RuntimeError:  # "No available kernel": every enabled backend refused
+            return "none"
+        return names.get(choice, "none" if choice == SDPBackend.ERROR else choice.name.lower())
 
-def sdpa_pick(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              mask: torch.Tensor | None) -> tuple[str, tuple[str, ...]]:
-    """(PyTorch's pick for this call, the fused backends sdpa.py expects to accept it)."""
-    from hkt.attention.sdpa import call_of, fused_backends
-
-    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, False, scale=1.0 / math.sqrt(v.shape[-1]),
-                                     enable_gqa=False)
-    return _backend_name(int(choice)), fused_backends(call_of(q, v, mask, 0.0))
+    return pick
 
 
 def _check_sdpa(ctx: _Context) -> Iterator[Check]:
-    from hkt.attention.sdpa import call_of, pad_value
+    from hkt.attention.sdpa import call_of
 
     seen = set()
     for job, cfg in ctx.configs.items():
@@ -179,21 +246,16 @@ def _check_sdpa(ctx: _Context) -> Iterator[Check]:
         if (t, h, d, levels) in seen:  # what the kernel choice depends on
             continue
         seen.add((t, h, d, levels))
-        kw = dict(device=ctx.device, dtype=ctx.dtype, requires_grad=True)
-        q = torch.zeros(2, h, t, levels * d, **kw)
-        v = torch.zeros(2, h, t, d, **kw)
-        picks, ok = [], True
+        pick = _torch_pick(2, h, t, ctx.device, ctx.dtype)
+        q = torch.zeros(2, h, t, levels * d, device=ctx.device, dtype=ctx.dtype)
+        v = torch.zeros(2, h, t, d, device=ctx.device, dtype=ctx.dtype)
+        lines, ok = [], True
         for mask in (torch.ones(2, 1, 1, t, dtype=torch.bool, device=ctx.device), None):
-            pad = pad_value(call_of(q, v, mask, 0.0))
-            v_in = torch.zeros(2, h, t, levels * d, **kw) if pad else v
-            picked, expected = sdpa_pick(q, q, v_in, mask)
-            agrees = picked in expected if expected else picked == "math"
-            ok &= agrees
-            widths = "" if levels == 1 else f"V {v_in.shape[-1]}{' (padded)' if pad else ''} "
-            picks.append(f"{'masked' if mask is not None else 'unmasked'}: {widths}-> {picked}"
-                         + ("" if agrees else f" (sdpa.py expects {', '.join(expected) or 'math'})"))
+            good, line = sdpa_verdict(call_of(q, v, mask, 0.0), pick)
+            ok &= good
+            lines.append(f"{'masked' if mask is not None else 'unmasked'}: {line}")
         yield Check(f"sdpa {job_name(job)}", ok,
-                    f"T={t}, H={h}, q/k width {levels * d}, {ctx.precision}; " + "; ".join(picks))
+                    f"T={t}, H={h}, q/k width {levels * d}, {ctx.precision}; " + "; ".join(lines))
 
 
 def _relative_error(a: torch.Tensor, ref: torch.Tensor) -> float:
@@ -291,9 +353,52 @@ def _check_memory(ctx: _Context) -> Iterator[Check]:
         return
     batch = int(ctx.configs[job].train.batch_size)
     scaled = "" if batch == ctx.timings[job].batch_size else f" (extrapolated from batch {ctx.timings[job].batch_size})"
-    yield Check("memory", need * margin <= free,
-                f"largest job {job_name(job)} at batch {batch} needs {_gib(need)}{scaled}; "
-                f"x {margin:g} margin = {_gib(need * margin)}; free {_gib(free)}")
+    # on a GPU, jobs_per_gpu training jobs share it: each may be the largest
+    slots = suite_grid(ctx.suite, ctx.profile).gpu_slots("train") if ctx.device.type == "cuda" else None
+    sharing = slots.per_gpu if slots is not None else 1
+    total = need * sharing * margin
+    line = (f"largest job {job_name(job)} at batch {batch} needs {_gib(need)}{scaled}; "
+            + (f"x {sharing} jobs on a GPU (jobs_per_gpu) " if sharing > 1 else "")
+            + f"x {margin:g} margin = {_gib(total)}; free {_gib(free)}")
+    if total > free and sharing > 1:
+        fits = int(free // (need * margin))
+        line += (f": set jobs_per_gpu={fits} (--config jobs_per_gpu={fits})" if fits >= 1 else
+                 ": not even one job fits")
+    yield Check("memory", total <= free, line)
+
+
+def _check_estimate(ctx: _Context) -> Iterator[Check]:
+    """The suite's wall time here, as ``hkt plan`` estimates it (:func:`hkt.plan.estimate`: its
+    packing of jobs on the cores and GPUs, config/plan.yaml's evaluation cost, GPU sharing and
+    other rules' allowances) but from the train checks' own step times."""
+    from hkt.config import compose
+    from hkt.plan import estimate
+    from hkt.workflow.configs import job_configs
+    from hkt.workflow.sessions import duration
+
+    if not ctx.timings:
+        yield Check("estimate", False, "no training step was measured (see the train checks)")
+        return
+    pc = compose("plan", [])
+    grid = suite_grid(ctx.suite, ctx.profile)
+    timing = {job_name(j): t for j, t in ctx.timings.items()}
+
+    def step_seconds(cfg: DictConfig, shape: Any) -> float:  # scaled to the job's batch
+        t = timing[shape.label]  # TASK/MODEL/VARIANT, as job_name
+        return t.ms_per_step / 1000 / t.batch_size * int(cfg.train.batch_size)
+
+    kind = "cuda" if ctx.device.type == "cuda" else "cpu"
+    gpus = torch.cuda.device_count() if kind == "cuda" else 0
+    plan = estimate(grid, job_configs(grid), step_seconds, eval_cost=float(pc.eval_cost),
+                    gpus=gpus, sharing=pc.gpu_sharing,
+                    other_seconds={r: float(v[kind]) for r, v in pc.other_rules.items()})
+    side, slow = plan.sharing
+    packing = (f"{plan.slots['train']} training jobs at once"
+               + (f", {side} per GPU, each step {slow:.2f}x its time alone" if side > 1 else ""))
+    yield Check("estimate", True,
+                f"the suite here: about {duration(plan.wall_seconds)} "
+                f"({len(grid.train_jobs())} training jobs, {packing}; from the step times above at "
+                f"full length T, so it leans long; `hkt plan` times real lengths)")
 
 
 def tracking_uri_of(suite: DictConfig) -> str:
@@ -326,7 +431,8 @@ def _check_mlflow(ctx: _Context) -> Iterator[Check]:
 
 CHECKS: tuple[tuple[str, Callable[[_Context], Iterator[Check]]], ...] = (
     ("device", _check_device), ("sdpa", _check_sdpa), ("hkt fused", _check_equivalence),
-    ("train", _check_training), ("memory", _check_memory), ("mlflow", _check_mlflow),
+    ("train", _check_training), ("memory", _check_memory), ("estimate", _check_estimate),
+    ("mlflow", _check_mlflow),
 )
 
 

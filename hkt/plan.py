@@ -9,8 +9,9 @@ job gets. A job's time is its ``max_steps`` times that, plus its evaluations (va
 ``eval_every`` steps, the test set once; forward-only batches at ``eval_cost`` of a step).
 The other rules (prepare, baselines, analyses, benchmark, aggregate) get fixed allowances per
 job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can run at once
-(the cores, or GPUs, over the rule's resources), and rules are added one after the other: the
-workflow overlaps them somewhat, so the estimate leans long.
+(the cores over the rule's threads, or the GPUs' slots: ``jobs_per_gpu`` training jobs share a
+GPU, each step slower by ``gpu_sharing`` in config/plan.yaml), and rules are added one after the
+other: the workflow overlaps them somewhat, so the estimate leans long.
 
 Calibrations (:mod:`hkt.calibration`) are cached per (device, torch version, shape) in
 ``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
@@ -34,7 +35,7 @@ from hkt.calibration import Shape, cached_timer, calibration_file, shape_of
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
 
-__all__ = ["JobEstimate", "Plan", "estimate", "load_plan", "calibrated_plan", "format_plan",
+__all__ = ["JobEstimate", "Plan", "estimate", "shared_gpu_slowdown", "load_plan", "calibrated_plan", "format_plan",
            "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
            "workflow_plan", "make_plan", "add_arguments", "run"]
 
@@ -63,6 +64,7 @@ class Plan:
     jobs: list[JobEstimate]
     slots: dict[str, int]                  # jobs of a rule that run at once
     calibrated: dict[str, float] = field(default_factory=dict)  # shape label -> ms/step (job batch)
+    sharing: tuple[int, float] = (1, 1.0)  # training jobs side by side on one GPU, and their slowdown
     cached: int = 0                        # shapes whose timing came from the cache
     untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
 
@@ -120,13 +122,41 @@ def job_seconds(cfg: Any, step_s: float, eval_cost: float) -> float:
     return step_s * (steps + eval_cost * (evals * val + test))
 
 
+def shared_gpu_slowdown(jobs: int, sharing: Mapping[str, Any]) -> float:
+    """How much slower each step is with ``jobs`` training jobs on one GPU than alone: linear
+    from 1 (one job) to ``sharing.slowdown`` at ``sharing.jobs`` (config/plan.yaml)."""
+    at, slow = int(sharing["jobs"]), float(sharing["slowdown"])
+    return 1.0 + (slow - 1.0) * (max(1, jobs) - 1) / max(1, at - 1)
+
+
+def _slots(grid: Any, rule: str, gpus: int) -> int:
+    """Jobs of ``rule`` that run at once: the cores over its threads and, where its jobs need a
+    GPU, the GPUs' slots (``jobs_per_gpu`` per GPU where they share one)."""
+    res = grid.resources(rule)
+    n = max(1, grid.cpus // int(res["threads"]))
+    if gpus and int(res.get("gpu", 0) or 0) > 0:
+        from hkt.workflow.gpuslots import GPU_COMMANDS
+
+        share = GPU_COMMANDS.get(rule) == "share"
+        n = min(n, gpus * grid.jobs_per_gpu if share else max(1, gpus // int(res["gpu"])))
+    return n
+
+
 def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any, Shape], float],
              *, other_seconds: Mapping[str, float], eval_cost: float, gpus: int = 0,
-             suite: str = "?", device: str = "?") -> Plan:
+             sharing: Mapping[str, Any] | None = None, suite: str = "?",
+             device: str = "?") -> Plan:
     """The plan of ``grid`` (a :class:`~hkt.workflow.grid.Grid`). ``configs`` maps each training
     job to its composed config; ``step_seconds(cfg, shape)`` gives a training step's seconds at
-    the job's batch (measured, or faked in tests); ``other_seconds`` the allowance per job of
-    every other rule; ``gpus`` the GPUs the jobs share (0: a CPU machine)."""
+    the job's batch, alone on its device (measured, or faked in tests); ``other_seconds`` the
+    allowance per job of every other rule; ``gpus`` the GPUs the jobs share (0: a CPU machine);
+    ``sharing`` the slowdown of training jobs side by side on one GPU (config/plan.yaml's
+    ``gpu_sharing``; None: none)."""
+    slots = {rule: _slots(grid, rule, gpus) for rule in RULE_ORDER}
+    # training jobs side by side on each GPU: the slots filled, spread evenly over the GPUs
+    on_gpu = gpus and int(grid.resources("train").get("gpu", 0) or 0) > 0
+    side = math.ceil(min(slots["train"], len(grid.train_jobs())) / gpus) if on_gpu else 1
+    slow = shared_gpu_slowdown(side, sharing) if sharing and side > 1 else 1.0
     jobs: list[JobEstimate] = []
     calibrated: dict[str, float] = {}
     shapes: dict[str, float] = {}
@@ -135,7 +165,7 @@ def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any,
         label = f"{job.task}/{job.model}/{job.variant}"
         shape = shape_of(cfg, int(cfg.train.batch_size), label)
         if shape.key not in shapes:
-            shapes[shape.key] = step_seconds(cfg, shape)
+            shapes[shape.key] = step_seconds(cfg, shape) * slow
             calibrated[label] = 1000 * shapes[shape.key]
         jobs.append(JobEstimate("train", f"{label}/seed{job.seed}",
                                 job_seconds(cfg, shapes[shape.key], eval_cost),
@@ -145,14 +175,7 @@ def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any,
     for rule, name, output, log in other_jobs(grid):
         jobs.append(JobEstimate(rule, name, float(other_seconds.get(rule, 0.0)), output, log,
                                 int(grid.resources(rule)["threads"])))
-    slots = {}
-    for rule in RULE_ORDER:
-        res = grid.resources(rule)
-        n = max(1, grid.cpus // int(res["threads"]))
-        if gpus and int(res.get("gpu", 0) or 0) > 0:
-            n = min(n, max(1, gpus // int(res["gpu"])))
-        slots[rule] = n
-    return Plan(suite, grid.profile, device, jobs, slots, calibrated)
+    return Plan(suite, grid.profile, device, jobs, slots, calibrated, (side, slow))
 
 
 def other_jobs(grid: Any) -> list[tuple[str, str, str, str]]:
@@ -214,9 +237,13 @@ def format_plan(plan: Plan) -> str:
         note = " (not timed: calibration budget spent; as its main shape)" \
             if label in plan.untimed else ""
         lines.append(f"  step {label:<28} {ms:8.0f} ms (at the job's batch){note}")
+    side, slow = plan.sharing
     for rule in RULE_ORDER:
         if counts.get(rule):
             how = "measured" if rule == "train" else "allowance, config/plan.yaml"
+            if rule == "train" and side > 1:
+                how += (f"; {side} jobs share each GPU, each step {slow:.2f}x its time alone: "
+                        "config/plan.yaml gpu_sharing")
             lines.append(f"  {rule:<9} {counts[rule]:3d} jobs, {plan.slots[rule]} at once: "
                          f"{duration(plan.rule_wall(rule))} ({how})")
     lines.append(f"  estimated wall time: {duration(plan.wall_seconds)}")
@@ -335,6 +362,7 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
         return timer(job_cfg, shape) * scale
 
     plan = estimate(grid, configs, step_seconds, eval_cost=float(cfg.eval_cost), gpus=gpus,
+                    sharing=cfg.gpu_sharing,
                     other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},
                     suite=str(config.get("suite")), device=describe_device(device))
     plan.cached, plan.untimed = stats["cached"], stats["untimed"]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 from omegaconf import OmegaConf
 
-from hkt.doctor import StepTiming, load_suite, suite_jobs
+from hkt.attention.sdpa import AttentionCall
+from hkt.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
 
 # The tiniest suite worth checking: one task, both attention models, the largest HKT ablation,
 # no GPU asked for.
@@ -39,14 +43,18 @@ def test_doctor_reports_every_check_and_passes(tmp_path):
     lines = proc.stdout.splitlines()
     checks = [line.split()[1:3] for line in lines[1:-1]]
     assert [c[0] for c in checks] == ["device", "sdpa", "sdpa", "sdpa", "hkt", "hkt", "hkt",
-                                      "hkt", "train", "train", "train", "memory",
+                                      "hkt", "train", "train", "train", "memory", "estimate",
                                       "mlflow"], proc.stdout
     # the memory check sees the whole suite's largest job, the L = 4 ablation
     assert "memory                 largest job listops/hkt/levels4 at batch 8" in proc.stdout
     assert all(line.lstrip().startswith("ok") for line in lines[1:-1]), proc.stdout
     assert "train listops/hkt" in proc.stdout and "ms/step" in proc.stdout
-    assert "masked: V 24 (padded) -> flash" in proc.stdout  # the CPU flash kernel, V padded
-    assert lines[-1].startswith("hkt doctor: all 13 checks passed")
+    # the CPU flash kernel needs V padded to the q/k width; this torch's narrow call would be math
+    assert "masked: V 8 padded to 24 -> flash; padding needed here: V 8 -> math" in proc.stdout
+    # the suite's wall time from those step times: 3 seeds of mha, hkt and levels4
+    assert re.search(r"estimate +the suite here: about \d+ (s|min) \(9 training jobs, \d+ "
+                     r"training jobs at once; from the step times above", proc.stdout), proc.stdout
+    assert lines[-1].startswith("hkt doctor: all 14 checks passed")
     assert (tmp_path / "mlflow.db").is_file()
 
 
@@ -62,7 +70,7 @@ def test_failing_checks_give_nonzero_exit(tmp_path):
     assert failed == ["device", "mlflow"], proc.stdout
     assert "none is visible" in proc.stdout
     assert "train listops/mha" in proc.stdout  # the checks after the failure ran
-    assert "2 of 13 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
+    assert "2 of 14 checks FAILED (device, mlflow)" in proc.stdout.splitlines()[-1]
 
 
 def test_bad_setting_is_a_config_error(tmp_path):
@@ -117,8 +125,6 @@ def test_named_suite_resolves_in_config_suites():
 def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     """The doctor's bf16 tolerance holds for HKT's fused path under (CPU) bf16 autocast, for
     every HKT geometry of the paper profile, and a zero tolerance fails."""
-    import torch
-
     from hkt.config import compose
     from hkt.doctor import _check_equivalence, _Context
 
@@ -132,3 +138,144 @@ def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     strict = compose("doctor", ["equivalence.seq_len=64", "equivalence.tolerance.bf16=0.0"])
     ctx = _Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
     assert not any(c.ok for c in _check_equivalence(ctx) if c.name == "hkt fused")
+
+
+# ------------------------------------------------------------- the SDPA verdict, each answer
+def cuda_call(qk: int, v: int, masked: bool = True) -> AttentionCall:
+    """A bf16 call on an sm90 GPU (an H100/H200), faked: no GPU needed."""
+    return AttentionCall("cuda", torch.bfloat16, qk, v, masked, capability=(9, 0))
+
+
+def answers(choice: str):
+    """PyTorch's pick simulated: ``choice`` for every call, and the calls it was asked about."""
+    asked = []
+
+    def pick(call):
+        asked.append((call.qk_width, call.v_width))
+        return choice
+
+    return pick, asked
+
+
+@pytest.mark.parametrize("call, choice, line", [
+    (cuda_call(32, 32, masked=False), "flash", "-> flash"),  # MHA without a mask
+    (cuda_call(96, 32), "efficient", "V 32 -> efficient"),  # HKT at ListOps' shape
+    (cuda_call(96, 32), "cudnn", "V 32 -> cudnn"),
+    # the H200's answer at imdb/hkt/main (torch 2.11): cuDNN, where sdpa.py's rules say
+    # memory-efficient; both are fused, so nothing is wrong
+    (cuda_call(192, 64), "cudnn", "V 64 -> cudnn (fused; sdpa.py's rules expected efficient)"),
+])
+def test_any_fused_kernel_passes_and_is_named(call, choice, line):
+    pick, asked = answers(choice)
+    assert sdpa_verdict(call, pick) == (True, line)
+    assert asked == [(call.qk_width, call.v_width)]  # narrow V: sdpa.py does not pad on CUDA
+
+
+@pytest.mark.parametrize("call, choice, line", [
+    (cuda_call(96, 32), "math",
+     "V 32 -> math (the math fallback, T×T memory; sdpa.py expected efficient, cudnn)"),
+    (cuda_call(192, 64), "none",
+     "V 64 -> none (no SDPA backend accepts this call; sdpa.py expected efficient)"),
+    (AttentionCall("cuda", torch.bfloat16, 96, 32, True, capability=(13, 0)), "math",
+     "V 32 -> math (the math fallback, T×T memory: no fused kernel takes this call here)"),
+])
+def test_the_math_fallback_and_no_backend_fail(call, choice, line):
+    assert sdpa_verdict(call, answers(choice)[0]) == (False, line)
+
+
+def test_padded_v_says_whether_this_torch_needed_it():
+    """On CPU sdpa.py pads V (the flash kernel wants equal widths); the doctor asks PyTorch
+    about the padded call, which runs, and about the narrow one, to say if padding paid."""
+    call = AttentionCall("cpu", torch.float32, 96, 32, True)
+    asked = []
+
+    def needs_equal_widths(c):
+        asked.append(c.v_width)
+        return "flash" if c.v_width == c.qk_width else "math"
+
+    assert sdpa_verdict(call, needs_equal_widths) == (
+        True, "V 32 padded to 96 -> flash; padding needed here: V 32 -> math")
+    assert asked == [96, 32]
+    pick, _ = answers("flash")  # a torch whose CPU flash takes a narrower V
+    assert sdpa_verdict(call, pick) == (
+        True, "V 32 padded to 96 -> flash; padding not needed on this torch: V 32 -> flash")
+    pick, _ = answers("math")  # padded or not, the math fallback: fails
+    assert sdpa_verdict(call, pick) == (
+        False, "V 32 padded to 96 -> math (the math fallback, T×T memory; sdpa.py expected "
+               "flash); padding needed here: V 32 -> math")
+
+
+def test_torch_pick_names_this_machines_choice():
+    """The doctor's question to PyTorch, on this CPU: flash for equal widths, math for a
+    narrower V, none where every enabled backend refuses."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from hkt.doctor import _torch_pick
+
+    pick = _torch_pick(2, 2, 16, torch.device("cpu"), torch.float32)
+    equal, narrow = AttentionCall("cpu", torch.float32, 24, 24, True), AttentionCall("cpu", torch.float32, 24, 8, True)
+    assert (pick(equal), pick(narrow)) == ("flash", "math")
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        assert pick(narrow) == "none"
+
+
+# The H200's own doctor (issue 38, ../shared/gpu-h200/doctor.log): ms per step of each job at its batch
+H200_MS = {"listops/mha/main": 6, "listops/hkt/main": 16, "listops/conv/main": 7,
+           "cifar10/mha/main": 12, "cifar10/hkt/main": 24, "cifar10/conv/main": 19,
+           "imdb/mha/main": 14, "imdb/hkt/main": 42, "imdb/conv/main": 19,
+           "listops/hkt/levels1": 8, "listops/hkt/levels2": 13, "listops/hkt/levels4": 29,
+           "listops/hkt/static_fusion": 20, "listops/hkt/linear_upsample": 20,
+           "listops/hkt/stride4": 20, "listops/mha/mha_matched": 7}
+
+
+def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
+    """``check`` of the paper suite on a 16-core machine with one GPU (faked: no GPU needed),
+    from the H200 doctor's step times and its largest job's need (imdb/hkt/main, 2.52 GiB)."""
+    from hkt.config import compose
+    from hkt.doctor import _Context, job_name
+
+    suite = OmegaConf.merge(load_suite("paper"), {"node": {"gpus": 1, "cpus": 16},
+                                                   "jobs_per_gpu": jobs_per_gpu})
+    configs = suite_jobs(suite)
+    timings = {j: StepTiming(seq_len=int(c.task.max_length), batch_size=int(c.train.batch_size),
+                             n_params=1, ms_per_step=H200_MS[job_name(j)], loss=1.0,
+                             peak_bytes=(2.52 if job_name(j) == "imdb/hkt/main" else 1.0) * 2**30,
+                             state_bytes=0) for j, c in configs.items()}
+    ctx = _Context(compose("doctor", []), suite, "paper", torch.device("cuda"), configs=configs,
+                   timings=timings)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.cuda, "device_count", lambda: 1)
+        mp.setattr("hkt.doctor.free_memory_bytes", lambda device: free_gib * 2**30)
+        (result,) = check(ctx)
+    return result
+
+
+def h200_estimate(jobs_per_gpu: int) -> str:
+    from hkt.doctor import _check_estimate
+
+    check = h200(_check_estimate, jobs_per_gpu)
+    assert check.ok and check.name == "estimate"
+    return check.detail
+
+
+def test_memory_counts_the_jobs_that_share_a_gpu_and_says_how_many_fit():
+    from hkt.doctor import _check_memory
+
+    ok = h200(_check_memory)
+    assert ok.ok and ok.detail == (
+        "largest job imdb/hkt/main at batch 32 needs 2.52 GiB; x 9 jobs on a GPU (jobs_per_gpu) "
+        "x 1.5 margin = 34.02 GiB; free 139.00 GiB")
+    small = h200(_check_memory, free_gib=24.0)  # a 24 GB card: 6 such jobs fit, not 9
+    assert not small.ok and small.detail.endswith(
+        "free 24.00 GiB: set jobs_per_gpu=6 (--config jobs_per_gpu=6)")
+    assert h200(_check_memory, jobs_per_gpu=1, free_gib=24.0).ok
+
+
+def test_the_estimate_packs_the_paper_suite_on_one_gpu():
+    """From the H200's step times the doctor puts the paper suite's 48 training jobs 9 at a time
+    on the one GPU, each step 1.83x slower (config/plan.yaml), well under one job at a time."""
+    packed, alone = h200_estimate(9), h200_estimate(1)
+    assert "(48 training jobs, 9 training jobs at once, 9 per GPU, each step 1.83x its time alone;" in packed
+    assert "(48 training jobs, 1 training jobs at once;" in alone
+    assert packed.startswith("the suite here: about 68 min")  # the H200's steps, packed
+    assert alone.startswith("the suite here: about 5.0 h")     # one job at a time

@@ -195,3 +195,78 @@ def test_a_signal_while_the_store_is_created_leaves_no_half_made_store(tmp_path,
     monkeypatch.setattr(store, "_reached_client", real)
     client = store.open_client(f"sqlite:///{db}")  # the next start makes a whole one
     assert [e.name for e in client.search_experiments()] == ["Default"]
+
+
+# A stop while validating or testing (issue 38, part 4): the steps trained so far are kept.
+EVAL_RUN = ["task=listops", "model=mha", "profile=smoke", "train.max_steps=30",
+            "train.eval_every=10", "train.checkpoint_every=20", "train.log_every=5",
+            "tracking.enabled=false", "--no-progress"]
+
+
+def signal_inside_evaluation(monkeypatch, sig: signal.Signals, nth: int) -> list[int]:
+    """Send ``sig`` to this process after the first batch of the ``nth`` evaluation (the
+    validations at steps 10, 20 and 30 are the 1st to 3rd; the test is the 4th). Returns the
+    evaluations seen so far: the seam is the loop's own ``evaluate``."""
+    from hkt.train import loop
+
+    real, calls = loop.evaluate, []
+
+    def evaluate(*args, on_batch=None, **kw):
+        calls.append(len(calls) + 1)
+
+        def batch_done(batches: int, examples: int) -> None:
+            if len(calls) == nth and batches == 1:
+                os.kill(os.getpid(), sig)
+            on_batch(batches, examples)
+
+        return real(*args, on_batch=batch_done, **kw)
+
+    monkeypatch.setattr(loop, "evaluate", evaluate)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def eval_reference(data, tmp_path_factory) -> Path:
+    from hkt.cli import main
+
+    run = tmp_path_factory.mktemp("eval-ref") / "run"
+    assert main(["train", "--data", str(data), "--out", str(run), *EVAL_RUN]) == 0
+    return run
+
+
+@pytest.mark.parametrize("sig, nth, step, during, kept", [
+    # the first validation, before any periodic checkpoint: it used to say "no checkpoint yet"
+    (signal.SIGINT, 1, 10, "validating", "checkpoint written at step 10 ({last}); the same "
+                                         "command resumes it, validating step 10 again"),
+    # a validation whose step also owes a checkpoint: the resumed run writes it
+    (signal.SIGTERM, 2, 20, "validating", "checkpoint written at step 20 ({last}); the same "
+                                          "command resumes it, validating step 20 again"),
+    # the test of the best checkpoint: the last step's checkpoint is already on disk
+    (signal.SIGTERM, 4, 30, "testing", "kept the checkpoint of step 30 ({last}); the same "
+                                       "command resumes from there"),
+])
+def test_a_stop_while_evaluating_keeps_the_last_step_and_resumes_to_the_same_result(
+        sig, nth, step, during, kept, data, eval_reference, tmp_path, monkeypatch, capsys):
+    from hkt.cli import main
+
+    run = tmp_path / "run"
+    last = run / "checkpoints" / "last.pt"
+    args = ["train", "--data", str(data), "--out", str(run), *EVAL_RUN]
+    calls = signal_inside_evaluation(monkeypatch, sig, nth)
+    assert main(args) == 128 + sig
+    assert len(calls) == nth  # it stopped in that evaluation, not later
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (f"hkt: stopped by {sig.name} at step {step}/30 (while {during}): "
+                    + kept.format(last=last))
+    assert torch.load(last, weights_only=True)["step"] == step  # the last finished step
+    assert not (run / "record.json").exists()
+
+    monkeypatch.undo()
+    assert main(args) == 0
+    assert f"resuming from {last} at step {step}/30" in capsys.readouterr().err
+    ours = json.loads((run / "record.json").read_text())
+    ref = json.loads((eval_reference / "record.json").read_text())
+    assert (ours["val_accuracy"], ours["test_accuracy"], ours["best_step"]) == \
+        (ref["val_accuracy"], ref["test_accuracy"], ref["best_step"])
+    assert history(run) == history(eval_reference)  # every row, validation at `step` included
+    assert [r["step"] for r in history(run) if r["val_acc"]] == ["10", "20", "30"]

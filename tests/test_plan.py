@@ -127,13 +127,38 @@ def test_a_step_is_timed_at_the_given_length(tmp_path):
 
 
 def test_gpus_limit_the_training_slots():
-    suite = merge(SUITE, {"resources": {"train": {"threads": 1, "gpu": 1}},
+    suite = merge(SUITE, {"resources": {"train": {"threads": 1, "gpu": 1}}, "jobs_per_gpu": 1,
                           "node": {"gpus": 2}})  # a node with GPUs, whatever this machine has
     grid = Grid(merge(CONFIG, suite), CONFIG_DIR, cpus=16)
     configs = {j: fake_config(j) for j in grid.train_jobs()}
     plan = estimate(grid, configs, lambda cfg, shape: 1.0, other_seconds=OTHER, eval_cost=0.5,
                     gpus=2)
     assert plan.slots["train"] == 2 and plan.slots["external"] == 16
+    assert plan.sharing == (1, 1.0)
+
+
+def test_the_paper_suite_packs_training_jobs_on_one_gpu_with_the_h200s_slowdown():
+    """One GPU, 16 cores: config.yaml's jobs_per_gpu (9) training jobs at once, each step slower
+    by config/plan.yaml's gpu_sharing (the H200's 9 jobs: 1.83x); the benchmark has the GPU to
+    itself. The packed suite's training is several times shorter than one job at a time."""
+    from hkt.config import compose
+    from hkt.plan import load_plan, shared_gpu_slowdown
+
+    sharing = compose("plan", []).gpu_sharing
+    assert (shared_gpu_slowdown(1, sharing), shared_gpu_slowdown(9, sharing)) == (1.0, 1.83)
+    assert shared_gpu_slowdown(5, sharing) == pytest.approx(1.415)
+    config, _ = load_plan("paper")
+    packed = Grid(merge(config, {"node": {"gpus": 1}}), CONFIG_DIR, cpus=16)
+    alone = Grid(merge(config, {"node": {"gpus": 1}, "jobs_per_gpu": 1}), CONFIG_DIR, cpus=16)
+    plans = [estimate(g, {j: fake_config(j) for j in g.train_jobs()}, lambda cfg, shape: 1.0,
+                      other_seconds=OTHER, eval_cost=0.5, gpus=1, sharing=sharing)
+             for g in (packed, alone)]
+    assert [p.slots["train"] for p in plans] == [9, 1]
+    assert [p.sharing for p in plans] == [(9, 1.83), (1, 1.0)]
+    assert plans[0].slots["analyze"] == 16 // 4 and plans[0].slots["bench"] == 1  # 4 threads each
+    train = [p.rule_wall("train") for p in plans]
+    assert train[1] / train[0] == pytest.approx(9 / 1.83)
+    assert "9 jobs share each GPU, each step 1.83x its time alone" in format_plan(plans[0])
 
 
 def test_format_names_the_device_rules_and_total():

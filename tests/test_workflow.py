@@ -193,6 +193,29 @@ def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     train_resources = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
     assert train_resources and all("gpu=1" in line for line in train_resources)
     assert all("runtime=720" in line for line in train_resources)
+    assert "gpu_slots" not in out  # a job has its GPU to itself there: no slots to claim
+
+
+def test_one_gpu_runs_the_paper_suites_training_jobs_nine_at_once(tmp_path):
+    """On a one-GPU machine (simulated: node.gpus 1) Snakemake's own scheduler starts the paper
+    suite's training jobs jobs_per_gpu (9) at a time, each holding one of the GPU's 9 slots, on
+    16 cores where it would otherwise start 16. A --touch run: real job selection, no command
+    run (each job's `hkt` would claim its GPU: tests/test_gpuslots.py). At the smoke budget,
+    so that the workflow's start-up calibration takes seconds."""
+    node = tmp_path / "one-gpu.yaml"
+    node.write_text("node: {gpus: 1}\nprofile: smoke\n")
+    r = snakemake("--touch", "--cores", "16", "--verbose", "--until", "train", "--configfile",
+                  str(ROOT / "config" / "suites" / "paper.yaml"), str(node), cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert ("hkt: GPUs: 1, 9 training jobs on each (jobs_per_gpu): up to 9 at once, each on one "
+            "GPU (Snakemake resource gpu_slots = 9)") in out
+    assert job_stats(out)["train"] == expected_counts(suite("paper"))["train"]
+    train = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
+    assert train and all("gpu_slots=1" in line for line in train)
+    selected = [int(n) for n in re.findall(r"Selected jobs: (\d+)", out)]
+    in_use = [9 - int(n) for n in re.findall(r"Resources after job selection: .*'gpu_slots': (\d+)", out)]
+    assert max(selected) == 9 and max(in_use) == 9, (selected, in_use)
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hkt.workflow.gpuslots import Slots
 from hkt.workflow.grid import MAIN, Grid, GridError, Job, check_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,18 +135,18 @@ BIG_NODE = {"cpus": None, "mem_mb": 10**7, "gpus": 8}
 def test_resources_are_the_config_clamped_to_the_node():
     assert grid(cpus=64, node=BIG_NODE).resources("train") == CONFIG["resources"]["train"]
     assert grid(cpus=64, node=BIG_NODE).clamps() == []
-    assert CONFIG["resources"]["train"]["threads"] > 2
-    assert grid(cpus=2).resources("train")["threads"] == 2
+    assert CONFIG["resources"]["analyze"]["threads"] > 2
+    assert grid(cpus=2).resources("analyze")["threads"] == 2
     assert grid(cpus=2).resources("aggregate")["threads"] == 1
     assert grid(resources={"aggregate": {}}).resources("aggregate") == {"threads": 1}
     small = Grid({**CONFIG, "node": {"cpus": 2, "mem_mb": 8000, "gpus": 0}}, CONFIG_DIR)
-    assert small.resources("train") == {**CONFIG["resources"]["train"], "threads": 2,
-                                        "mem_mb": 8000, "gpu": 0}
+    assert small.resources("analyze") == {**CONFIG["resources"]["analyze"], "threads": 2,
+                                          "mem_mb": 8000, "gpu": 0}
     assert small.resources("aggregate") == CONFIG["resources"]["aggregate"]  # 1 thread, 4000 MB
     clamps = small.clamps()
     asked = CONFIG["resources"]["train"]
-    assert (f"resources.train.threads: {asked['threads']} asked, the node has 2 CPUs: 2 used "
-            "(config `node` sets the node)") in clamps
+    assert (f"resources.analyze.threads: {CONFIG['resources']['analyze']['threads']} asked, the "
+            "node has 2 CPUs: 2 used (config `node` sets the node)") in clamps
     assert any(c.startswith(f"resources.train.mem_mb: {asked['mem_mb']} asked, the node has "
                             "8000 MB: 8000 used") for c in clamps)
     assert ("resources.train.gpu: 1 asked, the node has 0 GPUs: 0 used (config `node` sets the "
@@ -297,3 +298,20 @@ def test_a_task_s_prepare_reads_the_file_it_builds_on():
     assert g.task_config_files("listops_lra") == [str(CONFIG_DIR / "task" / "listops_lra.yaml"),
                                                   str(CONFIG_DIR / "task" / "listops.yaml")]
     assert g.task_config_files("imdb") == [str(CONFIG_DIR / "task" / "imdb.yaml")]
+
+
+def test_gpu_slots_of_a_local_node():
+    """jobs_per_gpu training jobs share each GPU (one slot each), the benchmark takes a GPU's
+    every slot; jobs claim only for rules that ask for a GPU, and nothing without GPUs."""
+    g = grid(node={"gpus": 2}, jobs_per_gpu=3, results_dir="out")
+    assert g.gpu_slots("train") == Slots(Path("out") / ".gpu-slots", 2, 3, 1)
+    assert g.gpu_slots("analyze").take == 1 and g.gpu_slots("bench").take == 3
+    assert g.gpu_slots("prepare") is None  # asks no GPU
+    assert g.gpu_env() == f"{Path('out') / '.gpu-slots'}:2:3:train,analyze,bench"
+    assert g.gpu_packing(cores=16) == ("GPUs: 2, 3 training jobs on each (jobs_per_gpu): up to 6 "
+                                       "at once, each on one GPU (Snakemake resource gpu_slots = 6)")
+    cpu_training = grid(node={"gpus": 1}, resources={**CONFIG["resources"],
+                                                     "train": {"threads": 1, "gpu": 0}})
+    assert cpu_training.gpu_env().endswith(":1:9:analyze,bench") and cpu_training.gpu_packing() is None
+    no_gpu = grid(node={"gpus": 0})
+    assert no_gpu.gpu_slots("train") is None and no_gpu.gpu_env() is None

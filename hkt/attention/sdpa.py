@@ -15,6 +15,12 @@ transformers/sdp_utils_cpp.cpp`` and ``cuda/sdp_utils.cpp``; read for PyTorch 2.
 * CUDA cuDNN (sm80–sm121): fp16/bf16, both widths multiples of 8 and ≤ 128 (forward and
   backward), not under ``torch.use_deterministic_algorithms`` (unless warn-only).
 
+These rules are read, not measured, and torch's change between releases: on an H200 (sm90,
+torch 2.11, cuDNN 9.19) cuDNN took q/k width 192 with V 64, wider than the 128 above. They only
+decide padding, and there both cuDNN and memory-efficient take the narrow V, so the decision
+holds. ``hkt doctor`` asks PyTorch itself (any fused kernel passes) and says whether a padding
+was needed on the installed torch.
+
 Decision (:func:`pad_value`): keep V narrow when some fused kernel accepts the narrow call; pad
 only when the padded call reaches a fused kernel and the narrow one does not; keep V narrow
 when neither does (the math backend accepts any widths, so padding would be pure waste). Every

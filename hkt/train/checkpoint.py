@@ -50,6 +50,9 @@ class TrainState:
     train_time_s: float = 0.0  # training time (evaluation excluded), over all sessions
     wall_time_s: float = 0.0  # wall time of the earlier sessions
     mlflow_run_id: str | None = None
+    # A sync point a stop cut short while validating: its row so far (step, training metrics)
+    # and what was due (log, eval, checkpoint). The resumed run completes it before training on.
+    interrupted_sync: dict[str, Any] | None = None
 
     def to_checkpoint(self) -> dict[str, Any]:
         return asdict(self)  # a deep copy: the checkpoint does not alias the live state
@@ -58,7 +61,8 @@ class TrainState:
     def from_checkpoint(cls, ck: dict[str, Any]) -> "TrainState":
         return cls(step=int(ck["step"]), best=dict(ck["best"]), history=list(ck["history"]),
                    window=dict(ck["window"]), train_time_s=float(ck["train_time_s"]),
-                   wall_time_s=float(ck["wall_time_s"]), mlflow_run_id=ck.get("mlflow_run_id"))
+                   wall_time_s=float(ck["wall_time_s"]), mlflow_run_id=ck.get("mlflow_run_id"),
+                   interrupted_sync=ck.get("interrupted_sync"))
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:

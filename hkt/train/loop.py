@@ -6,7 +6,9 @@ next step depends on (model, optimiser, scheduler, RNG states, sampler position 
 :class:`~hkt.train.checkpoint.TrainState`: the partial logging window, history, best-so-far), so
 a run killed at any moment and re-started with the same command continues exactly; on CPU
 (deterministic algorithms) it reaches bit-identical metrics. Evaluation happens before the
-checkpoint of the same step, so a resumed run never evaluates a step twice.
+checkpoint of the same step, so a resumed run never evaluates a step twice; a stop while
+validating writes the checkpoint of the step just trained, marked for the resumed run to
+validate it again (evaluation changes nothing a checkpoint holds).
 
 The pieces live beside this file: :mod:`~hkt.train.optim` (AdamW and schedule),
 :mod:`~hkt.train.step` (the training step and evaluation), :mod:`~hkt.train.rundir` (locking,
@@ -146,6 +148,7 @@ class _Run:
         self.cfg_dict = OmegaConf.to_container(cfg, resolve=True)
         self.state = TrainState()
         self.tracker: NullTracker = NullTracker()  # the MLflow run, once started
+        self.during = ""  # what a stop interrupts, for its line (" (while testing)")
 
     def say(self, msg: str) -> None:
         print(msg, file=self.stream, flush=True)
@@ -165,7 +168,8 @@ class _Run:
             return self._finish()
         except signals.Stopped as exc:
             self.tracker.finish("KILLED")
-            raise exc if exc.message else exc.with_message(self._stopped(exc.signum, saved=False)) from None
+            raise exc if exc.message else exc.with_message(
+                self._stopped(exc.signum, saved=False, during=self.during)) from None
         except Exception as exc:  # noqa: BLE001 - any crash ends the MLflow run, then propagates
             self.tracker.set_tags({"hkt.error": f"{type(exc).__name__}: {exc}"[:5000]})
             self.tracker.finish("FAILED")
@@ -206,13 +210,15 @@ class _Run:
                                  self.tracker.experiment)
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def _save_last(self) -> None:
+    def _save_last(self, rng: dict[str, Any] | None = None) -> None:
+        """``last.pt``: everything the next step depends on; ``rng``: the RNG states to store
+        (default: as they are now)."""
         state = {
             "format": CHECKPOINT_FORMAT,
             "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
-            "rng": rng_state(),
+            "rng": rng_state() if rng is None else rng,
             "sampler": self.batches.state_dict(),
             **self.state.to_checkpoint(),
             "wall_time_s": self._wall(),
@@ -263,6 +269,9 @@ class _Run:
         window = Window(st.window, self.device)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.model.train()
+        if st.interrupted_sync is not None:  # stopped while validating: validate that step again
+            cut, st.interrupted_sync = st.interrupted_sync, None
+            self._complete_sync(window, bar, dict(cut["row"]), tuple(cut["due"]))
         t_mark = time.perf_counter()
         while st.step < max_steps:
             if signals.pending() is not None:  # a step boundary: stop with a checkpoint of it
@@ -310,17 +319,25 @@ class _Run:
                     due: tuple[bool, bool, bool], beat: bool, lr: float, t_mark: float) -> None:
         """What is due at ``step``: the logged row (train window, validation), the checkpoint,
         the progress line."""
-        do_log, do_eval, do_ckpt = due
         bs, st = int(self.cfg.train.batch_size), self.state
         self._account(window, t_mark)
         if not any(due):  # only the progress line
             bar.update(step, {"samples_per_s": window.samples_per_s(bs)}, best=st.best)
             return
         row: dict[str, Any] = {"step": step}
-        if do_log:
+        if due[0]:
             row.update(window.take(lr, bs))
+        self._complete_sync(window, bar, row, due, beat)
+
+    def _complete_sync(self, window: Window, bar: Progress, row: dict[str, Any],
+                       due: tuple[bool, bool, bool], beat: bool = False) -> None:
+        """The rest of the sync point at ``row["step"]``, its training metrics taken: validation,
+        the history row, the checkpoint, the progress line. A stop while validating leaves it
+        to the resumed run (:meth:`_stop_validating`), which calls this again."""
+        do_log, do_eval, do_ckpt = due
+        step, st = int(row["step"]), self.state
         if do_eval:
-            row.update(self._validate(bar, step))
+            row.update(self._validate(bar, window, row, due))
         if do_log or do_eval:
             st.history.append(row)
             self.tracker.log_metrics({k: v for k, v in row.items() if k != "step"}, step)
@@ -333,27 +350,45 @@ class _Run:
         elif beat:
             bar.update(step, {}, best=st.best)
 
-    def _validate(self, bar: Progress, step: int) -> dict[str, float]:
-        """Validation at ``step`` (a new best is saved); a signal meanwhile stops the run,
-        keeping the last checkpoint (this is not a step boundary)."""
-        tc, st = self.cfg.train, self.state
-
+    def _validate(self, bar: Progress, window: Window, row: dict[str, Any],
+                  due: tuple[bool, bool, bool]) -> dict[str, float]:
+        """Validation at ``row["step"]`` (a new best is saved). A signal meanwhile stops the run
+        at the next batch (or when the grace runs out) with a checkpoint of this step, whose
+        validation the resumed run does again (:meth:`_stop_validating`)."""
+        tc, st, step = self.cfg.train, self.state, int(row["step"])
         n_val = self.data.eval_batch_count("val", int(tc.batch_size), tc.eval_batches)
+        rng = rng_state()  # as the step left it: the resumed run validates from the same state
 
         def validating(batches: int, examples: int) -> None:
             if signals.pending() is not None:
-                signum = signals.take()
-                raise signals.Stopped(signum, self._stopped(
-                    signum, saved=False, during=" (while validating)"))
+                raise signals.Stopped(signals.pending())
             bar.pass_note(step, "validating", batches, n_val, examples)
 
-        val = evaluate(self.forward, self.model, self.data.eval_batches(
-            "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
-            on_batch=validating)
+        try:
+            val = evaluate(self.forward, self.model, self.data.eval_batches(
+                "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
+                on_batch=validating)
+        except signals.Stopped as exc:
+            raise self._stop_validating(exc.signum, window, row, due, rng) from None
         if val["acc"] > st.best["acc"]:
             st.best = {"acc": val["acc"], "loss": val["loss"], "step": step}
             self._save_best(val)
         return {"val_loss": val["loss"], "val_acc": val["acc"]}
+
+    def _stop_validating(self, signum: int, window: Window, row: dict[str, Any],
+                         due: tuple[bool, bool, bool], rng: dict[str, Any]) -> signals.Stopped:
+        """A stop while validating: evaluation changes nothing a checkpoint holds, so write the
+        checkpoint of the step just trained, with this sync point marked for the resumed run to
+        complete (validation included) and the RNG state it had before validating."""
+        signals.take()  # acted on: no second stop from the grace timer while writing
+        st, step = self.state, int(row["step"])
+        st.window = window.state()
+        st.interrupted_sync = {"row": dict(row), "due": list(due)}
+        self.tracker.flush()
+        self._save_last(rng=rng)
+        st.interrupted_sync = None
+        return signals.Stopped(signum, self._stopped(signum, saved=True, during=" (while validating)")
+                               + f", validating step {step} again")
 
     def _stop_here(self, window: Window, t_mark: float) -> None:
         """Stop at this step boundary: a checkpoint of it, then :class:`~hkt.signals.Stopped`."""
@@ -382,9 +417,13 @@ class _Run:
                         every_s=float(cfg.train.progress_every_s))
         bs, limit = int(cfg.train.batch_size), cfg.train.test_batches
         n_test, since = self.data.eval_batch_count("test", bs, limit), time.perf_counter()
+        # a stop here stops at once: the checkpoint of the last step is on disk (written at
+        # train.max_steps), and the resumed run tests again
+        self.during = " (while testing)"
         test = evaluate(self.forward, self.model, self.data.eval_batches("test", bs, limit),
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
                             self.state.step, "testing", b, n_test, n, since=since))
+        self.during = ""
         title = f"{cfg.task.name} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
         curve = learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         history = write_history(self.state.history, self.run_dir / HISTORY_NAME)

@@ -27,6 +27,7 @@ from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.paper import ABLATION_TASK
 from hkt.errors import ConfigError
 from hkt.store import experiment_name
+from hkt.workflow.gpuslots import GPU_COMMANDS, RESOURCE, Slots
 from hkt.workflow.resources import Node
 from hkt.workflow.suites import AUTO
 
@@ -45,6 +46,7 @@ LAYOUT = {
 JOB_LOG = "{task}/{model}/{variant}/seed{seed}"  # a per-run job's log, under logs/RULE/
 # The rules with jobs, in the order a suite runs them (plan and status lay them out so).
 RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
+GPU_SLOTS_DIR = ".gpu-slots"  # under results_dir: the slot locks of hkt/workflow/gpuslots.py
 PLAN_FILE = "plan/suite.json"  # under results_dir: the plan the workflow writes at its start
 
 
@@ -386,6 +388,45 @@ class Grid:
     def check_cluster_node(self) -> None:
         """On a cluster, refuse GPU rules that no GPU in view could run (:meth:`Node.check_gpus`)."""
         self.node.check_gpus({r: self._asked(r) for r in self.config.get("resources") or {}})
+
+    @property
+    def jobs_per_gpu(self) -> int:
+        """How many training jobs share one GPU on a local machine (``jobs_per_gpu``)."""
+        return int(self.config.get("jobs_per_gpu") or 1)
+
+    def gpu_layout(self) -> Slots | None:
+        """The node's GPU slots (``jobs_per_gpu`` on each GPU), or None without GPUs."""
+        if self.node.gpus < 1:
+            return None
+        return Slots(Path(self.results) / GPU_SLOTS_DIR, self.node.gpus, self.jobs_per_gpu)
+
+    def gpu_env(self) -> str | None:
+        """``$HKT_GPU_SLOTS`` for local jobs: the node's slots and the commands whose rules ask
+        for a GPU (None when none does, or the node has no GPU)."""
+        layout = self.gpu_layout()
+        commands = [c for c in GPU_COMMANDS if self.gpu_slots(c) is not None]
+        return layout.env(commands) if layout is not None and commands else None
+
+    def gpu_packing(self, cores: int | None = None) -> str | None:
+        """What a local run on ``cores`` (default: the node's CPUs) does with the GPUs, in a
+        line (None when no training job uses one)."""
+        slots = self.gpu_slots("train")
+        if slots is None:
+            return None
+        cores = int(cores or self.cpus)
+        at_once = min(slots.total, max(1, cores // int(self.resources("train")["threads"])))
+        return (f"GPUs: {slots.gpus}, {slots.per_gpu} training jobs on each (jobs_per_gpu): up "
+                f"to {at_once} at once, each on one GPU (Snakemake resource {RESOURCE} = "
+                f"{slots.total})")
+
+    def gpu_slots(self, rule: str) -> Slots | None:
+        """The GPU slots a local job of ``rule`` claims: one of its GPU's ``jobs_per_gpu`` where
+        its jobs share a GPU, all of them otherwise (:data:`~hkt.workflow.gpuslots.GPU_COMMANDS`);
+        None where the rule asks no GPU or the node has none."""
+        layout = self.gpu_layout()
+        if layout is None or int(self.resources(rule).get("gpu", 0) or 0) < 1:
+            return None
+        return layout.taking(rule)
 
     def clamps(self) -> list[str]:
         """One line per resource the config asks for above the node, naming it and its limit."""

@@ -12,6 +12,7 @@ from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.store import tracking_uri
 from hkt.workflow.configs import TrackedOverrides, check_analysable, seedless, train_config_digests
+from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Grid, Job, check_config
 from hkt.workflow.jobenv import put_interpreter_first
 from hkt.workflow.suites import ENV_VAR as SUITE_ENV, choice_reason, resolve_suite
@@ -53,6 +54,21 @@ os.environ.update(HKT_CONFIG_DIR=str(CONFIG_DIR), HKT_RESULTS_DIR=str(Path(R).re
                   MLFLOW_TRACKING_URI=TRACKING_URI, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false")
 put_interpreter_first()  # rules call `hkt`: the one beside this Python, venv activated or not
 
+# GPUs shared by local jobs (hkt/workflow/gpuslots.py): Snakemake counts the slots (a global
+# resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
+# told where the slots are by $HKT_GPU_SLOTS (an environment variable, so that the rules' shell
+# text and params, rerun triggers, stay as they were). Not on a cluster, whose jobs get GPUs of
+# their own (resources.RULE.gpu); a cluster executor's dry run runs locally but has --jobs
+# (Snakemake's "nodes"), which a local run has not.
+LOCAL_GPU_SLOTS = (workflow.is_main_process and not workflow.non_local_exec
+                   and workflow.resource_settings.nodes is None)
+if workflow.is_main_process:
+    os.environ.pop(SLOTS_ENV, None)  # the jobs inherit this process's choice, nothing older
+if LOCAL_GPU_SLOTS and GRID.gpu_env() is not None:
+    os.environ[SLOTS_ENV] = GRID.gpu_env()
+    if GPU_SLOTS not in workflow.global_resources:
+        workflow.register_resource(GPU_SLOTS, GRID.gpu_layout().total)
+
 
 envvars:
     "HKT_SUITE",
@@ -68,6 +84,8 @@ def print_plan(calibrate):
 
     plan = suite_plan() if calibrate else None
     print(workflow_plan(config, plan=plan), file=sys.stderr, flush=True)
+    if LOCAL_GPU_SLOTS and GRID.gpu_packing():
+        print(f"hkt: {GRID.gpu_packing(workflow.cores)}", file=sys.stderr, flush=True)
 
 
 @lru_cache(maxsize=None)
@@ -162,8 +180,13 @@ def job(wc):
 
 
 def resources(rule_name):
-    """``resources.RULE`` of the config without threads (the one place resources are set)."""
-    return {k: v for k, v in GRID.resources(rule_name).items() if k != "threads"}
+    """``resources.RULE`` of the config without threads (the one place resources are set), and
+    the GPU slots a local job takes."""
+    res = {k: v for k, v in GRID.resources(rule_name).items() if k != "threads"}
+    slots = GRID.gpu_slots(rule_name) if LOCAL_GPU_SLOTS else None
+    if slots is not None:
+        res[GPU_SLOTS] = slots.take
+    return res
 
 
 def threads(rule_name):
