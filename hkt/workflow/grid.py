@@ -11,6 +11,10 @@ An ablation is a variant file, ``config/variant/NAME.yaml``: the workflow's
 ``hkt train … model=M variant=NAME``, with M the model the file selects
 (``override /model: M``). ``hkt train variant=NAME`` and the workflow therefore train the same
 thing, and the run's variant label is the file's name.
+
+A sweep is the other way round: its variant files select no model (a learning rate), and the
+workflow's ``sweep`` trains each of ``sweep.variants`` with each of ``sweep.models``
+(``hkt train … model=M variant=NAME`` for every M), on one task, without reference runs.
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ class Grid:
         self._main = config["main"]
         self._lra = config.get("lra") or {}
         self._ablation = config.get("ablation") or {}
+        self._sweep = config.get("sweep") or {}
         self._analyze = config.get("analyze") or {}
         self.external = {name: spec or {} for name, spec in (config.get("external") or {}).items()
                          if (spec or {}).get("enabled", True)}
@@ -186,6 +191,19 @@ class Grid:
         training them (``ablation.derived``: variant -> model, e.g. levels1: mha)."""
         return {str(k): str(v) for k, v in (self._ablation.get("derived") or {}).items()}
 
+    @property
+    def sweep_enabled(self) -> bool:
+        return bool(self._sweep.get("enabled"))
+
+    def sweep_jobs(self) -> list[Job]:
+        """The sweep's runs: every variant of ``sweep.variants`` with every model of
+        ``sweep.models`` on ``sweep.task``, over ``sweep.seeds`` (null: the suite's seeds)."""
+        if not self.sweep_enabled:
+            return []
+        task = self._sweep["task"]
+        return [Job(task, m, v, s) for v in self._sweep["variants"]
+                for m in self._sweep["models"] for s in self._sweep.get("seeds") or self.seeds]
+
     def _fail(self, msg: str) -> None:
         raise GridError(msg)
 
@@ -214,6 +232,17 @@ class Grid:
                 self._fail(f"{where}: config/variant/{name}.yaml selects no model "
                            "(add `defaults: [{override /model: M}]`)")
             self._check_model(model, f"config/variant/{name}.yaml")
+
+    def _check_sweep_variant(self, name: str) -> None:
+        path = self.config_dir / "variant" / f"{name}.yaml"
+        if not path.is_file():
+            self._fail(f"sweep.variants names variant '{name}', which has no config/variant/"
+                       f"{name}.yaml (variants: {', '.join(self._options('variant'))})")
+        model = _variant_model(path)
+        if model is not None:
+            self._fail(f"sweep.variants: config/variant/{name}.yaml selects model '{model}'; a "
+                       "sweep's variant applies to every model of sweep.models, so it selects "
+                       "none (a one-model variant goes in ablation.include)")
 
     def _check(self) -> None:
         for name, where in ((self.profile, "profile"), *(
@@ -250,6 +279,12 @@ class Grid:
                 if name in self._ablation.get("include", []):
                     self._fail(f"ablation.derived.{name}: '{name}' is also in ablation.include; "
                                "a variant is either trained (include) or derived, not both")
+        if self.sweep_enabled:
+            self._check_task(self._sweep["task"], "sweep.task")
+            for m in self._sweep["models"]:
+                self._check_model(m, "sweep.models")
+            for name in self._sweep["variants"]:
+                self._check_sweep_variant(name)
 
     # --- the jobs -------------------------------------------------------------------------------
 
@@ -268,6 +303,7 @@ class Grid:
                 jobs += [Job(t, m, MAIN, s) for m in self.derived.values()]  # what rows derive from
                 jobs += [Job(t, self.variant_model(v) or "", v, s)
                          for v in self._ablation.get("include", [])]
+        jobs += self.sweep_jobs()
         return list(dict.fromkeys(jobs))
 
     def external_jobs(self) -> list[Job]:
