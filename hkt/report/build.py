@@ -178,6 +178,54 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     return spec
 
 
+def learning_rate(lr: float) -> str:
+    """A learning rate as configs write it: ``3e-4``, ``2.5e-4``, ``1e-3``."""
+    mantissa, exponent = f"{lr:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def _variant_lr(name: str) -> float | None:
+    """``optim.lr`` of config/variant/NAME.yaml, if it sets one."""
+    from omegaconf import OmegaConf
+
+    from hkt.config import config_dir
+
+    path = config_dir() / "variant" / f"{name}.yaml"
+    lr = OmegaConf.select(OmegaConf.load(path), "optim.lr") if path.is_file() else None
+    return None if lr is None else float(lr)
+
+
+def _composed_lr(task: str, profile: str, model: str) -> float | None:
+    """The learning rate ``hkt train task=… profile=… model=…`` trains with (None if that does
+    not compose, e.g. a task id that is no Hydra task config)."""
+    from hkt.errors import HKTError
+    from hkt.train.config import load_config
+
+    try:
+        return float(load_config([f"task={task}", f"profile={profile}", f"model={model}",
+                                  "tracking.enabled=false"]).optim.lr)
+    except HKTError:
+        return None
+
+
+def setting_notes(runs: pl.DataFrame, task: str,
+                  main_variant: str = "main") -> dict[tuple[str, str], str]:
+    """What the ablation table's setting adds per (model, variant) on ``task``: the learning
+    rate of a variant whose file sets one (``optim.lr``: ``lr=3e-4``) and, in a table with such a
+    variant, the learning rate the ``main_variant`` rows trained with (their profile's, composed
+    as ``hkt train`` does), so that every row of a learning-rate table names its own. Empty for a
+    table without learning-rate variants."""
+    sel = runs.filter(pl.col("task") == task)
+    rows = sorted({(m, v, p or "") for m, v, p in sel.select("model", "variant", "profile")
+                   .iter_rows()})
+    lrs = {(m, v): lr for m, v, _ in rows if (lr := _variant_lr(v)) is not None}
+    if lrs:
+        for m, v, profile in rows:
+            if v == main_variant and profile and (lr := _composed_lr(task, profile, m)):
+                lrs[(m, v)] = lr
+    return {key: f"lr={learning_rate(lr)}" for key, lr in lrs.items()}
+
+
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
@@ -193,7 +241,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
                              how="diagonal_relaxed") if derived else runs
     abl = ablation_table(with_derived, ablation_task, ablation_length, reference=main_variant,
-                         main_variant=main_variant)
+                         main_variant=main_variant,
+                         notes=setting_notes(with_derived, ablation_task, main_variant))
     abl_len = abl["length"][0] if len(abl) else ablation_length
     main_runs = runs.filter(pl.col("variant") == main_variant)
     abl_runs = with_derived.filter(pl.col("task") == ablation_task)

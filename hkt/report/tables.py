@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -191,12 +191,14 @@ def derived_runs(runs: pl.DataFrame, derived: dict[str, tuple[str, int | None]],
 
 def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: int | None = None,
                    reference: str = "main", main_variant: str = "main",
-                   models: Sequence[str] = ("hkt", "mha"), subject: str = "hkt") -> pl.DataFrame:
+                   models: Sequence[str] = ("hkt", "mha"), subject: str = "hkt",
+                   notes: Mapping[tuple[str, str], str] | None = None) -> pl.DataFrame:
     """Variants on one task against the full model ``subject`` (its ``reference`` variant).
 
     Rows: every run of ``models`` on (task, T) (T defaults to the most common one), grouped by
-    model and variant. Columns add ``setting`` (what the variant is), ``delta_pp`` (test
-    accuracy minus the reference's) and ``paper_delta_pp`` (the paper's −18.4 for L=1).
+    model and variant. Columns add ``setting`` (what the variant is, followed by ``notes`` of its
+    (model, variant): what else it sets, e.g. ``lr=3e-4``), ``delta_pp`` (test accuracy minus the
+    reference's) and ``paper_delta_pp`` (the paper's −18.4 for L=1).
     """
     sel = runs.filter((pl.col("task") == task) & pl.col("model").is_in(list(models)))
     if length is None:
@@ -214,8 +216,11 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
     if DERIVED in sel.columns:
         t = t.join(sel.group_by(["model", "variant"]).agg(pl.col(DERIVED).first()),
                    on=["model", "variant"], how="left")
-    setting = [describe_variant(row) + (f" (derived: the {row[DERIVED].upper()} runs, not "
-                                        "trained again)" if row.get(DERIVED) else "")
+    notes = notes or {}
+    setting = [describe_variant(row)
+               + (f", {notes[key]}" if (key := (row["model"], row["variant"])) in notes else "")
+               + (f" (derived: the {row[DERIVED].upper()} runs, not trained again)"
+                  if row.get(DERIVED) else "")
                for row in t.iter_rows(named=True)]
     paper_delta = [paper.ablation_delta(task, length, m, lv)
                    for m, lv in t.select("model", "levels").iter_rows()]
