@@ -76,7 +76,7 @@ def test_config_files_without_a_suite_name_are_custom():
 
 
 def test_unknown_suite_lists_the_suites():
-    with pytest.raises(ConfigError, match=r"no config/suites/gpu8.yaml \(suites: cpu, paper, quick, smoke"):
+    with pytest.raises(ConfigError, match=r"no config/suites/gpu8.yaml \(suites: cpu, paper, quick, s4_recipe, sensitivity, smoke"):
         resolve_suite(CONFIG, CONFIG_DIR, cuda=cuda(False), env={"HKT_SUITE": "gpu8"})
 
 
