@@ -16,7 +16,7 @@ def groups(name: str) -> list[str]:
     return sorted(p.stem for p in (config_dir() / name).glob("*.yaml"))
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+@pytest.mark.parametrize("profile", groups("profile"))
 @pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("model", ["mha", "hkt", "s4d"])
 def test_every_profile_task_model_composes(profile, task, model):
