@@ -1,0 +1,154 @@
+"""The workflow's `sweep` (variants that select no model, trained with every model listed) and the
+two suites of issue 39 built on it: sensitivity (MHA and HKT at lr 3e-4 and 1e-3) and s4_recipe
+(S4D at the S4 family's ListOps recipe). Their jobs, and what their composed configs train."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from hkt.workflow.grid import MAIN, Grid, GridError, Job, check_config
+from hkt.workflow.suites import merge
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = ROOT / "config"
+CONFIG = yaml.safe_load((CONFIG_DIR / "config.yaml").read_text())
+SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def suite_grid(name: str) -> Grid:
+    cfg = merge(CONFIG, yaml.safe_load((CONFIG_DIR / "suites" / f"{name}.yaml").read_text()))
+    check_config(cfg, SCHEMA)
+    return Grid(cfg, CONFIG_DIR)
+
+
+def sweep_grid(**sweep) -> Grid:
+    cfg = copy.deepcopy(CONFIG)
+    cfg["sweep"] = {**cfg["sweep"], "enabled": True, **sweep}
+    check_config(cfg, SCHEMA)
+    return Grid(cfg, CONFIG_DIR)
+
+
+def test_the_sweep_is_off_by_default():
+    cfg = copy.deepcopy(CONFIG)
+    assert Grid(cfg, CONFIG_DIR).sweep_jobs() == []
+
+
+def test_a_sweep_trains_every_variant_with_every_model_and_no_reference():
+    g = sweep_grid(models=["mha", "hkt", "conv"], variants=["lr3e4", "lr1e3"], seeds=[4],
+                   task="imdb")
+    assert g.sweep_jobs() == [Job("imdb", m, v, 4) for v in ("lr3e4", "lr1e3")
+                              for m in ("mha", "hkt", "conv")]
+    paper = Grid(copy.deepcopy(CONFIG), CONFIG_DIR).train_jobs()
+    assert g.train_jobs() == paper + g.sweep_jobs()  # added to the grid, nothing else changes
+    assert g.train_overrides(Job("imdb", "conv", "lr1e3", 4))[:5] == [
+        "task=imdb", "model=conv", "profile=paper", "seed=4", "variant=lr1e3"]
+
+
+def test_a_sweep_without_seeds_takes_the_suite_s():
+    assert {j.seed for j in sweep_grid(variants=["lr3e4"], seeds=None).sweep_jobs()} == \
+        set(CONFIG["seeds"])
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ({"variants": ["levels2"]}, "config/variant/levels2.yaml selects model 'hkt'"),
+    ({"variants": ["lr9"]}, "sweep.variants names variant 'lr9'"),
+    ({"variants": ["lr3e4"], "models": ["transformer"]}, "sweep.models names model 'transformer'"),
+    ({"variants": ["lr3e4"], "task": "mnist"}, "sweep.task names task 'mnist'"),
+])
+def test_a_bad_sweep_is_named(sweep, message):
+    with pytest.raises(GridError, match=message):
+        sweep_grid(**sweep)
+
+
+# ------------------------------------------------------------------------ the sensitivity suite
+def test_the_sensitivity_suite_is_mha_and_hkt_at_two_learning_rates_seed_0():
+    g = suite_grid("sensitivity")
+    assert set(g.train_jobs()) == {Job("listops", m, v, 0) for m in ("mha", "hkt")
+                                   for v in ("lr3e4", "lr1e3")}
+    assert len(g.train_jobs()) == 4  # the lr-1e-4 reference is the cpu suite's published runs
+    assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
+
+
+def _plain(cfg) -> dict:
+    """A composed config without what names the run rather than defines it."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    for key in ("tracking", "variant", "seed"):
+        out.pop(key)
+    return out
+
+
+def test_the_sensitivity_runs_are_the_published_cpu_runs_but_for_the_learning_rate():
+    from hkt.workflow.configs import job_configs
+
+    sens = suite_grid("sensitivity")
+    cpu = suite_grid("cpu")
+    mine = job_configs(sens)
+    published = job_configs(cpu, [Job("listops", m, MAIN, 0) for m in ("mha", "hkt")])
+    lrs = {"lr3e4": 3e-4, "lr1e3": 1e-3}
+    for job, cfg in mine.items():
+        ref = _plain(published[Job("listops", job.model, MAIN, 0)])
+        assert ref["optim"]["lr"] == pytest.approx(1e-4)  # the paper profile's
+        assert cfg.optim.lr == pytest.approx(lrs[job.variant])
+        assert cfg.variant == job.variant and cfg.model.name == job.model
+        got = _plain(cfg)
+        got["optim"]["lr"] = ref["optim"]["lr"]
+        assert got == ref  # same model, data, budget, warmup, schedule and threads
+
+
+# ------------------------------------------------------------------------- the s4_recipe suite
+def test_the_s4_recipe_suite_is_one_s4d_run_at_s5_s_listops_recipe_on_our_listops():
+    from hkt.workflow.configs import job_configs
+
+    g = suite_grid("s4_recipe")
+    assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]
+    assert g.external_jobs() == [] and g.analysis_jobs() == []
+    cfg = job_configs(g)[Job("listops", "s4d", MAIN, 0)]
+    assert cfg.task.id == "listops" and cfg.task.max_length == 512  # ours, not LRA's T = 2000
+    assert (cfg.model.name, cfg.model.n_layers, cfg.model.d_model) == ("s4d", 8, 128)
+    assert cfg.model.dropout == 0.0
+    epochs = cfg.train.max_steps * cfg.train.batch_size / cfg.task.prepare.splits.train
+    assert cfg.train.batch_size == 50 and epochs == 40
+    assert cfg.optim.warmup_steps * cfg.train.batch_size == cfg.task.prepare.splits.train
+    assert cfg.optim.lr == pytest.approx(3e-3) and cfg.model.mixer.ssm_lr == pytest.approx(1e-3)
+    assert cfg.optim.weight_decay == pytest.approx(0.04)
+    assert cfg.train.checkpoint_every <= cfg.train.max_steps // 40  # resumable in pieces
+
+
+# ------------------------------------------------------------------------------- the table
+def _runs(variants: tuple[str, ...]) -> pl.DataFrame:
+    return pl.DataFrame([
+        {"task": "listops", "length": 512, "model": m, "variant": v, "seed": s,
+         "val_accuracy": 0.3 + 0.01 * s, "test_accuracy": 0.3, "n_params": 1, "ms_per_step": 1.0,
+         "profile": "paper", "test_examples": 2000, "d_ffn": 128,
+         "levels": 3 if m == "hkt" else None, "stride": 2 if m == "hkt" else None,
+         "kernel_size": None, "fusion": None, "upsample": None}
+        for m in ("mha", "hkt") for v in variants for s in (0, 1)])
+
+
+def test_the_ablation_table_names_each_row_s_learning_rate():
+    from hkt.report.build import learning_rate, setting_notes
+    from hkt.report.tables import ablation_table
+
+    assert [learning_rate(v) for v in (2.5e-4, 1e-2, 3e-3)] == ["2.5e-4", "1e-2", "3e-3"]
+    runs = _runs(("main", "lr1e3", "lr3e4"))
+    notes = setting_notes(runs, "listops")
+    # the lr variants' own, and the reference's: the paper profile's (profile_task/paper_listops)
+    assert notes == {(m, v): lr for m in ("mha", "hkt") for v, lr in
+                     (("lr1e3", "lr=1e-3"), ("lr3e4", "lr=3e-4"), ("main", "lr=1e-4"))}
+    t = ablation_table(runs, "listops", 512, notes=notes)
+    settings = dict(zip(zip(t["model"], t["variant"]), t["setting"]))
+    assert settings[("hkt", "lr1e3")] == "HKT L=3, s=2, lr=1e-3"
+    assert settings[("mha", "lr3e4")] == "MHA (d_ffn=128), lr=3e-4"
+    assert settings[("hkt", "main")] == "HKT L=3, s=2, lr=1e-4"
+
+
+def test_a_table_without_learning_rate_variants_names_none():
+    from hkt.report.build import setting_notes
+
+    assert setting_notes(_runs(("main", "levels2")), "listops") == {}
