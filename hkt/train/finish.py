@@ -19,11 +19,12 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
                     test: dict[str, float], *, n_params: int, wall_time_s: float, device: str,
                     git: tuple[str | None, bool | None], data_dir: Path,
                     checksums: dict[str, str], tracker: NullTracker,
-                    env_digest: str | None = None, train_examples: int | None = None
-                    ) -> dict[str, Any]:
+                    env_digest: str | None = None, train_examples: int | None = None,
+                    execution: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
     was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
-    names the software environment (:mod:`hkt.environment`)."""
+    names the software environment (:mod:`hkt.environment`); ``execution`` the precision,
+    threads and GPU sharing (:mod:`hkt.train.execution`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
         task=cfg.task.name, model=cfg.model.name, variant=cfg.variant, seed=cfg.seed,
@@ -35,7 +36,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
         mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
-        suite_run=suite_run(cfg.tracking), env_digest=env_digest)
+        suite_run=suite_run(cfg.tracking), env_digest=env_digest, **(execution or {}))
 
 
 def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:

@@ -26,7 +26,7 @@ from typing import IO
 from hkt.errors import ConfigError
 
 __all__ = ["ENV_VAR", "RESOURCE", "GPU_COMMANDS", "Slots", "Claim", "claim", "claimed",
-           "for_command", "visible_device"]
+           "for_command", "visible_device", "held"]
 
 ENV_VAR = "HKT_GPU_SLOTS"
 RESOURCE = "gpu_slots"  # the Snakemake resource that counts them
@@ -99,11 +99,15 @@ def for_command(argv: Sequence[str], environ: Mapping[str, str] = os.environ) ->
 
 @dataclass
 class Claim:
-    """The slots a job holds (their open, locked files) on GPU ``gpu`` (among the visible ones)."""
+    """The slots a job holds (their open, locked files) on GPU ``gpu`` (among the visible ones),
+    of ``layout``; ``held_at_start``: the slots of that GPU held, its own included, the moment
+    it got them (what the run record says of how many jobs shared the GPU)."""
 
     gpu: int
     slots: list[int]
     files: list[IO[bytes]]
+    layout: Slots | None = None
+    held_at_start: int = 0
 
     def release(self) -> None:
         for f in self.files:
@@ -152,7 +156,8 @@ def claim(slots: Slots, *, say: Callable[[str], None] = lambda s: None) -> Claim
                 if len(mine) == slots.take:
                     break
                 mine.append((s, _lock(slots.path(gpu, s), wait=True)))
-        return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine])
+        held = len(mine) + _held_by_others(slots, gpu, {s for s, _ in mine})  # still our turn
+        return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine], slots, held)
     except BaseException:  # a signal while waiting: let go of everything taken so far
         for _, _, f in probed:
             f.close()
@@ -161,6 +166,28 @@ def claim(slots: Slots, *, say: Callable[[str], None] = lambda s: None) -> Claim
         raise
     finally:
         turn.close()
+
+
+def _held_by_others(slots: Slots, gpu: int, mine: set[int]) -> int:
+    """The slots of ``gpu`` other than ``mine`` that are locked now (probed while holding the
+    turn lock, so that no claimer sees a probed slot as taken)."""
+    held = 0
+    for s in (s for s in range(slots.per_gpu) if s not in mine):
+        f = _lock(slots.path(gpu, s), wait=False)
+        if f is None:
+            held += 1
+        else:
+            f.close()
+    return held
+
+
+_HELD: list[Claim] = []  # the claim this process holds (at most one: :func:`claimed`)
+
+
+def held() -> Claim | None:
+    """The GPU claim this process holds now (None outside :func:`claimed`, or without slots):
+    how the training run learns which slot of which GPU it shares, for its record."""
+    return _HELD[-1] if _HELD else None
 
 
 def visible_device(gpu: int, environ: Mapping[str, str] = os.environ) -> str:
@@ -183,7 +210,9 @@ def claimed(slots: Slots | None, *, say: Callable[[str], None] = print) -> Itera
     what = "the whole GPU" if slots.take == slots.per_gpu else \
         f"slot {', '.join(str(s + 1) for s in c.slots)} of {slots.per_gpu}"
     say(f"hkt: on GPU {c.gpu} of {slots.gpus} ({what}; CUDA_VISIBLE_DEVICES={device})")
+    _HELD.append(c)
     try:
         yield c
     finally:
+        _HELD.remove(c)
         c.release()
