@@ -26,7 +26,7 @@ from typing import IO
 from hkt.errors import ConfigError
 
 __all__ = ["ENV_VAR", "RESOURCE", "GPU_COMMANDS", "Slots", "Claim", "claim", "claimed",
-           "for_command", "visible_device", "held"]
+           "for_command", "visible_device", "held", "shared_out"]
 
 ENV_VAR = "HKT_GPU_SLOTS"
 RESOURCE = "gpu_slots"  # the Snakemake resource that counts them
@@ -95,6 +95,17 @@ def for_command(argv: Sequence[str], environ: Mapping[str, str] = os.environ) ->
         return None
     slots, commands = Slots.parse(value)
     return slots.taking(argv[0]) if argv[0] in commands else None
+
+
+def shared_out(environ: Mapping[str, str] = os.environ) -> dict[str, object] | None:
+    """The GPU slots a workflow shares out to its local jobs (its ``$HKT_GPU_SLOTS``, set before
+    it writes its plan), as ``plan/suite.json`` holds them for ``hkt status``: ``gpus``,
+    ``per_gpu`` and the ``commands`` (rules) that claim; None where it shares none."""
+    value = environ.get(ENV_VAR)
+    if not value:
+        return None
+    slots, commands = Slots.parse(value)
+    return {"gpus": slots.gpus, "per_gpu": slots.per_gpu, "commands": list(commands)}
 
 
 @dataclass
