@@ -34,6 +34,25 @@ def test_the_count_is_per_gpu(tmp_path):
     assert [(c.gpu, c.held_at_start) for c in claims] == [(0, 1), (1, 1), (0, 2)]
 
 
+def test_the_most_held_counts_jobs_that_came_later_and_skips_a_claimers_turn(tmp_path):
+    from hkt.workflow.gpuslots import _TURN, _lock
+
+    slots = Slots(tmp_path, gpus=1, per_gpu=4)
+    first = claim(slots)  # the first of a batch started together sees itself alone
+    later = [claim(slots), claim(slots)]
+    assert (first.held_at_start, first.held_most) == (1, 1)
+    first.sample()
+    assert (first.held_now(), first.held_most) == (3, 3)
+    later[0].release()
+    first.sample()
+    assert first.held_most == 3  # the most, not the last
+    turn = _lock(tmp_path / _TURN, wait=True)  # a claimer's turn: not probed, not counted
+    try:
+        assert first.held_now() is None
+    finally:
+        turn.close()
+
+
 def test_the_held_claim_is_known_only_while_held(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert held() is None
@@ -58,11 +77,11 @@ def test_a_shared_gpu_says_its_slot_capacity_and_company(tmp_path):
     fields = execution("cuda", torch.bfloat16, 1, mine)
     assert fields == {"precision": "bf16 autocast", "threads": 1,
                       "gpu_sharing": {"gpu": 0, "gpus": 2, "slot": 2, "jobs_per_gpu": 9,
-                                      "held_at_start": 2}}
+                                      "held_at_start": 2, "held_most": 2}}
     assert execution_tags(fields) == {
         "precision": "bf16 autocast", "threads": "1", "gpu_sharing.gpu": "0",
         "gpu_sharing.gpus": "2", "gpu_sharing.slot": "2", "gpu_sharing.jobs_per_gpu": "9",
-        "gpu_sharing.held_at_start": "2"}
+        "gpu_sharing.held_at_start": "2", "gpu_sharing.held_most": "2"}
 
 
 def test_no_sharing_is_claimed_on_a_cpu_or_without_a_slot(tmp_path):
@@ -83,7 +102,8 @@ def _record(tmp_path: Path, **over):
 
 
 def test_the_record_holds_them_and_leaves_out_what_it_cannot_say(tmp_path):
-    sharing = {"gpu": 0, "gpus": 1, "slot": 3, "jobs_per_gpu": 9, "held_at_start": 9}
+    sharing = {"gpu": 0, "gpus": 1, "slot": 3, "jobs_per_gpu": 9, "held_at_start": 3,
+               "held_most": 9}
     rec = _record(tmp_path, precision="bf16 autocast", threads=1, gpu_sharing=sharing)
     assert (rec["precision"], rec["threads"], rec["gpu_sharing"]) == ("bf16 autocast", 1, sharing)
     plain = _record(tmp_path)  # an external baseline's: none of them
@@ -93,8 +113,9 @@ def test_the_record_holds_them_and_leaves_out_what_it_cannot_say(tmp_path):
 @pytest.mark.parametrize("bad", [
     {"precision": "bf16"},  # not fp32, nor "<dtype> autocast"
     {"threads": 0},
-    {"gpu_sharing": {"gpu": 0, "gpus": 1, "slot": 0, "jobs_per_gpu": 9, "held_at_start": 1}},
-    {"gpu_sharing": {"gpu": 0, "gpus": 1, "slot": 1, "jobs_per_gpu": 9}},
+    {"gpu_sharing": {"gpu": 0, "gpus": 1, "slot": 0, "jobs_per_gpu": 9, "held_at_start": 1,
+                     "held_most": 1}},
+    {"gpu_sharing": {"gpu": 0, "gpus": 1, "slot": 1, "jobs_per_gpu": 9, "held_at_start": 1}},
 ])
 def test_the_schema_refuses_what_is_not_so(tmp_path, bad):
     with pytest.raises(RecordError):
@@ -115,16 +136,17 @@ def test_a_training_run_on_a_shared_gpu_records_its_slot(prepared_data, tmp_path
                         lambda kind, amp, threads, c: execution("cuda", amp, threads, c))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     slots = Slots(tmp_path / "slots", 1, 3)
-    other = claim(slots)  # a job already on the GPU
     cfg = load_config(["profile=smoke", "task=listops", "model=mha", "tracking.enabled=false",
                        "train.num_threads=1"])
     with claimed(slots, say=lambda s: None):
+        later = claim(slots)  # a job that joins the GPU after this one got its slot
         rec = loop.train(cfg, prepared_data("listops"), tmp_path / "run", stream=io.StringIO(),
                          progress=False)
-    other.release()
+    later.release()
     assert rec["precision"] == "fp32" and rec["threads"] == 1
-    assert rec["gpu_sharing"] == {"gpu": 0, "gpus": 1, "slot": 2, "jobs_per_gpu": 3,
-                                  "held_at_start": 2}
+    # alone when it started; the other job seen at its sync points
+    assert rec["gpu_sharing"] == {"gpu": 0, "gpus": 1, "slot": 1, "jobs_per_gpu": 3,
+                                  "held_at_start": 1, "held_most": 2}
 
 
 def test_a_training_run_on_a_cpu_claims_no_sharing(prepared_data, tmp_path, monkeypatch):

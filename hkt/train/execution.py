@@ -1,7 +1,7 @@
 """How a training run executed, for its record and its MLflow tags: the precision the loop
 resolved ``train.precision`` to, the CPU threads torch used and, on a GPU shared through the
 workflow's slots (:mod:`hkt.workflow.gpuslots`), which slot of which GPU the job held and how
-many of that GPU's slots were held when it got its own.
+many of that GPU's slots were held when it got its own and, at most, at its sync points since.
 
 Read at run time from the process (torch's threads, the slot claim), never from the training
 config: these describe where a run ran, not what it computes, so they change no config digest
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["precision_label", "gpu_sharing", "execution", "execution_tags"]
+__all__ = ["precision_label", "gpu_sharing", "execution", "execution_tags", "sample_sharing"]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 
@@ -34,7 +34,14 @@ def gpu_sharing(claim: Any) -> dict[str, int] | None:
         return None
     return {"gpu": int(claim.gpu), "gpus": int(claim.layout.gpus),
             "slot": int(claim.slots[0]) + 1, "jobs_per_gpu": int(claim.layout.per_gpu),
-            "held_at_start": int(claim.held_at_start)}
+            "held_at_start": int(claim.held_at_start), "held_most": int(claim.held_most)}
+
+
+def sample_sharing(claim: Any) -> None:
+    """Count how many of the claim's GPU slots are held now into its ``held_most`` (nothing
+    without a claim): a few lock probes, at a training run's sync points."""
+    if claim is not None:
+        claim.sample()
 
 
 def execution(device_type: str, amp: Any, threads: int, claim: Any = None) -> dict[str, Any]:

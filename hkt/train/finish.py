@@ -9,6 +9,7 @@ from typing import Any
 
 from hkt.record import RECORD_NAME, make_record, write_record
 from hkt.train.checkpoint import TrainState
+from hkt.train.execution import execution_tags
 from hkt.train.progress import format_duration
 from hkt.train.tracking import NullTracker, suite_run
 
@@ -44,7 +45,8 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     MLflow run as FINISHED (nothing without tracking). Used by ``hkt train`` and the external
     baselines alike, so that the runs frame read from MLflow is the one read from the records
     (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
-    ``created_at`` (which of two reruns is the latest)."""
+    ``created_at`` (which of two reruns is the latest); the execution tags again, with the GPU
+    sharing as the run ended (:mod:`hkt.train.execution`)."""
     if not tracker.enabled:
         return
     tracker.log_final({
@@ -57,7 +59,7 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
         "ms_per_step": record["ms_per_step"],
         "throughput_samples_per_s": record["samples_per_s"],
     }, record["steps"])
-    tracker.set_tags({"created_at": record["created_at"]})
+    tracker.set_tags({"created_at": record["created_at"], **execution_tags(record)})  # final
     with tempfile.TemporaryDirectory() as tmp:
         staged = write_record(record, Path(tmp) / RECORD_NAME)
         for path in (*artifacts, staged):

@@ -42,7 +42,7 @@ from hkt.train.data import RunData
 from hkt.train.finish import log_final, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
-from hkt.train.execution import execution, execution_tags
+from hkt.train.execution import execution, execution_tags, sample_sharing
 from hkt.workflow.gpuslots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
@@ -315,6 +315,7 @@ class _Run:
         elapsed = time.perf_counter() - t_mark
         window.time += elapsed
         self.state.train_time_s += elapsed
+        sample_sharing(held())  # after the clock: how many jobs share the GPU now
         if bool(window.bad):
             step = self.state.step
             raise self._diverged(f"between steps {step - window.steps + 1} and {step}")
@@ -436,7 +437,8 @@ class _Run:
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
             data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
             env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
-            train_examples=self.data.size("train"), execution=self.execution)
+            train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
+            execution=execution(self.device.type, self.amp, self.execution["threads"], held()))
         if cfg.tracking.log_model and self.tracker.enabled:  # the best checkpoint, loaded above
             example = next(iter(self.data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
             self.tracker.log_model(self.model, served_tokens(example["tokens"], example["mask"]))

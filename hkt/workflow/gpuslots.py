@@ -112,13 +112,35 @@ def shared_out(environ: Mapping[str, str] = os.environ) -> dict[str, object] | N
 class Claim:
     """The slots a job holds (their open, locked files) on GPU ``gpu`` (among the visible ones),
     of ``layout``; ``held_at_start``: the slots of that GPU held, its own included, the moment
-    it got them (what the run record says of how many jobs shared the GPU)."""
+    it got them, and ``held_most``: the most seen since (:meth:`sample`); what the run record
+    says of how many jobs shared the GPU."""
 
     gpu: int
     slots: list[int]
     files: list[IO[bytes]]
     layout: Slots | None = None
     held_at_start: int = 0
+    held_most: int = 0
+
+    def held_now(self) -> int | None:
+        """The slots of this claim's GPU held now, its own included; None when a claimer has
+        the turn (probing then could make it see a free slot as taken)."""
+        if self.layout is None:
+            return None
+        turn = _lock(self.layout.directory / _TURN, wait=False)
+        if turn is None:
+            return None
+        try:
+            return len(self.slots) + _held_by_others(self.layout, self.gpu, set(self.slots))
+        finally:
+            turn.close()
+
+    def sample(self) -> None:
+        """Count the slots held now into :attr:`held_most` (a training run does at each of its
+        sync points)."""
+        now = self.held_now()
+        if now is not None:
+            self.held_most = max(self.held_most, now)
 
     def release(self) -> None:
         for f in self.files:
@@ -168,7 +190,7 @@ def claim(slots: Slots, *, say: Callable[[str], None] = lambda s: None) -> Claim
                     break
                 mine.append((s, _lock(slots.path(gpu, s), wait=True)))
         held = len(mine) + _held_by_others(slots, gpu, {s for s, _ in mine})  # still our turn
-        return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine], slots, held)
+        return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine], slots, held, held)
     except BaseException:  # a signal while waiting: let go of everything taken so far
         for _, _, f in probed:
             f.close()
