@@ -197,16 +197,18 @@ def other_jobs(grid: Any) -> list[tuple[str, str, str, str]]:
 
 def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
     """The plan as ``hkt status`` reads it (``RESULTS_DIR/plan/suite.json``): every job with its
-    estimate and files, the cores the suite runs on, when and where it started."""
+    estimate and files, the cores the suite runs on, its jobs per rule at once (``slots``) and
+    the GPU slots its local jobs claim (``gpu_slots``, None without), when and where it started."""
     import os
     import socket
 
     from hkt.fileio import atomic_write_text
+    from hkt.workflow.gpuslots import shared_out
 
     doc = {"suite": plan.suite, "profile": plan.profile, "device": plan.device,
            "cores": grid.cpus, "started": time.time(), "host": socket.gethostname(),
            "pid": os.getpid(), "workdir": os.getcwd(), "results_dir": grid.results,
-           "slots": plan.slots,
+           "slots": plan.slots, "gpu_slots": shared_out(),
            "jobs": [vars(j) for j in plan.jobs]}
     atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
     return Path(path)

@@ -112,6 +112,11 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
+def _given(**fields: Any) -> dict[str, Any]:
+    """The optional ``fields`` that have a value (a record leaves out what it cannot say)."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
                 config: dict[str, Any], n_params: int, steps: int, best_step: int | None,
                 val_accuracy: float, test_accuracy: float, data_dir: str | Path,
@@ -122,7 +127,8 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
                 data_checksums: dict[str, str] | None = None,
                 git: tuple[str | None, bool | None] | None = None,
                 mlflow: tuple[str, str, str] | None = None,
-                suite_run: SuiteRun | None = None,
+                suite_run: SuiteRun | None = None, precision: str | None = None,
+                threads: int | None = None, gpu_sharing: dict[str, int] | None = None,
                 **extra: Any) -> dict[str, Any]:
     """A validated run record (see the module docstring).
 
@@ -131,7 +137,9 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
     package (pass the state read when the run started, if the code may change meanwhile);
     ``mlflow`` is (run id, tracking URI, experiment) of the run's MLflow run, if it has one;
     ``suite_run`` the suite run that asked for it (fields ``suite``, ``results_dir``, as its
-    MLflow tags: :class:`hkt.provenance.SuiteRun`).
+    MLflow tags: :class:`hkt.provenance.SuiteRun`). ``precision``, ``threads`` and
+    ``gpu_sharing`` say how the run executed (:mod:`hkt.train.execution`); each is left out of
+    the record when None (an external baseline's, or a GPU that no slot shared).
     ``extra`` fields (e.g. ``external``: which program wrote it) are kept as given.
     """
     data_dir = Path(data_dir)
@@ -160,6 +168,8 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hkt_version": hkt.__version__,
         **(suite_run.fields() if suite_run is not None else {}),
+        **_given(precision=precision, threads=None if threads is None else int(threads),
+                 gpu_sharing=None if gpu_sharing is None else dict(gpu_sharing)),
         **extra,
     }
     return validate_record(record)

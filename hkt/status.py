@@ -10,8 +10,9 @@ progress line (a training job's step, validation accuracy and ETA) or its last e
 from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads
 the same files whether the jobs ran on this machine or on a cluster.
 
-The remaining wall time lays the remaining work out on the suite's cores, each job taking its
-threads, longest first within each rule, the aggregate last: a running job takes its own ETA
+The remaining wall time lays the remaining work out on the suite's cores and, on a GPU, its GPU
+slots, packed as ``hkt plan`` packs them (:mod:`hkt.remaining`), longest first within each rule,
+the aggregate last: a running job takes its own ETA
 (a training job's progress line says it; until it prints one, what is left of its planned time
 from the step it resumed at), a waiting one its planned time, with training scaled by how the
 steps measured so far (progress lines, finished records) compare with the plan.
@@ -37,10 +38,12 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
+from hkt.remaining import scale_other_rules, schedule
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
-__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "add_arguments", "run"]
+__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule", "add_arguments",
+           "run"]
 
 HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
                     r"pid (?P<pid>\d+) =====$")
@@ -221,48 +224,6 @@ def _record_ratio(job: dict[str, Any]) -> float | None:
     return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
 
 
-def _scale_other_rules(jobs: list[JobState]) -> None:
-    """The other rules' allowances (config/plan.yaml) at the pace their finished jobs took."""
-    for rule in {j.rule for j in jobs} - {"train"}:
-        took = [j.elapsed_s / j.planned_s for j in jobs
-                if j.rule == rule and j.state == "done" and j.elapsed_s > 0 and j.planned_s > 0]
-        if not took:
-            continue
-        pace = statistics.median(took)
-        for j in jobs:
-            if j.rule == rule and j.state in ("waiting", "stopped"):
-                j.remaining_s = j.planned_s * pace
-            elif j.rule == rule and j.state == "running":
-                j.remaining_s = max(0.0, j.planned_s * pace - j.elapsed_s)
-
-
-def schedule(jobs: list[JobState], cores: int) -> float:
-    """Seconds until the last of ``jobs`` ends: running ones from now, waiting ones longest
-    (and stopped ones, which the next run resumes) longest first within each rule on the
-    earliest free cores (after the data is prepared), the aggregate after everything.
-    Dependencies within a task's chain (an analysis waits for its run) are not modelled: it
-    leans short where analyses would wait."""
-    free = [0.0] * max(1, cores)
-    order = {r: i for i, r in enumerate(RULE_ORDER)}
-    running = [j for j in jobs if j.state == "running"]
-    waiting = sorted((j for j in jobs if j.state in ("waiting", "stopped")
-                      and j.rule != "aggregate"),
-                     key=lambda j: (order.get(j.rule, len(order)), -j.remaining_s))
-    prepared = 0.0  # every other rule needs the data: it starts after the last prepare job
-    for j in [*running, *waiting]:
-        n = min(max(1, j.threads), len(free))
-        free.sort()
-        start = 0.0 if j.state == "running" else max(
-            free[n - 1], prepared if j.rule != "prepare" else 0.0)
-        for i in range(n):
-            free[i] = start + j.remaining_s
-        if j.rule == "prepare":
-            prepared = max(prepared, start + j.remaining_s)
-    end = max(free)
-    last = [j.remaining_s for j in jobs if j.state == "waiting" and j.rule == "aggregate"]
-    return end + sum(last)
-
-
 def _workflow_line(results: Path, host: str) -> str:
     from hkt.workflow.lock import LOCK_NAME, holder
 
@@ -310,10 +271,11 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
                 st.remaining_s *= speed
             elif st.state == "running" and not st.timed:
                 st.remaining_s = max(0.0, st.planned_s * st.left * speed - st.elapsed_s)
-    _scale_other_rules(jobs)
+    scale_other_rules(jobs)
     sessions = load_sessions(results)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
-                       schedule(jobs, int(plan.get("cores") or 1)), speed, now, sessions,
+                       schedule(jobs, int(plan.get("cores") or 1), plan.get("slots"),
+                                plan.get("gpu_slots")), speed, now, sessions,
                        sum(session_seconds(x, now=now, host=host) for x in sessions))
 
 
@@ -329,6 +291,16 @@ def _base(plan: dict[str, Any], results: Path) -> Path:
 
 def _when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _on_gpus(plan: dict[str, Any]) -> str:
+    """What the remaining time counts of the GPUs: their slots ("" without)."""
+    g = plan.get("gpu_slots")
+    if not g:
+        return ""
+    at_once = (plan.get("slots") or {}).get("train")
+    return (f" and {g['gpus']} GPU(s) x {g['per_gpu']} slots (jobs_per_gpu)"
+            + (f", {at_once} training jobs at once" if at_once else ""))
 
 
 def format_status(s: SuiteStatus) -> str:
@@ -359,7 +331,7 @@ def format_status(s: SuiteStatus) -> str:
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
                 "; no training step measured yet: the plan's times")
         lines.append(f"remaining: about {duration(s.remaining_s)} on {p.get('cores')} cores"
-                     f"{pace}; expected to finish {_when(s.now + s.remaining_s)}")
+                     f"{_on_gpus(p)}{pace}; expected to finish {_when(s.now + s.remaining_s)}")
         if s.count("failed"):
             lines.append("(failed jobs are not counted: the workflow stops after the running "
                          "jobs unless --keep-going; fix them and run it again)")

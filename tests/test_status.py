@@ -255,7 +255,7 @@ def test_status_imports_neither_torch_nor_mlflow(results):
 
 
 def test_other_rules_go_at_the_pace_their_finished_jobs_took():
-    from hkt.status import _scale_other_rules
+    from hkt.remaining import scale_other_rules as _scale_other_rules
 
     jobs = [JobState("analyze", "a", "done", planned_s=120, elapsed_s=30),
             JobState("analyze", "b", "done", planned_s=120, elapsed_s=60),
@@ -265,3 +265,63 @@ def test_other_rules_go_at_the_pace_their_finished_jobs_took():
     _scale_other_rules(jobs)
     # analyze took 0.25x and 0.5x its allowance: median 0.375 -> 45 s; 25 s left of d's; bench as planned
     assert [j.remaining_s for j in jobs[2:]] == [45, 25, 600]
+
+
+def _train(n: int, seconds: float, state: str = "waiting") -> list[JobState]:
+    return [JobState("train", f"t{i}", state, remaining_s=seconds) for i in range(n)]
+
+
+def test_a_gpu_suite_runs_the_plans_training_jobs_at_once_not_one_per_core():
+    """16 cores, one GPU of 9 slots: 16 jobs of 100 s run 9 then 7, as the plan packs them."""
+    jobs = _train(16, 100)
+    assert schedule(jobs, 16) == 100  # cores alone: all 16 at once
+    assert schedule(jobs, 16, {"train": 9}) == 200
+    gpu = {"gpus": 1, "per_gpu": 9, "commands": ["train", "analyze", "bench"]}
+    assert schedule(jobs, 16, None, gpu) == 200
+
+
+def test_training_and_analyses_share_the_gpus_slots_and_a_benchmark_takes_a_whole_gpu():
+    gpu = {"gpus": 1, "per_gpu": 9, "commands": ["train", "analyze", "bench"]}
+    slots = {"train": 9, "analyze": 9, "bench": 1}
+    jobs = _train(9, 100) + [JobState("analyze", f"a{i}", "waiting", remaining_s=10)
+                             for i in range(9)]
+    assert schedule(jobs, 16, slots) == 100  # per rule only: analyses on the 7 idle cores
+    assert schedule(jobs, 16, slots, gpu) == 110  # the GPU's 9 slots are the training jobs'
+    bench = [*_train(1, 100, "running"), JobState("bench", "b", "waiting", remaining_s=50)]
+    assert schedule(bench, 16, slots, gpu) == 150  # waits until the GPU is empty
+    assert schedule(bench, 16, slots, {**gpu, "gpus": 2}) == 100  # the other GPU is free
+
+
+def test_status_of_a_packed_gpu_suite_counts_its_slots(tmp_path, monkeypatch, capsys):
+    """The paper suite on one GPU and 16 cores, planned as the workflow plans it at its start
+    (its $HKT_GPU_SLOTS set): hkt status lays the training out 9 at once, as hkt plan does."""
+    from hkt.config import config_dir
+    from hkt.plan import estimate, load_plan, write_plan
+    from hkt.workflow.gpuslots import ENV_VAR
+    from hkt.workflow.grid import Grid
+    from hkt.workflow.suites import merge
+    from omegaconf import OmegaConf
+
+    config, _ = load_plan("paper")
+    grid = Grid(merge(config, {"node": {"gpus": 1}, "results_dir": "results"}), config_dir(),
+                cpus=16)
+    job_cfg = OmegaConf.create({"model": {"name": "m", "variant": "v"},
+                                "task": {"max_length": 512, "num_classes": 10, "prepare": {}},
+                                "train": {"batch_size": 4, "max_steps": 100, "eval_every": 0,
+                                          "eval_batches": None, "test_batches": 1}})
+    plan = estimate(grid, {j: job_cfg for j in grid.train_jobs()}, lambda cfg, shape: 1.0,
+                    other_seconds={}, eval_cost=0.0, gpus=1,
+                    sharing={"jobs": 9, "slowdown": 1.83})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ENV_VAR, grid.gpu_env())
+    path = write_plan(plan, grid, tmp_path / "results" / "plan" / "suite.json")
+    doc = json.loads(path.read_text())
+    assert doc["gpu_slots"] == {"gpus": 1, "per_gpu": 9, "commands": ["train", "analyze", "bench"]}
+    assert doc["slots"]["train"] == 9
+    s = suite_status(tmp_path / "results", settings([]), now=NOW)
+    assert s.remaining_s >= plan.rule_wall("train")  # no faster than 9 at once
+    assert "1 GPU(s) x 9 slots (jobs_per_gpu), 9 training jobs at once" in format_status(s)
+    del doc["gpu_slots"], doc["slots"]  # as before: threads on cores, 16 training jobs at once
+    path.write_text(json.dumps(doc))
+    assert suite_status(tmp_path / "results", settings([]), now=NOW).remaining_s \
+        < plan.rule_wall("train")

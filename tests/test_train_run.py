@@ -153,6 +153,8 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert r.data.params["seed"] == "0" and "tracking.uri" not in r.data.params
     tags = r.data.tags
     assert tags["profile"] == "smoke" and tags["suite"] == "none" and tags["device"] == rec["device"]
+    assert tags["precision"] == rec["precision"] == "fp32" and tags["threads"] == str(rec["threads"])
+    assert not any(k.startswith("gpu_sharing") for k in tags) and "gpu_sharing" not in rec  # a CPU
     # the suite run, in the record and as tags (hkt.provenance.SuiteRun); what the MLflow
     # reader needs to give the record's steps and time of writing
     assert rec["suite"] is None and rec["results_dir"] == str(isolated_results.resolve())

@@ -9,6 +9,7 @@ from typing import Any
 
 from hkt.record import RECORD_NAME, make_record, write_record
 from hkt.train.checkpoint import TrainState
+from hkt.train.execution import execution_tags
 from hkt.train.progress import format_duration
 from hkt.train.tracking import NullTracker, suite_run
 
@@ -19,11 +20,12 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
                     test: dict[str, float], *, n_params: int, wall_time_s: float, device: str,
                     git: tuple[str | None, bool | None], data_dir: Path,
                     checksums: dict[str, str], tracker: NullTracker,
-                    env_digest: str | None = None, train_examples: int | None = None
-                    ) -> dict[str, Any]:
+                    env_digest: str | None = None, train_examples: int | None = None,
+                    execution: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
     was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
-    names the software environment (:mod:`hkt.environment`)."""
+    names the software environment (:mod:`hkt.environment`); ``execution`` the precision,
+    threads and GPU sharing (:mod:`hkt.train.execution`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
         task=cfg.task.name, model=cfg.model.name, variant=cfg.variant, seed=cfg.seed,
@@ -35,7 +37,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
         mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
-        suite_run=suite_run(cfg.tracking), env_digest=env_digest)
+        suite_run=suite_run(cfg.tracking), env_digest=env_digest, **(execution or {}))
 
 
 def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:
@@ -43,7 +45,8 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     MLflow run as FINISHED (nothing without tracking). Used by ``hkt train`` and the external
     baselines alike, so that the runs frame read from MLflow is the one read from the records
     (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
-    ``created_at`` (which of two reruns is the latest)."""
+    ``created_at`` (which of two reruns is the latest); the execution tags again, with the GPU
+    sharing as the run ended (:mod:`hkt.train.execution`)."""
     if not tracker.enabled:
         return
     tracker.log_final({
@@ -56,7 +59,7 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
         "ms_per_step": record["ms_per_step"],
         "throughput_samples_per_s": record["samples_per_s"],
     }, record["steps"])
-    tracker.set_tags({"created_at": record["created_at"]})
+    tracker.set_tags({"created_at": record["created_at"], **execution_tags(record)})  # final
     with tempfile.TemporaryDirectory() as tmp:
         staged = write_record(record, Path(tmp) / RECORD_NAME)
         for path in (*artifacts, staged):

@@ -42,6 +42,8 @@ from hkt.train.data import RunData
 from hkt.train.finish import log_final, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
+from hkt.train.execution import execution, execution_tags, sample_sharing
+from hkt.workflow.gpuslots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
 from hkt.train.window import Window
@@ -126,6 +128,7 @@ class _Run:
         if tc.num_threads:
             torch.set_num_threads(int(tc.num_threads))
         self.amp = autocast_dtype(str(tc.precision), self.device)
+        self.execution = execution(self.device.type, self.amp, torch.get_num_threads(), held())
         if self.device.type == "cpu" and tc.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         seed_everything(int(cfg.seed))
@@ -200,7 +203,8 @@ class _Run:
         meta = self.data.meta["train"]
         tags = run_tags(self.cfg, device=describe_device(self.device), git=self.git,
                         run_dir=self.run_dir, data_dir=self.data_dir,
-                        checksums=self.data.checksums, data_meta=meta)
+                        checksums=self.data.checksums, data_meta=meta,
+                        execution=execution_tags(self.execution))
         params = run_params(self.cfg_dict, self.n_params, meta.get("params"))
         self.state.mlflow_run_id = self.tracker.start(
             self.state.mlflow_run_id, params=params, tags=tags, start_time=self.session_epoch)
@@ -259,7 +263,7 @@ class _Run:
         tc, st = self.cfg.train, self.state
         max_steps = int(tc.max_steps)
         self.say(f"run {self.cfg.tracking.run_name}: {self.n_params:,} parameters, "
-                 f"{describe_device(self.device)}, precision {'bf16' if self.amp else 'fp32'}, "
+                 f"{describe_device(self.device)}, precision {self.execution['precision']}, "
                  f"data {self.data_dir} ({self.data.size('train')} train examples)")
         if self.tracker.enabled:
             self.say(f"MLflow: run {st.mlflow_run_id} in experiment '{self.tracker.experiment}' "
@@ -311,6 +315,7 @@ class _Run:
         elapsed = time.perf_counter() - t_mark
         window.time += elapsed
         self.state.train_time_s += elapsed
+        sample_sharing(held())  # after the clock: how many jobs share the GPU now
         if bool(window.bad):
             step = self.state.step
             raise self._diverged(f"between steps {step - window.steps + 1} and {step}")
@@ -432,7 +437,8 @@ class _Run:
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
             data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
             env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
-            train_examples=self.data.size("train"))
+            train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
+            execution=execution(self.device.type, self.amp, self.execution["threads"], held()))
         if cfg.tracking.log_model and self.tracker.enabled:  # the best checkpoint, loaded above
             example = next(iter(self.data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
             self.tracker.log_model(self.model, served_tokens(example["tokens"], example["mask"]))

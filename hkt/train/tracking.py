@@ -364,24 +364,24 @@ def data_tags(meta: dict[str, Any]) -> dict[str, str]:
 
 def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
              data_dir: Path, checksums: dict[str, str],
-             data_meta: dict[str, Any] | None = None) -> dict[str, str]:
+             data_meta: dict[str, Any] | None = None, execution: dict[str, str] | None = None
+             ) -> dict[str, str]:
     """The MLflow tags of a training run: what it is (task, model, variant, seed, profile), its
-    suite run (:func:`suite_run`), and where and from what it ran (device, host, versions, git
-    state, directories, data SHA-256, the data's provenance from its metadata ``data_meta``)."""
+    suite run (:func:`suite_run`), where and from what it ran (device, host, versions, git state,
+    directories, data SHA-256, the data's provenance from its metadata ``data_meta``) and how
+    (``execution``: precision, threads, GPU sharing; :func:`hkt.train.execution.execution_tags`)."""
     import torch  # loaded already when a run starts; this module itself stays torch-free
 
     git_commit, git_dirty = git
     return {
         "task": cfg.task.name, "model": cfg.model.name, "variant": cfg.variant,
-        "seed": str(cfg.seed), "profile": cfg.train.profile,
-        **suite_run(cfg.tracking).tags(),
+        "seed": str(cfg.seed), "profile": cfg.train.profile, **suite_run(cfg.tracking).tags(),
         "device": device, "hostname": socket.gethostname(),
         "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
         "hkt_version": hkt.__version__, "git_commit": str(git_commit),
         "git_dirty": str(git_dirty), "code_digest": code_digest(), "run_dir": str(run_dir.resolve()),
-        "data_dir": str(data_dir.resolve()),
-        **{f"data_sha256.{s}": h for s, h in checksums.items()},
-        **data_tags(data_meta or {}),
+        "data_dir": str(data_dir.resolve()), **{f"data_sha256.{s}": h for s, h in checksums.items()},
+        **data_tags(data_meta or {}), **(execution or {}),
     }
 
 

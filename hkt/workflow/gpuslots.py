@@ -26,7 +26,7 @@ from typing import IO
 from hkt.errors import ConfigError
 
 __all__ = ["ENV_VAR", "RESOURCE", "GPU_COMMANDS", "Slots", "Claim", "claim", "claimed",
-           "for_command", "visible_device"]
+           "for_command", "visible_device", "held", "shared_out"]
 
 ENV_VAR = "HKT_GPU_SLOTS"
 RESOURCE = "gpu_slots"  # the Snakemake resource that counts them
@@ -97,13 +97,50 @@ def for_command(argv: Sequence[str], environ: Mapping[str, str] = os.environ) ->
     return slots.taking(argv[0]) if argv[0] in commands else None
 
 
+def shared_out(environ: Mapping[str, str] = os.environ) -> dict[str, object] | None:
+    """The GPU slots a workflow shares out to its local jobs (its ``$HKT_GPU_SLOTS``, set before
+    it writes its plan), as ``plan/suite.json`` holds them for ``hkt status``: ``gpus``,
+    ``per_gpu`` and the ``commands`` (rules) that claim; None where it shares none."""
+    value = environ.get(ENV_VAR)
+    if not value:
+        return None
+    slots, commands = Slots.parse(value)
+    return {"gpus": slots.gpus, "per_gpu": slots.per_gpu, "commands": list(commands)}
+
+
 @dataclass
 class Claim:
-    """The slots a job holds (their open, locked files) on GPU ``gpu`` (among the visible ones)."""
+    """The slots a job holds (their open, locked files) on GPU ``gpu`` (among the visible ones),
+    of ``layout``; ``held_at_start``: the slots of that GPU held, its own included, the moment
+    it got them, and ``held_most``: the most seen since (:meth:`sample`); what the run record
+    says of how many jobs shared the GPU."""
 
     gpu: int
     slots: list[int]
     files: list[IO[bytes]]
+    layout: Slots | None = None
+    held_at_start: int = 0
+    held_most: int = 0
+
+    def held_now(self) -> int | None:
+        """The slots of this claim's GPU held now, its own included; None when a claimer has
+        the turn (probing then could make it see a free slot as taken)."""
+        if self.layout is None:
+            return None
+        turn = _lock(self.layout.directory / _TURN, wait=False)
+        if turn is None:
+            return None
+        try:
+            return len(self.slots) + _held_by_others(self.layout, self.gpu, set(self.slots))
+        finally:
+            turn.close()
+
+    def sample(self) -> None:
+        """Count the slots held now into :attr:`held_most` (a training run does at each of its
+        sync points)."""
+        now = self.held_now()
+        if now is not None:
+            self.held_most = max(self.held_most, now)
 
     def release(self) -> None:
         for f in self.files:
@@ -152,7 +189,8 @@ def claim(slots: Slots, *, say: Callable[[str], None] = lambda s: None) -> Claim
                 if len(mine) == slots.take:
                     break
                 mine.append((s, _lock(slots.path(gpu, s), wait=True)))
-        return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine])
+        held = len(mine) + _held_by_others(slots, gpu, {s for s, _ in mine})  # still our turn
+        return Claim(gpu, sorted(s for s, _ in mine), [f for _, f in mine], slots, held, held)
     except BaseException:  # a signal while waiting: let go of everything taken so far
         for _, _, f in probed:
             f.close()
@@ -161,6 +199,28 @@ def claim(slots: Slots, *, say: Callable[[str], None] = lambda s: None) -> Claim
         raise
     finally:
         turn.close()
+
+
+def _held_by_others(slots: Slots, gpu: int, mine: set[int]) -> int:
+    """The slots of ``gpu`` other than ``mine`` that are locked now (probed while holding the
+    turn lock, so that no claimer sees a probed slot as taken)."""
+    held = 0
+    for s in (s for s in range(slots.per_gpu) if s not in mine):
+        f = _lock(slots.path(gpu, s), wait=False)
+        if f is None:
+            held += 1
+        else:
+            f.close()
+    return held
+
+
+_HELD: list[Claim] = []  # the claim this process holds (at most one: :func:`claimed`)
+
+
+def held() -> Claim | None:
+    """The GPU claim this process holds now (None outside :func:`claimed`, or without slots):
+    how the training run learns which slot of which GPU it shares, for its record."""
+    return _HELD[-1] if _HELD else None
 
 
 def visible_device(gpu: int, environ: Mapping[str, str] = os.environ) -> str:
@@ -183,7 +243,9 @@ def claimed(slots: Slots | None, *, say: Callable[[str], None] = print) -> Itera
     what = "the whole GPU" if slots.take == slots.per_gpu else \
         f"slot {', '.join(str(s + 1) for s in c.slots)} of {slots.per_gpu}"
     say(f"hkt: on GPU {c.gpu} of {slots.gpus} ({what}; CUDA_VISIBLE_DEVICES={device})")
+    _HELD.append(c)
     try:
         yield c
     finally:
+        _HELD.remove(c)
         c.release()
