@@ -184,46 +184,19 @@ def learning_rate(lr: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
-def _variant_lr(name: str) -> float | None:
-    """``optim.lr`` of config/variant/NAME.yaml, if it sets one."""
-    from omegaconf import OmegaConf
-
-    from hkt.config import config_dir
-
-    path = config_dir() / "variant" / f"{name}.yaml"
-    lr = OmegaConf.select(OmegaConf.load(path), "optim.lr") if path.is_file() else None
-    return None if lr is None else float(lr)
-
-
-def _composed_lr(task: str, profile: str, model: str) -> float | None:
-    """The learning rate ``hkt train task=… profile=… model=…`` trains with (None if that does
-    not compose, e.g. a task id that is no Hydra task config)."""
-    from hkt.errors import HKTError
-    from hkt.train.config import load_config
-
-    try:
-        return float(load_config([f"task={task}", f"profile={profile}", f"model={model}",
-                                  "tracking.enabled=false"]).optim.lr)
-    except HKTError:
-        return None
-
-
 def setting_notes(runs: pl.DataFrame, task: str,
                   main_variant: str = "main") -> dict[tuple[str, str], str]:
     """What the ablation table's setting adds per (model, variant) on ``task``: the learning
-    rate of a variant whose file sets one (``optim.lr``: ``lr=3e-4``) and, in a table with such a
-    variant, the learning rate the ``main_variant`` rows trained with (their profile's, composed
-    as ``hkt train`` does), so that every row of a learning-rate table names its own. Empty for a
-    table without learning-rate variants."""
-    sel = runs.filter(pl.col("task") == task)
-    rows = sorted({(m, v, p or "") for m, v, p in sel.select("model", "variant", "profile")
-                   .iter_rows()})
-    lrs = {(m, v): lr for m, v, _ in rows if (lr := _variant_lr(v)) is not None}
-    if lrs:
-        for m, v, profile in rows:
-            if v == main_variant and profile and (lr := _composed_lr(task, profile, m)):
-                lrs[(m, v)] = lr
-    return {key: f"lr={learning_rate(lr)}" for key, lr in lrs.items()}
+    rate each row's runs trained with (the runs frame's ``lr``, from their records' config),
+    when the rows of that task do not all share one (a learning-rate table: every row names its
+    own). Empty otherwise."""
+    sel = runs.filter((pl.col("task") == task) & pl.col("lr").is_not_null()) \
+        if "lr" in runs.columns else runs.clear()
+    per_row = sel.group_by("model", "variant").agg(pl.col("lr").unique())
+    if sel["lr"].n_unique() < 2:
+        return {}
+    return {(m, v): f"lr={learning_rate(lrs[0])}" for m, v, lrs in per_row.iter_rows()
+            if len(lrs) == 1}
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",

@@ -117,7 +117,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "test_accuracy": as_float(metrics.get("test_accuracy")),
         "test_examples": as_int(metrics.get("test_examples")),
         "train_examples": as_int(metrics.get("train_examples")),
-        "batch_size": as_int(p("train.batch_size")),
+        "batch_size": as_int(p("train.batch_size")), "lr": as_float(p("optim.lr")),
         "ms_per_step": as_float(metrics.get("ms_per_step")),
         "wall_time_s": as_float(metrics.get("wall_time_s")), "device": tags.get("device"),
         "d_model": as_int(p("model.d_model")), "n_layers": as_int(p("model.n_layers")),
