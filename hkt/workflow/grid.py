@@ -29,8 +29,8 @@ import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.paper import ABLATION_TASK
-from hkt.errors import ConfigError
 from hkt.store import experiment_name
+from hkt.workflow.errors import GridError
 from hkt.workflow.gpuslots import GPU_COMMANDS, RESOURCE, Slots
 from hkt.workflow.resources import Node
 from hkt.workflow.suites import AUTO
@@ -57,10 +57,6 @@ PLAN_FILE = "plan/suite.json"  # under results_dir: the plan the workflow writes
 def suite_plan_file(results_dir: str | Path) -> Path:
     """Where the workflow's plan of a results directory is (``hkt status`` reads it)."""
     return Path(results_dir) / PLAN_FILE
-
-
-class GridError(ConfigError):
-    """A workflow config that names something that does not exist; the message names the key."""
 
 
 @dataclass(frozen=True)
