@@ -114,3 +114,16 @@ def test_module_at_most_400_lines(path: Path) -> None:
         pytest.xfail("being split")
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT.parent)} has {lines} lines (at most {MAX_LINES})"
+
+
+# docs/contracts.md's layer 0: shared pieces that import nothing above them
+LAYER0 = {"hkt.errors", "hkt.signals", "hkt.store", "hkt.fileio", "hkt.config", "hkt.renames",
+          "hkt.logs", "hkt.registry", "hkt.checks", "hkt.device", "hkt.provenance", "hkt.paper",
+          "hkt.environment", "hkt.data.layout"}
+
+
+@pytest.mark.parametrize("name", sorted(LAYER0))
+def test_layer0_imports_only_layer0(name: str) -> None:
+    mods = _modules()
+    above = _imports(name, mods[name], mods) - LAYER0 - {"hkt", "hkt.data"}
+    assert not above, f"{name} (layer 0) imports {sorted(above)}"

@@ -36,7 +36,7 @@ from hkt.config import compose
 from hkt.renames import renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
 
-__all__ = ["CONFIG_NAME", "SCHEMA", "load_config", "validate", "match_params", "strip_for_compare"]
+__all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params", "strip_for_compare"]
 
 CONFIG_NAME = "train"
 log = logging.getLogger("hkt.train")
@@ -86,12 +86,24 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+def compose_train(overrides: Sequence[str] = (), *, resolve: bool = True,
+                  check_types: bool = True) -> DictConfig:
+    """:func:`hkt.config.compose` of ``train.yaml``, with every registered mixer's structured
+    config (``/schema/model/NAME``) registered with Hydra first: ``config/model/NAME.yaml``
+    selects it, so Hydra types the model node. Not validated (:func:`load_config` is)."""
+    # here, not at the top: the model side pulls in torch, which a command's start-up avoids
+    from hkt.models.encoder import store_structured_configs
+
+    store_structured_configs()
+    return compose(CONFIG_NAME, overrides, resolve=resolve, check_types=check_types)
+
+
 def load_config(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``train.yaml`` with ``overrides``, validated, with ``model.match_params_of``
     resolved (``model.d_ffn`` widened)."""
     overrides = [str(o) for o in overrides]
     # types are checked by Hydra (the structured model configs) and by validate()'s schemas
-    cfg = compose(CONFIG_NAME, overrides, check_types=False)
+    cfg = compose_train(overrides, check_types=False)
     validate(cfg)
     if cfg.model.match_params_of is not None:
         match_params(cfg, overrides)
@@ -139,7 +151,7 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     keep = [o for o in renamed_keys(CONFIG_NAME, renamed_groups(CONFIG_NAME, overrides))
             if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
                                               "model.mixer", "model.name"))]
-    ref = compose(CONFIG_NAME, [*keep, f"model={other}"], check_types=False)
+    ref = compose_train([*keep, f"model={other}"], check_types=False)
     validate(ref)
     mine, theirs = cfg.model, ref.model
     for key in ("d_model", "n_layers"):
