@@ -11,8 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "hkt"
 MAX_LINES = 400
-# being split (issue 40); this set only shrinks
-TOO_LONG = {"attention/_tile_kernels.py", "attention/hkt.py", "doctor.py", "train/loop.py", "workflow/grid.py"}
+# Triton kernels that call each other by name, checked on a GPU: split with a GPU run (issue 40)
+TOO_LONG = {"attention/_tile_kernels.py"}
 
 
 def _modules() -> dict[str, Path]:
@@ -111,7 +111,7 @@ def test_no_import_circle() -> None:
 @pytest.mark.parametrize("path", sorted(ROOT.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT.parent)))
 def test_module_at_most_400_lines(path: Path) -> None:
     if str(path.relative_to(ROOT)) in TOO_LONG:
-        pytest.xfail("being split")
+        pytest.xfail("Triton kernels: to split with a GPU check")
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(ROOT.parent)} has {lines} lines (at most {MAX_LINES})"
 
