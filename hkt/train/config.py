@@ -14,9 +14,11 @@ model's ``d_ffn`` is widened to the parameter count of the named attention's mod
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from hkt.checks import (
@@ -32,11 +34,13 @@ from hkt.checks import (
     spec,
     text,
 )
-from hkt.config import compose
+from hkt.config import compose, config_dir
+from hkt.data.taskfile import task_id_problem
 from hkt.renames import renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
 
-__all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params", "strip_for_compare"]
+__all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params",
+           "strip_for_compare"]
 
 CONFIG_NAME = "train"
 log = logging.getLogger("hkt.train")
@@ -95,7 +99,20 @@ def compose_train(overrides: Sequence[str] = (), *, resolve: bool = True,
     from hkt.models.encoder import store_structured_configs
 
     store_structured_configs()
+    task_file = config_dir() / "task" / f"{_task_choice(overrides)}.yaml"
+    if task_file.is_file() and (problem := task_id_problem(task_file)):
+        raise ConfigError(problem)
     return compose(CONFIG_NAME, overrides, resolve=resolve, check_types=check_types)
+
+
+def _task_choice(overrides: Sequence[str]) -> str:
+    """The task file ``train.yaml`` composes: the last ``task=NAME`` override, else its default."""
+    for override in reversed([str(o) for o in overrides]):
+        if match := re.fullmatch(r"\+{0,2}task=(\S+)", override):
+            return match.group(1)
+    defaults = (yaml.safe_load((config_dir() / f"{CONFIG_NAME}.yaml").read_text(encoding="utf-8"))
+                or {}).get("defaults") or []
+    return next((str(d["task"]) for d in defaults if isinstance(d, dict) and "task" in d), "")
 
 
 def load_config(overrides: Sequence[str] = ()) -> DictConfig:

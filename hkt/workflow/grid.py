@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.data.taskfile import task_id_problem
 from hkt.paper import ABLATION_TASK
 from hkt.store import experiment_name
 from hkt.workflow.configfiles import read_task_info, read_variant_model
@@ -186,6 +187,8 @@ class Grid(Placement):
         if not path.is_file():
             self._fail(f"task '{task}' uses Hydra task config '{self.task_config(task)}', but "
                        f"{path} does not exist")
+        if problem := task_id_problem(path):
+            self._fail(f"task '{task}': {problem}")
 
     def _check_model(self, model: str, where: str) -> None:
         if model not in self.models:
