@@ -9,8 +9,9 @@ Validation is one mechanism in two forms, both built from the value checks of
 :class:`hkt.errors.ConfigValueError` naming the key:
 
 * modules (the encoder and each token mixer) own a typed config, a dataclass whose
-  ``__post_init__`` runs the checks; :func:`compose` registers them with Hydra as structured
-  configs (:data:`STRUCTURED`), so Hydra refuses unknown keys and wrong types at compose time;
+  ``__post_init__`` runs the checks; :func:`hkt.train.config.compose_train` registers them
+  with Hydra as structured configs before composing ``train.yaml``, so Hydra refuses unknown
+  keys and wrong types at compose time;
 * plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
   key -> check (:func:`hkt.checks.check_schema`).
 
@@ -50,21 +51,6 @@ OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 __all__ = ["config_dir", "compose", "flatten", "describe_type"]
 
 
-def _model_schemas() -> None:
-    """``/schema/model/NAME`` for every registered attention (:data:`hkt.attention.ATTENTION`).
-
-    Imported only when a config that selects them is composed: the model side pulls in torch.
-    Nothing is added here for a new attention: the registry finds it.
-    """
-    from hkt.models.encoder import store_structured_configs
-
-    store_structured_configs()
-
-
-# config name -> the function that registers the structured configs it selects with Hydra's
-# ConfigStore (called before that config is composed)
-STRUCTURED = {"train": _model_schemas}
-
 # config name -> {group: top-level key}: the key holds the name of the option chosen in the
 # group (the file's name is the label; the files do not repeat it), or keeps its default when
 # the group is left unset. A run's variant label is the name of its config/variant/ file.
@@ -96,8 +82,6 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     cdir = config_dir()
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
-    if config_name in STRUCTURED:
-        STRUCTURED[config_name]()
     hint = _print_config_hint(config_name)
     cfg = _compose(cdir, config_name, overrides, hint)
     if resolve:

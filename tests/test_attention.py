@@ -134,12 +134,13 @@ def test_padding_invariance(kwargs, impl):
     torch.testing.assert_close(m(x), base, atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["mha", "hkt"])
-def test_causal_gradients(name):
-    """In causal mode ∂y_i/∂x_j = 0 for every j > i."""
+def test_causal_gradients_with_overlapping_pyramid_kernels():
+    """In causal mode ∂y_i/∂x_j = 0 for every j > i, also where HKT's pyramid convolutions
+    overlap (kernel_size > stride). Every mixer's default is checked by
+    tests/test_mixer_contract.py."""
     torch.manual_seed(0)
-    kwargs = dict(levels=3, stride=2, kernel_size=3) if name == "hkt" else {}
-    m = build_attention(name, d_model=D, n_heads=H, causal=True, **kwargs).double()
+    m = build_attention("hkt", d_model=D, n_heads=H, causal=True, levels=3, stride=2,
+                        kernel_size=3).double()
     t = 21
     x = random_input(b=1, t=t)
     jac = torch.autograd.functional.jacobian(lambda inp: m(inp).sum(-1), x)  # (1, T, 1, T, D)
@@ -272,7 +273,7 @@ def test_score_cost_ratio():
         score_cost_ratio(0, 2)
 
 
-@pytest.mark.parametrize("name", ["mha", "hkt", "s4d"])
+@pytest.mark.parametrize("name", sorted(ATTENTION))
 def test_bf16_autocast_runs(name):
     """The path the GPU uses (bf16 autocast) also runs on CPU, with finite outputs and grads."""
     m = build_attention(name, d_model=D, n_heads=H)

@@ -126,18 +126,19 @@ def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     """The doctor's bf16 tolerance holds for HKT's fused path under (CPU) bf16 autocast, for
     every HKT geometry of the paper profile, and a zero tolerance fails."""
     from hkt.config import compose
-    from hkt.doctor import _check_equivalence, _Context
+    from hkt.doctor.context import Context
+    from hkt.doctor.equivalence import check_equivalence
 
     suite = load_suite("paper")  # not auto: that is the CPU suite here, with one HKT geometry
     configs = {j: c for j, c in suite_jobs(suite).items()
                if j.model == "hkt" and j.variant == "main"}
     cfg = compose("doctor", ["equivalence.seq_len=64"])
-    ctx = _Context(cfg, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
-    checks = list(_check_equivalence(ctx))
+    ctx = Context(cfg, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    checks = list(check_equivalence(ctx))
     assert len(checks) == 4 and all(c.ok for c in checks), checks  # two HKT geometries
     strict = compose("doctor", ["equivalence.seq_len=64", "equivalence.tolerance.bf16=0.0"])
-    ctx = _Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
-    assert not any(c.ok for c in _check_equivalence(ctx) if c.name == "hkt fused")
+    ctx = Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    assert not any(c.ok for c in check_equivalence(ctx) if c.name == "hkt fused")
 
 
 # ------------------------------------------------------------- the SDPA verdict, each answer
@@ -210,9 +211,9 @@ def test_torch_pick_names_this_machines_choice():
     narrower V, none where every enabled backend refuses."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from hkt.doctor import _torch_pick
+    from hkt.doctor.sdpa import torch_pick
 
-    pick = _torch_pick(2, 2, 16, torch.device("cpu"), torch.float32)
+    pick = torch_pick(2, 2, 16, torch.device("cpu"), torch.float32)
     equal, narrow = AttentionCall("cpu", torch.float32, 24, 24, True), AttentionCall("cpu", torch.float32, 24, 8, True)
     assert (pick(equal), pick(narrow)) == ("flash", "math")
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -232,7 +233,7 @@ def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
     """``check`` of the paper suite on a 16-core machine with one GPU (faked: no GPU needed),
     from the H200 doctor's step times and its largest job's need (imdb/hkt/main, 2.52 GiB)."""
     from hkt.config import compose
-    from hkt.doctor import _Context, job_name
+    from hkt.doctor.context import Context, job_name
 
     suite = OmegaConf.merge(load_suite("paper"), {"node": {"gpus": 1, "cpus": 16},
                                                    "jobs_per_gpu": jobs_per_gpu})
@@ -241,7 +242,7 @@ def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
                              n_params=1, ms_per_step=H200_MS[job_name(j)], loss=1.0,
                              peak_bytes=(2.52 if job_name(j) == "imdb/hkt/main" else 1.0) * 2**30,
                              state_bytes=0) for j, c in configs.items()}
-    ctx = _Context(compose("doctor", []), suite, "paper", torch.device("cuda"), configs=configs,
+    ctx = Context(compose("doctor", []), suite, "paper", torch.device("cuda"), configs=configs,
                    timings=timings)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.cuda, "device_count", lambda: 1)

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from hkt.attention import ATTENTION
 from hkt.models import EncoderClassifier, EncoderConfig, build_model
 
 
@@ -18,7 +19,7 @@ def model_cfg(name: str, **overrides) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("name", ["mha", "hkt", "s4d"])
+@pytest.mark.parametrize("name", sorted(ATTENTION))
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
 def test_logits_ignore_padding(name, pooling, positional):

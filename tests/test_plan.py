@@ -73,19 +73,19 @@ def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
 def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_sizes():
     """IMDB and CIFAR-10 state no ``splits``: their validation carve and official test set count
     (once they were taken as empty, and the CPU suite's plan left out a third of their time)."""
-    from hkt.config import compose
+    from hkt.train.config import compose_train
     from hkt.data.config import split_sizes
     from hkt.plan import job_seconds
 
-    assert split_sizes(compose("train", ["task=imdb"]).task) == {"train": 22500, "val": 2500,
+    assert split_sizes(compose_train(["task=imdb"]).task) == {"train": 22500, "val": 2500,
                                                                   "test": 25000}
-    assert split_sizes(compose("train", ["task=cifar10"]).task) == {"train": 45000, "val": 5000,
+    assert split_sizes(compose_train(["task=cifar10"]).task) == {"train": 45000, "val": 5000,
                                                                      "test": 10000}
     assert split_sizes({"prepare": {}}) == {}
-    cfg = compose("train", ["task=imdb", "profile=cpu"])
+    cfg = compose_train(["task=imdb", "profile=cpu"])
     # 1000 steps; 4 validations of ceil(2500 / 32) = 79 batches; 782 test batches; eval_cost 0.5
     assert job_seconds(cfg, 1.0, 0.5) == pytest.approx(1000 + 0.5 * (4 * 79 + 782))
-    cfg = compose("train", ["task=cifar10", "profile=cpu", "train.eval_batches=10"])
+    cfg = compose_train(["task=cifar10", "profile=cpu", "train.eval_batches=10"])
     assert job_seconds(cfg, 2.0, 0.5) == pytest.approx(2 * (1000 + 0.5 * (4 * 10 + 313)))
 
 
@@ -113,10 +113,10 @@ def test_a_step_is_timed_at_the_given_length(tmp_path):
     that long, and never longer than T."""
     import torch
 
-    from hkt.config import compose
+    from hkt.train.config import compose_train
     from hkt.timing import measure_training_step
 
-    cfg = compose("train", ["task=listops", "model=mha", "profile=smoke", "seed=0"])
+    cfg = compose_train(["task=listops", "model=mha", "profile=smoke", "seed=0"])
     full = measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,
                                  vocab_size=16, peak=False)
     short = measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,

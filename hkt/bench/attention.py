@@ -22,7 +22,8 @@ from omegaconf import OmegaConf
 
 from hkt.attention import build_attention, score_cost_ratio, tile
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
-from hkt.config import compose, config_dir
+from hkt.config import config_dir
+from hkt.train.config import compose_train
 from hkt.device import describe_device, resolve_device
 from hkt.timing import median, peak_memory_bytes, time_call
 
@@ -46,7 +47,7 @@ def load_settings(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("lengths", "batch", "repeats"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
-    model = OmegaConf.to_container(compose("train", ["model=hkt"]).model.mixer)  # config/model/hkt.yaml's
+    model = OmegaConf.to_container(compose_train(["model=hkt"]).model.mixer)  # config/model/hkt.yaml's
     model.pop("impl", None)
     settings["hkt"] = {**model, **(settings.get("hkt") or {})}
     return settings

@@ -24,7 +24,7 @@ import torch
 from omegaconf import OmegaConf
 
 from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
-from hkt.config import compose
+from hkt.train.config import compose_train
 from hkt.data.load import TokenDataset, make_loader
 from hkt.data.prepare import prepare_task
 from hkt.device import describe_device, resolve_device
@@ -84,7 +84,7 @@ def time_steps(model: Any, train_cfg: Any, batches: list[dict[str, Any]], *, ste
 
 def _model(args: argparse.Namespace, meta: dict[str, Any]) -> tuple[Any, dict[str, Any], Any]:
     """The model, its config, and the composed training config it trains under."""
-    cfg = compose("train", [f"profile={args.profile}", f"model={args.model}", "tracking.enabled=false"])
+    cfg = compose_train([f"profile={args.profile}", f"model={args.model}", "tracking.enabled=false"])
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model = build_model(model_cfg, vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
                         max_length=int(meta["max_length"]))

@@ -23,7 +23,7 @@ from torch import nn
 
 from hkt.attention import ATTENTION
 from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
-from hkt.config import compose
+from hkt.train.config import compose_train
 from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError
 from hkt.models import build_model
@@ -88,8 +88,8 @@ SIZES = ("d_model", "n_layers", "n_heads", "d_ffn")
 def _shapes(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """The benchmark shape, the model sizes, and the composed training config (optimizer,
     precision, clipping) every model's step runs under."""
-    cfg = compose("train", [f"profile={args.profile}", f"task={args.task}", "model=mha",
-                            "tracking.enabled=false"])
+    cfg = compose_train([f"profile={args.profile}", f"task={args.task}", "model=mha",
+                         "tracking.enabled=false"])
     model = OmegaConf.to_container(cfg.model, resolve=True)
     for key in SIZES:
         if getattr(args, key) is not None:
@@ -117,7 +117,7 @@ def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
     if name not in ATTENTION:  # our models: every registered attention (config/model/NAME.yaml)
         raise ConfigError(f"--models: unknown model {name!r} "
                           f"({', '.join([*ATTENTION, *VARIANTS_OF_OURS, 'torch', 'torch_fused'])})")
-    cfg = compose("train", [f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES), *extra])
+    cfg = compose_train([f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES), *extra])
     return build_model(OmegaConf.to_container(cfg.model, resolve=True), **kw).to(device)
 
 

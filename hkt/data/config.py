@@ -23,6 +23,7 @@ from typing import Any
 from hkt.checks import check_schema, pos_int, text
 from hkt.config import compose, config_dir
 from hkt.data.families import FAMILIES, REQUIRED
+from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError
 
 __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load_task_config",
@@ -72,6 +73,8 @@ def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     if not (cdir / "task" / f"{task}.yaml").is_file():
         known = ", ".join(available_tasks()) or "none"
         raise ConfigError(f"unknown task {task!r}: no {cdir / 'task' / (task + '.yaml')} (available: {known})")
+    if problem := task_id_problem(cdir / "task" / f"{task}.yaml"):
+        raise ConfigError(problem)
     # types are checked with the values, by validate_task's schema
     cfg = compose(f"task/{task}", [_normalise_override(o) for o in overrides], check_types=False)
     return OmegaConf.to_container(cfg["task"], resolve=True)  # type: ignore[return-value]

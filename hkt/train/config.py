@@ -14,9 +14,11 @@ model's ``d_ffn`` is widened to the parameter count of the named attention's mod
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from hkt.checks import (
@@ -32,11 +34,13 @@ from hkt.checks import (
     spec,
     text,
 )
-from hkt.config import compose
+from hkt.config import compose, config_dir
+from hkt.data.taskfile import task_id_problem
 from hkt.renames import renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
 
-__all__ = ["CONFIG_NAME", "SCHEMA", "load_config", "validate", "match_params", "strip_for_compare"]
+__all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params",
+           "strip_for_compare"]
 
 CONFIG_NAME = "train"
 log = logging.getLogger("hkt.train")
@@ -86,12 +90,37 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+def compose_train(overrides: Sequence[str] = (), *, resolve: bool = True,
+                  check_types: bool = True) -> DictConfig:
+    """:func:`hkt.config.compose` of ``train.yaml``, with every registered mixer's structured
+    config (``/schema/model/NAME``) registered with Hydra first: ``config/model/NAME.yaml``
+    selects it, so Hydra types the model node. Not validated (:func:`load_config` is)."""
+    # here, not at the top: the model side pulls in torch, which a command's start-up avoids
+    from hkt.models.encoder import store_structured_configs
+
+    store_structured_configs()
+    task_file = config_dir() / "task" / f"{_task_choice(overrides)}.yaml"
+    if task_file.is_file() and (problem := task_id_problem(task_file)):
+        raise ConfigError(problem)
+    return compose(CONFIG_NAME, overrides, resolve=resolve, check_types=check_types)
+
+
+def _task_choice(overrides: Sequence[str]) -> str:
+    """The task file ``train.yaml`` composes: the last ``task=NAME`` override, else its default."""
+    for override in reversed([str(o) for o in overrides]):
+        if match := re.fullmatch(r"\+{0,2}task=(\S+)", override):
+            return match.group(1)
+    defaults = (yaml.safe_load((config_dir() / f"{CONFIG_NAME}.yaml").read_text(encoding="utf-8"))
+                or {}).get("defaults") or []
+    return next((str(d["task"]) for d in defaults if isinstance(d, dict) and "task" in d), "")
+
+
 def load_config(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``train.yaml`` with ``overrides``, validated, with ``model.match_params_of``
     resolved (``model.d_ffn`` widened)."""
     overrides = [str(o) for o in overrides]
     # types are checked by Hydra (the structured model configs) and by validate()'s schemas
-    cfg = compose(CONFIG_NAME, overrides, check_types=False)
+    cfg = compose_train(overrides, check_types=False)
     validate(cfg)
     if cfg.model.match_params_of is not None:
         match_params(cfg, overrides)
@@ -139,7 +168,7 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     keep = [o for o in renamed_keys(CONFIG_NAME, renamed_groups(CONFIG_NAME, overrides))
             if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
                                               "model.mixer", "model.name"))]
-    ref = compose(CONFIG_NAME, [*keep, f"model={other}"], check_types=False)
+    ref = compose_train([*keep, f"model={other}"], check_types=False)
     validate(ref)
     mine, theirs = cfg.model, ref.model
     for key in ("d_model", "n_layers"):

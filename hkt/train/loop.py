@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hkt import environment, signals
 from hkt.device import describe_device, resolve_device
-from hkt.errors import ConfigError, RunMismatch, TrainingError
+from hkt.errors import ConfigError, RunMismatch
 from hkt.figures.training import learning_curve
 from hkt.data.layout import SPLITS
 from hkt.models import build_model
@@ -35,8 +35,8 @@ from hkt.models.serving import served_tokens
 from hkt.provenance import code_digest, git_state
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
-from hkt.train.checkpoint import (CHECKPOINT_FORMAT, TrainState, load_checkpoint, rng_state,
-                                  save_checkpoint, set_rng_state)
+from hkt.train.checkpoint import TrainState, load_checkpoint, rng_state
+from hkt.train.checkpointing import Checkpointing
 from hkt.train.config import validate
 from hkt.train.data import RunData
 from hkt.train.finish import log_final, summary_line, training_record
@@ -108,7 +108,7 @@ def _report_finished(cfg: DictConfig, data: RunData | None, run_dir: Path,
     return record
 
 
-class _Run:
+class _Run(Checkpointing):
     """One session of a run: built with everything it trains with, then :meth:`run`."""
 
     def __init__(self, cfg: DictConfig, data_dir: Path, data: RunData, run_dir: Path,
@@ -178,25 +178,6 @@ class _Run:
             self.tracker.finish("FAILED")
             raise
 
-    def _resume(self) -> None:
-        ck = load_checkpoint(self.last_path)
-        if ck.get("format") != CHECKPOINT_FORMAT:
-            raise TrainingError(f"{self.last_path} has checkpoint format {ck.get('format')!r}, "
-                                f"this version writes {CHECKPOINT_FORMAT}; start a new run")
-        rundir.check_same_config(ck["config"], self.cfg, self.last_path)
-        rundir.check_same_data(ck.get("data_checksums"), self.data, self.last_path)
-        try:
-            self.model.load_state_dict(ck["model"])
-            self.opt.load_state_dict(ck["optimizer"])
-            self.sched.load_state_dict(ck["scheduler"])
-        except (RuntimeError, KeyError, ValueError) as exc:
-            raise TrainingError(f"{self.last_path} does not fit this model/optimizer: "
-                                f"{str(exc).splitlines()[0]}") from None
-        self.batches.load_state_dict(ck["sampler"])
-        set_rng_state(ck["rng"])
-        self.state = TrainState.from_checkpoint(ck)
-        self.say(f"resuming from {self.last_path} at step {self.state.step}/{self.cfg.train.max_steps}")
-
     def _start_tracking(self) -> None:
         if not self.tracker.enabled:
             return
@@ -212,48 +193,6 @@ class _Run:
                                  {s: self.data.size(s) for s in SPLITS})
         rundir.write_mlflow_info(self.run_dir, self.state.mlflow_run_id, self.tracker.uri,
                                  self.tracker.experiment)
-
-    # -- checkpoints ---------------------------------------------------------------------------
-    def _save_last(self, rng: dict[str, Any] | None = None) -> None:
-        """``last.pt``: everything the next step depends on; ``rng``: the RNG states to store
-        (default: as they are now)."""
-        state = {
-            "format": CHECKPOINT_FORMAT,
-            "model": self.model.state_dict(),
-            "optimizer": self.opt.state_dict(),
-            "scheduler": self.sched.state_dict(),
-            "rng": rng_state() if rng is None else rng,
-            "sampler": self.batches.state_dict(),
-            **self.state.to_checkpoint(),
-            "wall_time_s": self._wall(),
-            "config": self.cfg_dict,
-            "data_checksums": dict(self.data.checksums),
-        }
-        save_checkpoint(state, self.last_path)
-        write_history(self.state.history, self.run_dir / HISTORY_NAME)
-
-    def _save_best(self, metrics: dict[str, float]) -> None:
-        save_checkpoint({"format": CHECKPOINT_FORMAT, "model": self.model.state_dict(),
-                         "config": self.cfg_dict, "step": self.state.step,
-                         "val_accuracy": metrics["acc"], "val_loss": metrics["loss"]},
-                        self.best_path)
-
-    def _stopped(self, signum: int, *, saved: bool, during: str = "") -> str:
-        """The one line a stopped run prints: where it stopped, what it kept, how to go on."""
-        name = signals.Stopped(signum).name
-        at = f"stopped by {name} at step {self.state.step}/{self.cfg.train.max_steps}{during}"
-        if saved:
-            return (f"{at}: checkpoint written at step {self.state.step} ({self.last_path}); "
-                    "the same command resumes it")
-        if self.last_path.exists():
-            kept = load_checkpoint(self.last_path)["step"]
-            return (f"{at}: kept the checkpoint of step {kept} ({self.last_path}); the same "
-                    "command resumes from there")
-        return f"{at}: no checkpoint yet; the same command starts the run again"
-
-    def _wall(self) -> float:
-        """Wall time of the run so far: earlier sessions plus this one."""
-        return self.state.wall_time_s + (time.perf_counter() - self.session_start)
 
     # -- training ------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -403,13 +342,6 @@ class _Run:
         self.tracker.flush()
         self._save_last()
         raise signals.Stopped(signum, self._stopped(signum, saved=True))
-
-    def _diverged(self, at: str) -> TrainingError:
-        last = (f"{self.last_path} (step {load_checkpoint(self.last_path)['step']})"
-                if self.last_path.exists() else "none yet")
-        return TrainingError(f"training diverged: non-finite loss or gradient norm {at}. "
-                             f"The last good checkpoint is kept: {last}. Lower optim.lr, "
-                             f"set optim.grad_clip, or use train.precision=fp32.")
 
     # -- the end ---------------------------------------------------------------------------
     def _finish(self) -> dict[str, Any]:

@@ -21,18 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.data.taskfile import task_id_problem
 from hkt.paper import ABLATION_TASK
-from hkt.errors import ConfigError
 from hkt.store import experiment_name
-from hkt.workflow.gpuslots import GPU_COMMANDS, RESOURCE, Slots
+from hkt.workflow.configfiles import read_task_info, read_variant_model
+from hkt.workflow.errors import GridError
+from hkt.workflow.placement import Placement
 from hkt.workflow.resources import Node
+from hkt.workflow.schema import check_config
 from hkt.workflow.suites import AUTO
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "RULE_ORDER",
@@ -46,21 +49,15 @@ LAYOUT = {
     "analysis": "analysis/{task}/{model}/{variant}/seed{seed}",
 }
 
-
 JOB_LOG = "{task}/{model}/{variant}/seed{seed}"  # a per-run job's log, under logs/RULE/
 # The rules with jobs, in the order a suite runs them (plan and status lay them out so).
 RULE_ORDER = ("prepare", "train", "external", "analyze", "bench", "aggregate")
-GPU_SLOTS_DIR = ".gpu-slots"  # under results_dir: the slot locks of hkt/workflow/gpuslots.py
 PLAN_FILE = "plan/suite.json"  # under results_dir: the plan the workflow writes at its start
 
 
 def suite_plan_file(results_dir: str | Path) -> Path:
     """Where the workflow's plan of a results directory is (``hkt status`` reads it)."""
     return Path(results_dir) / PLAN_FILE
-
-
-class GridError(ConfigError):
-    """A workflow config that names something that does not exist; the message names the key."""
 
 
 @dataclass(frozen=True)
@@ -76,27 +73,7 @@ class Job:
         return asdict(self)
 
 
-def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
-    """Validate the workflow config against its JSON schema; raise :class:`GridError` naming the
-    first bad key, and for an unknown key the keys allowed there (not the whole schema)."""
-    import jsonschema
-
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(dict(config)),
-                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if not errors:
-        return
-    err = errors[0]
-    where = ".".join(map(str, err.absolute_path))
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = sorted(err.schema.get("properties") or {})
-        unknown = sorted(k for k in err.instance if k not in allowed)
-        keys = ", ".join(f"{where}.{k}" if where else k for k in unknown)
-        raise GridError(f"unknown key {keys} (allowed{' under ' + where if where else ''}: "
-                        f"{', '.join(allowed)})")
-    raise GridError(f"key {where or '(top level)'}: {err.message}")
-
-
-class Grid:
+class Grid(Placement):
     """The jobs, paths and command arguments of one workflow config.
 
     ``config`` is the merged workflow config (``config/config.yaml`` + ``--configfile`` +
@@ -124,11 +101,6 @@ class Grid:
         self.external = {name: spec or {} for name, spec in (config.get("external") or {}).items()
                          if (spec or {}).get("enabled", True)}
         self._check()
-
-    @property
-    def cpus(self) -> int:
-        """The node's CPUs (what the plan divides the cores by)."""
-        return self.node.cpus
 
     # --- what exists ----------------------------------------------------------------------------
 
@@ -171,11 +143,11 @@ class Grid:
 
     def task_info(self, task: str) -> tuple[str, int]:
         """The task family (as in run records) and sequence length, from its Hydra task file."""
-        return _task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
+        return read_task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
 
     def variant_model(self, name: str) -> str | None:
         """The model a variant file selects (``override /model: M``), or None (the caller's)."""
-        return _variant_model(self.config_dir / "variant" / f"{name}.yaml")
+        return read_variant_model(self.config_dir / "variant" / f"{name}.yaml")
 
     @property
     def ablation_task(self) -> str:
@@ -215,6 +187,8 @@ class Grid:
         if not path.is_file():
             self._fail(f"task '{task}' uses Hydra task config '{self.task_config(task)}', but "
                        f"{path} does not exist")
+        if problem := task_id_problem(path):
+            self._fail(f"task '{task}': {problem}")
 
     def _check_model(self, model: str, where: str) -> None:
         if model not in self.models:
@@ -227,7 +201,7 @@ class Grid:
             self._fail(f"{where} names variant '{name}', which has no config/variant/"
                        f"{name}.yaml (variants: {', '.join(self._options('variant'))})")
         if name != MAIN:
-            model = _variant_model(path)
+            model = read_variant_model(path)
             if model is None:
                 self._fail(f"{where}: config/variant/{name}.yaml selects no model "
                            "(add `defaults: [{override /model: M}]`)")
@@ -238,7 +212,7 @@ class Grid:
         if not path.is_file():
             self._fail(f"sweep.variants names variant '{name}', which has no config/variant/"
                        f"{name}.yaml (variants: {', '.join(self._options('variant'))})")
-        model = _variant_model(path)
+        model = read_variant_model(path)
         if model is not None:
             self._fail(f"sweep.variants: config/variant/{name}.yaml selects model '{model}'; a "
                        "sweep's variant applies to every model of sweep.models, so it selects "
@@ -411,78 +385,3 @@ class Grid:
     @property
     def bench_enabled(self) -> bool:
         return bool((self.config.get("bench") or {}).get("enabled", True))
-
-    # --- resources (hkt.workflow.resources: the node, the clamps) ----------------------------------
-
-    def resources(self, rule: str) -> dict[str, int]:
-        """``resources.RULE`` of the config clamped to the node (:meth:`Node.resources`)."""
-        return self.node.resources(self._asked(rule))
-
-    def _asked(self, rule: str) -> Mapping[str, Any]:
-        return (self.config.get("resources") or {}).get(rule) or {}
-
-    def check_cluster_node(self) -> None:
-        """On a cluster, refuse GPU rules that no GPU in view could run (:meth:`Node.check_gpus`)."""
-        self.node.check_gpus({r: self._asked(r) for r in self.config.get("resources") or {}})
-
-    @property
-    def jobs_per_gpu(self) -> int:
-        """How many training jobs share one GPU on a local machine (``jobs_per_gpu``)."""
-        return int(self.config.get("jobs_per_gpu") or 1)
-
-    def gpu_layout(self) -> Slots | None:
-        """The node's GPU slots (``jobs_per_gpu`` on each GPU), or None without GPUs."""
-        if self.node.gpus < 1:
-            return None
-        return Slots(Path(self.results) / GPU_SLOTS_DIR, self.node.gpus, self.jobs_per_gpu)
-
-    def gpu_env(self) -> str | None:
-        """``$HKT_GPU_SLOTS`` for local jobs: the node's slots and the commands whose rules ask
-        for a GPU (None when none does, or the node has no GPU)."""
-        layout = self.gpu_layout()
-        commands = [c for c in GPU_COMMANDS if self.gpu_slots(c) is not None]
-        return layout.env(commands) if layout is not None and commands else None
-
-    def gpu_packing(self, cores: int | None = None) -> str | None:
-        """What a local run on ``cores`` (default: the node's CPUs) does with the GPUs, in a
-        line (None when no training job uses one)."""
-        slots = self.gpu_slots("train")
-        if slots is None:
-            return None
-        cores = int(cores or self.cpus)
-        at_once = min(slots.total, max(1, cores // int(self.resources("train")["threads"])))
-        return (f"GPUs: {slots.gpus}, {slots.per_gpu} training jobs on each (jobs_per_gpu): up "
-                f"to {at_once} at once, each on one GPU (Snakemake resource {RESOURCE} = "
-                f"{slots.total})")
-
-    def gpu_slots(self, rule: str) -> Slots | None:
-        """The GPU slots a local job of ``rule`` claims: one of its GPU's ``jobs_per_gpu`` where
-        its jobs share a GPU, all of them otherwise (:data:`~hkt.workflow.gpuslots.GPU_COMMANDS`);
-        None where the rule asks no GPU or the node has none."""
-        layout = self.gpu_layout()
-        if layout is None or int(self.resources(rule).get("gpu", 0) or 0) < 1:
-            return None
-        return layout.taking(rule)
-
-    def clamps(self) -> list[str]:
-        """One line per resource the config asks for above the node, naming it and its limit."""
-        return self.node.clamps({r: self._asked(r) for r in self.config.get("resources") or {}})
-
-
-@lru_cache(maxsize=None)
-def _task_info(path: Path, task: str) -> tuple[str, int]:
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return str(cfg.get("name", task)), int(cfg.get("max_length", 0))
-
-
-@lru_cache(maxsize=None)
-def _variant_model(path: Path) -> str | None:
-    """The model a variant file selects by ``override /model: M``, or None."""
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    model = None
-    for entry in cfg.get("defaults") or []:
-        if isinstance(entry, dict):
-            for key, value in entry.items():
-                if key.replace(" ", "") in ("override/model", "/model"):
-                    model = str(value)
-    return model

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hkt.workflow.errors import GridError
 
 __all__ = ["Node", "available_cpus", "machine_memory_mb", "machine_gpus"]
 
@@ -85,8 +86,6 @@ class Node:
             return
         asking = sorted(r for r, res in asked.items() if int(res.get("gpu", 0)) > 0)
         if asking:
-            from hkt.workflow.grid import GridError
-
             raise GridError(
                 f"resources.{{{','.join(asking)}}}.gpu ask for GPUs, this machine has none and "
                 "config `node.gpus` is not set: give the compute node's size (a config file "

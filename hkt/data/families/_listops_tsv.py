@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.data.families.listops import CLOSE, DIGIT0, OPERATORS, PAD, TOKENIZER, VOCAB, evaluate
+from hkt.data.families._listops_vocab import CLOSE, DIGIT0, OPERATORS, PAD, TOKENIZER, VOCAB, evaluate
 from hkt.data.parquet import Prepared, SplitData
 from hkt.errors import DataError
 from hkt.fileio import sha256_file

@@ -12,7 +12,8 @@ breadth-first, many trees at once (what :func:`_draw_chunk` does with numpy), gi
 distribution as LRA's recursive depth-first generator, and lets a tree be rejected as soon as
 its committed size reaches ``max_length``.
 
-Tokens (the "fixed" LRA pipeline: parentheses dropped): ``VOCAB`` below, id 0 = padding.
+Tokens (the "fixed" LRA pipeline: parentheses dropped): ``VOCAB`` of
+:mod:`hkt.data.families._listops_vocab`, id 0 = padding.
 An expression is its tokens in prefix order, e.g. ``[MAX 2 [MIN 4 7 ] 0 ]`` evaluates to 4.
 """
 
@@ -28,14 +29,13 @@ import numpy as np
 from hkt.checks import boolean, nonneg_int, optional, pos_int, probability, text
 from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
 from hkt.data.families import register
+from hkt.data.families._listops_tsv import from_tsv
+from hkt.data.families._listops_vocab import (  # noqa: F401  (re-exported: listops.VOCAB, …)
+    CLOSE, DIGIT0, OPERATORS, PAD, TOKENIZER, VOCAB, evaluate)
 from hkt.errors import ConfigError, DataError
 
 log = logging.getLogger("hkt.data")
 
-OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
-VOCAB = ["<pad>", *OPERATORS, "]", *[str(d) for d in range(10)]]
-PAD, CLOSE, DIGIT0 = 0, 5, 6          # token ids; operator code k (0..3) has id 1 + k
-TOKENIZER = "ListOps tokens, parentheses dropped; id 0 = padding"
 
 PREPARE_SCHEMA: dict[str, Any] = {
     "source": optional(text),
@@ -67,52 +67,6 @@ def check_config(cfg: dict[str, Any]) -> None:
     if p["max_length"] > cfg["max_length"] + 1:
         raise ConfigError(f"task.prepare.max_length ({p['max_length']}) exceeds the context "
                           f"task.max_length + 1 ({cfg['max_length'] + 1}): trees would not fit")
-
-
-# ---- evaluation (used for TSV checks; the generator computes values vectorised) ----------
-
-def evaluate(tokens: Any) -> int:
-    """Value of one tokenised expression (ids as in ``VOCAB``). Raises ValueError if malformed."""
-    stack: list[list[int]] = []
-    result = None
-    for t in (int(x) for x in tokens):
-        if 1 <= t <= 4:
-            stack.append([t - 1])
-        elif t >= DIGIT0 and t < DIGIT0 + 10:
-            if not stack:
-                if result is not None:
-                    raise ValueError("value outside any operator")
-                result = t - DIGIT0
-                continue
-            stack[-1].append(t - DIGIT0)
-        elif t == CLOSE:
-            if not stack or len(stack[-1]) < 2:
-                raise ValueError("unbalanced ']' or operator without arguments")
-            op, *args = stack.pop()
-            v = _apply(op, args)
-            if stack:
-                stack[-1].append(v)
-            elif result is None:
-                result = v
-            else:
-                raise ValueError("more than one expression")
-        else:
-            raise ValueError(f"bad token id {t}")
-    if stack or result is None:
-        raise ValueError("unclosed operator or empty expression")
-    return result
-
-
-def _apply(op: int, args: list[int]) -> int:
-    if op == 0:
-        return min(args)
-    if op == 1:
-        return max(args)
-    if op == 2:
-        a = sorted(args)
-        m = len(a) // 2
-        return a[m] if len(a) % 2 else (a[m - 1] + a[m]) // 2
-    return sum(args) % 10
 
 
 # ---- the generator -----------------------------------------------------------------------
@@ -300,7 +254,6 @@ def prepare(cfg: dict[str, Any], source: Path | None):
         if not source.is_dir():
             raise DataError(f"ListOps source {source} must be a directory holding "
                             f"{', '.join(p['tsv_files'].values())} (LRA's lra_release/listops-1000/)")
-        from hkt.data.families._listops_tsv import from_tsv  # here: that module imports this one
         return from_tsv(cfg, source)
 
     sizes = p["splits"]

@@ -30,23 +30,22 @@ Every number (steps, batch, tolerances, margin) is in ``config/doctor.yaml``.
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import os
 import tempfile
 import time
 import traceback
-import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.attention.sdpa import AttentionCall
-from hkt.timing import StepTiming, measure_training_step
+from hkt.doctor.context import Check, Context, job_name
+from hkt.doctor.equivalence import check_equivalence
+from hkt.doctor.sdpa import FUSED, check_sdpa, sdpa_verdict
+from hkt.timing import StepTiming, measure_training_step  # noqa: F401  (StepTiming: re-exported)
 from hkt.workflow.suites import load_suite
 
 
@@ -54,15 +53,6 @@ __all__ = ["Check", "FUSED", "load_suite", "suite_jobs", "job_name", "sdpa_verdi
            "add_arguments", "run"]
 
 GIB = 2**30
-
-
-@dataclass
-class Check:
-    """One line of the report."""
-
-    name: str
-    ok: bool
-    detail: str
 
 
 # --------------------------------------------------------------------------------- the suite
@@ -91,10 +81,6 @@ def suite_grid(suite: DictConfig, profile: str | None = None) -> Any:
     return Grid(config, config_dir())
 
 
-def job_name(job: Any) -> str:
-    return f"{job.task}/{job.model}/{job.variant}"
-
-
 # --------------------------------------------------------------------------------- measuring
 def free_memory_bytes(device: torch.device) -> float:
     """Free device memory (CUDA) or the kernel's MemAvailable (CPU)."""
@@ -116,26 +102,7 @@ def _gib(n: float) -> str:
 
 
 # --------------------------------------------------------------------------------- the checks
-@dataclass
-class _Context:
-    cfg: DictConfig
-    suite: DictConfig
-    profile: str
-    device: torch.device
-    amp: torch.dtype | None = None
-    configs: dict[Any, DictConfig] | None = None  # per training job (hkt.workflow.grid.Job)
-    timings: dict[Any, StepTiming] | None = None
-
-    @property
-    def precision(self) -> str:
-        return "bf16" if self.amp is torch.bfloat16 else "fp32"
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.amp or torch.float32
-
-
-def _check_device(ctx: _Context) -> Iterator[Check]:
+def _check_device(ctx: Context) -> Iterator[Check]:
     from hkt.device import describe_device
     from hkt.train.step import autocast_dtype
 
@@ -161,168 +128,7 @@ def _check_device(ctx: _Context) -> Iterator[Check]:
     yield Check("device", ok, "; ".join(parts))
 
 
-FUSED = ("flash", "efficient", "cudnn")
-"""PyTorch's fused SDPA kernels: any of them keeps attention's memory linear in T."""
-
-Pick = Callable[[AttentionCall], str]
-"""PyTorch's choice of SDPA backend for a call: a name of :data:`hkt.attention.sdpa.BACKENDS`,
-or ``"none"`` when no enabled backend accepts it."""
-
-
-def sdpa_verdict(call: AttentionCall, pick: Pick) -> tuple[bool, str]:
-    """Judge one SDPA call of the model (``call``: V at the width the model computes it) on
-    this machine: (passes, what to print).
-
-    ``sdpa.py`` pads V where it expects that to reach a fused kernel (:func:`pad_value`); the
-    call as made (padded or not) is then given to ``pick``, PyTorch's choice. Any fused kernel
-    passes, whichever it is; the math fallback (T×T memory) and a call no backend accepts fail.
-    Where V was padded, the narrow call is asked too: the line says whether padding was needed
-    on this torch. Pure given ``pick``: the doctor asks torch, the tests simulate its answers."""
-    from hkt.attention.sdpa import fused_backends, pad_value
-
-    pad = pad_value(call)
-    made = call.widened() if pad else call
-    picked, expected = pick(made), fused_backends(made)
-    v = "" if call.v_width == call.qk_width else f"V {call.v_width} "
-    if pad:
-        v = f"V {call.v_width} padded to {made.v_width} "
-    line = f"{v}-> {picked}"
-    if picked in FUSED:
-        ok = True
-        if picked not in expected:  # fine: sdpa.py's rules only decide whether to pad V
-            line += f" (fused; sdpa.py's rules expected {', '.join(expected) or 'none'})"
-    elif picked == "math":
-        ok = False
-        line += (" (the math fallback, T×T memory; sdpa.py expected " + ", ".join(expected) + ")"
-                 if expected else " (the math fallback, T×T memory: no fused kernel takes this call here)")
-    else:
-        ok = False
-        line += (" (no SDPA backend accepts this call; sdpa.py expected "
-                 + (", ".join(expected) or "the math fallback") + ")")
-    if pad:
-        narrow = pick(call)
-        line += (f"; padding needed here: V {call.v_width} -> {narrow}" if narrow not in FUSED
-                 else f"; padding not needed on this torch: V {call.v_width} -> {narrow}")
-    return ok, line
-
-
-def _torch_pick(batch: int, heads: int, seq_len: int, device: torch.device,
-                dtype: torch.dtype) -> Pick:
-    """PyTorch's own choice (``torch._fused_sdp_choice``) for calls of this shape."""
-    from torch.nn.attention import SDPBackend
-
-    names = {SDPBackend.FLASH_ATTENTION: "flash", SDPBackend.EFFICIENT_ATTENTION: "efficient",
-             SDPBackend.CUDNN_ATTENTION: "cudnn", SDPBackend.MATH: "math"}
-
-    def pick(call: AttentionCall) -> str:
-        kw = dict(device=device, dtype=dtype, requires_grad=True)
-        q = torch.zeros(batch, heads, seq_len, call.qk_width, **kw)
-        v = torch.zeros(batch, heads, seq_len, call.v_width, **kw)
-        mask = (torch.ones(batch, 1, 1, seq_len, dtype=torch.bool, device=device)
-                if call.masked else None)
-        try:
-            with warnings.catch_warnings():  # torch's reasons for refusing: the line says it
-                warnings.simplefilter("ignore")
-                choice = SDPBackend(int(torch._fused_sdp_choice(
-                    q, q, v, mask, 0.0, False, scale=1.0 / math.sqrt(call.v_width),
-                    enable_gqa=False)))
-        except RuntimeError:  # "No available kernel": every enabled backend refused
-            return "none"
-        return names.get(choice, "none" if choice == SDPBackend.ERROR else choice.name.lower())
-
-    return pick
-
-
-def _check_sdpa(ctx: _Context) -> Iterator[Check]:
-    from hkt.attention.sdpa import call_of
-
-    seen = set()
-    for job, cfg in ctx.configs.items():
-        if job.model not in ("mha", "hkt"):
-            continue
-        h, t = int(cfg.model.n_heads), int(cfg.task.max_length)
-        d = int(cfg.model.d_model) // h
-        levels = int(cfg.model.mixer.levels) if job.model == "hkt" else 1
-        if (t, h, d, levels) in seen:  # what the kernel choice depends on
-            continue
-        seen.add((t, h, d, levels))
-        pick = _torch_pick(2, h, t, ctx.device, ctx.dtype)
-        q = torch.zeros(2, h, t, levels * d, device=ctx.device, dtype=ctx.dtype)
-        v = torch.zeros(2, h, t, d, device=ctx.device, dtype=ctx.dtype)
-        lines, ok = [], True
-        for mask in (torch.ones(2, 1, 1, t, dtype=torch.bool, device=ctx.device), None):
-            good, line = sdpa_verdict(call_of(q, v, mask, 0.0), pick)
-            ok &= good
-            lines.append(f"{'masked' if mask is not None else 'unmasked'}: {line}")
-        yield Check(f"sdpa {job_name(job)}", ok,
-                    f"T={t}, H={h}, q/k width {levels * d}, {ctx.precision}; " + "; ".join(lines))
-
-
-def _relative_error(a: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((a.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
-
-
-def _forward_backward(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor,
-                      weights: torch.Tensor, amp: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
-    x = x.detach().clone().requires_grad_(True)
-    with torch.autocast(x.device.type, dtype=amp or torch.float32, enabled=amp is not None):
-        y = module(x, mask)
-    (y.to(weights.dtype) * weights).sum().backward()
-    return y.detach(), x.grad
-
-
-def _check_equivalence(ctx: _Context) -> Iterator[Check]:
-    """Per distinct HKT geometry of the suite (the head widths decide the SDPA backend)."""
-    geometries: dict[str, DictConfig] = {}
-    for job, cfg in ctx.configs.items():
-        if job.model == "hkt":
-            key = f"D={cfg.model.d_model}, H={cfg.model.n_heads}, causal={cfg.model.causal}, " \
-                  f"{OmegaConf.to_container(cfg.model.mixer, resolve=True)}"
-            geometries.setdefault(key, cfg)
-    for cfg in geometries.values():
-        yield from _equivalence(ctx, cfg)
-
-
-def _equivalence(ctx: _Context, cfg: DictConfig) -> Iterator[Check]:
-    from hkt.attention import build_attention
-
-    eq, dev = ctx.cfg.equivalence, ctx.device
-    tol = float(eq.tolerance[ctx.precision])
-    b, t, width, heads = int(eq.batch), int(eq.seq_len), int(cfg.model.d_model), int(cfg.model.n_heads)
-    mixer = dict(OmegaConf.to_container(cfg.model.mixer, resolve=True))
-    common = dict(d_model=width, n_heads=heads, causal=bool(cfg.model.causal), dropout=0.0)
-    g = torch.Generator().manual_seed(int(ctx.cfg.train.seed))
-    x = torch.randn(b, t, width, generator=g).to(dev)
-    mask = (torch.arange(t)[None, :] < torch.tensor([t, t // 2 + 1])[:, None]).to(dev)
-    w = torch.randn(b, t, width, generator=g, dtype=torch.float64).to(dev)
-    shape = f"L={mixer.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}"
-
-    torch.manual_seed(int(ctx.cfg.train.seed))
-    fused = build_attention("hkt", **common, **{**mixer, "impl": "fused"}).to(dev).eval()
-    reference = copy.deepcopy(fused).double()
-    reference.impl = "reference"
-    y, gx = _forward_backward(fused, x, mask, w, ctx.amp)
-    y_ref, gx_ref = _forward_backward(reference, x.double(), mask, w, None)
-    err = max(_relative_error(y, y_ref), _relative_error(gx, gx_ref))
-    yield Check("hkt fused", err <= tol,
-                f"{shape}: relative error {err:.1e} vs the fp64 reference (tolerance {tol:.0e})")
-
-    torch.manual_seed(int(ctx.cfg.train.seed))
-    mha = build_attention("mha", **common).to(dev).eval()
-    one = build_attention("hkt", **common, **{**mixer, "levels": 1}).to(dev).eval()
-    one.q_proj[0].load_state_dict(mha.q_proj.state_dict())
-    one.k_proj[0].load_state_dict(mha.k_proj.state_dict())
-    one.v_proj.load_state_dict(mha.v_proj.state_dict())
-    one.out_proj.load_state_dict(mha.out_proj.state_dict())
-    y_mha, gx_mha = _forward_backward(mha, x, mask, w, ctx.amp)
-    y_one, gx_one = _forward_backward(one, x, mask, w, ctx.amp)
-    err = max(_relative_error(y_one, y_mha.double()), _relative_error(gx_one, gx_mha.double()))
-    yield Check("hkt levels=1", err <= tol,
-                f"D={width}, H={heads}, T={t}, {ctx.precision}: HKT with one level vs MHA with its "
-                f"weights: relative error {err:.1e} (tolerance {tol:.0e})")
-
-
-def _check_training(ctx: _Context) -> Iterator[Check]:
+def _check_training(ctx: Context) -> Iterator[Check]:
     tc, kind = ctx.cfg.train, ctx.device.type
     batch = tc.batch_size.get(kind)
     ctx.timings = {}
@@ -339,7 +145,7 @@ def _check_training(ctx: _Context) -> Iterator[Check]:
                     f"{timing.ms_per_step:.0f} ms/step, step peak {_gib(timing.peak_bytes)}")
 
 
-def _check_memory(ctx: _Context) -> Iterator[Check]:
+def _check_memory(ctx: Context) -> Iterator[Check]:
     if not ctx.timings:
         yield Check("memory", False, "no training step was measured (see the train checks)")
         return
@@ -367,7 +173,7 @@ def _check_memory(ctx: _Context) -> Iterator[Check]:
     yield Check("memory", total <= free, line)
 
 
-def _check_estimate(ctx: _Context) -> Iterator[Check]:
+def _check_estimate(ctx: Context) -> Iterator[Check]:
     """The suite's wall time here, as ``hkt plan`` estimates it (:func:`hkt.plan.estimate`: its
     packing of jobs on the cores and GPUs, config/plan.yaml's evaluation cost, GPU sharing and
     other rules' allowances) but from the train checks' own step times."""
@@ -408,7 +214,7 @@ def tracking_uri_of(suite: DictConfig) -> str:
     return tracking_uri(suite.get("tracking_uri"), suite.get("results_dir") or "results")
 
 
-def _check_mlflow(ctx: _Context) -> Iterator[Check]:
+def _check_mlflow(ctx: Context) -> Iterator[Check]:
     from hkt.train.tracking import Tracker, with_retry
 
     mc = ctx.cfg.mlflow
@@ -429,8 +235,8 @@ def _check_mlflow(ctx: _Context) -> Iterator[Check]:
                                 f"experiment '{mc.experiment}'")
 
 
-CHECKS: tuple[tuple[str, Callable[[_Context], Iterator[Check]]], ...] = (
-    ("device", _check_device), ("sdpa", _check_sdpa), ("hkt fused", _check_equivalence),
+CHECKS: tuple[tuple[str, Callable[[Context], Iterator[Check]]], ...] = (
+    ("device", _check_device), ("sdpa", check_sdpa), ("hkt fused", check_equivalence),
     ("train", _check_training), ("memory", _check_memory), ("estimate", _check_estimate),
     ("mlflow", _check_mlflow),
 )
@@ -452,7 +258,7 @@ def run_checks(cfg: DictConfig, report: Callable[[Check], None]) -> list[Check]:
     profile = str(cfg.suite.profile or suite.profile)
     device = resolve_device(str(cfg.device), source="config key 'device'")
     configs = suite_jobs(suite, profile)
-    ctx = _Context(cfg, suite, profile, device, configs=configs)
+    ctx = Context(cfg, suite, profile, device, configs=configs)
     checks: list[Check] = []
     for name, check in CHECKS:
         try:

@@ -1,0 +1,28 @@
+"""A task file's ``id`` is its file name: ``config/task/NAME.yaml`` says ``id: NAME``.
+
+The id names the MLflow experiment and the runs (``hkt-<profile>-<id>``), so a copied task file
+that keeps its original's ``id`` would log into the original's experiment without a word. Read
+as plain YAML (no Hydra, no torch), so the workflow's dry run checks it too. A file that builds
+on another (``defaults: [listops, _self_]``) states its own ``id``: the inherited one is stale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+__all__ = ["task_id_problem"]
+
+
+def task_id_problem(path: str | Path) -> str | None:
+    """What is wrong with the ``id`` of task file ``path`` (a message naming the file and the
+    key), or None when it is the file's name."""
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    got = raw.get("id") if isinstance(raw, dict) else None
+    if got == path.stem:
+        return None
+    said = "has no key `id`" if got is None else f"has `id: {got}`"
+    return (f"task config {path} {said}; a task's id must be its file name (`id: {path.stem}`): "
+            "it names the MLflow experiment and the runs")
