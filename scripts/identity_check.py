@@ -7,7 +7,8 @@ creation times, commit and environment digests (and the measured rows of the cos
 The check of a change that must not alter a number (issue 22): run a suite before and after it,
 from clean results directories, and compare. Besides the tables, every training run's
 history (each logged step's loss, accuracy, learning rate and validation) must be the same.
-Exit status 1 if anything differs.
+A column that only one side's table has (a change that adds a column) is named, not counted.
+Exit status 1 if any value differs.
 """
 
 from __future__ import annotations
@@ -22,10 +23,28 @@ BY_NATURE = {"ms_per_step", "wall_time_s", "created_at", "mlflow_run_id", "sourc
              "env_digest", "mlflow_experiment", "detail", "record"}
 
 
+#: Words the report writes about a run rather than numbers it measured: a change may reword
+#: them (a data warning, a budget in words); the check names what changed and does not count it.
+WORDING = {"data_warning", "budget"}
+
+
 def same_frames(x: pl.DataFrame, y: pl.DataFrame) -> bool:
-    """The same columns and values, leaving out those in BY_NATURE."""
-    cols = [c for c in x.columns if c not in BY_NATURE]
-    return cols == [c for c in y.columns if c not in BY_NATURE] and x.select(cols).equals(y.select(cols))
+    """The same values in the columns both have, leaving out those in BY_NATURE. A column that
+    only one side has (a change that adds or drops a column of a table) is no number changed:
+    :func:`column_changes` names it."""
+    cols = [c for c in x.columns if c not in BY_NATURE | WORDING and c in y.columns]
+    return x.height == y.height and x.select(cols).equals(y.select(cols))
+
+
+def column_changes(x: pl.DataFrame, y: pl.DataFrame) -> str:
+    """The columns only B has, only A has, and the reworded ones, in words ("" for none)."""
+    added = [c for c in y.columns if c not in x.columns]
+    dropped = [c for c in x.columns if c not in y.columns]
+    reworded = [c for c in x.columns if c in WORDING and c in y.columns and x.height == y.height
+                and not x[c].equals(y[c])]
+    return "; ".join(filter(None, (f"columns only in B: {', '.join(added)}" if added else "",
+                                   f"columns only in A: {', '.join(dropped)}" if dropped else "",
+                                   f"reworded: {', '.join(reworded)}" if reworded else "")))
 
 
 def compare_histories(a: Path, b: Path) -> int:
@@ -54,8 +73,8 @@ def main(a: Path, b: Path) -> int:
         x, y = pl.read_csv(f), pl.read_csv(g)
         if f.name == "cost.csv":  # the measured rows are timings
             x, y = (t.filter(pl.col("what").str.starts_with("analytic")) for t in (x, y))
-        same = same_frames(x, y)
-        print(f"{'same' if same else 'DIFFERENT'}  {f.name} {x.shape}")
+        same, columns = same_frames(x, y), column_changes(x, y)
+        print(f"{'same' if same else 'DIFFERENT'}  {f.name} {x.shape}{f' ({columns})' if columns else ''}")
         differ += not same
     print("identical" if not differ else f"{differ} table(s) differ")
     return 1 if differ else 0

@@ -178,3 +178,8 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     d = results_dir(tmp_path / "d", val=0.36)
     assert check.main(a, d) == 1
     assert "DIFFERENT  main.csv" in capsys.readouterr().out
+    # a column a change adds, or a data warning it rewords, is named, not counted
+    e = results_dir(tmp_path / "e")
+    (e / "tables/main.csv").write_text("task,model,val,budget\nlistops,hkt,0.35,cpu: 10 steps\n")
+    assert check.main(a, e) == 0
+    assert "same  main.csv (1, 3) (columns only in B: budget)" in capsys.readouterr().out
