@@ -101,3 +101,15 @@ def test_hkt_claims_its_slot_before_the_command_runs(tmp_path, monkeypatch, caps
     assert seen == ["0"]
     assert "hkt: on GPU 0 of 1 (slot 1 of 9; CUDA_VISIBLE_DEVICES=0)" in capsys.readouterr().err
     assert claim(Slots(Path(tmp_path / "slots"), 1, 9)).slots == [0]  # released at the end
+    # the process's own view as it was: a later subprocess does not inherit the claim's GPU
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_claim_leaves_no_gpu_view_in_a_process_that_had_none(tmp_path, monkeypatch):
+    from hkt.workflow.gpuslots import claimed
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "x")  # recorded, so restored at teardown
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with claimed(Slots(tmp_path / "slots", 1, 9).taking("train"), say=lambda s: None):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ

@@ -233,12 +233,13 @@ def visible_device(gpu: int, environ: Mapping[str, str] = os.environ) -> str:
 @contextmanager
 def claimed(slots: Slots | None, *, say: Callable[[str], None] = print) -> Iterator[Claim | None]:
     """Hold a claim for the duration, with ``CUDA_VISIBLE_DEVICES`` naming its GPU (set before
-    anything initialises CUDA); nothing without ``slots``."""
+    anything initialises CUDA, and as it was again afterwards); nothing without ``slots``."""
     if slots is None:
         yield None
         return
     c = claim(slots, say=say)
     device = visible_device(c.gpu)
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ["CUDA_VISIBLE_DEVICES"] = device
     what = "the whole GPU" if slots.take == slots.per_gpu else \
         f"slot {', '.join(str(s + 1) for s in c.slots)} of {slots.per_gpu}"
@@ -249,3 +250,9 @@ def claimed(slots: Slots | None, *, say: Callable[[str], None] = print) -> Itera
     finally:
         _HELD.remove(c)
         c.release()
+        # as it was: a process that goes on (a test, a notebook) must not keep the claim's GPU
+        # view, which its later subprocesses would inherit
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
