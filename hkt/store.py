@@ -63,6 +63,11 @@ _TRANSIENT = ("database is locked", "database table is locked", "database is bus
 RETRIES = {"count": 0}  # transient failures retried in this process (diagnostics, tests)
 
 
+#: What an MLflow store answers the second of two runs that create one dataset at once (jobs
+#: side by side on one server): transient for logging a dataset, whose retry finds the row.
+DATASET_RACE = "unique constraint failed: datasets"
+
+
 def _is_transient(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}".lower()
     cause = exc.__cause__ or exc.__context__
@@ -88,8 +93,9 @@ def _is_unwritable(exc: BaseException) -> bool:
 
 def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
                attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
-               **kwargs: Any) -> T:
-    """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff.
+               also: tuple[str, ...] = (), **kwargs: Any) -> T:
+    """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff;
+    ``also``: more error texts (lower case) that are transient for this call.
 
     Delays grow as ``base_delay * 2**i`` (capped at ``max_delay``) with full jitter, so
     contending processes spread out; about a minute in total before giving up.
@@ -98,13 +104,14 @@ def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - filtered by _is_transient
-            if not _is_transient(exc) or i == attempts - 1:
+            transient = _is_transient(exc) or any(t in str(exc).lower() for t in also)
+            if not transient or i == attempts - 1:
                 if _is_unwritable(exc):
                     raise TrackingError(f"{what} failed: the MLflow store is not writable "
                                         f"({_first_line(exc)}); free space or fix its permissions, "
                                         "point MLFLOW_TRACKING_URI or tracking.uri elsewhere, or set "
                                         "tracking.enabled=false") from exc
-                if _is_transient(exc):
+                if transient:
                     cause = exc.__cause__ or exc.__context__
                     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                     if cause is not None:

@@ -202,3 +202,28 @@ def test_params_and_tags_describe_the_data_actually_used():
     assert "aclImdb_mirror.tar.gz" in tags["data_warning"] and "ab" * 32 in tags["data_warning"]
     assert data_tags({"source": {"file": "x.tar.gz", "official": True}}) == {"data_official": "true"}
     assert data_tags({"source": {"generator": "lra"}}) == {}
+
+
+def test_two_runs_creating_one_dataset_at_once_both_log_it(tmp_path):
+    """The loser of the race to create a dataset's row (two jobs side by side on one server) gets
+    the store's unique-key error once; its retry finds the row and logs the input."""
+    from hkt.train.tracking import log_dataset
+
+    calls = []
+
+    class Client:
+        def log_inputs(self, run_id, datasets):
+            calls.append(run_id)
+            if len(calls) == 1:
+                raise RuntimeError("BAD_REQUEST: (sqlite3.IntegrityError) UNIQUE constraint "
+                                   "failed: datasets.experiment_id, datasets.name, datasets.digest")
+
+    log_dataset(Client(), "run1", "listops", tmp_path, {"train": "ab" * 32}, {"train": 10})
+    assert calls == ["run1", "run1"]
+
+    class Broken:
+        def log_inputs(self, run_id, datasets):
+            raise RuntimeError("UNIQUE constraint failed: runs.run_uuid")  # not the race
+
+    with pytest.raises(RuntimeError, match="runs.run_uuid"):
+        log_dataset(Broken(), "run1", "listops", tmp_path, {"train": "ab" * 32}, None)

@@ -19,6 +19,10 @@ from hkt.runs import MODEL_ORDER, TASK_ORDER, order_key
 
 #: How many of the mean curve's last evaluations the table shows.
 LAST_EVALS = 4
+#: Decimals the time table keeps: its sums must not depend on the order the runs were read in
+#: (records or MLflow give the same values in another order, and float sums differ in the last
+#: digit); 6 decimals of an hour is 4 ms.
+DIGITS = 6
 
 CONVERGENCE_SCHEMA = {
     "task": pl.String, "length": pl.Int64, "model": pl.String, "seeds": pl.Int64,
@@ -96,9 +100,11 @@ def time_table(runs: pl.DataFrame) -> pl.DataFrame:
         (pl.col("wall_time_s").sum() / 3600).alias("wall_h"),
         ((pl.col("ms_per_step") * pl.col("steps")).sum() / 3.6e6).alias("steps_h"))
     t = t.with_columns((1 - pl.col("steps_h") / pl.col("wall_h")).alias("evaluation_share"))
+    t = t.with_columns(pl.col(c).round(DIGITS) for c in ("wall_h", "steps_h", "evaluation_share"))
     total = t.select(pl.lit("all").alias("task"), pl.lit(None, pl.Int64).alias("length"),
                      pl.col("runs").sum(), pl.col("wall_h").sum(), pl.col("steps_h").sum())
     total = total.with_columns((1 - pl.col("steps_h") / pl.col("wall_h")).alias("evaluation_share"))
+    total = total.with_columns(pl.col(c).round(DIGITS) for c in ("wall_h", "steps_h", "evaluation_share"))
     t = t.sort(order_key("task", TASK_ORDER), "task", "length")
     return pl.concat([t, total], how="vertical_relaxed").select(*TIME_SCHEMA) if len(t) else \
         pl.DataFrame(schema=TIME_SCHEMA)

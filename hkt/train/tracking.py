@@ -31,7 +31,7 @@ from hkt.config import flatten
 from hkt.data.provenance import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
 from hkt import store
-from hkt.store import (EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
+from hkt.store import (DATASET_RACE, EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
 from hkt.record import STEP_METRICS
 
@@ -333,7 +333,7 @@ def log_dataset(client: Any, run_id: str, task: str, data_dir: str | Path,
                       profile=json.dumps(profile))
     tag = InputTag(key="mlflow.data.context", value=context)
     with_retry(client.log_inputs, run_id, datasets=[DatasetInput(dataset, [tag])],
-               what="logging the dataset")
+               what="logging the dataset", also=(DATASET_RACE,))
 
 
 def _param_value(v: Any) -> str:
