@@ -105,6 +105,32 @@ def test_main_table_means_stds_and_paper(tmp_path):
     assert flat["test_examples"] == "?"  # records without test_examples say so
 
 
+def test_controls_table_sets_each_trained_model_against_hkt_and_mha_not_the_external_ones(tmp_path):
+    from hkt.report.controls import controls_display, controls_table
+
+    recs = suite_records() + [make_record(model="s4d", seed=s, test=t, val=t, test_examples=2000)
+                              for s, t in enumerate([0.60, 0.62, 0.61])]
+    runs = runs_from_records(load_records([write_records(tmp_path, recs)]))
+    controls = controls_table(main_table(runs), runs)
+    # s4d on listops only; majority is external, hkt and mha are the compared pair
+    assert controls.select("task", "model", "versus").rows() == [
+        ("listops", "s4d", "hkt"), ("listops", "s4d", "mha")]
+    hkt, mha = controls.iter_rows(named=True)
+    assert hkt["difference_pp"] == pytest.approx(61.0 - 55.0)
+    assert mha["difference_pp"] == pytest.approx(61.0 - 50.0)
+    # Welch: 60, 62, 61 vs 56, 55, 54: SE = sqrt(1/3 + 1/3), df = 4
+    half = 2.776 * (2 / 3) ** 0.5
+    assert (hkt["ci_low_pp"], hkt["ci_high_pp"]) == pytest.approx((6.0 - half, 6.0 + half), abs=2e-3)
+    assert hkt["p_value"] < 0.01 and (hkt["seeds_a"], hkt["seeds_b"]) == (3, 3)
+    assert hkt["versus_paper"] == pytest.approx(55.10)
+    assert mha["minus_paper_pp"] == pytest.approx(61.0 - 50.33)
+    header, rows = controls_display(controls)
+    assert rows[1][header.index("control − versus (pp)")] == "+11.00"
+    assert rows[1][header.index("its test acc (%)")] == "50.00 ± 1.00"
+    none = controls_table(main_table(runs.filter(pl.col("model") != "s4d")), runs)
+    assert none.is_empty() and none.columns == controls.columns
+
+
 def test_ablation_table_deltas_and_paper_figure(tmp_path):
     runs = runs_from_records(load_records([write_records(tmp_path, suite_records())]))
     abl = ablation_table(runs, "listops")

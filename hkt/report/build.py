@@ -19,6 +19,7 @@ from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import claims_section
+from hkt.report.controls import controls_display, controls_table
 from hkt.report.convergence import convergence_display, convergence_table, time_display, time_table
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
@@ -45,7 +46,7 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
-        made, (main, gap, abl, abl_len) = write_all(
+        made, (main, gap, controls, abl, abl_len) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
             ablation_length=args.ablation_length, data_warnings=warnings,
             derived=derived_spec(args.derived))
@@ -56,7 +57,8 @@ def aggregate(args: argparse.Namespace) -> int:
         # last: it links every table and figure written above
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
-                                     sections=sections, data_warnings=warnings))
+                                     sections=sections, data_warnings=warnings,
+                                     controls=controls))
         _check_declared(out, written, analyses=bool(args.analyses))
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
@@ -203,9 +205,9 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None
-              ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:
+              ) -> tuple[list[Path], tuple[pl.DataFrame, ...]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
-    gap and ablation tables with the ablation's T (for the summary). ``data_warnings``
+    gap, controls and ablation tables with the ablation's T (for the summary). ``data_warnings``
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
     ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs."""
     tables, figs = out / "tables", out / "figures"
@@ -236,6 +238,13 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written += write_table(gap, gap_display(gap), tables / "gap",
                            "HKT − MHA test accuracy (percentage points): ours and the paper's. "
                            + notes(main_runs))
+    controls = controls_table(main, runs, variants=(main_variant,))
+    written += write_table(controls, controls_display(controls), tables / "controls",
+                           "Controls: each trained model other than the paper's two against HKT and "
+                           "MHA, test accuracy, with Welch's test over seeds, and against the "
+                           "paper's figure for HKT and MHA. "
+                           + (notes(main_runs) if len(controls) else
+                              "No control model was trained in these runs."))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
@@ -259,4 +268,4 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
-    return written, (main, gap, abl, abl_len)
+    return written, (main, gap, controls, abl, abl_len)
