@@ -206,7 +206,11 @@ def _aggregate_inputs(name: str, results: Path) -> list[str]:
                    yaml.safe_load(suite.read_text()))
     grid = Grid({**config, "results_dir": results.name}, configs)
     analyses = ["--analyses", *grid.analyses()] if grid.analyses() else []
-    return [*grid.records(), *grid.ablation_args(), *analyses]
+    reference = grid.sweep_reference_args()
+    for path in reference[1:]:  # repository paths, as the workflow (run from the root) reads them
+        if not Path(path).is_absolute():
+            shutil.copytree(configs.parent / path, results.parent / path)
+    return [*grid.records(), *grid.ablation_args(), *reference, *analyses]
 
 
 def retable(dest: Path) -> int:

@@ -339,6 +339,53 @@ def test_cli_writes_everything(tmp_path, capsys):
     assert "nothing to aggregate" in capsys.readouterr().err
 
 
+def _lr_record(model, seed, lr, val, test, variant="main"):
+    rec = make_record(model=model, seed=seed, val=val, test=test, variant=variant,
+                      test_examples=2000)
+    rec["config"]["optim"] = {"lr": lr}
+    return rec
+
+
+def test_learning_rate_tables_pick_each_models_best_rate_by_validation(tmp_path):
+    """hkt aggregate --reference: the published lr-1e-4 seeds beside a sweep's other rates;
+    the best rate is the best mean validation accuracy, even where test says otherwise."""
+    reference = [_lr_record(m, s, 1e-4, v, t) for s in range(3) for m, v, t in
+                 (("hkt", 0.40 + s / 100, 0.38 + s / 100), ("mha", 0.35 + s / 100, 0.33 + s / 100))]
+    swept = [_lr_record("hkt", 0, 1e-3, 0.45, 0.30, "lr1e3"),   # best val, worse test
+             _lr_record("mha", 0, 1e-3, 0.30, 0.36, "lr1e3"),   # worse val, better test
+             _lr_record("hkt", 0, 3e-4, 0.41, 0.39, "lr3e4"),
+             _lr_record("mha", 0, 3e-4, 0.37, 0.35, "lr3e4")]
+    write_records(tmp_path / "published", reference)
+    write_records(tmp_path / "runs", swept)
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
+                     "--reference", str(tmp_path / "published")]) == 0
+    table = pl.read_csv(out / "tables" / "sweep.csv")
+    assert table.select("model", "lr", "seeds").rows() == [
+        ("hkt", 1e-4, 3), ("hkt", 3e-4, 1), ("hkt", 1e-3, 1),
+        ("mha", 1e-4, 3), ("mha", 3e-4, 1), ("mha", 1e-3, 1)]
+    best = table.filter(pl.col("best")).select("model", "lr").rows()
+    assert best == [("hkt", 1e-3), ("mha", 3e-4)]
+    assert set(table["source"]) == {"this suite", str(tmp_path / "published")}
+    gap = pl.read_csv(out / "tables" / "sweep_gap.csv")
+    assert gap.select("comparison", "lr_a", "lr_b").rows() == [
+        ("both at one rate", 1e-4, 1e-4), ("both at one rate", 3e-4, 3e-4),
+        ("both at one rate", 1e-3, 1e-3), ("each at its best rate (validation)", 1e-3, 3e-4)]
+    assert gap["ours_pp"].to_list() == pytest.approx([5.0, 4.0, -6.0, -5.0])
+    assert gap["seeds_a"].to_list() == [3, 1, 1, 1]
+    # the reference runs stay out of every other table
+    assert pl.read_csv(out / "tables" / "runs.csv").height == 4
+
+
+def test_learning_rate_tables_say_why_they_are_empty(tmp_path):
+    write_records(tmp_path / "runs", suite_records())
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert pl.read_csv(out / "tables" / "sweep.csv").is_empty()
+    assert "No model of these runs was trained at more than one learning rate" in (
+        out / "tables" / "sweep_gap.md").read_text()
+
+
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory):
     """A SQLite MLflow store holding the suite's runs the way `hkt train` logs them."""

@@ -376,6 +376,11 @@ class Grid(Placement):
         family, length = self.task_info(task)
         return ["--ablation-task", family, "--ablation-length", str(length), *derived]
 
+    def sweep_reference_args(self) -> list[str]:
+        """``hkt aggregate --reference`` with the sweep's reference records, when it has one."""
+        ref = self._sweep.get("reference") if self.sweep_enabled else None
+        return ["--reference", str(ref)] if ref else []
+
     def analyze_args(self) -> list[str]:
         return [str(a) for a in self._analyze.get("args", [])]
 
