@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.renames import upgrade_saved_config
+from hkt.renames import new_value, upgrade_saved_config, upgrade_saved_record
 from hkt.errors import HKTError
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
@@ -112,8 +112,7 @@ def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[
                 rec = json.loads(f.read_text("utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise AggregateError(f"{f}: cannot read the run record: {exc}") from None
-            if isinstance(rec, dict) and "config" in rec:  # as load_record reads it
-                rec["config"] = upgrade_saved_config(rec["config"])
+            rec = upgrade_saved_record(rec)  # as load_record reads it
         rec["_path"] = str(f)
         records.append(rec)
     return records
@@ -209,7 +208,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     steps, batch = as_int(rec.get("steps")), as_int(get_path(cfg, "train.batch_size"))
     return {
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
-        "variant": rec["variant"],
+        "variant": new_value("variant", rec["variant"]),
         "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
         "external": rec.get("external"),
         "budget": run_budget(profile=rec.get("profile"), steps=steps, batch_size=batch,

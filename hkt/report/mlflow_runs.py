@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from hkt.renames import old_name
+from hkt.renames import new_value, old_name
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
@@ -103,7 +103,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         own["epochs"] = _param_value(p("train.epochs"))
     return {
         "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
-        "variant": tags.get("variant", "default"), "seed": as_int(tags.get("seed", p("seed"))),
+        "variant": new_value("variant", tags.get("variant", "main")), "seed": as_int(tags.get("seed", p("seed"))),
         "profile": tags.get("profile"), "external": tags.get("external"),
         "budget": run_budget(profile=tags.get("profile"), steps=steps,
                              batch_size=as_int(p("train.batch_size")),
