@@ -322,10 +322,9 @@ def dataset_digest(checksums: dict[str, str]) -> str:
 def log_dataset(client: Any, run_id: str, family: str, data_dir: str | Path,
                 checksums: dict[str, str], sizes: dict[str, int] | None,
                 context: str = "training") -> None:
-    """A run's prepared data as its MLflow dataset input (the runs table's Dataset column):
-    name = the data family, digest = :func:`dataset_digest` of the splits' SHA-256, source = the
-    data directory, and each split's size and SHA-256 in MLflow's ``profile`` field (MLflow's
-    word for a dataset's summary statistics, not a budget); ``context`` the input's tag."""
+    """A run's prepared data as its MLflow dataset input (the runs table's Dataset column): name =
+    the data family, digest = :func:`dataset_digest`, source = the data directory, and each split's
+    size and SHA-256 in MLflow's ``profile`` field (its summary, not a budget); ``context`` a tag."""
     from mlflow.entities import Dataset, DatasetInput, InputTag  # seconds to import: when used
 
     summary = {"sha256": checksums, **({"num_rows": sizes} if sizes else {})}
