@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PaperResult:
-    task: str       # task family, as in run records (listops, cifar10, imdb)
+    task: str       # data family, as in run records (listops, cifar10, imdb)
     length: int     # sequence length T
     model: str      # hkt | mha
     mean: float     # test accuracy, percent

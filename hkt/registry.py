@@ -10,7 +10,7 @@ the registered ones.
 The registries:
 
 * :data:`hkt.attention.ATTENTION`: attention (token-mixer) classes, package ``hkt.attention``;
-* :data:`hkt.data.families.FAMILIES`: task families (each family's ``prepare``), package
+* :data:`hkt.data.families.FAMILIES`: data families (each family's ``prepare``), package
   ``hkt.data.families``.
 
 Config files and workflow rules are not registered here: their directory is their registration

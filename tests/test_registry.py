@@ -103,7 +103,7 @@ def test_an_attention_module_dropped_into_hkt_attention_is_found(tmp_path, monke
 
 
 def test_a_family_module_dropped_into_hkt_data_families_is_found(tmp_path, monkeypatch):
-    """Adding a task family is adding hkt/data/families/NAME.py: no table to edit."""
+    """Adding a data family is adding hkt/data/families/NAME.py: no table to edit."""
     import hkt.data.families
     from hkt.data.config import family_module
     from hkt.data.families import FAMILIES
@@ -143,7 +143,7 @@ def test_unknown_attention_and_family_errors_name_the_choices():
 
     with pytest.raises(ValueError, match=r"unknown attention 'nope'; registered: conv, hkt, mha, s4d"):
         build_attention("nope", d_model=8, n_heads=2)
-    with pytest.raises(ConfigError, match=r"task.name must be one of cifar10, imdb, listops .*'nope'"):
+    with pytest.raises(ConfigError, match=r"task.family must be one of cifar10, imdb, listops .*'nope'"):
         family_module("nope")
     with pytest.raises(ConfigValueError, match=r"known: conv, hkt, mha, s4d"):
         EncoderConfig(name="nope")

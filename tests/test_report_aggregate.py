@@ -29,7 +29,7 @@ def make_record(task="listops", model="hkt", variant="main", seed=0, val=0.5, te
     rec = {
         "schema_version": 1, "task": task, "model": model, "variant": variant, "seed": seed,
         "profile": "smoke",
-        "config": {"task": {"name": task, "max_length": length, "num_classes": 10},
+        "config": {"task": {"family": task, "max_length": length, "num_classes": 10},
                    "model": {"name": model, "d_model": 16, "n_layers": 1, "d_ffn": 32,
                              "mixer": att},
                    "train": {"batch_size": 8}},

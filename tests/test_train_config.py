@@ -22,8 +22,8 @@ def groups(name: str) -> list[str]:
 def test_every_profile_task_model_composes(profile, task, model):
     cfg = load_config([f"profile={profile}", f"task={task}", f"model={model}"])
     assert cfg.train.profile == profile
-    assert cfg.task.name == task and cfg.model.name == model
-    assert cfg.tracking.run_name == f"{task}-{model}-default-s0"
+    assert cfg.task.family == task and cfg.model.name == model
+    assert cfg.tracking.run_name == f"{task}-{model}-main-s0"  # no variant: the unablated run
 
 
 @pytest.mark.parametrize("model", groups("model"))

@@ -144,7 +144,7 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert rec["mlflow_tracking_uri"] == f"sqlite:///{isolated_results.resolve()}/mlflow.db"
     client = MlflowClient(rec["mlflow_tracking_uri"])
     r = client.get_run(rec["mlflow_run_id"])
-    assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-default-s0"
+    assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-main-s0"
     assert client.get_experiment(r.info.experiment_id).name == rec["mlflow_experiment"] == "hkt-smoke-listops"
     m = r.data.metrics
     assert m["val_accuracy"] == rec["val_accuracy"] and m["test_accuracy"] == rec["test_accuracy"]

@@ -23,7 +23,7 @@ import polars as pl
 from hkt import paper
 from hkt.report.stats import welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
-from hkt.runs import (MODEL_ORDER, TASK_ORDER, VARIANT_FIELDS, AggregateError, most_common_length,
+from hkt.runs import (MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError, most_common_length,
                       order_key)
 
 #: How an ablation row states its token-mixer settings (model.mixer): field -> format (in this order).
@@ -210,7 +210,7 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
         return pl.DataFrame(schema=ABLATION_SCHEMA)
     t = seed_stats(sel, ["model", "variant"]).join(
         sel.group_by(["model", "variant"]).agg(
-            *(pl.col(k).first() for k in VARIANT_FIELDS if k != "kernel_size"),
+            *(pl.col(k).first() for k in MIXER_FIELDS if k != "kernel_size"),
             pl.col("d_ffn").first()),
         on=["model", "variant"])
     ref = t.filter((pl.col("model") == subject) & (pl.col("variant") == reference))

@@ -142,7 +142,7 @@ class Grid(Placement):
         return str((self.tasks.get(task) or {}).get("profile") or self.profile)
 
     def task_info(self, task: str) -> tuple[str, int]:
-        """The task family (as in run records) and sequence length, from its Hydra task file."""
+        """The data family (a run record's ``task``) and sequence length, from its Hydra task file."""
         return read_task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
 
     def variant_model(self, name: str) -> str | None:
