@@ -1,8 +1,8 @@
 """Names that changed, kept working: a renamed config group (``experiment`` -> ``variant``) or
-key (``model.attention`` -> ``model.mixer``) is rewritten in overrides with one warning per
-override and process, saved configs holding an old key are upgraded when read, and digests that
-must outlive a rename (the workflow's rerun trigger, the timing cache) are taken under the old
-names. :func:`hkt.config.compose` applies the first; readers of saved runs call the second."""
+key (``model.attention`` -> ``model.mixer``, ``model.attn_dropout`` -> ``model.mixer_dropout``)
+is rewritten in overrides with one warning per override and process, saved configs holding an
+old key are upgraded when read, and digests that must outlive a rename (the workflow's rerun
+trigger, the timing cache) are taken under the old names. :func:`hkt.config.compose` applies the first; readers of saved runs call the second."""
 
 from __future__ import annotations
 
@@ -22,9 +22,13 @@ RENAMED_GROUPS = {"train": {"experiment": "variant"}}
 # config name -> {old key: (new key, why)}: overrides of a renamed key (or of a key below it)
 # still work, with one warning line on stderr (once per override and process). Saved configs
 # holding the old key are upgraded by upgrade_saved_config().
-RENAMED_KEYS = {"train": {"model.attention": (
-    "model.mixer", "the model's token-mixer settings are now 'model.mixer' "
-                   "(a convolution is not attention)")}}
+RENAMED_KEYS = {"train": {
+    "model.attention": ("model.mixer", "the model's token-mixer settings are now 'model.mixer' "
+                                       "(a convolution is not attention)"),
+    "model.attn_dropout": ("model.mixer_dropout", "the token mixer's dropout is now "
+                                                  "'model.mixer_dropout' (not every mixer is "
+                                                  "attention)"),
+}}
 _warned: set[str] = set()
 
 
