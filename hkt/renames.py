@@ -2,7 +2,10 @@
 key (``model.attention`` -> ``model.mixer``, ``model.attn_dropout`` -> ``model.mixer_dropout``)
 is rewritten in overrides with one warning per override and process, saved configs holding an
 old key are upgraded when read, and digests that must outlive a rename (the workflow's rerun
-trigger, the timing cache) are taken under the old names. :func:`hkt.config.compose` applies the first; readers of saved runs call the second."""
+trigger, the timing cache) are taken under the old names. :func:`hkt.config.compose` applies
+the first; readers of saved runs call the second. The model's state_dict keys of before the
+mixer rename (``blocks.N.attn.…``) are mapped where they load, by
+:class:`hkt.models.encoder.EncoderBlock`."""
 
 from __future__ import annotations
 
