@@ -1,9 +1,11 @@
 """Names that changed, kept working: a renamed config group (``experiment`` -> ``variant``) or
-key (``model.attention`` -> ``model.mixer``, ``task.name`` -> ``task.family``) is rewritten in
-overrides with one warning per override and process, saved configs holding an old key are
-upgraded when read, and digests that must outlive a rename (the workflow's rerun trigger, the
-timing cache) are taken under the old names. :func:`hkt.config.compose` applies the first;
-readers of saved runs call the second."""
+key (``model.attention`` -> ``model.mixer``, ``model.attn_dropout`` -> ``model.mixer_dropout``,
+``task.name`` -> ``task.family``) is rewritten in overrides with one warning per override and
+process, saved configs holding an old key are upgraded when read, and digests that must outlive
+a rename (the workflow's rerun trigger, the timing cache) are taken under the old names.
+:func:`hkt.config.compose` applies the first; readers of saved runs call the second. The
+model's state_dict keys of before the mixer rename (``blocks.N.attn.…``) are mapped where they
+load, by :class:`hkt.models.encoder.EncoderBlock`."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ RENAMED_GROUPS = {"train": {"experiment": "variant"}}
 RENAMED_KEYS = {"train": {
     "model.attention": ("model.mixer", "the model's token-mixer settings are now 'model.mixer' "
                                        "(a convolution is not attention)"),
+    "model.attn_dropout": ("model.mixer_dropout", "the token mixer's dropout is now "
+                                                  "'model.mixer_dropout' (not every mixer is "
+                                                  "attention)"),
     "task.name": ("task.family", "a task's data family is now 'task.family' (a task is its "
                                  "config file, config/task/ID.yaml; its data family is the "
                                  "kind of data, hkt/data/families/)"),

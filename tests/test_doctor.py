@@ -12,7 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from hkt.attention.sdpa import AttentionCall
+from hkt.mixers.sdpa import AttentionCall
 from hkt.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
 
 # The tiniest suite worth checking: one task, both attention models, the largest HKT ablation,

@@ -477,7 +477,7 @@ def test_paper_numbers_are_the_design_notes():
     assert paper.paper_accuracy("listops", 2000, "hkt") is None
     assert paper.SCORE_COST["levels3"] == 1.3125
     # the paper's cost figures are its configuration's (L, s) under our formulas
-    from hkt.attention import score_cost_limit, score_cost_ratio
+    from hkt.mixers import score_cost_limit, score_cost_ratio
 
     assert score_cost_ratio(paper.LEVELS, paper.STRIDE) == pytest.approx(paper.SCORE_COST["levels3"])
     assert score_cost_limit(paper.STRIDE) == pytest.approx(paper.SCORE_COST["bound"])
