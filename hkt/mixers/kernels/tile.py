@@ -1,4 +1,5 @@
-"""Triton kernels of HKT's tile attention; the maths and the host side are in ``tile.py``.
+"""Triton kernels of HKT's tile attention; the maths and the host side are in ``tile.py``, the
+kernels' building blocks in ``tile_parts.py``.
 
 In a subpackage: the mixer registry does not import it, so importing ``hkt.mixers``
 never needs Triton. ``@triton.jit`` reads ``TRITON_INTERPRET`` when it
@@ -20,91 +21,10 @@ import triton
 import triton.language as tl
 from triton import knobs
 
+from hkt.mixers.kernels.tile_parts import (broadcast, coarse, lam, load_coarse, load_fine, mm, reduce,
+                                            visible)
+
 INTERPRETED: bool = bool(knobs.runtime.interpret)
-
-
-@triton.constexpr_function
-def coarse(block, factor):
-    """Coarse positions of a level with upsampling factor ``factor`` in a tile of ``block``
-    fine positions: block / factor, or 1 when the tile lies inside one coarse position."""
-    return max(block // factor, 1)
-
-
-@triton.constexpr_function
-def dot_fits(m, k, n):
-    """Whether ``tl.dot`` takes an (m, k) @ (k, n) product (every side at least 16)."""
-    return m >= 16 and k >= 16 and n >= 16
-
-
-@triton.jit
-def _mm(a, b, PRECISION: tl.constexpr):
-    """a @ b accumulated in float32: ``tl.dot`` where the shapes allow, else a broadcast sum
-    (the small coarse tiles of deep levels, and the tiny tiles of the interpreter tests)."""
-    if dot_fits(a.shape[0], a.shape[1], b.shape[1]):
-        c = tl.dot(a, b, input_precision=PRECISION)
-    else:
-        c = tl.sum(a[:, :, None].to(tl.float32) * b[None, :, :].to(tl.float32), axis=1)
-    return c
-
-
-@triton.jit
-def _load_fine(ptr, rows, stride_r, limit, cols, D: tl.constexpr):
-    """Rows ``rows`` (< limit) of a (rows, D) slab with row stride ``stride_r``; zeros elsewhere."""
-    mask = (rows[:, None] < limit) & (cols[None, :] < D)
-    return tl.load(ptr + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
-
-
-@triton.jit
-def _load_coarse(ptr, first, t_pad, stride_r, cols, D: tl.constexpr, STRIDE: tl.constexpr,
-                 LEVEL: tl.constexpr, BLOCK: tl.constexpr):
-    """Level LEVEL's coarse rows for the tile of BLOCK fine positions starting at ``first``:
-    (coarse(BLOCK, s^LEVEL), D) rows ⌊first / s^LEVEL⌋ …, once per tile."""
-    F: tl.constexpr = STRIDE**LEVEL
-    start = t_pad * 0  # level LEVEL's first row: Σ_{m<LEVEL} T_pad / s^m; its length T_pad / s^LEVEL
-    length = t_pad
-    for _ in tl.static_range(LEVEL):
-        start += length
-        length = length // STRIDE
-    rows = first // F + tl.arange(0, coarse(BLOCK, F))
-    mask = (rows[:, None] < length) & (cols[None, :] < D)
-    return tl.load(ptr + (start + rows[:, None]) * stride_r + cols[None, :], mask=mask, other=0.0)
-
-
-@triton.jit
-def _broadcast(sc, BM: tl.constexpr, BN: tl.constexpr):
-    """Nearest upsampling in registers: (CM, CN) coarse scores -> (BM, BN), each coarse score
-    repeated over the BM/CM × BN/CN fine positions it covers (U_l S U_lᵀ on the tile)."""
-    CM: tl.constexpr = sc.shape[0]
-    CN: tl.constexpr = sc.shape[1]
-    wide = tl.broadcast_to(sc[:, None, :, None], (CM, BM // CM, CN, BN // CN))
-    return tl.reshape(wide, (BM, BN))
-
-
-@triton.jit
-def _reduce(x, CM: tl.constexpr, CN: tl.constexpr):
-    """The adjoint of :func:`_broadcast`: (BM, BN) -> (CM, CN) sums over each coarse block."""
-    BM: tl.constexpr = x.shape[0]
-    BN: tl.constexpr = x.shape[1]
-    blocks = tl.reshape(x, (CM, BM // CM, CN, BN // CN))
-    return tl.sum(tl.sum(blocks, axis=3), axis=1)
-
-
-@triton.jit
-def _lam(ptr, rows, t, stride_t, stride_l, LEVEL: tl.constexpr):
-    """λ_l for the tile's query rows, float32."""
-    return tl.load(ptr + rows * stride_t + LEVEL * stride_l, mask=rows < t, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _visible(rows, keys, t, mask_ptr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr):
-    """(BM, BN) bool: key j exists (< T), is a real token, and (causal) j <= i."""
-    ok = (keys[None, :] < t) & (rows[:, None] >= 0)
-    if HAS_MASK:
-        real = tl.load(mask_ptr + keys, mask=keys < t, other=0)
-        ok = ok & (real[None, :] != 0)
-    if CAUSAL:
-        ok = ok & (keys[None, :] <= rows[:, None])
-    return ok
 
 
 @triton.jit
@@ -129,17 +49,17 @@ def hkt_tile_forward(
     rows = m0 + tl.arange(0, BM)
     cols = tl.arange(0, BD)
     # once per query tile: the fine queries, the coarse queries of each level, λ
-    q0 = _load_fine(Q, rows, s_qr, t, cols, D)
-    lam0 = _lam(LAM, rows, t, s_lt, s_ll, 0)
+    q0 = load_fine(Q, rows, s_qr, t, cols, D)
+    lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
     if LEVELS > 1:
-        qc1 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
-        lam1 = _lam(LAM, rows, t, s_lt, s_ll, 1)
+        qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
+        lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
     if LEVELS > 2:
-        qc2 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
-        lam2 = _lam(LAM, rows, t, s_lt, s_ll, 2)
+        qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
+        lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
     if LEVELS > 3:
-        qc3 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
-        lam3 = _lam(LAM, rows, t, s_lt, s_ll, 3)
+        qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
+        lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
 
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
@@ -149,25 +69,25 @@ def hkt_tile_forward(
         hi = tl.minimum(t, m0 + BM)
     for n0 in range(0, hi, BN):
         keys = n0 + tl.arange(0, BN)
-        k0 = _load_fine(K, keys, s_kr, t, cols, D)
-        s = lam0[:, None] * _mm(q0, tl.trans(k0), PRECISION)
+        k0 = load_fine(K, keys, s_kr, t, cols, D)
+        s = lam0[:, None] * mm(q0, tl.trans(k0), PRECISION)
         if LEVELS > 1:  # level l: one (BM/f × BN/f) product per tile pair, broadcast
-            kc1 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
-            s += lam1[:, None] * _broadcast(_mm(qc1, tl.trans(kc1), PRECISION), BM, BN)
+            kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
+            s += lam1[:, None] * broadcast(mm(qc1, tl.trans(kc1), PRECISION), BM, BN)
         if LEVELS > 2:
-            kc2 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
-            s += lam2[:, None] * _broadcast(_mm(qc2, tl.trans(kc2), PRECISION), BM, BN)
+            kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
+            s += lam2[:, None] * broadcast(mm(qc2, tl.trans(kc2), PRECISION), BM, BN)
         if LEVELS > 3:
-            kc3 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
-            s += lam3[:, None] * _broadcast(_mm(qc3, tl.trans(kc3), PRECISION), BM, BN)
-        s = tl.where(_visible(rows, keys, t, MASK, CAUSAL, HAS_MASK), s * scale_log2, float("-inf"))
+            kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
+            s += lam3[:, None] * broadcast(mm(qc3, tl.trans(kc3), PRECISION), BM, BN)
+        s = tl.where(visible(rows, keys, t, MASK, CAUSAL, HAS_MASK), s * scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing visible yet
         alpha = tl.exp2(m_i - m_use)
         p = tl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = _load_fine(V, keys, s_vr, t, cols, D)
-        acc = acc * alpha[:, None] + _mm(p.to(v.dtype), v, PRECISION)
+        v = load_fine(V, keys, s_vr, t, cols, D)
+        acc = acc * alpha[:, None] + mm(p.to(v.dtype), v, PRECISION)
         m_i = m_new
     seen = l_i > 0.0
     out = acc / tl.where(seen, l_i, 1.0)[:, None]
@@ -183,21 +103,21 @@ def _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3, rows, k
            scale_log2, LEVELS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
            CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, PRECISION: tl.constexpr):
     """Recomputed tile of P and each level's unweighted fine scores q·k (BM, BN)."""
-    r0 = _mm(q0, tl.trans(k0), PRECISION)
+    r0 = mm(q0, tl.trans(k0), PRECISION)
     s = lam0[:, None] * r0
     r1 = r0
     r2 = r0
     r3 = r0
     if LEVELS > 1:
-        r1 = _broadcast(_mm(qc1, tl.trans(kc1), PRECISION), BM, BN)
+        r1 = broadcast(mm(qc1, tl.trans(kc1), PRECISION), BM, BN)
         s += lam1[:, None] * r1
     if LEVELS > 2:
-        r2 = _broadcast(_mm(qc2, tl.trans(kc2), PRECISION), BM, BN)
+        r2 = broadcast(mm(qc2, tl.trans(kc2), PRECISION), BM, BN)
         s += lam2[:, None] * r2
     if LEVELS > 3:
-        r3 = _broadcast(_mm(qc3, tl.trans(kc3), PRECISION), BM, BN)
+        r3 = broadcast(mm(qc3, tl.trans(kc3), PRECISION), BM, BN)
         s += lam3[:, None] * r3
-    s = tl.where(_visible(rows, keys, t, MASK, CAUSAL, HAS_MASK), s * scale_log2, float("-inf"))
+    s = tl.where(visible(rows, keys, t, MASK, CAUSAL, HAS_MASK), s * scale_log2, float("-inf"))
     p = tl.exp2(s - lse[:, None])
     return p, r0, r1, r2, r3
 
@@ -236,11 +156,11 @@ def hkt_tile_backward_query(
     C1: tl.constexpr = coarse(BM, STRIDE)
     C2: tl.constexpr = coarse(BM, STRIDE * STRIDE)
     C3: tl.constexpr = coarse(BM, STRIDE * STRIDE * STRIDE)
-    q0 = _load_fine(Q, rows, s_qr, t, cols, D)
-    do = _load_fine(DO, rows, s_dr, t, cols, D)
+    q0 = load_fine(Q, rows, s_qr, t, cols, D)
+    do = load_fine(DO, rows, s_dr, t, cols, D)
     lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
     delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
-    lam0 = _lam(LAM, rows, t, s_lt, s_ll, 0)
+    lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
     qc1 = q0
     qc2 = q0
     qc3 = q0
@@ -248,14 +168,14 @@ def hkt_tile_backward_query(
     lam2 = lam0
     lam3 = lam0
     if LEVELS > 1:
-        qc1 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
-        lam1 = _lam(LAM, rows, t, s_lt, s_ll, 1)
+        qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
+        lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
     if LEVELS > 2:
-        qc2 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
-        lam2 = _lam(LAM, rows, t, s_lt, s_ll, 2)
+        qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
+        lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
     if LEVELS > 3:
-        qc3 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
-        lam3 = _lam(LAM, rows, t, s_lt, s_ll, 3)
+        qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
+        lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
     dq0 = tl.zeros([BM, BD], tl.float32)
     dq1 = tl.zeros([C1, BD], tl.float32)
     dq2 = tl.zeros([C2, BD], tl.float32)
@@ -269,32 +189,32 @@ def hkt_tile_backward_query(
         hi = tl.minimum(t, m0 + BM)
     for n0 in range(0, hi, BN):
         keys = n0 + tl.arange(0, BN)
-        k0 = _load_fine(K, keys, s_kr, t, cols, D)
-        v = _load_fine(V, keys, s_vr, t, cols, D)
+        k0 = load_fine(K, keys, s_kr, t, cols, D)
+        v = load_fine(V, keys, s_vr, t, cols, D)
         kc1 = k0
         kc2 = k0
         kc3 = k0
         if LEVELS > 1:
-            kc1 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
+            kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
         if LEVELS > 2:
-            kc2 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
+            kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
         if LEVELS > 3:
-            kc3 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
+            kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
         p, r0, r1, r2, r3 = _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3,
                                    rows, keys, t, MASK, lse, scale_log2, LEVELS, BM, BN, CAUSAL,
                                    HAS_MASK, PRECISION)
-        ds = p * (_mm(do, tl.trans(v), PRECISION) - delta[:, None])  # ∂/∂S, S = Σ_l λ_l Ŝ^(l)
+        ds = p * (mm(do, tl.trans(v), PRECISION) - delta[:, None])  # ∂/∂S, S = Σ_l λ_l Ŝ^(l)
         dl0 += tl.sum(ds * r0, 1)
-        dq0 += _mm((ds * lam0[:, None]).to(k0.dtype), k0, PRECISION)
+        dq0 += mm((ds * lam0[:, None]).to(k0.dtype), k0, PRECISION)
         if LEVELS > 1:
             dl1 += tl.sum(ds * r1, 1)
-            dq1 += _mm(_reduce(ds * lam1[:, None], C1, kc1.shape[0]).to(kc1.dtype), kc1, PRECISION)
+            dq1 += mm(reduce(ds * lam1[:, None], C1, kc1.shape[0]).to(kc1.dtype), kc1, PRECISION)
         if LEVELS > 2:
             dl2 += tl.sum(ds * r2, 1)
-            dq2 += _mm(_reduce(ds * lam2[:, None], C2, kc2.shape[0]).to(kc2.dtype), kc2, PRECISION)
+            dq2 += mm(reduce(ds * lam2[:, None], C2, kc2.shape[0]).to(kc2.dtype), kc2, PRECISION)
         if LEVELS > 3:
             dl3 += tl.sum(ds * r3, 1)
-            dq3 += _mm(_reduce(ds * lam3[:, None], C3, kc3.shape[0]).to(kc3.dtype), kc3, PRECISION)
+            dq3 += mm(reduce(ds * lam3[:, None], C3, kc3.shape[0]).to(kc3.dtype), kc3, PRECISION)
     # the partial slab of one (sequence, head): `slab` rows, per level n_tiles × its rows per
     # tile, levels one after another
     DQ += bh * slab * D
@@ -342,17 +262,17 @@ def hkt_tile_backward_key(
     C1: tl.constexpr = coarse(BN, STRIDE)
     C2: tl.constexpr = coarse(BN, STRIDE * STRIDE)
     C3: tl.constexpr = coarse(BN, STRIDE * STRIDE * STRIDE)
-    k0 = _load_fine(K, keys, s_kr, t, cols, D)
-    v = _load_fine(V, keys, s_vr, t, cols, D)
+    k0 = load_fine(K, keys, s_kr, t, cols, D)
+    v = load_fine(V, keys, s_vr, t, cols, D)
     kc1 = k0
     kc2 = k0
     kc3 = k0
     if LEVELS > 1:
-        kc1 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
+        kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
     if LEVELS > 2:
-        kc2 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
+        kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
     if LEVELS > 3:
-        kc3 = _load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
+        kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
     dv = tl.zeros([BN, BD], tl.float32)
     dk0 = tl.zeros([BN, BD], tl.float32)
     dk1 = tl.zeros([C1, BD], tl.float32)
@@ -363,11 +283,11 @@ def hkt_tile_backward_key(
         lo = (n0 // BM) * BM  # earlier query tiles see none of these keys
     for m0 in range(lo, t, BM):
         rows = m0 + tl.arange(0, BM)
-        q0 = _load_fine(Q, rows, s_qr, t, cols, D)
-        do = _load_fine(DO, rows, s_dr, t, cols, D)
+        q0 = load_fine(Q, rows, s_qr, t, cols, D)
+        do = load_fine(DO, rows, s_dr, t, cols, D)
         lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
         delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
-        lam0 = _lam(LAM, rows, t, s_lt, s_ll, 0)
+        lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
         qc1 = q0
         qc2 = q0
         qc3 = q0
@@ -375,26 +295,26 @@ def hkt_tile_backward_key(
         lam2 = lam0
         lam3 = lam0
         if LEVELS > 1:
-            qc1 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
-            lam1 = _lam(LAM, rows, t, s_lt, s_ll, 1)
+            qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
+            lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
         if LEVELS > 2:
-            qc2 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
-            lam2 = _lam(LAM, rows, t, s_lt, s_ll, 2)
+            qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
+            lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
         if LEVELS > 3:
-            qc3 = _load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
-            lam3 = _lam(LAM, rows, t, s_lt, s_ll, 3)
+            qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
+            lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
         p, r0, r1, r2, r3 = _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3,
                                    rows, keys, t, MASK, lse, scale_log2, LEVELS, BM, BN, CAUSAL,
                                    HAS_MASK, PRECISION)
-        dv += _mm(tl.trans(p).to(do.dtype), do, PRECISION)
-        ds = p * (_mm(do, tl.trans(v), PRECISION) - delta[:, None])
-        dk0 += _mm(tl.trans(ds * lam0[:, None]).to(q0.dtype), q0, PRECISION)
+        dv += mm(tl.trans(p).to(do.dtype), do, PRECISION)
+        ds = p * (mm(do, tl.trans(v), PRECISION) - delta[:, None])
+        dk0 += mm(tl.trans(ds * lam0[:, None]).to(q0.dtype), q0, PRECISION)
         if LEVELS > 1:
-            dk1 += _mm(tl.trans(_reduce(ds * lam1[:, None], qc1.shape[0], C1)).to(qc1.dtype), qc1, PRECISION)
+            dk1 += mm(tl.trans(reduce(ds * lam1[:, None], qc1.shape[0], C1)).to(qc1.dtype), qc1, PRECISION)
         if LEVELS > 2:
-            dk2 += _mm(tl.trans(_reduce(ds * lam2[:, None], qc2.shape[0], C2)).to(qc2.dtype), qc2, PRECISION)
+            dk2 += mm(tl.trans(reduce(ds * lam2[:, None], qc2.shape[0], C2)).to(qc2.dtype), qc2, PRECISION)
         if LEVELS > 3:
-            dk3 += _mm(tl.trans(_reduce(ds * lam3[:, None], qc3.shape[0], C3)).to(qc3.dtype), qc3, PRECISION)
+            dk3 += mm(tl.trans(reduce(ds * lam3[:, None], qc3.shape[0], C3)).to(qc3.dtype), qc3, PRECISION)
     DV += b * s_dvb + h * D
     tl.store(DV + keys[:, None] * s_dvr + cols[None, :], dv.to(DV.dtype.element_ty),
              mask=(keys[:, None] < t) & (cols[None, :] < D))
