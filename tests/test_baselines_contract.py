@@ -57,7 +57,8 @@ print("zero: record written")
 
 def foreign_entry(script: Path) -> dict:
     return {"enabled": True, "tasks": [TASK], "seeds": [3],
-            "command": f"python {shlex.quote(str(script))} {{data}} {{out}} {{seed}} > {{log}} 2>&1"}
+            "command": f"python {shlex.quote(str(script))} {{data}} {{out}} {{seed}}"
+                       " > {log} 2>&1"}
 
 
 def check_record(run_dir: Path, data: Path, *, model: str, seed: int) -> None:

@@ -49,6 +49,6 @@ def baseline_module(name: str) -> ModuleType:
 
 
 def summary(name: str) -> str:
-    """The first paragraph of baseline ``name``'s module docstring: what ``hkt baseline`` says of it."""
+    """The first paragraph of baseline ``name``'s module docstring (``hkt baseline --help``)."""
     doc = baseline_module(name).__doc__ or ""
     return doc.strip().split("\n\n")[0].replace("\n", " ") or name
