@@ -4,7 +4,8 @@ Each subcommand lives in the module that owns its logic; this file only maps nam
 modules, imported lazily so that ``hkt --help`` stays fast. A command module exposes
 ``add_arguments(parser)`` and ``run(args) -> int``. ``hkt bench`` and ``hkt baseline`` have one
 level more: ``hkt bench NAME`` maps to the modules in ``BENCHMARKS``, ``hkt baseline NAME`` to
-those in ``BASELINES``.
+the baselines registered in ``hkt/baselines/`` (:data:`hkt.baselines.BASELINES`: a module there
+is the whole registration).
 
 ``hkt --log FILE COMMAND …`` appends the command's output (Python's and the libraries', at the
 file descriptor level) to FILE under a header naming the attempt (command, time, host, pid) and,
@@ -53,36 +54,53 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "train": ("hkt.bench.train", "Training throughput of MHA/HKT/S4D models vs nn.TransformerEncoder."),
 }
 
-BASELINES: dict[str, tuple[str, str]] = {
-    "ngram": ("hkt.baselines.ngram", "Non-neural references (majority class, hashed n-gram "
-                                     "logistic regression) on prepared data; writes a run record."),
-}
+Table = dict[str, tuple[str, str]]  # name -> (its command module, help)
 
-# group command -> (its table, help)
-GROUPS: dict[str, tuple[dict[str, tuple[str, str]], str]] = {
+
+def baseline_commands() -> Table:
+    """``hkt baseline NAME``: every baseline registered in ``hkt/baselines/``."""
+    # imports every baseline module (no torch): only for `hkt baseline …`
+    from hkt.baselines import BASELINES, baseline_module, summary
+
+    return {name: (baseline_module(name).__name__, summary(name)) for name in BASELINES.names()}
+
+
+# group command -> (its table, or the function that makes it when the group is used; help)
+GROUPS: dict[str, tuple[Table | Callable[[], Table], str]] = {
     "bench": (BENCHMARKS, "Benchmarks that print numbers and write results/bench/."),
-    "baseline": (BASELINES, "Baselines outside the trained models; each writes a run record."),
+    "baseline": (baseline_commands, "External baselines of ours: each fits on a task's prepared "
+                                    "data and writes a run record."),
 }
 LOG_TAIL_LINES = 20  # lines of a failed command's log shown on the terminal
 
 
-def _add_group(sub: argparse._SubParsersAction, table: dict[str, tuple[str, str]]) -> None:
+def group_table(group: str) -> Table:
+    """The commands of a group (``hkt bench NAME``, ``hkt baseline NAME``)."""
+    table = GROUPS[group][0]
+    return table() if callable(table) else table
+
+
+def _add_group(sub: argparse._SubParsersAction, table: Table) -> None:
     for name, (module, help_text) in table.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
         # Arguments are added lazily in main() once the command is known.
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of help and usage errors; a group's names are listed only when ``argv``
+    names the group (listing the baselines imports their modules)."""
     parser = argparse.ArgumentParser(prog="hkt", description=__doc__.splitlines()[0])
     parser.add_argument("--log", metavar="FILE",
                         help="write the command's output to FILE; on failure show its last "
                              f"{LOG_TAIL_LINES} lines (what the workflow's rules use)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_group(sub, COMMANDS)
-    for group, (table, help_text) in GROUPS.items():
+    for group, (_, help_text) in GROUPS.items():
         p = sub.add_parser(group, help=help_text, description=help_text)
-        _add_group(p.add_subparsers(dest="name", metavar="NAME", required=True), table)
+        names = p.add_subparsers(dest="name", metavar="NAME", required=True)
+        if argv and argv[0] == group:
+            _add_group(names, group_table(group))
     return parser
 
 
@@ -94,7 +112,7 @@ def _command_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str] | No
     if argv[0] in GROUPS:
         if len(argv) < 2 or argv[1].startswith("-"):
             return None
-        table, prog, rest = GROUPS[argv[0]][0], f"hkt {argv[0]}", argv[1:]
+        table, prog, rest = group_table(argv[0]), f"hkt {argv[0]}", argv[1:]
     name = rest[0]
     if name not in table:
         return None
@@ -254,7 +272,7 @@ def _main(argv: list[str]) -> int:
 def _run_command(argv: list[str]) -> int:
     found = _command_parser(argv)
     if found is None:
-        build_parser().parse_args(argv)  # prints help/usage and exits
+        build_parser(argv).parse_args(argv)  # prints help/usage and exits
         return 2
     parser, module_name = found
     skip = 2 if argv[0] in GROUPS else 1

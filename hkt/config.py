@@ -18,8 +18,8 @@ Validation is one mechanism in two forms, both built from the value checks of
 Hydra catches unknown group options and unknown keys, and wrong types where a structured
 config types the node. For configs without a schema of their own (``analysis``, the benchmarks'
 use of ``train``), ``check_types=True`` composes twice: once with only the group choices (the
-*baseline*) and once with every override, and checks that each value overridden keeps the type
-of the baseline value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
+*reference*) and once with every override, and checks that each value overridden keeps the type
+of the reference value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
 ``hkt prepare`` check every key against their schemas instead and turn it off.
 
 A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
@@ -90,9 +90,9 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
         key_overrides = _key_overrides(cdir, overrides, hint)
         if key_overrides:
             group_overrides = [o for o in overrides if o not in key_overrides]
-            base = _compose(cdir, config_name, group_overrides, hint)
-            _resolve(base)
-            _check_types(cfg, base, key_overrides, hint)
+            reference = _compose(cdir, config_name, group_overrides, hint)
+            _resolve(reference)
+            _check_types(cfg, reference, key_overrides, hint)
     return cfg
 
 
@@ -235,8 +235,9 @@ def _key_overrides(cdir: Path, overrides: list[str], hint: str) -> list[str]:
     return out
 
 
-def _check_types(cfg: DictConfig, base: DictConfig, key_overrides: list[str], hint: str) -> None:
-    full, ref = flatten(cfg), flatten(base)
+def _check_types(cfg: DictConfig, reference: DictConfig, key_overrides: list[str],
+                 hint: str) -> None:
+    full, ref = flatten(cfg), flatten(reference)
     keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
     for key in sorted(keys):
         # an override of a whole node (model.attention={...}) checks each leaf below it

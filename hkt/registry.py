@@ -11,10 +11,12 @@ The registries:
 
 * :data:`hkt.mixers.MIXERS`: token-mixer classes (attentions and others), package ``hkt.mixers``;
 * :data:`hkt.data.families.FAMILIES`: data families (each family's ``prepare``), package
-  ``hkt.data.families``.
+  ``hkt.data.families``;
+* :data:`hkt.baselines.BASELINES`: external baselines of ours (each one's ``fit``), package
+  ``hkt.baselines``.
 
-Config files and workflow rules are not registered here: their directory is their registration
-(``config/GROUP/NAME.yaml``, ``workflow/rules/external/NAME.smk``).
+Config files are not registered here: their directory is their registration
+(``config/GROUP/NAME.yaml``); so is an external baseline's entry in the workflow config.
 
 This module imports nothing heavy: a registry's package is imported on its first lookup only.
 """

@@ -1,4 +1,5 @@
-"""The external baseline (hkt.baselines.ngram)."""
+"""The hashed n-gram baseline (hkt.baselines.ngram) and what every baseline of ours shares
+(hkt.baselines.run: the record, MLflow, the command line)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pyarrow.parquet as pq
 import torch
 
 from hkt.baselines import ngram
+from hkt.baselines.run import run_baseline
+from hkt.cli import main
 from hkt.data.parquet import SplitData
 from hkt.device import describe_device
 from hkt.report.audit import check_mlflow
@@ -59,12 +62,29 @@ def test_ngrams_stay_inside_examples():
     assert set(ids_a) <= set(ids[:3])
 
 
+def test_the_numbers_are_those_before_majority_had_its_own_module(tmp_path):
+    """Pinned: what `hkt baseline ngram` computed on this data before the split (issue 40); the
+    published records are reproduced the same way (docs/results/*/runs/*/ngram)."""
+    data = keyword_data(tmp_path / "data")
+    rec = run_baseline("ngram", data, tmp_path / "lr", orders=(1, 2), buckets=1 << 12, epochs=3,
+                       batch_size=32, seed=1, profile="smoke")
+    assert (rec["val_accuracy"], rec["test_accuracy"]) == (0.99, 0.98)
+    assert (rec["steps"], rec["best_step"], rec["n_params"]) == (57, 57, 8194)
+    with open(tmp_path / "lr" / "history.csv", newline="") as f:
+        assert [float(h["val_acc"]) for h in csv.DictReader(f)] == [0.885, 0.965, 0.99]
+    assert rec["config"]["model"] == {"name": "ngram", "orders": [1, 2], "buckets": 4096,
+                                      "features": "log1p(count), unit L2 norm",
+                                      "classifier": "logistic regression"}
+    assert rec["config"]["train"] == {"profile": "smoke", "epochs": 3, "batch_size": 32,
+                                      "lr": 0.05, "optimizer": "sparse adam", "max_train": None}
+    assert rec["external"] == "hkt.baselines.ngram"
+
+
 def test_majority_and_ngram_write_valid_records(tmp_path):
     data = keyword_data(tmp_path / "data")
-    maj = ngram.run_baseline(data, tmp_path / "maj", method="majority", profile="smoke")
-    lr = ngram.run_baseline(data, tmp_path / "lr", method="ngram", orders=(1, 2),
-                            buckets=1 << 12, epochs=5, batch_size=32, seed=1,
-                            profile="smoke")
+    maj = run_baseline("majority", data, tmp_path / "maj", profile="smoke")
+    lr = run_baseline("ngram", data, tmp_path / "lr", orders=(1, 2), buckets=1 << 12, epochs=5,
+                      batch_size=32, seed=1, profile="smoke")
     for rec, path in ((maj, tmp_path / "maj"), (lr, tmp_path / "lr")):
         assert load_record(path) == rec  # schema-valid, and what was returned
         assert rec["task"] == "keyword" and rec["config"]["task"]["max_length"] == 64
@@ -92,8 +112,8 @@ def test_logs_to_mlflow_and_passes_the_audit(tmp_path, monkeypatch):
     monkeypatch.delenv("HKT_MLFLOW_EXPERIMENT", raising=False)
     data = keyword_data(tmp_path / "data", n_train=100, n_eval=40)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rec = ngram.run_baseline(data, tmp_path / "run", method="ngram", buckets=1 << 10, epochs=1,
-                             tracking_uri=uri, profile="smoke")
+    rec = run_baseline("ngram", data, tmp_path / "run", buckets=1 << 10, epochs=1,
+                       tracking_uri=uri, profile="smoke")
     # the experiment `hkt train` uses for this profile and task (config/train.yaml)
     assert rec["mlflow_experiment"] == "hkt-smoke-keyword" and rec["mlflow_tracking_uri"] == uri
     client = MlflowClient(uri)
@@ -117,8 +137,7 @@ def test_the_workflow_names_the_experiment_through_the_environment(tmp_path, mon
     monkeypatch.setenv("HKT_RESULTS_DIR", str(tmp_path / "res"))
     data = keyword_data(tmp_path / "data", n_train=40, n_eval=20)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rec = ngram.run_baseline(data, tmp_path / "run", method="majority", tracking_uri=uri,
-                             suite="paper")
+    rec = run_baseline("majority", data, tmp_path / "run", tracking_uri=uri, suite="paper")
     assert rec["mlflow_experiment"] == "hkt-paper-keyword"
     assert rec["suite"] == "paper" and rec["results_dir"] == str((tmp_path / "res").resolve())
     run = MlflowClient(uri).get_run(rec["mlflow_run_id"])
@@ -128,25 +147,38 @@ def test_the_workflow_names_the_experiment_through_the_environment(tmp_path, mon
 
 def test_help_names_the_default_experiment(capsys):
     with pytest.raises(SystemExit):
-        ngram.main(["--help"])
+        main(["baseline", "ngram", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "HKT_MLFLOW_EXPERIMENT" in text and "hkt-<profile>-<task>" in text
     assert "--suite" in text and "HKT_RESULTS_DIR" in text
+    assert "--orders" in text and "--method" not in text  # its own options; no retired one
 
 
 def test_command_line_errors_are_one_line(tmp_path, capsys):
-    assert ngram.main(["--data", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["baseline", "ngram", "--data", str(tmp_path / "nope"),
+                 "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "hkt prepare" in err and "Traceback" not in err
     data = keyword_data(tmp_path / "data", n_train=20, n_eval=10)
-    assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--buckets", "1000"]) == 2
+    assert main(["baseline", "ngram", "--data", str(data), "--out", str(tmp_path / "o"),
+                 "--buckets", "1000"]) == 2
     assert "power of two" in capsys.readouterr().err
     bare = tmp_path / "bare"  # Parquet without the hkt metadata: not prepared data
     bare.mkdir()
     pq.write_table(pq.read_table(data / "train.parquet").replace_schema_metadata(None),
                    bare / "train.parquet")
-    assert ngram.main(["--data", str(bare), "--out", str(tmp_path / "o")]) == 2
+    assert main(["baseline", "ngram", "--data", str(bare), "--out", str(tmp_path / "o")]) == 2
     assert "'hkt' metadata" in capsys.readouterr().err
-    assert ngram.main(["--data", str(data), "--out", str(tmp_path / "o"), "--method", "majority",
-                       "--max-train", "5"]) == 0
+    assert main(["baseline", "ngram", "--data", str(data), "--out", str(tmp_path / "o"),
+                 "--max-train", "5", "--epochs", "1"]) == 0
     assert load_record(tmp_path / "o")["config"]["train"]["max_train"] == 5
+
+
+def test_the_majority_method_of_ngram_is_gone_with_what_to_run_instead(tmp_path, capsys):
+    """`hkt baseline ngram --method majority` ran the majority class before it had its own
+    module; no record or document names that command, so it fails saying what replaced it."""
+    with pytest.raises(SystemExit) as exc:
+        main(["baseline", "ngram", "--data", str(tmp_path), "--out", str(tmp_path / "o"),
+              "--method", "majority"])
+    assert exc.value.code == 2
+    assert "the majority class is `hkt baseline majority`" in capsys.readouterr().err

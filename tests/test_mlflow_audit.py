@@ -68,8 +68,8 @@ def test_runs_log_their_data_and_a_loadable_model(tmp_path, store, monkeypatch):
 
 def test_a_baseline_logs_its_data(tmp_path, store):
     data = write_prepared_data(tmp_path / "data", "listops")
-    assert main(["baseline", "ngram", "--data", str(data), "--out", str(tmp_path / "b"),
-                 "--method", "majority", "--tracking-uri", store, "--profile", "smoke"]) == 0
+    assert main(["baseline", "majority", "--data", str(data), "--out", str(tmp_path / "b"),
+                 "--tracking-uri", store, "--profile", "smoke"]) == 0
     rec = json.loads((tmp_path / "b" / "record.json").read_text())
     ds = MlflowClient(store).get_run(rec["mlflow_run_id"]).inputs.dataset_inputs[0].dataset
     assert ds.name == "listops" and ds.digest == dataset_digest(rec["data_checksums"])

@@ -55,7 +55,7 @@ def shared_store(tmp_path_factory):
     """One MLflow store, two results directories of suite smoke: ``a`` with three trained runs
     (HKT seeds 0 and 1, MHA) and an n-gram baseline, ``b`` with one HKT run of seed 0 (as
     ``a``'s: mixing them would keep one HKT seed)."""
-    from hkt.baselines.ngram import run_baseline
+    from hkt.baselines.run import run_baseline
 
     root = tmp_path_factory.mktemp("shared")
     data = unofficial_data(root / "data")
@@ -63,7 +63,7 @@ def shared_store(tmp_path_factory):
     a, b = root / "a", root / "b"
     for model, seed in (("hkt", 0), ("hkt", 1), ("mha", 0)):
         train_run(data, a / "runs" / f"{model}-{seed}", uri, a, f"model={model}", f"seed={seed}")
-    run_baseline(data, a / "runs" / "ngram-0", method="ngram", profile="smoke", epochs=1,
+    run_baseline("ngram", data, a / "runs" / "ngram-0", profile="smoke", epochs=1,
                  buckets=1 << 10, tracking_uri=uri, suite="smoke", results_dir=a,
                  experiment="hkt-smoke-listops")
     train_run(data, b / "runs" / "hkt-0", uri, b, "model=hkt", "seed=0", "optim.lr=0.01")

@@ -236,8 +236,7 @@ def slurm_run(slurm_cluster, tracking_server, tmp_path_factory):
 def test_every_job_but_the_local_rules_ran_as_a_slurm_job(slurm_run):
     stats = job_stats(slurm_run["output"])
     remote = {rule: n for rule, n in stats.items() if rule != "total" and rule not in LOCAL_RULES}
-    assert remote == {"prepare": 1, "train": 2, "majority_baseline": 1, "ngram_baseline": 1,
-                      "analyze": 1}
+    assert remote == {"prepare": 1, "train": 2, "external": 2, "analyze": 1}
     submitted = _submitted(slurm_run["output"])
     assert {rule: len(ids) for rule, ids in submitted.items()} == remote
     ids = [i for v in submitted.values() for i in v]

@@ -1,5 +1,5 @@
 """What the workflow's rules rely on from the `hkt` command: `hkt --log FILE` (output to the log,
-its tail on the terminal only when the command fails) and `hkt baseline ngram`."""
+its tail on the terminal only when the command fails) and `hkt baseline NAME`."""
 
 from __future__ import annotations
 
@@ -42,8 +42,20 @@ def test_log_keeps_a_traceback_in_the_log(tmp_path):
     assert len(r.stderr.splitlines()) <= 21  # the header and at most 20 lines of the log
 
 
-def test_baseline_ngram_is_an_hkt_command():
-    r = hkt("baseline", "ngram", "--help")
-    assert r.returncode == 0 and "--method {majority,ngram}" in r.stdout
+def test_every_registered_baseline_is_an_hkt_command():
+    """`hkt baseline` lists what hkt/baselines/ registers (no table to edit); an unknown name
+    fails listing the known ones."""
+    from hkt.baselines import BASELINES
+
     r = hkt("baseline", "--help")
-    assert r.returncode == 0 and "ngram" in r.stdout
+    assert r.returncode == 0
+    listed = r.stdout.split("positional arguments:")[1]
+    assert {"majority", "ngram"} <= set(BASELINES.names())
+    for name in BASELINES.names():
+        assert f"\n    {name} " in listed
+        r = hkt("baseline", name, "--help")
+        assert r.returncode == 0 and "--data DATA_DIR" in r.stdout and "--out RUN_DIR" in r.stdout
+    r = hkt("baseline", "nope", "--data", "x")
+    assert r.returncode == 2
+    known = ", ".join(repr(name) for name in BASELINES.names())
+    assert f"invalid choice: 'nope' (choose from {known})" in r.stderr

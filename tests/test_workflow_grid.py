@@ -120,12 +120,23 @@ def test_paths_follow_one_layout():
 def test_command_arguments():
     g = grid(tasks={"listops": {"config": "listops_lra", "prepare": ["prepare.seed=3"],
                                 "source": "/data/lops"}},
-             data_mirror="/mirror",
+             data_mirror="/mirror", suite="paper",
              external={"ngram": {"options": {"orders": [1, 2], "buckets": 64, "epochs": 1,
-                                             "max_train": None}}})
+                                             "max_train": None}},
+                       "tool": {"command": "run-it {data} --to {out} {options} > {log}",
+                                "options": {"n": 3}}})
     assert g.prepare_args("listops") == ["listops_lra", "prepare.seed=3", "--source",
                                          "/data/lops", "prepare.mirror=/mirror"]
-    assert g.external_options("ngram") == ["--orders", "1", "2", "--buckets", "64", "--epochs", "1"]
+    # a baseline of ours runs `hkt baseline NAME`, its options as `--key value` words
+    assert g.external_command(Job("listops", "ngram", "main", 0), "sqlite:///a b.db") == (
+        "hkt --log results/logs/external/listops/ngram/main/seed0.log baseline ngram"
+        " --data results/data/listops --out results/runs/listops/ngram/main/seed0 --seed 0"
+        " --variant main --profile paper --suite paper --orders 1 2 --buckets 64 --epochs 1"
+        " --tracking-uri 'sqlite:///a b.db'")
+    # another program: its own command, the placeholders filled in
+    assert g.external_command(Job("listops", "tool", "main", 0), "u") == (
+        "run-it results/data/listops --to results/runs/listops/tool/main/seed0 --n 3"
+        " > results/logs/external/listops/tool/main/seed0.log")
     assert g.ablation_args() == ["--ablation-task", "listops", "--ablation-length", "2000"]
 
 
@@ -185,6 +196,15 @@ def test_a_node_key_that_does_not_exist_is_named():
     ({"main": {"tasks": ["pathfinder"]}}, "main.tasks names task 'pathfinder'"),
     ({"ablation": {"include": ["levels9"]}}, "ablation.include names variant 'levels9'.*levels1"),
     ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
+    ({"external": {"mine": {"enabled": True}}},
+     "external.mine: no `command` given, and hkt/baselines/ has no baseline 'mine' "
+     r"\(registered: majority, ngram\)"),
+    ({"external": {"mine": {"command": "x {data} {out} {dir}"}}},
+     r"external.mine.command names \{dir\}; it may name \{data\}, \{out\}"),
+    ({"external": {"mine": {"command": "x {data} > out.json"}}},
+     r"external.mine.command never names \{out\}"),
+    ({"external": {"mine": {"command": "awk '{print}' {out}"}}},
+     r"external.mine.command names \{print\}"),
 ])
 def test_bad_names_are_named(changes, message):
     with pytest.raises(GridError, match=message):

@@ -1,9 +1,54 @@
-"""Baselines beside MHA and HKT that are not attention modules.
+"""External baselines of ours: programs beside ``hkt train`` that read a task's prepared data and
+write a run record (docs/contracts.md), nothing more, so that they join the tables like any run.
 
-* :mod:`hkt.baselines.ngram`: non-neural references (majority class, hashed n-gram logistic
-  regression), an *external* baseline: it reads prepared data and writes a run record, nothing
-  more (``python -m hkt.baselines.ngram``).
+:data:`BASELINES` is a :class:`hkt.registry.Registry` of this package: every module here is
+imported before the first lookup, so a new baseline is one module, ``hkt/baselines/NAME.py``,
+whose ``fit`` is decorated with ``@register("NAME")``. ``hkt baseline NAME`` runs it. The module
+(``hkt/baselines/majority.py`` is the example) defines:
 
-The convolution baseline is an attention-slot module instead: ``hkt/mixers/conv.py``. The
-size-matched MHA is a variant (``variant=mha_matched``, ``model.match_params_of``).
+* a docstring whose first paragraph says what it is (``hkt baseline --help`` lists it);
+* ``fit(data: Splits, *, seed, **options) -> Fit`` (:mod:`hkt.baselines.run`): the numbers;
+* ``add_arguments(parser)``: ``add_run_arguments(parser)`` and its own options;
+* ``run(args) -> int``: ``run_command("NAME", args)``.
+
+What every baseline shares (its arguments, the data read, the record and MLflow run written) is
+:mod:`hkt.baselines.run`. A program that is not ours needs no module: its ``command`` under
+``external:`` in ``config/config.yaml`` is its whole registration (README "Adding a mixer, a
+baseline or a task", (b)).
+
+Modules here import torch only inside their functions: ``hkt baseline --help`` imports them all.
 """
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from hkt.registry import Registry
+
+__all__ = ["BASELINES", "REQUIRED", "register", "baseline_module", "summary"]
+
+# baseline name -> its ``fit(data, *, seed, **options) -> hkt.baselines.run.Fit``
+BASELINES = Registry("baseline", "hkt.baselines")
+
+# Function decorator: make a module's ``fit`` the baseline ``name``.
+register = BASELINES.register
+
+# what a baseline's module defines besides ``fit``: the command-module contract of hkt/cli.py
+REQUIRED = ("add_arguments", "run")
+
+
+def baseline_module(name: str) -> ModuleType:
+    """The module of baseline ``name`` (its ``fit``, ``add_arguments`` and ``run``);
+    :class:`hkt.registry.UnknownName` listing the registered ones if there is none."""
+    module = sys.modules[BASELINES.lookup(name).__module__]
+    missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
+    if missing:
+        raise TypeError(f"baseline {name!r}: {module.__name__} lacks {', '.join(missing)}")
+    return module
+
+
+def summary(name: str) -> str:
+    """The first paragraph of baseline ``name``'s module docstring (``hkt baseline --help``)."""
+    doc = baseline_module(name).__doc__ or ""
+    return doc.strip().split("\n\n")[0].replace("\n", " ") or name

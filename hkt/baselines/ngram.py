@@ -1,79 +1,33 @@
-"""Non-neural reference baselines on prepared data: majority class and hashed n-gram logistic
-regression. An *external* baseline: it does not use ``hkt train``, only the two contracts, the
-prepared Parquet files in and a run record out, so it joins the tables like any training run.
+"""Hashed n-gram logistic regression: a bag of token n-grams and a linear classifier.
 
-    python -m hkt.baselines.ngram --data DATA_DIR --out RUN_DIR --method ngram [--seed 0]
-        [--variant main] [--profile LABEL] [--orders 1 2 3] [--buckets 1048576]
-        [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [--tracking-uri URI]
-        [--experiment NAME] [--suite NAME] [--results-dir DIR]
+No neural network: where it beats the models, the task's labels are in its surface statistics.
 
-* ``majority``: predicts the most frequent training label (0 parameters). Its accuracy is the
-  class prior: the floor any model must clear.
-* ``ngram``: bag of token n-grams (orders 1..3 by default) hashed into ``buckets`` features,
-  weights log(1 + count) normalised to unit length per example, multinomial logistic regression
-  (an ``EmbeddingBag`` + bias trained with sparse Adam). The best epoch on validation is tested.
+    hkt baseline ngram --data DATA_DIR --out RUN_DIR [--orders 1 2 3] [--buckets 1048576]
+        [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [...]
 
-Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`, docs/contracts.md
-"Runs"), ``history.csv`` (validation accuracy per epoch) and, with ``--tracking-uri``, logs
-the same numbers, the record and its config to MLflow, in the experiment of the suite's trained
-models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets, else ``hkt-<profile>-<task>`` as
-``hkt train`` names it); otherwise its MLflow fields are null. Record and MLflow run name the
-suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`): ``--suite`` (the workflow
-passes its suite) and ``--results-dir`` (default ``$HKT_RESULTS_DIR``, which the workflow sets,
-else ``results``).
+Token n-grams (orders 1..3 by default) hashed into ``buckets`` features, weights
+log(1 + count) normalised to unit length per example, multinomial logistic regression (an
+``EmbeddingBag`` + bias trained with sparse Adam). The best epoch on validation is tested; its
+validation accuracy per epoch is ``history.csv``. The arguments every baseline takes, and what
+it writes: :mod:`hkt.baselines.run`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
-from pathlib import Path
-from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-import torch
-from torch import nn
 
-import hkt
-from hkt import environment
-from hkt.config import flatten
-from hkt.data.layout import SPLITS, split_file
-from hkt.data.parquet import SplitData, read_metadata
-from hkt.device import describe_device
-from hkt.errors import ConfigError, DataError, HKTError
-from hkt.fileio import atomic_write_text, sha256_file
-from hkt.provenance import SuiteRun, code_digest, git_state
-from hkt.record import RECORD_NAME, make_record, write_history, write_record
-from hkt.train.finish import log_final
-from hkt.train.tracking import (EXPERIMENT_ENV, RESULTS_ENV, Tracker, data_tags, experiment_name,
-                                suite_run)
+from hkt.baselines import register
+from hkt.baselines.run import Fit, Splits, add_run_arguments, run_command
+from hkt.data.parquet import SplitData
+from hkt.errors import ConfigError
 
-METHODS = ("majority", "ngram")
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
 _STEP = np.uint64(1_000_003)
 
-__all__ = ["read_split", "hashed_ngrams", "majority_baseline", "ngram_baseline",
-           "run_baseline", "main"]
-
-
-def read_split(data_dir: str | Path, split: str) -> SplitData:
-    """Read ``DATA_DIR/<split>.parquet`` as written by ``hkt prepare`` (id, tokens, label)."""
-    path = Path(data_dir) / split_file(split)
-    read_metadata(path)  # a clear DataError unless `hkt prepare` wrote this file
-    try:
-        table = pq.read_table(path, columns=["id", "tokens", "label"])
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(f"{path} is not a readable Parquet file: {exc}") from None
-    tokens = table.column("tokens").combine_chunks()
-    offsets = np.asarray(tokens.offsets, dtype=np.int64)
-    flat = np.asarray(tokens.values, dtype=np.uint16)[offsets[0]: offsets[-1]]
-    return SplitData(table.column("id").to_pylist(), flat, offsets - offsets[0],
-                     np.asarray(table.column("label"), dtype=np.int64))
+__all__ = ["hashed_ngrams", "fit", "add_arguments", "run"]
 
 
 def hashed_ngrams(split: SplitData, orders: tuple[int, ...], bits: int,
@@ -121,19 +75,32 @@ def hashed_ngrams(split: SplitData, orders: tuple[int, ...], bits: int,
     return ids, offsets, weights
 
 
-def majority_baseline(train: SplitData, val: SplitData, test: SplitData) -> dict[str, Any]:
-    """The most frequent training label, and its accuracy on val and test."""
-    label = int(np.bincount(train.labels).argmax())
-    return {"val_accuracy": float(np.mean(val.labels == label)),
-            "test_accuracy": float(np.mean(test.labels == label)),
-            "n_params": 0, "steps": 0, "best_step": 0, "history": [],
-            "train_time_s": 0.0, "extra": {"majority_label": label}}
-
-
-def ngram_baseline(train: SplitData, val: SplitData, test: SplitData, *, num_classes: int,
-                   orders: tuple[int, ...] = (1, 2, 3), bits: int = 20, epochs: int = 5,
-                   batch_size: int = 256, lr: float = 0.05, seed: int = 0) -> dict[str, Any]:
+@register("ngram")
+def fit(data: Splits, *, seed: int = 0, orders: tuple[int, ...] = (1, 2, 3), buckets: int = 1 << 20,
+        epochs: int = 5, batch_size: int = 256, lr: float = 0.05) -> Fit:
     """Hashed n-gram multinomial logistic regression; the best validation epoch is tested."""
+    bits = int(buckets).bit_length() - 1
+    if buckets < 2 or (1 << bits) != buckets:
+        raise ConfigError(f"--buckets must be a power of two >= 2, got {buckets}")
+    if not orders or min(orders) < 1 or max(orders) > 8:
+        raise ConfigError(f"--orders must be n-gram orders in 1..8, got {list(orders)}")
+    res = _train(data.train, data.val, data.test, num_classes=data.num_classes,
+                 orders=tuple(orders), bits=bits, epochs=epochs, batch_size=batch_size, lr=lr,
+                 seed=seed)
+    return Fit(**res, model={"orders": list(orders), "buckets": int(buckets),
+                             "features": "log1p(count), unit L2 norm",
+                             "classifier": "logistic regression"},
+               train={"epochs": epochs, "batch_size": batch_size, "lr": lr,
+                      "optimizer": "sparse adam"}, batch_size=batch_size)
+
+
+def _train(train: SplitData, val: SplitData, test: SplitData, *, num_classes: int,
+           orders: tuple[int, ...], bits: int, epochs: int, batch_size: int, lr: float,
+           seed: int) -> dict[str, object]:
+    """Train the classifier on ``train``'s hashed n-grams; the numbers of :class:`Fit`."""
+    import torch  # keeps `hkt baseline --help` fast
+    from torch import nn
+
     torch.manual_seed(seed)
     feats = {name: hashed_ngrams(s, orders, bits) for name, s in
              (("train", train), ("val", val), ("test", test))}
@@ -192,124 +159,17 @@ def ngram_baseline(train: SplitData, val: SplitData, test: SplitData, *, num_cla
         bias.copy_(best["state"][1])
     return {"val_accuracy": float(best["val"]), "test_accuracy": float(accuracy("test", test)),
             "n_params": int(emb.weight.numel() + bias.numel()), "steps": step,
-            "best_step": int(best["step"]), "history": history, "train_time_s": train_time,
-            "extra": {}}
+            "best_step": int(best["step"]), "history": history, "train_time_s": train_time}
 
 
-def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram", seed: int = 0,
-                 variant: str = "main", profile: str = "baseline",
-                 orders: tuple[int, ...] = (1, 2, 3), buckets: int = 1 << 20, epochs: int = 5,
-                 batch_size: int = 256, lr: float = 0.05, max_train: int | None = None,
-                 tracking_uri: str | None = None, experiment: str | None = None,
-                 suite: str | None = None, results_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train ``method`` on the prepared data in ``data_dir``; write and return the run record.
-
-    ``suite`` and ``results_dir`` (default ``$HKT_RESULTS_DIR``, else ``results``) name the suite
-    run, as ``tracking.suite`` and ``tracking.results_dir`` do for ``hkt train``."""
-    if method not in METHODS:
-        raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
-    bits = int(buckets).bit_length() - 1
-    if buckets < 2 or (1 << bits) != buckets:
-        raise ConfigError(f"--buckets must be a power of two >= 2, got {buckets}")
-    if not orders or min(orders) < 1 or max(orders) > 8:
-        raise ConfigError(f"--orders must be n-gram orders in 1..8, got {list(orders)}")
-    data_dir, out = Path(data_dir), Path(out)
-    t_start, t_epoch = time.perf_counter(), time.time()  # t_epoch: the MLflow run's start
-    splits = {s: read_split(data_dir, s) for s in SPLITS}
-    meta = read_metadata(data_dir / "train.parquet")
-    task = str(meta.get("task") or data_dir.name)
-    num_classes, max_length = int(meta["num_classes"]), int(meta["max_length"])
-    train = splits["train"]
-    if max_train is not None and max_train < len(train):
-        train = train.take(np.arange(int(max_train)))
-    if method == "majority":
-        res = majority_baseline(train, splits["val"], splits["test"])
-        model_cfg: dict[str, Any] = {"name": "majority"}
-        train_cfg: dict[str, Any] = {"max_train": max_train}
-    else:
-        res = ngram_baseline(train, splits["val"], splits["test"], num_classes=num_classes,
-                             orders=tuple(orders), bits=bits, epochs=epochs,
-                             batch_size=batch_size, lr=lr, seed=seed)
-        model_cfg = {"name": "ngram", "orders": list(orders), "buckets": int(buckets),
-                     "features": "log1p(count), unit L2 norm", "classifier": "logistic regression"}
-        train_cfg = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": "sparse adam",
-                     "max_train": max_train}
-    config = {"task": {"family": task, "num_classes": num_classes, "max_length": max_length,
-                       "prepare": meta.get("params") or {}},  # how `hkt prepare` made the data
-              "model": model_cfg, "train": {"profile": profile, **train_cfg},
-              "seed": seed, "variant": variant}
-    steps, train_time = int(res["steps"]), float(res["train_time_s"])
-    fields: dict[str, Any] = dict(
-        task=task, model=model_cfg["name"], variant=variant, seed=seed, profile=profile,
-        config=config, n_params=res["n_params"], steps=steps, best_step=res["best_step"],
-        val_accuracy=res["val_accuracy"], test_accuracy=res["test_accuracy"],
-        test_examples=len(splits["test"]), train_examples=len(train), data_dir=data_dir, git=git_state(),
-        data_checksums={s: sha256_file(data_dir / split_file(s)) for s in SPLITS},
-        ms_per_step=1000 * train_time / steps if steps else None,
-        samples_per_s=steps * batch_size / train_time if steps and train_time > 0 else None,
-        device=describe_device(torch.device("cpu")), external="hkt.baselines.ngram",
-        suite_run=suite_run({"suite": suite,
-                             "results_dir": results_dir or os.environ.get(RESULTS_ENV)}),
-        **res["extra"])
-    if res["history"]:
-        write_history(res["history"], out)
-    if not tracking_uri:
-        record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=None,
-                             env_digest=environment.save(out))  # writes OUT/environment.json
-        write_record(record, out)
-        return record
-    tracker = _start_mlflow(fields, meta, res["history"], {s: len(splits[s]) for s in SPLITS},
-                            tracking_uri,
-                            experiment or os.environ.get(EXPERIMENT_ENV)
-                            or experiment_name(profile, task), start_time=t_epoch)
-    try:
-        record = make_record(**fields, wall_time_s=time.perf_counter() - t_start,
-                             mlflow=(tracker.run_id, tracking_uri, tracker.experiment),
-                             env_digest=environment.save(out))
-        write_record(record, out)
-        atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
-        # final metrics, record and config as `hkt train` logs them (environment.json: by start())
-        log_final(tracker, record, [out / "config.json"])
-    except BaseException:
-        tracker.finish("FAILED")
-        raise
-    return record
-
-
-def _start_mlflow(fields: dict[str, Any], data_meta: dict[str, Any],
-                  history: list[dict[str, Any]], sizes: dict[str, int], uri: str,
-                  experiment: str, *,
-                  start_time: float | None = None) -> Tracker:
-    """Start the baseline's MLflow run with its params, tags and validation curve, the way
-    ``hkt train`` logs its runs; the caller logs the final metrics and closes the run."""
-    f = fields
-    run: SuiteRun = f["suite_run"]
-    tracker = Tracker(uri, experiment, f"{f['task']}-{f['model']}-{f['variant']}-s{f['seed']}")
-    tags = {"task": f["task"], "model": f["model"], "variant": f["variant"],
-            "seed": str(f["seed"]), "profile": f["profile"], **run.tags(), "device": f["device"],
-            "hkt_version": hkt.__version__, "git_commit": str(f["git"][0]),
-            "code_digest": code_digest(),
-            "external": f["external"],
-            **{f"data_sha256.{s}": h for s, h in f["data_checksums"].items()},
-            **data_tags(data_meta)}
-    params = {**flatten(f["config"]), "n_params": f["n_params"]}
-    tracker.start(None, params=params, tags=tags, start_time=start_time)
-    tracker.log_dataset(f["task"], f["data_dir"], f["data_checksums"], sizes)
-    for h in history:
-        tracker.log_metrics({"val_acc": h["val_acc"]}, h["step"])
-    return tracker
+def _method_gone(value: str) -> str:
+    raise argparse.ArgumentTypeError(
+        f"is gone ({value!r}): the majority class is `hkt baseline majority`, and "
+        "`hkt baseline ngram` is the n-gram model")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, metavar="DATA_DIR",
-                        help="prepared data (what `hkt prepare` wrote)")
-    parser.add_argument("--out", required=True, metavar="RUN_DIR",
-                        help="run directory: record.json (and history.csv)")
-    parser.add_argument("--method", choices=METHODS, default="ngram")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--variant", default="main", help="label in the tables (default: main)")
-    parser.add_argument("--profile", default="baseline",
-                        help="profile label written to the record (the workflow passes its own)")
+    add_run_arguments(parser)
     parser.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3],
                         help="n-gram orders (default: 1 2 3)")
     parser.add_argument("--buckets", type=int, default=1 << 20,
@@ -317,43 +177,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--max-train", type=int, default=None,
-                        help="use only the first N training examples (default: all)")
-    parser.add_argument("--tracking-uri", default=None,
-                        help="log the run to this MLflow store too (default: no MLflow run)")
-    parser.add_argument("--experiment", default=None,
-                        help=f"MLflow experiment (default: ${EXPERIMENT_ENV} if set, as the "
-                        "workflow does, else hkt-<profile>-<task>, as hkt train names it)")
-    parser.add_argument("--suite", default=None, metavar="NAME",
-                        help="the workflow suite that asked for the run (record field and MLflow "
-                        "tag `suite`; default: none)")
-    parser.add_argument("--results-dir", default=None, metavar="DIR",
-                        help=f"the suite's results directory (default: ${RESULTS_ENV} if set, as "
-                        "the workflow does, else results)")
+    # `--method majority` ran the majority class here before it had its own module
+    parser.add_argument("--method", type=_method_gone, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
-    rec = run_baseline(args.data, args.out, method=args.method, seed=args.seed,
-                       variant=args.variant, profile=args.profile, orders=tuple(args.orders),
-                       buckets=args.buckets, epochs=args.epochs, batch_size=args.batch_size,
-                       lr=args.lr, max_train=args.max_train, tracking_uri=args.tracking_uri,
-                       experiment=args.experiment, suite=args.suite, results_dir=args.results_dir)
-    print(f"{rec['task']} {rec['model']} seed {rec['seed']}: val {100 * rec['val_accuracy']:.2f}% "
-          f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / RECORD_NAME}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hkt.baselines.ngram",
-                                     description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except HKTError as exc:
-        print(f"hkt.baselines.ngram: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return run_command("ngram", args)

@@ -27,12 +27,14 @@ from typing import Any
 
 import yaml
 
+from hkt.baselines import BASELINES
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.data.taskfile import task_id_problem
 from hkt.paper import ABLATION_TASK
 from hkt.store import experiment_name
 from hkt.workflow.configfiles import read_task_info, read_variant_model
 from hkt.workflow.errors import GridError
+from hkt.workflow.external import externals
 from hkt.workflow.placement import Placement
 from hkt.workflow.resources import Node
 from hkt.workflow.schema import check_config
@@ -98,8 +100,7 @@ class Grid(Placement):
         self._ablation = config.get("ablation") or {}
         self._sweep = config.get("sweep") or {}
         self._analyze = config.get("analyze") or {}
-        self.external = {name: spec or {} for name, spec in (config.get("external") or {}).items()
-                         if (spec or {}).get("enabled", True)}
+        self.external = externals(config)  # the enabled external baselines, by name
         self._check()
 
     # --- what exists ----------------------------------------------------------------------------
@@ -193,7 +194,8 @@ class Grid(Placement):
     def _check_model(self, model: str, where: str) -> None:
         if model not in self.models:
             self._fail(f"{where} names model '{model}', which has no config/model/{model}.yaml "
-                       f"(models: {', '.join(self.models)}); add one (README: 'Adding a baseline')")
+                       f"(models: {', '.join(self.models)}); add one (README 'Adding a mixer, "
+                       "a baseline or a task', (a))")
 
     def _check_variant(self, name: str, where: str) -> None:
         path = self.config_dir / "variant" / f"{name}.yaml"
@@ -227,10 +229,11 @@ class Grid(Placement):
                            f"(profiles: {', '.join(self._options('profile'))})")
         for t in self._main["tasks"]:
             self._check_task(t, "main.tasks")
-        for name, spec in self.external.items():
+        for name, ext in self.external.items():
             if name in self._options("model"):
                 self._fail(f"external.{name}: the name is taken by config/model/{name}.yaml")
-            for t in spec.get("tasks") or self._main["tasks"]:
+            ext.check(BASELINES.names() if ext.command is None else [])
+            for t in ext.tasks or self._main["tasks"]:
                 self._check_task(t, f"external.{name}.tasks")
         for m in self._main["models"]:
             self._check_model(m, "main.models")
@@ -281,9 +284,9 @@ class Grid(Placement):
         return list(dict.fromkeys(jobs))
 
     def external_jobs(self) -> list[Job]:
-        """Every record an external baseline's rule writes."""
-        return [Job(t, name, MAIN, s) for name, spec in self.external.items()
-                for t in spec.get("tasks") or self._main["tasks"] for s in spec.get("seeds") or [0]]
+        """Every record the external baselines write (the rule `external`)."""
+        return [Job(t, name, MAIN, s) for name, ext in self.external.items()
+                for t in ext.tasks or self._main["tasks"] for s in ext.seeds]
 
     def analysis_jobs(self) -> list[Job]:
         """The trained runs ``hkt analyze`` analyses."""
@@ -357,15 +360,16 @@ class Grid(Placement):
             args.append(f"prepare.mirror={Path(self.config['data_mirror']).resolve()}")
         return args
 
-    def external_options(self, name: str) -> list[str]:
-        """``--key value`` words from ``external.NAME.options`` (lists become several values)."""
-        words: list[str] = []
-        for key, value in (self.external.get(name, {}).get("options") or {}).items():
-            if value is None:
-                continue
-            flag = f"--{key.replace('_', '-')}"
-            words += [flag, *map(str, value)] if isinstance(value, list) else [flag, str(value)]
-        return words
+    def external_command(self, job: Job, tracking_uri: str) -> str:
+        """The shell command of an external baseline's job: its entry's ``command`` (or
+        ``hkt baseline NAME``) with the job's values (:mod:`hkt.workflow.external`)."""
+        ext = self.external[job.model]
+        return ext.shell({
+            "data": self.path("data", task=job.task), "out": self.path("run", **job.wildcards()),
+            "log": self.job_log("external", job), "task": job.task, "model": job.model,
+            "variant": job.variant, "seed": job.seed, "profile": self.task_profile(job.task),
+            "experiment": self.experiment(job.task), "tracking_uri": tracking_uri,
+            "suite": self.suite_args(), "options": ext.option_words()})
 
     def ablation_args(self) -> list[str]:
         """``hkt aggregate`` arguments that name the ablation table's task and length."""

@@ -211,13 +211,10 @@ def analyze_params():
 
 
 def external_params():
-    """What an external baseline's command needs (recipe (b)): its data and run directory, its
-    options, the task's budget, the suite run, and the store and experiment of the task's runs."""
-    return dict(data=lambda wc: data_dir(wc.task),
-                out=lambda wc: GRID.path("run", **job(wc).wildcards()),
-                options=lambda wc: GRID.external_options(wc.model),
-                profile=lambda wc: GRID.task_profile(wc.task), suite=GRID.suite_args(),
-                tracking_uri=TRACKING_URI, experiment=lambda wc: GRID.experiment(wc.task))
+    """An external baseline job's command (its entry's, or `hkt baseline NAME`, filled in: the
+    rerun trigger) and the MLflow experiment of the task's trained runs."""
+    return dict(command=lambda wc: GRID.external_command(job(wc), TRACKING_URI),
+                experiment=lambda wc: GRID.experiment(wc.task))
 
 
 def aggregate_inputs():
@@ -239,10 +236,6 @@ def aggregate_params():
                 tracking_uri=TRACKING_URI,
                 analyses=lambda wc, input: ["--analyses", *input.analyses] if input.analyses else [],
                 bench=lambda wc, input: ["--bench", *input.bench] if input.bench else [])
-
-
-# For rules/external/*.smk (README "Adding a baseline", recipe (b)).
-data_files = GRID.data_files
 
 
 def data_dir(task):
