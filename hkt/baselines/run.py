@@ -152,7 +152,7 @@ def _record_fields(name: str, res: Fit, config: dict[str, Any], data_dir: Path,
     steps, train_time = int(res.steps), float(res.train_time_s)
     per_step = res.batch_size or 0
     return dict(
-        task=config["task"]["name"], model=name, variant=config["variant"], seed=config["seed"],
+        task=config["task"]["family"], model=name, variant=config["variant"], seed=config["seed"],
         profile=config["train"]["profile"], config=config, n_params=int(res.n_params),
         steps=steps, best_step=int(res.best_step), val_accuracy=float(res.val_accuracy),
         test_accuracy=float(res.test_accuracy), test_examples=len(splits["test"]),
