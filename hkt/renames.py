@@ -25,6 +25,9 @@ RENAMED_GROUPS = {"train": {"experiment": "variant"}}
 RENAMED_KEYS = {"train": {"model.attention": (
     "model.mixer", "the model's token-mixer settings are now 'model.mixer' "
                    "(a convolution is not attention)")}}
+RENAMED_KEYS["doctor"] = {  # named as `hkt plan` names them (issue 40)
+    "suite.file": ("suite", "the suite is 'suite' (or --suite), as for `hkt plan`"),
+    "suite.profile": ("suite_profile", "the profile that replaces the suite's is 'suite_profile'")}
 _warned: set[str] = set()
 
 

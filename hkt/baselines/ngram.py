@@ -5,7 +5,7 @@ prepared Parquet files in and a run record out, so it joins the tables like any 
     python -m hkt.baselines.ngram --data DATA_DIR --out RUN_DIR --method ngram [--seed 0]
         [--variant main] [--profile LABEL] [--orders 1 2 3] [--buckets 1048576]
         [--epochs 5] [--batch-size 256] [--lr 0.05] [--max-train N] [--tracking-uri URI]
-        [--experiment NAME] [--suite NAME] [--results-dir DIR]
+        [--experiment NAME] [--results-dir DIR]
 
 * ``majority``: predicts the most frequent training label (0 parameters). Its accuracy is the
   class prior: the floor any model must clear.
@@ -18,9 +18,9 @@ Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`,
 the same numbers, the record and its config to MLflow, in the experiment of the suite's trained
 models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets, else ``hkt-<profile>-<task>`` as
 ``hkt train`` names it); otherwise its MLflow fields are null. Record and MLflow run name the
-suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`): ``--suite`` (the workflow
-passes its suite) and ``--results-dir`` (default ``$HKT_RESULTS_DIR``, which the workflow sets,
-else ``results``).
+suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`): ``$HKT_SUITE`` (which the
+workflow sets for every job) and ``--results-dir`` (default ``$HKT_RESULTS_DIR``, which the
+workflow sets, else ``results``).
 """
 
 from __future__ import annotations
@@ -201,11 +201,11 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                  orders: tuple[int, ...] = (1, 2, 3), buckets: int = 1 << 20, epochs: int = 5,
                  batch_size: int = 256, lr: float = 0.05, max_train: int | None = None,
                  tracking_uri: str | None = None, experiment: str | None = None,
-                 suite: str | None = None, results_dir: str | Path | None = None) -> dict[str, Any]:
+                 results_dir: str | Path | None = None) -> dict[str, Any]:
     """Train ``method`` on the prepared data in ``data_dir``; write and return the run record.
 
-    ``suite`` and ``results_dir`` (default ``$HKT_RESULTS_DIR``, else ``results``) name the suite
-    run, as ``tracking.suite`` and ``tracking.results_dir`` do for ``hkt train``."""
+    ``$HKT_SUITE`` and ``results_dir`` (default ``$HKT_RESULTS_DIR``, else ``results``) name the
+    suite run, as they do for ``hkt train`` (:meth:`hkt.provenance.SuiteRun.of_job`)."""
     if method not in METHODS:
         raise ConfigError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
     bits = int(buckets).bit_length() - 1
@@ -248,8 +248,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
         ms_per_step=1000 * train_time / steps if steps else None,
         samples_per_s=steps * batch_size / train_time if steps and train_time > 0 else None,
         device=describe_device(torch.device("cpu")), external="hkt.baselines.ngram",
-        suite_run=suite_run({"suite": suite,
-                             "results_dir": results_dir or os.environ.get(RESULTS_ENV)}),
+        suite_run=suite_run({"results_dir": results_dir or os.environ.get(RESULTS_ENV)}),
         **res["extra"])
     if res["history"]:
         write_history(res["history"], out)
@@ -324,9 +323,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default=None,
                         help=f"MLflow experiment (default: ${EXPERIMENT_ENV} if set, as the "
                         "workflow does, else hkt-<profile>-<task>, as hkt train names it)")
-    parser.add_argument("--suite", default=None, metavar="NAME",
-                        help="the workflow suite that asked for the run (record field and MLflow "
-                        "tag `suite`; default: none)")
     parser.add_argument("--results-dir", default=None, metavar="DIR",
                         help=f"the suite's results directory (default: ${RESULTS_ENV} if set, as "
                         "the workflow does, else results)")
@@ -337,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
                        variant=args.variant, profile=args.profile, orders=tuple(args.orders),
                        buckets=args.buckets, epochs=args.epochs, batch_size=args.batch_size,
                        lr=args.lr, max_train=args.max_train, tracking_uri=args.tracking_uri,
-                       experiment=args.experiment, suite=args.suite, results_dir=args.results_dir)
+                       experiment=args.experiment, results_dir=args.results_dir)
     print(f"{rec['task']} {rec['model']} seed {rec['seed']}: val {100 * rec['val_accuracy']:.2f}% "
           f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / RECORD_NAME}")
     return 0

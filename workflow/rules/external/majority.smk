@@ -8,11 +8,11 @@
 # plus `NAME: {enabled: true, tasks: null, seeds: [0]}` under `external:` in config/config.yaml.
 # The aggregation then includes its records. external_params() (common.smk) gives what the
 # command needs: data and run directory, options (external.NAME.options as `--key value`), the
-# task's budget profile, `--suite NAME` (with $HKT_RESULTS_DIR, set for every job, the command
-# tags its run with the suite run, hkt.provenance.SuiteRun), and the MLflow store and experiment
+# task's budget profile, and the MLflow store and experiment
 # of the suite's trained models (hkt-<profile>-<task>; HKT_MLFLOW_EXPERIMENT below). The shell
 # text is the one the two baselines shared in one rule before (`--method {wildcards.model}`):
-# Snakemake reruns a job whose rule's shell text changed.
+# Snakemake reruns a job whose rule's shell text changed. The suite run reaches the command as
+# it reaches every job: $HKT_SUITE and $HKT_RESULTS_DIR (hkt.provenance.SuiteRun.of_job).
 
 
 rule majority_baseline:
@@ -27,5 +27,5 @@ rule majority_baseline:
     shell:
         "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log:q} baseline ngram --data {params.data:q} --out {params.out:q}"
         " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
-        " --profile {params.profile:q} {params.suite:q} {params.options:q}"
+        " --profile {params.profile:q} {params.options:q}"
         " --tracking-uri {params.tracking_uri:q}"

@@ -15,5 +15,5 @@ rule ngram_baseline:
     shell:
         "HKT_MLFLOW_EXPERIMENT={params.experiment:q} hkt --log {log:q} baseline ngram --data {params.data:q} --out {params.out:q}"
         " --method {wildcards.model} --seed {wildcards.seed} --variant {wildcards.variant}"
-        " --profile {params.profile:q} {params.suite:q} {params.options:q}"
+        " --profile {params.profile:q} {params.options:q}"
         " --tracking-uri {params.tracking_uri:q}"
