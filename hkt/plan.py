@@ -1,4 +1,6 @@
-"""``hkt plan [KEY=VALUE ...]``: the plan of a suite on this machine, and how long it would take.
+"""``hkt plan [--suite NAME] [KEY=VALUE ...]``: the plan of a suite on this machine, and how long it
+would take. The suite (``auto``, a name in config/suites/ or a file) is made once
+(:func:`hkt.workflow.suites.load_suite`) and its grid planned; the workflow hands its own.
 
 Prints the device, the jobs per rule, and an estimated wall time. The estimate is measured, not
 guessed, where it matters: a few training steps of every distinct shape of the suite (task

@@ -1,4 +1,6 @@
-"""``hkt doctor [KEY=VALUE ...]``: check this machine against a suite before a multi-hour run.
+"""``hkt doctor [--suite NAME] [KEY=VALUE ...]``: check this machine against a suite before a
+multi-hour run. The suite (``--suite`` as ``hkt plan`` takes it: ``auto``, a name or a file) is
+made once (:func:`hkt.workflow.suites.load_suite`) and every check reads it.
 
 One line per check, then a verdict; the exit status is 1 when any check fails. The checks:
 
