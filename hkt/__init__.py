@@ -1,6 +1,6 @@
 """Hierarchical Kernel Transformer (HKT) benchmark library.
 
-Importable without Snakemake: attention modules (``hkt.attention``), models
+Importable without Snakemake: token mixers (``hkt.mixers``), models
 (``hkt.models``), data (``hkt.data``), training (``hkt.train``), analyses
 (``hkt.analysis``) and reporting (``hkt.report``).
 """

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PaperResult:
-    task: str       # task family, as in run records (listops, cifar10, imdb)
+    task: str       # data family, as in run records (listops, cifar10, imdb)
     length: int     # sequence length T
     model: str      # hkt | mha
     mean: float     # test accuracy, percent
@@ -30,6 +30,9 @@ PROFILE = "paper"
 #: measured with: where our tables and figures place the paper's points and costs.
 LEVELS = 3
 STRIDE = 2
+
+#: The two models the paper compares (our model names): HKT against standard attention.
+COMPARED_MODELS = ("hkt", "mha")
 
 #: The main table: accuracy (%) ± std over 3 seeds.
 MAIN: tuple[PaperResult, ...] = (

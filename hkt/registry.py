@@ -9,8 +9,8 @@ the registered ones.
 
 The registries:
 
-* :data:`hkt.attention.ATTENTION`: attention (token-mixer) classes, package ``hkt.attention``;
-* :data:`hkt.data.families.FAMILIES`: task families (each family's ``prepare``), package
+* :data:`hkt.mixers.MIXERS`: token-mixer classes (attentions and others), package ``hkt.mixers``;
+* :data:`hkt.data.families.FAMILIES`: data families (each family's ``prepare``), package
   ``hkt.data.families``.
 
 Config files and workflow rules are not registered here: their directory is their registration
@@ -32,8 +32,8 @@ T = TypeVar("T")
 
 
 class UnknownName(KeyError, ValueError):
-    """A name nothing is registered under. Also a ``ValueError`` (what the attention registry
-    raised before) and a ``KeyError`` (what a mapping raises)."""
+    """A name nothing is registered under. Also a ``ValueError`` (what the mixer registry
+    raised before it was a Registry) and a ``KeyError`` (what a mapping raises)."""
 
     def __init__(self, kind: str, name: object, known: list[str]) -> None:
         self.kind, self.name, self.known = kind, name, known
@@ -47,7 +47,7 @@ class Registry(MutableMapping[str, Any]):
     """Names -> implementations registered by the modules of ``package``.
 
     Args:
-        kind: what is registered, for messages (``"attention"``).
+        kind: what is registered, for messages (``"mixer"``).
         package: the dotted package whose modules (not subpackages, not ``_private`` ones) are
             imported before the first lookup, so that their ``@register`` decorators run.
         check: called as ``check(name, obj)`` on registration; raises if ``obj`` is unfit.

@@ -1,8 +1,11 @@
 """Names that changed, kept working: a renamed config group (``experiment`` -> ``variant``) or
-key (``model.attention`` -> ``model.mixer``) is rewritten in overrides with one warning per
-override and process, saved configs holding an old key are upgraded when read, and digests that
-must outlive a rename (the workflow's rerun trigger, the timing cache) are taken under the old
-names. :func:`hkt.config.compose` applies the first; readers of saved runs call the second."""
+key (``model.attention`` -> ``model.mixer``, ``model.attn_dropout`` -> ``model.mixer_dropout``,
+``task.name`` -> ``task.family``) is rewritten in overrides with one warning per override and
+process, saved configs holding an old key are upgraded when read, and digests that must outlive
+a rename (the workflow's rerun trigger, the timing cache) are taken under the old names.
+:func:`hkt.config.compose` applies the first; readers of saved runs call the second. The
+model's state_dict keys of before the mixer rename (``blocks.N.attn.…``) are mapped where they
+load, by :class:`hkt.models.encoder.EncoderBlock`."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "renamed_groups", "renamed_keys", "new_name",
-           "old_name", "old_spelling", "upgrade_saved_config", "digest_form"]
+__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "RENAMED_VALUES", "renamed_groups", "renamed_keys",
+           "new_name", "old_name", "new_value", "old_spelling", "upgrade_saved_config",
+           "upgrade_saved_record", "digest_form"]
 
 # config name -> {old group name: new one}: overrides of a renamed group still work, with one
 # warning line on stderr (once per override and process)
@@ -22,12 +26,25 @@ RENAMED_GROUPS = {"train": {"experiment": "variant"}}
 # config name -> {old key: (new key, why)}: overrides of a renamed key (or of a key below it)
 # still work, with one warning line on stderr (once per override and process). Saved configs
 # holding the old key are upgraded by upgrade_saved_config().
-RENAMED_KEYS = {"train": {"model.attention": (
-    "model.mixer", "the model's token-mixer settings are now 'model.mixer' "
-                   "(a convolution is not attention)")}}
+RENAMED_KEYS = {"train": {
+    "model.attention": ("model.mixer", "the model's token-mixer settings are now 'model.mixer' "
+                                       "(a convolution is not attention)"),
+    "model.attn_dropout": ("model.mixer_dropout", "the token mixer's dropout is now "
+                                                  "'model.mixer_dropout' (not every mixer is "
+                                                  "attention)"),
+    "task.name": ("task.family", "a task's data family is now 'task.family' (a task is its "
+                                 "config file, config/task/ID.yaml; its data family is the "
+                                 "kind of data, hkt/data/families/)"),
+}}
 RENAMED_KEYS["doctor"] = {  # named as `hkt plan` names them (issue 40)
     "suite.file": ("suite", "the suite is 'suite' (or --suite), as for `hkt plan`"),
     "suite.profile": ("suite_profile", "the profile that replaces the suite's is 'suite_profile'")}
+
+# config name -> {top-level key: {old value: new one}}: labels that were renamed. The unablated
+# run was `default` when `hkt train` was given no variant and `main` when the workflow gave
+# `variant=main` (config/variant/main.yaml changes nothing): one run, one label now, `main`.
+# Saved configs and records are upgraded when read (upgrade_saved_config, upgrade_saved_record).
+RENAMED_VALUES = {"train": {"variant": {"default": "main"}}}
 _warned: set[str] = set()
 
 
@@ -53,6 +70,13 @@ def old_name(key: str, config_name: str = "train") -> str | None:
     saved under it (``model.mixer.levels`` -> ``model.attention.levels``); None if none."""
     found = _renamed(key, config_name, back=True)
     return found[0] if found else None
+
+
+def new_value(key: str, value: Any, config_name: str = "train") -> Any:
+    """``value`` of the top-level ``key`` under its current name (``variant`` ``default`` ->
+    ``main``); any other value as it is."""
+    renamed = RENAMED_VALUES.get(config_name, {}).get(key, {})
+    return renamed.get(value, value) if isinstance(value, str) else value
 
 
 def renamed_groups(config_name: str, overrides: Sequence[str]) -> list[str]:
@@ -116,8 +140,9 @@ def old_spelling(overrides: Sequence[str], config_name: str = "train") -> list[s
 
 
 def upgrade_saved_config(cfg: Any, config_name: str = "train") -> Any:
-    """A config saved before a key of :data:`RENAMED_KEYS` was renamed, with the new key
-    (``model.attention`` -> ``model.mixer``); a copy, the input untouched. Anything that is not
+    """A config saved before a key of :data:`RENAMED_KEYS` or a value of :data:`RENAMED_VALUES`
+    was renamed, with the new ones (``model.attention`` -> ``model.mixer``, ``variant: default``
+    -> ``variant: main``); a copy, the input untouched. Anything that is not
     a mapping, or holds no old key, comes back as it is (a current config unchanged).
 
     The one place an old saved config is read into the current layout: run records, a run
@@ -127,6 +152,9 @@ def upgrade_saved_config(cfg: Any, config_name: str = "train") -> Any:
         cfg = OmegaConf.to_container(cfg)
     if not isinstance(cfg, dict):
         return cfg
+    for key in RENAMED_VALUES.get(config_name, {}):
+        if key in cfg and new_value(key, cfg[key], config_name) != cfg[key]:
+            cfg = {**cfg, key: new_value(key, cfg[key], config_name)}
     for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
         *parents, old_leaf = old.split(".")
         new_parents, new_leaf = new.split(".")[:-1], new.split(".")[-1]
@@ -154,11 +182,27 @@ def upgrade_saved_config(cfg: Any, config_name: str = "train") -> Any:
     return cfg
 
 
+def upgrade_saved_record(record: Any) -> Any:
+    """A run record (``record.json``'s mapping) written before a rename, in the current names:
+    its ``config`` through :func:`upgrade_saved_config`, its ``variant`` through
+    :func:`new_value`; a copy, the input untouched; anything else as it is."""
+    if not isinstance(record, dict):
+        return record
+    record = dict(record)
+    if "config" in record:
+        record["config"] = upgrade_saved_config(record["config"])
+    if "variant" in record:
+        record["variant"] = new_value("variant", record["variant"])
+    return record
+
+
 def digest_form(cfg: dict[str, Any], config_name: str = "train") -> dict[str, Any]:
     """``cfg`` (a plain mapping) with the keys of :data:`RENAMED_KEYS` under their old names,
     for digests that must not change with a rename: the workflow's rerun trigger
     (:func:`hkt.workflow.configs.train_config_digest`) and the timing cache's shape key. Without
-    it every finished training job of an existing results directory would rerun."""
+    it every finished training job of an existing results directory would rerun. Renamed values
+    stay new: the workflow's runs were labelled ``main`` already (only a bare ``hkt train`` said
+    ``default``), and a ``default`` run is the ``main`` run."""
     for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
         *parents, new_leaf = new.split(".")
         old_leaf = old.split(".")[-1]

@@ -3,12 +3,12 @@
 Shared by the report (tables, figures) and the analyses (a run's identity, :data:`KEY`), so it
 sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
 (:data:`RUN_COLUMNS`), :func:`curves_from_records` the validation curves
-(:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's variant columns (levels,
-stride, …) come from the fields of its token-mixer config present in the record
-(``config.model.mixer``; ``config.model.attention`` in records written before the rename),
-whatever the model: a field the model lacks is null. The MLflow
-reader (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are
-fractions here and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
+(:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's mixer columns
+(:data:`MIXER_FIELDS`: levels, stride, …) come from the fields of its token-mixer config present
+in the record (``config.model.mixer``; ``config.model.attention`` in records written before the
+rename), whatever the model: a field the model lacks is null. The MLflow reader
+(:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are fractions here
+and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
 what a table or figure of runs must tell its reader (which rows are not at the paper's budget;
 the test examples behind each accuracy).
 """
@@ -24,16 +24,16 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.renames import upgrade_saved_config
+from hkt.renames import new_value, upgrade_saved_config, upgrade_saved_record
 from hkt.errors import HKTError
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
 
-#: The token-mixer-config fields that tell variants of a model apart (runs-frame columns; null
-#: where a model's mixer has no such field).
-VARIANT_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
-                                  "kernel_size": pl.Int64, "fusion": pl.String,
-                                  "upsample": pl.String}
+#: The token-mixer settings that the ablations change (runs-frame columns, read from
+#: ``config.model.mixer``; null where a model's mixer has no such field).
+MIXER_FIELDS: dict[str, Any] = {"levels": pl.Int64, "stride": pl.Int64,
+                                "kernel_size": pl.Int64, "fusion": pl.String,
+                                "upsample": pl.String}
 
 #: The runs frame: one row per run. ``external`` names the program of an external baseline's run
 #: (null: trained by ``hkt train``); ``budget`` says in words what the run trained for
@@ -50,7 +50,7 @@ RUN_COLUMNS: dict[str, Any] = {
     "test_examples": pl.Int64, "train_examples": pl.Int64, "batch_size": pl.Int64, "lr": pl.Float64,
     "ms_per_step": pl.Float64, "wall_time_s": pl.Float64, "device": pl.String,
     "d_model": pl.Int64, "n_layers": pl.Int64, "d_ffn": pl.Int64,
-    **VARIANT_FIELDS,
+    **MIXER_FIELDS,
     "mlflow_run_id": pl.String, "mlflow_tracking_uri": pl.String, "mlflow_experiment": pl.String,
     "created_at": pl.String, "source": pl.String,
     "env_digest": pl.String, "git_commit": pl.String,  # provenance (hkt.report.environments)
@@ -112,8 +112,7 @@ def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[
                 rec = json.loads(f.read_text("utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise AggregateError(f"{f}: cannot read the run record: {exc}") from None
-            if isinstance(rec, dict) and "config" in rec:  # as load_record reads it
-                rec["config"] = upgrade_saved_config(rec["config"])
+            rec = upgrade_saved_record(rec)  # as load_record reads it
         rec["_path"] = str(f)
         records.append(rec)
     return records
@@ -209,7 +208,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     steps, batch = as_int(rec.get("steps")), as_int(get_path(cfg, "train.batch_size"))
     return {
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
-        "variant": rec["variant"],
+        "variant": new_value("variant", rec["variant"]),
         "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
         "external": rec.get("external"),
         "budget": run_budget(profile=rec.get("profile"), steps=steps, batch_size=batch,
@@ -229,7 +228,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "d_model": as_int(get_path(cfg, "model.d_model")),
         "n_layers": as_int(get_path(cfg, "model.n_layers")),
         "d_ffn": as_int(get_path(cfg, "model.d_ffn")),
-        **{k: as_column(mixer.get(k), dtype) for k, dtype in VARIANT_FIELDS.items()},
+        **{k: as_column(mixer.get(k), dtype) for k, dtype in MIXER_FIELDS.items()},
         "mlflow_run_id": rec.get("mlflow_run_id"),
         "mlflow_tracking_uri": rec.get("mlflow_tracking_uri"),
         "mlflow_experiment": rec.get("mlflow_experiment"),

@@ -7,8 +7,10 @@ creation times, commit and environment digests (and the measured rows of the cos
 The check of a change that must not alter a number (issue 22): run a suite before and after it,
 from clean results directories, and compare. Besides the tables, every training run's
 history (each logged step's loss, accuracy, learning rate and validation) must be the same.
-A column that only one side's table has (a change that adds a column) is named, not counted.
-Exit status 1 if any value differs.
+A column that only one side's table has (a change that adds a column) is named, not counted;
+so are the runs only B has (a change that adds jobs, e.g. a new model in the main grid): their
+histories and their rows (by the tables' key columns) are listed, and the rest compared.
+Exit status 1 if any value differs or a run of A is missing in B.
 """
 
 from __future__ import annotations
@@ -57,9 +59,25 @@ def compare_histories(a: Path, b: Path) -> int:
             differ += 1
     extra = {g.relative_to(b) for g in (b / "runs").glob("**/history.csv")} - {f.relative_to(a) for f in files}
     for g in sorted(extra):
-        print(f"missing in A: {g}")
-    print(f"{'same' if not differ and not extra else 'DIFFERENT'}  {len(files)} training histories")
-    return differ + len(extra)
+        print(f"only in B (new, not compared): {g}")
+    print(f"{'same' if not differ else 'DIFFERENT'}  {len(files)} training histories")
+    return differ
+
+
+#: Columns that name a table's row (those a table has): rows only B has are new runs.
+KEY = ["task", "length", "model", "variant", "seed", "versus", "comparison", "lr", "what"]
+
+
+def shared_rows(x: pl.DataFrame, y: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """A's and B's rows whose key B's rows and A's share (sorted alike), and B's other rows in
+    words: rows only A has stay in A's frame, so they count as a difference."""
+    key = [c for c in KEY if c in x.columns and c in y.columns]
+    if not key or y.is_empty():
+        return x, y, ""
+    new = y.join(x.select(key), on=key, how="anti", nulls_equal=True)
+    y = y.join(new.select(key), on=key, how="anti", nulls_equal=True)
+    note = f"{new.height} row(s) only in B, not compared" if new.height else ""
+    return x.sort(key, nulls_last=True), y.sort(key, nulls_last=True), note
 
 
 def main(a: Path, b: Path) -> int:
@@ -73,7 +91,8 @@ def main(a: Path, b: Path) -> int:
         x, y = pl.read_csv(f), pl.read_csv(g)
         if f.name == "cost.csv":  # the measured rows are timings
             x, y = (t.filter(pl.col("what").str.starts_with("analytic")) for t in (x, y))
-        same, columns = same_frames(x, y), column_changes(x, y)
+        x, y, new = shared_rows(x, y)
+        same, columns = same_frames(x, y), "; ".join(filter(None, (column_changes(x, y), new)))
         print(f"{'same' if same else 'DIFFERENT'}  {f.name} {x.shape}{f' ({columns})' if columns else ''}")
         differ += not same
     print("identical" if not differ else f"{differ} table(s) differ")

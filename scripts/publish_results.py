@@ -194,12 +194,17 @@ def _aggregate_inputs(name: str, results: Path) -> list[str]:
     from hkt.paper import ABLATION_TASK
     from hkt.workflow.suites import load_suite
 
-    if not (config_dir() / "suites" / f"{name}.yaml").is_file():
+    configs = config_dir()
+    if not (configs / "suites" / f"{name}.yaml").is_file():
         records = sorted(str(f.relative_to(results.parent)) for f in results.rglob("record.json"))
         return [*records, "--ablation-task", ABLATION_TASK]
     grid = load_suite(name, overrides={"results_dir": results.name}).grid
     analyses = ["--analyses", *grid.analyses()] if grid.analyses() else []
-    return [*grid.records(), "--suite", name, *grid.ablation_args(), *analyses]
+    reference = grid.sweep_reference_args()
+    for path in reference[1:]:  # repository paths, as the workflow (run from the root) reads them
+        if not Path(path).is_absolute():
+            shutil.copytree(configs.parent / path, results.parent / path)
+    return [*grid.records(), "--suite", name, *grid.ablation_args(), *reference, *analyses]
 
 
 def retable(dest: Path) -> int:

@@ -17,9 +17,9 @@ from hkt.analysis.approximation import (
     head_errors,
     level_terms,
 )
-from hkt.attention.hkt import truncate_levels
-from hkt.attention import HKTAttention
-from hkt.attention.base import merge_heads
+from hkt.mixers.hkt import truncate_levels
+from hkt.mixers import HKTAttention
+from hkt.mixers.base import merge_heads
 from hkt.models import build_model
 
 # ------------------------------------------------------------------ a case with a known answer
@@ -194,7 +194,7 @@ def _model(**mixer):
     cfg = {"name": "hkt", "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ffn": 32,
            "mixer": {"levels": 3, "stride": 2, "kernel_size": 2, "fusion": "dynamic", **mixer}}
     model = build_model(cfg, vocab_size=20, num_classes=3, max_length=64).double().eval()
-    for attn in model.attention_modules():  # away from uniform λ
+    for attn in model.mixer_modules():  # away from uniform λ
         torch.nn.init.normal_(next(attn.fusion.parameters()), std=0.5)
     return model
 

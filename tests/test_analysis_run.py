@@ -135,4 +135,4 @@ def test_capture_internals_restores_forward():
     assert [len(c) for c in captured] == [1, 1]
     assert captured[0][0].lambdas.shape == (2, 2, 12, 2)
     torch.testing.assert_close(during, before)
-    assert all("forward" not in m.__dict__ for m in model.attention_modules())
+    assert all("forward" not in m.__dict__ for m in model.mixer_modules())

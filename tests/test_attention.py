@@ -1,4 +1,5 @@
-"""Behaviour of the attention modules that users rely on: equalities, invariances, errors."""
+"""Behaviour of the attention mixers (MHA, HKT) that users rely on: equalities, invariances,
+errors. What every registered mixer keeps is tests/test_mixer_contract.py."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ import itertools
 import pytest
 import torch
 
-from hkt.attention import (
-    ATTENTION,
+from hkt.mixers import (
     HKTAttention,
     MultiHeadAttention,
-    build_attention,
+    build_mixer,
     score_cost_limit,
     score_cost_ratio,
 )
-from hkt.attention.hkt import IMPLS, HKTConfig, choose_kernel, truncate_levels
+from hkt.mixers.hkt import IMPLS, HKTConfig, choose_kernel, truncate_levels
 
 D, H = 16, 2
 # the computations that run on any CPU; impl="tile" (Triton) is compared with the reference in
@@ -139,7 +139,7 @@ def test_causal_gradients_with_overlapping_pyramid_kernels():
     overlap (kernel_size > stride). Every mixer's default is checked by
     tests/test_mixer_contract.py."""
     torch.manual_seed(0)
-    m = build_attention("hkt", d_model=D, n_heads=H, causal=True, levels=3, stride=2,
+    m = build_mixer("hkt", d_model=D, n_heads=H, causal=True, levels=3, stride=2,
                         kernel_size=3).double()
     t = 21
     x = random_input(b=1, t=t)
@@ -256,13 +256,6 @@ def test_bad_mask_raises(cls):
         m(x, torch.ones(2, 8))
 
 
-def test_registry_builds_by_name_and_rejects_unknown():
-    assert {"mha", "hkt"} <= set(ATTENTION)
-    assert isinstance(build_attention("hkt", d_model=D, n_heads=H, levels=2), HKTAttention)
-    with pytest.raises(ValueError, match="unknown attention 'nope'"):
-        build_attention("nope", d_model=D, n_heads=H)
-
-
 def test_score_cost_ratio():
     assert score_cost_ratio(1, 2) == 1.0
     assert score_cost_ratio(3, 2) == 1.3125
@@ -273,21 +266,10 @@ def test_score_cost_ratio():
         score_cost_ratio(0, 2)
 
 
-@pytest.mark.parametrize("name", sorted(ATTENTION))
-def test_bf16_autocast_runs(name):
-    """The path the GPU uses (bf16 autocast) also runs on CPU, with finite outputs and grads."""
-    m = build_attention(name, d_model=D, n_heads=H)
-    x = torch.randn(2, 33, D, requires_grad=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        y = m(x, prefix_mask([33, 20], 33))
-    y.float().sum().backward()
-    assert torch.isfinite(y.float()).all() and torch.isfinite(x.grad).all()
-
-
 @pytest.mark.parametrize("kernel_size,stride", [(2, 2), (3, 2), (4, 4), (7, 4)])
 def test_pyramid_convolution_is_the_causal_depthwise_conv(kernel_size, stride):
     """The pyramid's strided multiply-adds compute nn.Conv1d on the left-padded input."""
-    from hkt.attention.pyramid import PyramidLevel
+    from hkt.mixers.pyramid import PyramidLevel
 
     torch.manual_seed(0)
     level = PyramidLevel(D, stride, kernel_size, 1e-5).double()

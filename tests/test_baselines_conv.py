@@ -1,4 +1,4 @@
-"""The causal depthwise-convolution mixer (hkt/attention/conv.py): a baseline made by recipe (a)."""
+"""The causal depthwise-convolution mixer (hkt/mixers/conv.py): a baseline made by recipe (a)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from hkt.attention import ATTENTION, build_attention
+from hkt.mixers import MIXERS, build_mixer
 from hkt.config import compose
 from hkt.models import EncoderConfig, build_model
 
@@ -26,7 +26,7 @@ def conv_cfg(**overrides) -> dict:
 
 
 def test_registered_by_name_and_config_matches():
-    assert "conv" in ATTENTION
+    assert "conv" in MIXERS
     cfg = compose("train", ["model=conv"]).model
     assert cfg.name == "conv" and cfg.mixer.kernel_size == 128
     # the model config's keys are the same as MHA's, so profiles size every model alike
@@ -35,7 +35,7 @@ def test_registered_by_name_and_config_matches():
 
 def test_causal_by_gradients():
     torch.manual_seed(0)
-    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=3).double()
+    mixer = build_mixer("conv", d_model=8, n_heads=2, kernel_size=3).double()
     x = torch.randn(1, 10, 8, dtype=torch.double, requires_grad=True)
     y = mixer(x)
     for i in range(10):
@@ -56,7 +56,7 @@ def pad_mask(batch: int, length: int) -> torch.Tensor:
 
 def test_padding_does_not_leak():
     torch.manual_seed(0)
-    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=4).double().eval()
+    mixer = build_mixer("conv", d_model=8, n_heads=2, kernel_size=4).double().eval()
     mask = pad_mask(2, 12)
     x = torch.randn(2, 12, 8, dtype=torch.double)
     zero, noisy = x.masked_fill(~mask[..., None], 0.0), x.clone()
@@ -81,7 +81,7 @@ def test_model_trains_and_differs_from_mha_only_in_mixer():
     torch.manual_seed(0)
     conv = build_model(conv_cfg(), vocab_size=12, num_classes=3, max_length=64)
     mha = build_model(small_cfg("mha"), vocab_size=12, num_classes=3, max_length=64)
-    non_mixer = lambda m: {k: v.shape for k, v in m.state_dict().items() if ".attn." not in k}  # noqa: E731
+    non_mixer = lambda m: {k: v.shape for k, v in m.state_dict().items() if ".mixer." not in k}  # noqa: E731
     assert non_mixer(conv) == non_mixer(mha) and len(non_mixer(mha)) > 0
     tokens = torch.randint(1, 12, (4, 20))
     loss = torch.nn.functional.cross_entropy(conv(tokens, tokens != 0), torch.tensor([0, 1, 2, 0]))
@@ -90,13 +90,13 @@ def test_model_trains_and_differs_from_mha_only_in_mixer():
 
 
 def test_internals_and_bad_arguments_are_clear():
-    mixer = build_attention("conv", d_model=8, n_heads=2, kernel_size=3)
+    mixer = build_mixer("conv", d_model=8, n_heads=2, kernel_size=3)
     with pytest.raises(NotImplementedError, match="attention models"):
         mixer(torch.randn(1, 4, 8), return_internals=True)
     with pytest.raises(ValueError, match="kernel_size"):
-        build_attention("conv", d_model=8, n_heads=2, kernel_size=0)
+        build_mixer("conv", d_model=8, n_heads=2, kernel_size=0)
     with pytest.raises(ValueError, match="activation"):
-        build_attention("conv", d_model=8, n_heads=2, activation="relu6")
+        build_mixer("conv", d_model=8, n_heads=2, activation="relu6")
 
 
 @pytest.mark.parametrize("batch,channels,length,kernel", [
@@ -108,7 +108,7 @@ def test_internals_and_bad_arguments_are_clear():
 ])
 def test_filter_gradient_is_the_convolutions(batch, channels, length, kernel):
     """The CPU filter gradient (one batched matmul) equals PyTorch's own conv1d gradient."""
-    from hkt.attention.conv import depthwise_filter_grad
+    from hkt.mixers.conv import depthwise_filter_grad
 
     g = torch.Generator().manual_seed(kernel)
     h = torch.randn(batch, channels, length + kernel - 1, dtype=torch.double, generator=g,
@@ -125,7 +125,7 @@ def test_mixer_gradients_are_those_of_the_plain_convolution(bias):
     """Every parameter's and the input's gradient through the CPU path equals the gradient of the
     mixer written with nn.Conv1d's own autograd (the path other devices take)."""
     torch.manual_seed(0)
-    from hkt.attention.conv import CausalConvMixer
+    from hkt.mixers.conv import CausalConvMixer
 
     mixer = CausalConvMixer(8, 2, kernel_size=5, bias=bias).double()
     mask = pad_mask(2, 13)

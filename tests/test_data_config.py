@@ -8,7 +8,7 @@ from hkt.cli import main
 def test_prepare_print_config_shows_overrides_and_writes_nothing(tmp_path, capsys):
     assert main(["prepare", "listops", "--print-config", "prepare.seed=3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("task:\n") and "  name: listops" in out and "    seed: 3" in out
+    assert out.startswith("task:\n") and "  family: listops" in out and "    seed: 3" in out
 
 
 def test_prepare_unknown_key_points_to_prepare_print_config(tmp_path, capsys):

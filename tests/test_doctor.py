@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hkt.attention.sdpa import AttentionCall
+from hkt.mixers.sdpa import AttentionCall
 from hkt.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
 
 # The tiniest suite worth checking: one task, both attention models, the largest HKT ablation,

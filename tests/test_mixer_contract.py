@@ -1,13 +1,20 @@
-"""The contract every registered token mixer keeps (``hkt.attention.ATTENTION``), checked for each
-one without naming any: a mixer added as a file in ``hkt/attention/`` is tested by this file.
+"""The contract every registered token mixer keeps (``hkt.mixers.MIXERS``), checked for each
+one without naming any: a mixer added as a file in ``hkt/mixers/`` is tested by this file.
 
+* registry: ``build_mixer(name, …)`` gives an instance of the registered class, from its
+  ``config_class``'s defaults or a given config; an unknown name is refused, listing the
+  registered ones;
 * shape: ``forward(x[B, T, D], key_mask[B, T])`` returns ``[B, T, D]``;
 * key mask: a padded batch's real positions equal each sequence's unpadded run;
 * causality: built with ``causal=True`` (unless the class says ``supports_causal = False``),
   ∂y_i/∂x_j is zero for j > i, up to rounding (S4D's FFT convolution leaks ~1e-16 relative);
 * internals: a class with ``supports_internals`` returns ``(y, AttentionInternals)``;
+* bf16 autocast (the GPU's path) runs on CPU with finite outputs and gradients;
 * training: its ``config/model/NAME.yaml`` composes, and one optimizer step of a tiny model
-  built from it (``hkt train``'s step) gives a finite loss and moves the mixer's weights.
+  built from it (``hkt train``'s step) gives a finite loss and moves the mixer's weights;
+* saved models: a state_dict saved before the rename (``blocks.N.attn.…``) loads into the
+  model of today (``blocks.N.mixer.…``) with no key missing or left over, and gives the same
+  outputs.
 """
 
 from __future__ import annotations
@@ -16,18 +23,18 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from hkt.attention import ATTENTION, build_attention
-from hkt.attention.base import AttentionInternals
+from hkt.mixers import MIXERS, build_mixer
+from hkt.mixers.base import AttentionInternals
 
 D, H = 16, 2
-MIXERS = sorted(ATTENTION)
+NAMES = sorted(MIXERS)
 CAUSAL_LEAK = 1e-12  # the largest future dependence allowed, relative to the largest one
 
 
 def mixer(name: str, *, causal: bool = False, seed: int = 0) -> torch.nn.Module:
     """The mixer ``name`` with its default settings, float64, eval mode, non-trivial weights."""
     torch.manual_seed(seed)
-    m = build_attention(name, d_model=D, n_heads=H, causal=causal).double().eval()
+    m = build_mixer(name, d_model=D, n_heads=H, causal=causal).double().eval()
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -40,13 +47,25 @@ def inputs(b: int, t: int, seed: int = 1) -> torch.Tensor:
 
 def test_every_mixer_is_tested() -> None:
     """The registry holds the mixers the paper compares, so the list below is not empty."""
-    assert {"mha", "hkt", "conv", "s4d"} <= set(MIXERS)
+    assert {"mha", "hkt", "conv", "s4d"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_registry_builds_each_mixer_by_name(name: str) -> None:
+    cls = MIXERS[name]
+    assert type(build_mixer(name, d_model=D, n_heads=H)) is cls
+    assert type(build_mixer(name, d_model=D, n_heads=H, config=cls.config_class())) is cls
+
+
+def test_an_unknown_mixer_is_refused_naming_the_registered_ones() -> None:
+    with pytest.raises(ValueError, match=f"unknown mixer 'nope'; registered: {', '.join(NAMES)}"):
+        build_mixer("nope", d_model=D, n_heads=H)
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("name", MIXERS)
+@pytest.mark.parametrize("name", NAMES)
 def test_output_has_the_input_shape(name: str, causal: bool) -> None:
-    if causal and not getattr(ATTENTION[name], "supports_causal", True):
+    if causal and not getattr(MIXERS[name], "supports_causal", True):
         pytest.skip(f"{name} has no causal mode")
     x = inputs(3, 19)
     mask = torch.arange(19)[None, :] < torch.tensor([19, 11, 4])[:, None]
@@ -55,11 +74,11 @@ def test_output_has_the_input_shape(name: str, causal: bool) -> None:
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("name", MIXERS)
+@pytest.mark.parametrize("name", NAMES)
 def test_padding_changes_no_real_position(name: str, causal: bool) -> None:
     """Each sequence of a right-padded batch (junk in the padding) gives its real positions what
     it gives alone, unpadded and without a mask."""
-    if causal and not getattr(ATTENTION[name], "supports_causal", True):
+    if causal and not getattr(MIXERS[name], "supports_causal", True):
         pytest.skip(f"{name} has no causal mode")
     m = mixer(name, causal=causal)
     lengths, t = [13, 20, 1], 24
@@ -72,9 +91,9 @@ def test_padding_changes_no_real_position(name: str, causal: bool) -> None:
                                    msg=lambda s: f"{name}, sequence {i} (length {n}): {s}")
 
 
-@pytest.mark.parametrize("name", MIXERS)
+@pytest.mark.parametrize("name", NAMES)
 def test_causal_mode_sees_no_future(name: str) -> None:
-    if not getattr(ATTENTION[name], "supports_causal", True):
+    if not getattr(MIXERS[name], "supports_causal", True):
         pytest.skip(f"{name} has no causal mode")
     m, t = mixer(name, causal=True), 17
     x = inputs(1, t)
@@ -86,10 +105,10 @@ def test_causal_mode_sees_no_future(name: str) -> None:
     assert leak <= CAUSAL_LEAK, f"{name}: y_i depends on x_j, j > i (relative {leak:.1e})"
 
 
-@pytest.mark.parametrize("name", MIXERS)
+@pytest.mark.parametrize("name", NAMES)
 def test_internals_where_declared(name: str) -> None:
     """``supports_internals`` is a declared capability (what ``hkt analyze`` checks)."""
-    cls = ATTENTION[name]
+    cls = MIXERS[name]
     assert isinstance(getattr(cls, "supports_internals", None), bool), \
         f"{cls.__name__} must state supports_internals: bool"
     if not cls.supports_internals:
@@ -99,7 +118,7 @@ def test_internals_where_declared(name: str) -> None:
     assert y.shape == x.shape and isinstance(internals, AttentionInternals)
 
 
-@pytest.mark.parametrize("name", MIXERS)
+@pytest.mark.parametrize("name", NAMES)
 def test_one_training_step(name: str) -> None:
     """``config/model/NAME.yaml`` composes, and one step of ``hkt train``'s optimizer and step on
     a tiny model of it is finite and changes the mixer's weights."""
@@ -117,7 +136,7 @@ def test_one_training_step(name: str) -> None:
     tokens = torch.randint(1, 12, (4, 32))
     mask = torch.arange(32)[None, :] < torch.tensor([32, 20, 9, 3])[:, None]
     labels = torch.tensor([0, 1, 2, 1])
-    mixers = [mod for mod in model.modules() if isinstance(mod, ATTENTION[name])]
+    mixers = [mod for mod in model.modules() if isinstance(mod, MIXERS[name])]
     assert mixers, f"the model of config/model/{name}.yaml has no {name} mixer"
     before = [p.detach().clone() for mod in mixers for p in mod.parameters()]
     params = [p for p in model.parameters() if p.requires_grad]
@@ -128,3 +147,39 @@ def test_one_training_step(name: str) -> None:
     opt.step()
     after = [p.detach() for mod in mixers for p in mod.parameters()]
     assert any(not torch.equal(a, b) for a, b in zip(after, before)), f"{name}'s weights did not move"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bf16_autocast_runs(name: str) -> None:
+    """The path the GPU uses (bf16 autocast) also runs on CPU, with finite outputs and grads."""
+    torch.manual_seed(0)
+    m = build_mixer(name, d_model=D, n_heads=H)
+    x = torch.randn(2, 33, D, requires_grad=True)
+    mask = torch.arange(33)[None, :] < torch.tensor([33, 20])[:, None]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = m(x, mask)
+    y.float().sum().backward()
+    assert torch.isfinite(y.float()).all() and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_state_dict_saved_before_the_rename_loads_with_the_same_outputs(name: str) -> None:
+    """Checkpoints written when a block's mixer was ``attn`` (``blocks.0.attn.…``) load into
+    today's model (``blocks.0.mixer.…``), strictly, and compute what the saved model did."""
+    from hkt.models import build_model
+
+    def model(seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        cfg = {"name": name, "d_model": D, "n_heads": H, "d_ffn": 2 * D, "n_layers": 2}
+        return build_model(cfg, vocab_size=12, num_classes=3, max_length=32).double().eval()
+
+    saved = model(seed=1)
+    old = {k.replace(".mixer.", ".attn."): v for k, v in saved.state_dict().items()}
+    assert any(".attn." in k for k in old) and not any(".mixer." in k for k in old)
+    loaded = model(seed=2)
+    tokens = torch.randint(1, 12, (3, 32), generator=torch.Generator().manual_seed(3))
+    mask = torch.arange(32)[None, :] < torch.tensor([32, 17, 5])[:, None]
+    assert not torch.equal(loaded(tokens, mask), saved(tokens, mask))  # the test can fail
+    assert not loaded.load_state_dict(old).missing_keys  # strict: nothing missing or left over
+    assert torch.equal(loaded(tokens, mask), saved(tokens, mask))
+    assert loaded.state_dict().keys() == saved.state_dict().keys()

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from hkt.attention import ATTENTION
+from hkt.mixers import MIXERS
 from hkt.models import EncoderClassifier, EncoderConfig, build_model
 
 
@@ -19,7 +19,7 @@ def model_cfg(name: str, **overrides) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("name", sorted(ATTENTION))
+@pytest.mark.parametrize("name", sorted(MIXERS))
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
 def test_logits_ignore_padding(name, pooling, positional):
@@ -46,11 +46,11 @@ def test_batch_equals_single_sequences():
         torch.testing.assert_close(logits[i : i + 1], alone, atol=1e-10, rtol=0)
 
 
-def test_hkt_and_mha_differ_only_in_attention():
+def test_hkt_and_mha_differ_only_in_the_mixer():
     mha = build_model(model_cfg("mha"), vocab_size=12, num_classes=5, max_length=64)
     hkt = build_model(model_cfg("hkt"), vocab_size=12, num_classes=5, max_length=64)
-    non_attn = lambda m: {k: v.shape for k, v in m.state_dict().items() if ".attn." not in k}  # noqa: E731
-    assert non_attn(mha) == non_attn(hkt) and len(non_attn(mha)) > 0
+    non_mixer = lambda m: {k: v.shape for k, v in m.state_dict().items() if ".mixer." not in k}  # noqa: E731
+    assert non_mixer(mha) == non_mixer(hkt) and len(non_mixer(mha)) > 0
     assert sum(p.numel() for p in hkt.parameters()) > sum(p.numel() for p in mha.parameters())
 
 
@@ -70,10 +70,10 @@ def test_errors_name_the_argument():
         model(torch.ones(1, 9, dtype=torch.long))
 
 
-def test_attention_modules_listed():
+def test_mixer_modules_listed():
     model = EncoderClassifier(EncoderConfig(name="hkt", d_model=16, n_layers=3, n_heads=2, d_ffn=32),
                               vocab_size=12, num_classes=3, max_length=16)
-    assert len(model.attention_modules()) == 3
+    assert len(model.mixer_modules()) == 3
 
 
 def test_a_new_attention_brings_only_its_module_and_config(monkeypatch):
@@ -82,7 +82,7 @@ def test_a_new_attention_brings_only_its_module_and_config(monkeypatch):
     from hydra.core.config_store import ConfigStore
     from torch import nn
 
-    from hkt.attention import ATTENTION
+    from hkt.mixers import MIXERS
     from hkt.checks import number
     from hkt.errors import ConfigValueError
     from hkt.models.encoder import store_structured_configs
@@ -105,10 +105,10 @@ def test_a_new_attention_brings_only_its_module_and_config(monkeypatch):
         def forward(self, x, key_mask=None, *, return_internals=False):
             return self.proj(x) * self.config.scale
 
-    monkeypatch.setitem(ATTENTION, "scale", Scale)
+    monkeypatch.setitem(MIXERS, "scale", Scale)
     model = build_model(model_cfg("scale", mixer={"scale": 2.0}), vocab_size=12, num_classes=3,
                         max_length=16)
-    assert [m.config.scale for m in model.attention_modules()] == [2.0, 2.0]
+    assert [m.config.scale for m in model.mixer_modules()] == [2.0, 2.0]
     assert model(torch.ones(1, 5, dtype=torch.long)).shape == (1, 3)
     with pytest.raises(ConfigValueError, match=r"'mixer.scale' = 0.0: must be > 0"):
         build_model(model_cfg("scale", mixer={"scale": 0.0}), vocab_size=12, num_classes=3,

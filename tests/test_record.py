@@ -23,7 +23,7 @@ def _data_dir(tmp_path):
 
 def _fields(data_dir, **over):
     fields = dict(task="listops", model="mine", variant="main", seed=3, profile="cpu",
-                  config={"task": {"name": "listops", "max_length": 512},
+                  config={"task": {"family": "listops", "max_length": 512},
                           "model": {"name": "mine", "mixer": {"levels": 2, "gate": "x"}}},
                   n_params=7, steps=4, best_step=2, val_accuracy=0.5, test_accuracy=0.25,
                   data_dir=data_dir)

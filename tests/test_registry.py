@@ -66,17 +66,17 @@ def test_a_second_object_under_one_name_is_refused():
         reg.register("a")(abs)
 
 
-def test_an_attention_module_dropped_into_hkt_attention_is_found(tmp_path, monkeypatch):
-    """Adding an attention is adding hkt/attention/NAME.py: no import list to edit."""
-    import hkt.attention
-    from hkt.attention import ATTENTION, build_attention
+def test_a_mixer_module_dropped_into_hkt_mixers_is_found(tmp_path, monkeypatch):
+    """Adding a mixer is adding hkt/mixers/NAME.py: no import list to edit."""
+    import hkt.mixers
+    from hkt.mixers import MIXERS, build_mixer
 
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "toy_mixer.py").write_text(textwrap.dedent("""
         import dataclasses
         from torch import nn
-        from hkt.attention.registry import register
+        from hkt.mixers.registry import register
 
         @dataclasses.dataclass
         class ToyConfig:
@@ -89,21 +89,21 @@ def test_an_attention_module_dropped_into_hkt_attention_is_found(tmp_path, monke
             def __init__(self, d_model, n_heads, causal=False, dropout=0.0, config=None):
                 super().__init__()
         """))
-    list(ATTENTION)  # the real modules are registered first
-    monkeypatch.setattr(ATTENTION, "_entries", dict(ATTENTION._entries))
-    monkeypatch.setattr(ATTENTION, "_discovered", False)
-    monkeypatch.setattr(hkt.attention, "__path__", [*hkt.attention.__path__, str(extra)])
-    monkeypatch.delitem(sys.modules, "hkt.attention.toy_mixer", raising=False)
+    list(MIXERS)  # the real modules are registered first
+    monkeypatch.setattr(MIXERS, "_entries", dict(MIXERS._entries))
+    monkeypatch.setattr(MIXERS, "_discovered", False)
+    monkeypatch.setattr(hkt.mixers, "__path__", [*hkt.mixers.__path__, str(extra)])
+    monkeypatch.delitem(sys.modules, "hkt.mixers.toy_mixer", raising=False)
     try:
-        assert "toy_mixer" in ATTENTION
-        assert type(build_attention("toy_mixer", d_model=8, n_heads=2)).__name__ == "ToyMixer"
-        assert list(ATTENTION)[:3] == ["mha", "hkt", "conv"]  # their order is kept
+        assert "toy_mixer" in MIXERS
+        assert type(build_mixer("toy_mixer", d_model=8, n_heads=2)).__name__ == "ToyMixer"
+        assert list(MIXERS)[:3] == ["mha", "hkt", "conv"]  # their order is kept
     finally:
-        sys.modules.pop("hkt.attention.toy_mixer", None)
+        sys.modules.pop("hkt.mixers.toy_mixer", None)
 
 
 def test_a_family_module_dropped_into_hkt_data_families_is_found(tmp_path, monkeypatch):
-    """Adding a task family is adding hkt/data/families/NAME.py: no table to edit."""
+    """Adding a data family is adding hkt/data/families/NAME.py: no table to edit."""
     import hkt.data.families
     from hkt.data.config import family_module
     from hkt.data.families import FAMILIES
@@ -135,24 +135,24 @@ def test_a_family_module_dropped_into_hkt_data_families_is_found(tmp_path, monke
         sys.modules.pop("hkt.data.families.toy_family", None)
 
 
-def test_unknown_attention_and_family_errors_name_the_choices():
-    from hkt.attention import build_attention
+def test_unknown_mixer_and_family_errors_name_the_choices():
+    from hkt.mixers import build_mixer
     from hkt.data.config import family_module
     from hkt.errors import ConfigError, ConfigValueError
     from hkt.models.encoder import EncoderConfig
 
-    with pytest.raises(ValueError, match=r"unknown attention 'nope'; registered: conv, hkt, mha, s4d"):
-        build_attention("nope", d_model=8, n_heads=2)
-    with pytest.raises(ConfigError, match=r"task.name must be one of cifar10, imdb, listops .*'nope'"):
+    with pytest.raises(ValueError, match=r"unknown mixer 'nope'; registered: conv, hkt, mha, s4d"):
+        build_mixer("nope", d_model=8, n_heads=2)
+    with pytest.raises(ConfigError, match=r"task.family must be one of cifar10, imdb, listops .*'nope'"):
         family_module("nope")
     with pytest.raises(ConfigValueError, match=r"known: conv, hkt, mha, s4d"):
         EncoderConfig(name="nope")
 
 
-def test_an_attention_without_its_config_class_is_refused():
+def test_a_mixer_without_its_config_class_is_refused():
     from torch import nn
 
-    from hkt.attention import register
+    from hkt.mixers import register
 
     with pytest.raises(TypeError, match="needs a `config_class`"):
         register("no_config")(type("NoConfig", (nn.Module,), {}))

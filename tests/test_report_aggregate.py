@@ -29,7 +29,7 @@ def make_record(task="listops", model="hkt", variant="main", seed=0, val=0.5, te
     rec = {
         "schema_version": 1, "task": task, "model": model, "variant": variant, "seed": seed,
         "profile": "smoke",
-        "config": {"task": {"name": task, "max_length": length, "num_classes": 10},
+        "config": {"task": {"family": task, "max_length": length, "num_classes": 10},
                    "model": {"name": model, "d_model": 16, "n_layers": 1, "d_ffn": 32,
                              "mixer": att},
                    "train": {"batch_size": 8}},
@@ -103,6 +103,32 @@ def test_main_table_means_stds_and_paper(tmp_path):
     flat = gap.filter(pl.col("task") == "imdb").row(0, named=True)  # 70, 70, 70 vs 60, 60, 60
     assert flat["p_value"] is None and "no spread" in flat["significant"]
     assert flat["test_examples"] == "?"  # records without test_examples say so
+
+
+def test_controls_table_sets_each_trained_model_against_hkt_and_mha_not_the_external_ones(tmp_path):
+    from hkt.report.controls import controls_display, controls_table
+
+    recs = suite_records() + [make_record(model="s4d", seed=s, test=t, val=t, test_examples=2000)
+                              for s, t in enumerate([0.60, 0.62, 0.61])]
+    runs = runs_from_records(load_records([write_records(tmp_path, recs)]))
+    controls = controls_table(main_table(runs), runs)
+    # s4d on listops only; majority is external, hkt and mha are the compared pair
+    assert controls.select("task", "model", "versus").rows() == [
+        ("listops", "s4d", "hkt"), ("listops", "s4d", "mha")]
+    hkt, mha = controls.iter_rows(named=True)
+    assert hkt["difference_pp"] == pytest.approx(61.0 - 55.0)
+    assert mha["difference_pp"] == pytest.approx(61.0 - 50.0)
+    # Welch: 60, 62, 61 vs 56, 55, 54: SE = sqrt(1/3 + 1/3), df = 4
+    half = 2.776 * (2 / 3) ** 0.5
+    assert (hkt["ci_low_pp"], hkt["ci_high_pp"]) == pytest.approx((6.0 - half, 6.0 + half), abs=2e-3)
+    assert hkt["p_value"] < 0.01 and (hkt["seeds_a"], hkt["seeds_b"]) == (3, 3)
+    assert hkt["versus_paper"] == pytest.approx(55.10)
+    assert mha["minus_paper_pp"] == pytest.approx(61.0 - 50.33)
+    header, rows = controls_display(controls)
+    assert rows[1][header.index("control − versus (pp)")] == "+11.00"
+    assert rows[1][header.index("its test acc (%)")] == "50.00 ± 1.00"
+    none = controls_table(main_table(runs.filter(pl.col("model") != "s4d")), runs)
+    assert none.is_empty() and none.columns == controls.columns
 
 
 def test_ablation_table_deltas_and_paper_figure(tmp_path):
@@ -313,6 +339,53 @@ def test_cli_writes_everything(tmp_path, capsys):
     assert "nothing to aggregate" in capsys.readouterr().err
 
 
+def _lr_record(model, seed, lr, val, test, variant="main"):
+    rec = make_record(model=model, seed=seed, val=val, test=test, variant=variant,
+                      test_examples=2000)
+    rec["config"]["optim"] = {"lr": lr}
+    return rec
+
+
+def test_learning_rate_tables_pick_each_models_best_rate_by_validation(tmp_path):
+    """hkt aggregate --reference: the published lr-1e-4 seeds beside a sweep's other rates;
+    the best rate is the best mean validation accuracy, even where test says otherwise."""
+    reference = [_lr_record(m, s, 1e-4, v, t) for s in range(3) for m, v, t in
+                 (("hkt", 0.40 + s / 100, 0.38 + s / 100), ("mha", 0.35 + s / 100, 0.33 + s / 100))]
+    swept = [_lr_record("hkt", 0, 1e-3, 0.45, 0.30, "lr1e3"),   # best val, worse test
+             _lr_record("mha", 0, 1e-3, 0.30, 0.36, "lr1e3"),   # worse val, better test
+             _lr_record("hkt", 0, 3e-4, 0.41, 0.39, "lr3e4"),
+             _lr_record("mha", 0, 3e-4, 0.37, 0.35, "lr3e4")]
+    write_records(tmp_path / "published", reference)
+    write_records(tmp_path / "runs", swept)
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
+                     "--reference", str(tmp_path / "published")]) == 0
+    table = pl.read_csv(out / "tables" / "sweep.csv")
+    assert table.select("model", "lr", "seeds").rows() == [
+        ("hkt", 1e-4, 3), ("hkt", 3e-4, 1), ("hkt", 1e-3, 1),
+        ("mha", 1e-4, 3), ("mha", 3e-4, 1), ("mha", 1e-3, 1)]
+    best = table.filter(pl.col("best")).select("model", "lr").rows()
+    assert best == [("hkt", 1e-3), ("mha", 3e-4)]
+    assert set(table["source"]) == {"this suite", str(tmp_path / "published")}
+    gap = pl.read_csv(out / "tables" / "sweep_gap.csv")
+    assert gap.select("comparison", "lr_a", "lr_b").rows() == [
+        ("both at one rate", 1e-4, 1e-4), ("both at one rate", 3e-4, 3e-4),
+        ("both at one rate", 1e-3, 1e-3), ("each at its best rate (validation)", 1e-3, 3e-4)]
+    assert gap["ours_pp"].to_list() == pytest.approx([5.0, 4.0, -6.0, -5.0])
+    assert gap["seeds_a"].to_list() == [3, 1, 1, 1]
+    # the reference runs stay out of every other table
+    assert pl.read_csv(out / "tables" / "runs.csv").height == 4
+
+
+def test_learning_rate_tables_say_why_they_are_empty(tmp_path):
+    write_records(tmp_path / "runs", suite_records())
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert pl.read_csv(out / "tables" / "sweep.csv").is_empty()
+    assert "No model of these runs was trained at more than one learning rate" in (
+        out / "tables" / "sweep_gap.md").read_text()
+
+
 @pytest.fixture(scope="module")
 def mlflow_store(tmp_path_factory):
     """A SQLite MLflow store holding the suite's runs the way `hkt train` logs them."""
@@ -404,7 +477,7 @@ def test_paper_numbers_are_the_design_notes():
     assert paper.paper_accuracy("listops", 2000, "hkt") is None
     assert paper.SCORE_COST["levels3"] == 1.3125
     # the paper's cost figures are its configuration's (L, s) under our formulas
-    from hkt.attention import score_cost_limit, score_cost_ratio
+    from hkt.mixers import score_cost_limit, score_cost_ratio
 
     assert score_cost_ratio(paper.LEVELS, paper.STRIDE) == pytest.approx(paper.SCORE_COST["levels3"])
     assert score_cost_limit(paper.STRIDE) == pytest.approx(paper.SCORE_COST["bound"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hkt.attention import score_cost_limit, score_cost_ratio
+from hkt.mixers import score_cost_limit, score_cost_ratio
 from hkt.runs import AggregateError
 from hkt.report import analysis_tables as at
 from hkt import paper

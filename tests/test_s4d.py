@@ -1,4 +1,4 @@
-"""The S4D mixer (hkt/attention/s4d.py), its optimiser groups and its config: a baseline that is not
+"""The S4D mixer (hkt/mixers/s4d.py), its optimiser groups and its config: a baseline that is not
 an attention, made by recipe (a) of the README."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from hkt.attention import build_attention
+from hkt.mixers import build_mixer
 from hkt.config import compose, config_dir
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.models import EncoderConfig, build_model
@@ -23,7 +23,7 @@ def mixer(causal: bool, *, d_model: int = 6, state_size: int = 8, seed: int = 0)
     """A float64 S4D layer whose parameters are moved off their initial values (every channel
     and mode different, as after training)."""
     torch.manual_seed(seed)
-    m = build_attention("s4d", d_model=d_model, n_heads=2, causal=causal,
+    m = build_mixer("s4d", d_model=d_model, n_heads=2, causal=causal,
                         state_size=state_size).double().eval()
     with torch.no_grad():
         for p in (m.log_dt, m.log_A_real, m.A_imag, m.C, m.D):
@@ -151,13 +151,13 @@ def test_bad_settings_name_the_key():
                           ({"dt_min": 0.0}, "dt_min"), ({"dt_min": 0.1, "dt_max": 0.01}, "dt_max"),
                           ({"ssm_lr": 0}, "ssm_lr"), ({"ssm_weight_decay": -1.0}, "ssm_weight_decay")]:
         with pytest.raises(ConfigValueError, match=rf"'{key}'"):
-            build_attention("s4d", d_model=8, n_heads=2, **settings)
+            build_mixer("s4d", d_model=8, n_heads=2, **settings)
     with pytest.raises(ConfigValueError, match=r"'mixer.state_size' = 5: must be even"):
         EncoderConfig(name="s4d", mixer={"state_size": 5})
     with pytest.raises(ConfigError, match=r"model.mixer.dt_max"):
         load_config(["model=s4d", "profile=smoke", "model.mixer.dt_max=1e-4"])
     with pytest.raises(NotImplementedError, match="attention models"):
-        build_attention("s4d", d_model=8, n_heads=2)(torch.randn(1, 4, 8), return_internals=True)
+        build_mixer("s4d", d_model=8, n_heads=2)(torch.randn(1, 4, 8), return_internals=True)
 
 
 # --- optimiser groups -------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_s4d_lrs_in_the_composed_paper_listops_config_and_its_optimizer():
     assert [(g["initial_lr"], g["weight_decay"]) for g in opt.param_groups] == \
         [(1e-3, 0.01), (1e-3, 0.0), (1e-3, 0.0)]
     ssm = {n for n, p in model.named_parameters() if any(p is q for q in opt.param_groups[2]["params"])}
-    assert ssm == {f"blocks.{i}.attn.{n}" for i in range(2) for n in ("log_dt", "log_A_real", "A_imag")}
+    assert ssm == {f"blocks.{i}.mixer.{n}" for i in range(2) for n in ("log_dt", "log_A_real", "A_imag")}
     # the group's own peak rate follows the schedule with the others
     cfg2 = load_config(["model=s4d", "profile=paper", "task=listops", "model.mixer.ssm_lr=2e-4"])
     opt, sched = build_optimizer(build_model(OmegaConf.to_container(cfg2.model), vocab_size=18,
@@ -204,7 +204,7 @@ def test_models_without_declared_settings_keep_their_two_groups(name):
 
 
 def test_a_bad_optimizer_declaration_is_refused():
-    m = build_attention("s4d", d_model=8, n_heads=2)
+    m = build_mixer("s4d", d_model=8, n_heads=2)
     m.optimizer_settings = {"log_dt": {"lr": 1e-3}}
     with pytest.raises(ValueError, match=r"optimizer_settings\['log_dt'\] sets lr; it must set "
                                          r"exactly lr, weight_decay"):
@@ -253,5 +253,5 @@ def test_trains_on_every_task(prepared_data, tmp_path, task):
                        num_classes=data.num_classes, max_length=int(cfg.task.max_length)).state_dict()
     trained = torch.load(tmp_path / "run/checkpoints/last.pt", weights_only=True)["model"]
     for name in ("log_dt", "log_A_real", "A_imag"):
-        key = f"blocks.0.attn.{name}"
+        key = f"blocks.0.mixer.{name}"
         assert not torch.equal(trained[key], init[key]), f"{name} did not train"

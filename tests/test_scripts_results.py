@@ -183,3 +183,17 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     (e / "tables/main.csv").write_text("task,model,val,budget\nlistops,hkt,0.35,cpu: 10 steps\n")
     assert check.main(a, e) == 0
     assert "same  main.csv (1, 3) (columns only in B: budget)" in capsys.readouterr().out
+    # runs only B has (a change that adds a model to the grid) are named, not counted; a run of A
+    # missing in B is a difference
+    f = results_dir(tmp_path / "f")
+    new = f / "runs/listops/s4d/main/seed0"
+    new.mkdir(parents=True)
+    (new / "history.csv").write_text("step,train_loss,samples_per_s,val_acc\n10,2.0,40.0,0.5\n")
+    (f / "tables/main.csv").write_text("task,model,val\nlistops,hkt,0.35\nlistops,s4d,0.5\n")
+    assert check.main(a, f) == 0
+    out = capsys.readouterr().out
+    assert "only in B (new, not compared): runs/listops/s4d/main/seed0/history.csv" in out
+    assert "same  main.csv (1, 3) (1 row(s) only in B, not compared)" in out
+    assert check.main(f, a) == 1
+    out = capsys.readouterr().out
+    assert "missing in B" in out and "DIFFERENT  main.csv" in out

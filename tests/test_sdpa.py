@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import hkt.attention.hkt as hkt_module
-from hkt.attention import HKTAttention
-from hkt.attention.sdpa import AttentionCall, call_of, fused_backends, pad_value
+import hkt.mixers.hkt as hkt_module
+from hkt.mixers import HKTAttention
+from hkt.mixers.sdpa import AttentionCall, call_of, fused_backends, pad_value
 
 D, H, T = 16, 2, 23  # head width d = 8; T is not a multiple of any stride power
 
@@ -106,7 +106,7 @@ def test_fused_path_keeps_queries_in_the_projection_dtype(monkeypatch):
         return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=v.dtype)
 
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
-    from hkt.attention.upsample import Upsampler
+    from hkt.mixers.upsample import Upsampler
 
     q = [torch.randn(2, H, T, D // H, dtype=torch.bfloat16) for _ in range(3)]
     lam = torch.softmax(torch.randn(2, H, T, 3), dim=-1)  # fp32, as autocast leaves it

@@ -1,4 +1,4 @@
-"""impl='tile' (hkt/attention/tile.py): the Triton tile kernels compute the reference's numbers,
+"""impl='tile' (hkt/mixers/tile.py): the Triton tile kernels compute the reference's numbers,
 forward and backward, in Triton's CPU interpreter; they compile for a GPU; and every setting or
 machine they cannot serve gets a clear error.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hkt.attention import HKTAttention
-from hkt.attention.tile import TileSizes
+from hkt.mixers import HKTAttention
+from hkt.mixers.tile import TileSizes
 from hkt.errors import ConfigValueError
 
 D, H = 16, 2
@@ -141,7 +141,7 @@ def test_kernels_compile_for_a_gpu():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from hkt.attention.tile import kernels
+    from hkt.mixers.tile import kernels
 
     k = kernels()
     consts = dict(LEVELS=3, STRIDE=2, D=32, BD=32, BM=64, BN=64, CAUSAL=True, HAS_MASK=True,

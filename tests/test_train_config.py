@@ -22,8 +22,8 @@ def groups(name: str) -> list[str]:
 def test_every_profile_task_model_composes(profile, task, model):
     cfg = load_config([f"profile={profile}", f"task={task}", f"model={model}"])
     assert cfg.train.profile == profile
-    assert cfg.task.name == task and cfg.model.name == model
-    assert cfg.tracking.run_name == f"{task}-{model}-default-s0"
+    assert cfg.task.family == task and cfg.model.name == model
+    assert cfg.tracking.run_name == f"{task}-{model}-main-s0"  # no variant: the unablated run
 
 
 @pytest.mark.parametrize("model", groups("model"))
@@ -200,6 +200,28 @@ def test_digests_keep_the_old_key_name_so_a_rename_reruns_nothing():
     assert upgrade_saved_config(old) == cfg and list(upgrade_saved_config(old)["model"]) == [
         "name", "mixer", "d_model"]
     assert upgrade_saved_config(cfg) == cfg and upgrade_saved_config(None) is None
+    both = {"model": {"name": "mha", "attention": {}, "attn_dropout": 0.1, "d_model": 8}}
+    assert upgrade_saved_config(both) == {"model": {"name": "mha", "mixer": {},
+                                                    "mixer_dropout": 0.1, "d_model": 8}}
+    assert digest_form(upgrade_saved_config(both)) == both
+
+
+def test_the_old_dropout_key_composes_the_same_config_and_digest(capsys, fresh_warnings):
+    """``model.attn_dropout`` is now ``model.mixer_dropout``: the old override still works (one
+    warning), and the digest (a finished job's rerun trigger) is the one taken before."""
+    from omegaconf import OmegaConf
+
+    from hkt.workflow.configs import config_digest, train_config_digest
+
+    base = ["task=listops", "model=conv", "profile=smoke"]
+    old = load_config([*base, "model.attn_dropout=0.2"])
+    assert old.model.mixer_dropout == 0.2 and "attn_dropout" not in old.model
+    assert "'model.attn_dropout=0.2' is deprecated" in capsys.readouterr().err
+    assert train_config_digest([*base, "model.mixer_dropout=0.2"]) == config_digest(old)
+    saved = OmegaConf.to_container(old)
+    saved["model"] = {("attn_dropout" if k == "mixer_dropout" else k): v
+                      for k, v in saved["model"].items()}
+    assert config_digest(saved) == config_digest(old)
 
 
 @pytest.mark.parametrize("override", ["variant=levels9", "experiment=levels9"])
@@ -341,7 +363,7 @@ def test_module_configs_state_the_defaults_once():
     """The model YAML files select the dataclasses; they repeat no default."""
     from dataclasses import asdict
 
-    from hkt.attention.hkt import HKTConfig
+    from hkt.mixers.hkt import HKTConfig
     from hkt.models import EncoderConfig
 
     cfg = load_config(["model=hkt"])

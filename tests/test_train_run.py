@@ -144,7 +144,7 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert rec["mlflow_tracking_uri"] == f"sqlite:///{isolated_results.resolve()}/mlflow.db"
     client = MlflowClient(rec["mlflow_tracking_uri"])
     r = client.get_run(rec["mlflow_run_id"])
-    assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-default-s0"
+    assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-main-s0"
     assert client.get_experiment(r.info.experiment_id).name == rec["mlflow_experiment"] == "hkt-smoke-listops"
     m = r.data.metrics
     assert m["val_accuracy"] == rec["val_accuracy"] and m["test_accuracy"] == rec["test_accuracy"]
@@ -239,9 +239,19 @@ def test_kill_9_then_rerun_resumes_to_identical_metrics(prepared_data, tmp_path,
 
 
 def _to_old_key(cfg: dict) -> dict:
-    """A config as runs saved it before ``model.mixer`` was called ``model.attention``."""
-    model = {("attention" if k == "mixer" else k): v for k, v in cfg["model"].items()}
+    """A config as runs saved it before ``model.mixer`` was called ``model.attention`` and
+    ``model.mixer_dropout`` ``model.attn_dropout``."""
+    old = {"mixer": "attention", "mixer_dropout": "attn_dropout"}
+    model = {old.get(k, k): v for k, v in cfg["model"].items()}
     return {**cfg, "model": model}
+
+
+def _to_old_checkpoint(ck: dict) -> dict:
+    """A checkpoint as runs saved it before the rename: the old config keys, and the blocks'
+    mixers under ``attn`` in the model's state_dict (``blocks.0.attn.q_proj.0.weight``)."""
+    model = {k.replace(".mixer.", ".attn."): v for k, v in ck["model"].items()}
+    assert model.keys() != ck["model"].keys()
+    return {**ck, "model": model, "config": _to_old_key(ck["config"])}
 
 
 def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path):
@@ -258,8 +268,7 @@ def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path
     assert "mixer" in saved["model"] and "attention" not in saved["model"]
     (out / "config.yaml").write_text(yaml.safe_dump(_to_old_key(saved), sort_keys=False))
     for ck_path in (out / "checkpoints").glob("*.pt"):
-        ck = torch.load(ck_path, weights_only=True)
-        save_checkpoint({**ck, "config": _to_old_key(ck["config"])}, ck_path)
+        save_checkpoint(_to_old_checkpoint(torch.load(ck_path, weights_only=True)), ck_path)
         assert "mixer" in load_checkpoint(ck_path)["config"]["model"]  # read under the new key
     old_record = {**json.loads((out / "record.json").read_text())}
     old_record["config"] = _to_old_key(old_record["config"])
@@ -284,3 +293,41 @@ def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path
     assert "starting over" not in said and (out / "keep").exists(), said
     assert history(out) == before
     assert {k: got[k] for k in METRICS} == {k: rec[k] for k in METRICS}
+
+
+def test_a_checkpoint_saved_before_the_mixer_rename_resumes_exactly(prepared_data, tmp_path,
+                                                                    monkeypatch):
+    """``last.pt`` and ``best.pt`` of a run stopped before the rename (state_dict keys
+    ``blocks.N.attn.…``, config ``model.attention`` and ``model.attn_dropout``) resume to the
+    same steps, losses and metrics as the run that was never stopped."""
+    import shutil
+
+    import hkt.train.checkpointing as checkpointing
+    from hkt.train.checkpoint import save_checkpoint
+
+    data, out, stop = prepared_data("listops"), tmp_path / "run", 9
+    saved_at: dict[int, Path] = {}
+    save = checkpointing.save_checkpoint
+
+    def save_and_keep(state: dict, path: Path) -> None:  # the files as a stop at `stop` leaves them
+        save(state, path)
+        if Path(path).name == "last.pt" and state.get("step") == stop:
+            saved_at[stop] = tmp_path / "at_stop"
+            shutil.copytree(Path(path).parent, saved_at[stop])
+
+    monkeypatch.setattr(checkpointing, "save_checkpoint", save_and_keep)
+    reference = run(data, out, "model=hkt")
+    monkeypatch.undo()
+    assert set(saved_at) == {stop} and (saved_at[stop] / "best.pt").exists()
+    reference_losses = [r["train_loss"] for r in history(out)]
+
+    (out / "record.json").unlink()
+    for ck_path in saved_at[stop].glob("*.pt"):
+        save_checkpoint(_to_old_checkpoint(torch.load(ck_path, weights_only=True)),
+                        out / "checkpoints" / ck_path.name)
+    stream = io.StringIO()
+    cfg = load_config(["profile=smoke", "task=listops", "model=hkt", "tracking.enabled=false"])
+    resumed = train(cfg, data, out, stream=stream, progress=False)
+    assert f"at step {stop}/" in stream.getvalue()
+    assert {k: resumed[k] for k in METRICS} == {k: reference[k] for k in METRICS}
+    assert [r["train_loss"] for r in history(out)] == reference_losses

@@ -189,7 +189,7 @@ def test_params_and_tags_describe_the_data_actually_used():
     config's defaults; data from an alternative archive tags the run with a warning."""
     from hkt.train.tracking import data_tags, run_params
 
-    cfg = {"task": {"name": "listops", "prepare": {"splits": {"train": 96000}, "seed": 0}},
+    cfg = {"task": {"family": "listops", "prepare": {"splits": {"train": 96000}, "seed": 0}},
            "tracking": {"uri": "x"}, "seed": 1}
     params = run_params(cfg, 10, {"splits": {"train": 2000, "val": 50}})
     assert params["task.prepare.splits.train"] == 2000 and params["task.prepare.splits.val"] == 50

@@ -40,7 +40,7 @@ meta = json.loads(pq.read_metadata(data / "train.parquet").metadata[b"hkt"])
 out.mkdir(parents=True, exist_ok=True)
 record = {
     "schema_version": 1, "task": meta["task"], "model": "toy", "variant": "main", "seed": 0,
-    "profile": "smoke", "config": {"task": {"name": meta["task"], "max_length": meta["max_length"]}},
+    "profile": "smoke", "config": {"task": {"family": meta["task"], "max_length": meta["max_length"]}},
     "n_params": 0, "steps": 0, "best_step": None, "val_accuracy": acc["val"],
     "test_accuracy": acc["test"], "wall_time_s": 0.0, "ms_per_step": None, "samples_per_s": None,
     "device": "cpu", "git_commit": None, "git_dirty": None, "data_dir": str(data),

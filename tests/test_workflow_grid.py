@@ -31,7 +31,7 @@ def grid(cpus: int = 64, **changes) -> Grid:
 def test_default_grid_is_the_paper_suite():
     g = grid()
     jobs = g.train_jobs()
-    assert len(jobs) == len(set(jobs)) == 3 * 3 * 3 + 7 * 3  # main grid + 7 ablations x 3 seeds
+    assert len(jobs) == len(set(jobs)) == 3 * 4 * 3 + 7 * 3  # tasks x models x seeds + 7 ablations x 3 seeds
     assert jobs[0] == Job("listops", "mha", MAIN, 0)
     ablations = {j.variant: j.model for j in jobs if j.variant != MAIN}
     assert ablations == {"levels1": "hkt", "levels2": "hkt", "levels4": "hkt",

@@ -15,8 +15,8 @@ import sys
 
 import torch
 
-from hkt.attention import HKTAttention
-from hkt.attention.tile import TileSizes
+from hkt.mixers import HKTAttention
+from hkt.mixers.tile import TileSizes
 
 D, H = 16, 2
 
@@ -67,7 +67,7 @@ def run_internals() -> dict:
 
 
 def main(cases_json: str, out_path: str) -> None:
-    from hkt.attention.tile import kernels
+    from hkt.mixers.tile import kernels
 
     assert os.environ.get("TRITON_INTERPRET") == "1" and kernels().INTERPRETED, "not interpreting"
     results = {"internals": run_internals()}

@@ -36,10 +36,10 @@ import polars as pl
 import torch
 from torch import Tensor, nn
 
-from hkt.attention import HKTAttention
-from hkt.attention.hkt import truncate_levels
-from hkt.attention.base import split_heads
-from hkt.attention.upsample import Upsampler
+from hkt.mixers import HKTAttention
+from hkt.mixers.hkt import truncate_levels
+from hkt.mixers.base import split_heads
+from hkt.mixers.upsample import Upsampler
 from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 
 SECTION = APPROXIMATION_SECTION
@@ -53,8 +53,8 @@ __all__ = ["summary_lines", "GeometricFit", "HeadErrors", "LevelTerms", "SECTION
 @contextmanager
 def layer_inputs(model: nn.Module) -> Iterator[list[tuple[Tensor, Tensor | None] | None]]:
     """While active, records each attention module's input ``(x, key_mask)`` of the last
-    forward pass, one entry per ``model.attention_modules()``."""
-    modules = list(model.attention_modules())
+    forward pass, one entry per ``model.mixer_modules()``."""
+    modules = list(model.mixer_modules())
     captured: list[tuple[Tensor, Tensor | None] | None] = [None] * len(modules)
 
     def recorder(i: int):
@@ -350,7 +350,7 @@ def approximation_rows(models: Mapping[str, nn.Module], batches: Iterable[dict[s
             for state, model in models.items():
                 with layer_inputs(model) as inputs:
                     model(tokens, mask)
-                for layer, (attn, (x, key_mask)) in enumerate(zip(model.attention_modules(), inputs)):
+                for layer, (attn, (x, key_mask)) in enumerate(zip(model.mixer_modules(), inputs)):
                     if not isinstance(attn, HKTAttention):
                         continue
                     terms = level_terms(attn, x, key_mask)

@@ -7,17 +7,18 @@ from contextlib import contextmanager
 
 from torch import nn
 
-from hkt.attention import AttentionInternals
+from hkt.mixers import AttentionInternals
 
 
 @contextmanager
 def capture_internals(model: nn.Module) -> Iterator[list[list[AttentionInternals]]]:
-    """While active, every attention call of ``model`` also appends its internals.
+    """While active, every call of ``model``'s mixers (attentions that expose their internals)
+    also appends its internals.
 
-    Yields one list per attention module (``model.attention_modules()``), filled by each
-    forward pass. The modules are restored on exit.
+    Yields one list per mixer (``model.mixer_modules()``), filled by each forward pass. The
+    modules are restored on exit.
     """
-    modules = list(model.attention_modules())
+    modules = list(model.mixer_modules())
     captured: list[list[AttentionInternals]] = [[] for _ in modules]
     for i, attn in enumerate(modules):
         original = attn.forward

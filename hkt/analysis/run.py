@@ -31,8 +31,8 @@ from hkt.analysis.capture import capture_internals
 from hkt.analysis.fusion import lambda_stats
 from hkt.analysis.kernel import as_float64, decompose_bilinear, gram_rank_report, head_columns, psd_condition
 from hkt.analysis.kurtosis import mardia_test, take_rows
-from hkt.attention.hkt import truncate_levels
-from hkt.attention.upsample import Upsampler
+from hkt.mixers.hkt import truncate_levels
+from hkt.mixers.upsample import Upsampler
 from hkt.renames import upgrade_saved_config
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
@@ -168,7 +168,7 @@ def _projections(attn: nn.Module, level: int) -> tuple[torch.Tensor, torch.Tenso
 def kernel_rows(model: nn.Module, rtol: float | None) -> tuple[list[dict[str, Any]], dict]:
     """Decomposition of M^(l) per layer, head and level; returns rows and the parts."""
     rows, parts = [], {}
-    for layer, attn in enumerate(model.attention_modules()):
+    for layer, attn in enumerate(model.mixer_modules()):
         n_levels = levels_of(attn)
         d = attn.head_dim
         for head in range(attn.n_heads):
@@ -203,7 +203,7 @@ def gram_rows(model: nn.Module, captured_first: list, parts: dict, cfg: Any,
     rows = []
     n_seq = min(int(cfg.gram_examples), mask.shape[0])
     rtol = cfg.rank_rtol
-    for layer, (attn, internals) in enumerate(zip(model.attention_modules(), captured_first)):
+    for layer, (attn, internals) in enumerate(zip(model.mixer_modules(), captured_first)):
         n_levels = len(internals.features)
         for i in range(n_seq):
             n = min(int(mask[i].sum()), int(cfg.gram_max_length))
@@ -245,7 +245,7 @@ def accuracy(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, batch_si
 def truncation_rows(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, cfg: Any,
                     device: torch.device) -> list[dict[str, Any]]:
     """Accuracy with levels < L′ kept (λ renormalised over them), L′ = 1..L."""
-    modules = [m for m in model.attention_modules() if is_multilevel(m)]
+    modules = [m for m in model.mixer_modules() if is_multilevel(m)]
     if not modules:
         return []
     out = []
@@ -260,7 +260,7 @@ def truncation_rows(model: nn.Module, dataset: TokenDataset, rows: np.ndarray, c
 @torch.no_grad()
 def analyze_run(run: TrainedRun, cfg: Any, device: torch.device) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """All sections for one run. Returns the rows and what the figures need."""
-    attn0 = run.model.attention_modules()[0]
+    attn0 = run.model.mixer_modules()[0]
     if not getattr(attn0, "supports_internals", False):
         raise HKTError(f"hkt analyze reads attention internals; model '{run.record['model']}' uses "
                        f"{type(attn0).__name__}, which exposes none (analyse mha or hkt runs)")
@@ -278,7 +278,7 @@ def analyze_run(run: TrainedRun, cfg: Any, device: torch.device) -> tuple[list[d
         pooled_mask = batch["mask"]
         if run.model.cls is not None:  # internals see the prepended CLS token
             pooled_mask = F.pad(pooled_mask, (1, 0), value=True)
-        for layer, (attn, calls) in enumerate(zip(run.model.attention_modules(), captured)):
+        for layer, (attn, calls) in enumerate(zip(run.model.mixer_modules(), captured)):
             collector.collect(layer, calls[0], attn, pooled_mask)
         if b == 0:
             first = ([calls[0] for calls in captured], pooled_mask)

@@ -4,6 +4,6 @@
   regression), an *external* baseline: it reads prepared data and writes a run record, nothing
   more (``python -m hkt.baselines.ngram``).
 
-The convolution baseline is an attention-slot module instead: ``hkt/attention/conv.py``. The
+The convolution baseline is an attention-slot module instead: ``hkt/mixers/conv.py``. The
 size-matched MHA is a variant (``variant=mha_matched``, ``model.match_params_of``).
 """

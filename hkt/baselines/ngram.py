@@ -234,7 +234,7 @@ def run_baseline(data_dir: str | Path, out: str | Path, *, method: str = "ngram"
                      "features": "log1p(count), unit L2 norm", "classifier": "logistic regression"}
         train_cfg = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "optimizer": "sparse adam",
                      "max_train": max_train}
-    config = {"task": {"name": task, "num_classes": num_classes, "max_length": max_length,
+    config = {"task": {"family": task, "num_classes": num_classes, "max_length": max_length,
                        "prepare": meta.get("params") or {}},  # how `hkt prepare` made the data
               "model": model_cfg, "train": {"profile": profile, **train_cfg},
               "seed": seed, "variant": variant}

@@ -1,10 +1,10 @@
 """``hkt bench attention``: forward+backward time and peak memory of MHA vs HKT over T.
 
 Variants: ``mha`` (the baseline), ``hkt-fused`` (one fused kernel call; on CPU through the
-chunked wrapper of ``hkt/attention/fused_cpu.py``), ``hkt-fused-plain`` (the same
+chunked wrapper of ``hkt/mixers/fused_cpu.py``), ``hkt-fused-plain`` (the same
 factorisation through plain autograd SDPA, as on GPU), ``hkt-reference`` (materialised
 scores; stops when over its time or memory budget) and ``hkt-tile`` (the Triton tile kernel of
-``hkt/attention/tile.py``: on a CUDA device only; elsewhere skipped with the reason printed,
+``hkt/mixers/tile.py``: on a CUDA device only; elsewhere skipped with the reason printed,
 and never timed in Triton's CPU interpreter). Timings interleave the variants repetition by
 repetition so that machine noise hits them alike; the median is reported.
 """
@@ -20,7 +20,7 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.attention import build_attention, score_cost_ratio, tile
+from hkt.mixers import build_mixer, score_cost_ratio, tile
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
 from hkt.config import config_dir
 from hkt.train.config import compose_train
@@ -56,10 +56,10 @@ def load_settings(args: argparse.Namespace) -> dict[str, Any]:
 def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> torch.nn.Module:
     d_model = settings["heads"] * settings["head_dim"]
     if name == "mha":
-        module = build_attention("mha", d_model=d_model, n_heads=settings["heads"])
+        module = build_mixer("mha", d_model=d_model, n_heads=settings["heads"])
     else:
         impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa", "hkt-tile": "tile"}.get(name, "fused")
-        module = build_attention("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
+        module = build_mixer("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
                                  **settings["hkt"])
         module.tile = tile.TileSizes(**(settings.get("tile") or {}))
     return module.to(device)

@@ -21,7 +21,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from hkt.attention import ATTENTION
+from hkt.mixers import MIXERS
 from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
 from hkt.train.config import compose_train
 from hkt.device import describe_device, resolve_device
@@ -114,9 +114,9 @@ def _build(name: str, shape: dict[str, Any], model_cfg: dict[str, Any], device):
                 layer.self_attn.dropout = 0.0
         return model
     name, extra = VARIANTS_OF_OURS.get(name, (name, []))
-    if name not in ATTENTION:  # our models: every registered attention (config/model/NAME.yaml)
+    if name not in MIXERS:  # our models: every registered mixer (config/model/NAME.yaml)
         raise ConfigError(f"--models: unknown model {name!r} "
-                          f"({', '.join([*ATTENTION, *VARIANTS_OF_OURS, 'torch', 'torch_fused'])})")
+                          f"({', '.join([*MIXERS, *VARIANTS_OF_OURS, 'torch', 'torch_fused'])})")
     cfg = compose_train([f"model={name}", *(f"model.{k}={model_cfg[k]}" for k in SIZES), *extra])
     return build_model(OmegaConf.to_container(cfg.model, resolve=True), **kw).to(device)
 

@@ -2,7 +2,7 @@
 
 Layout (docs/contracts.md): ``DIR/{train,val,test}.parquet``, zstd, columns ``id`` (string,
 stable), ``tokens`` (list<uint16>, no padding), ``label`` (int64), ``length`` (int32); file
-metadata key ``hkt`` holding JSON with ``task`` (the family, = the config's ``task.name``),
+metadata key ``hkt`` holding JSON with ``task`` (the family, = the config's ``task.family``),
 ``task_config`` (the config file, e.g. ``listops_lra``), ``split``, ``vocab`` (index = id),
 ``vocab_size``, ``pad_id`` (0, or null for CIFAR-10 where 0 is a pixel value), ``num_classes``,
 ``class_names``, ``max_length``, ``tokenizer``, ``source`` (URL/file + checksums, or generator
@@ -99,7 +99,7 @@ class SplitData:
 
 @dataclass
 class Prepared:
-    """What a task family's ``prepare(cfg, source)`` returns (written out by ``hkt.data.prepare``)."""
+    """What a data family's ``prepare(cfg, source)`` returns (written out by ``hkt.data.prepare``)."""
 
     splits: dict[str, SplitData]        # train, val, test
     vocab: list[str]                    # token strings, index = id
@@ -203,7 +203,7 @@ def data_card(*, task: str, cfg: dict[str, Any], meta: dict[str, Any], splits: d
     src = meta["source"]
     out = [f"# Data card: `{task}`", "", *([f"> **Warning:** {warning}", ""] if warning else []),
            f"Prepared by `hkt prepare {task}` (hkt {meta['code_version']}, software environment "
-           f"`{environment.digest()}`). Task family `{meta['task']}`, "
+           f"`{environment.digest()}`). Data family `{meta['task']}`, "
            f"{meta['num_classes']} classes, context T = {meta['max_length']}, vocabulary of "
            f"{meta['vocab_size']} ids ({meta['tokenizer']}).", "", "## Source", ""]
     for key in sorted(src):

@@ -66,7 +66,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     """
     if cfg is None:
         cfg = load_task_config(task, overrides)
-    module = family_module(cfg["name"])
+    module = family_module(cfg["family"])
     out = Path(out)
     t0 = time.perf_counter()
     prep: Prepared = module.prepare(cfg, Path(source).expanduser() if source is not None else None)
@@ -78,7 +78,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     metas = {}
     for s in SPLITS:
         meta = {
-            "task": cfg["name"], "task_config": task, "split": s, "vocab": prep.vocab, "vocab_size": len(prep.vocab),
+            "task": cfg["family"], "task_config": task, "split": s, "vocab": prep.vocab, "vocab_size": len(prep.vocab),
             "pad_id": prep.pad_id, "num_classes": cfg["num_classes"], "class_names": prep.class_names,
             "max_length": cfg["max_length"], "tokenizer": prep.tokenizer, "source": prep.source,
             "params": params, "num_examples": len(prep.splits[s]), "code_version": hkt.__version__,

@@ -2,7 +2,7 @@
 
 :func:`provenance_warning` heads the data card, the results summary and the tables' captions,
 and tags every run trained on the data. Besides the file read and its SHA-256 it says what that
-kind of copy may differ in, in the task family's own words: a family module may define
+kind of copy may differ in, in the data family's own words: a family module may define
 ``alternative_source(meta) -> str`` (``hkt/data/families/imdb.py`` and ``cifar10.py`` do), read
 from the Parquet metadata alone, so that the warning of data prepared long ago reads the same as
 a fresh one's.

@@ -8,7 +8,7 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
   fails when the suite asks for GPUs (``resources.train.gpu``) and none is visible.
 * ``sdpa TASK``: which SDPA backend PyTorch picks for MHA's and HKT's calls at the task's shape
   (B, H, T, d), with and without a key mask, at the suite's precision, V padded where
-  ``hkt/attention/sdpa.py`` pads it. Any fused kernel (flash, memory-efficient, cuDNN) passes;
+  ``hkt/mixers/sdpa.py`` pads it. Any fused kernel (flash, memory-efficient, cuDNN) passes;
   the math fallback and a call no backend accepts fail (:func:`sdpa_verdict`). Where V is
   padded it says whether this torch needed that.
 * ``hkt fused`` / ``hkt levels=1``: HKT's fused path at the suite's precision against the fp64

@@ -41,7 +41,7 @@ def check_equivalence(ctx: Context) -> Iterator[Check]:
 
 
 def _equivalence(ctx: Context, cfg: DictConfig) -> Iterator[Check]:
-    from hkt.attention import build_attention
+    from hkt.mixers import build_mixer
 
     eq, dev = ctx.cfg.equivalence, ctx.device
     tol = float(eq.tolerance[ctx.precision])
@@ -55,7 +55,7 @@ def _equivalence(ctx: Context, cfg: DictConfig) -> Iterator[Check]:
     shape = f"L={mixer.get('levels')}, D={width}, H={heads}, T={t}, {ctx.precision}"
 
     torch.manual_seed(int(ctx.cfg.train.seed))
-    fused = build_attention("hkt", **common, **{**mixer, "impl": "fused"}).to(dev).eval()
+    fused = build_mixer("hkt", **common, **{**mixer, "impl": "fused"}).to(dev).eval()
     reference = copy.deepcopy(fused).double()
     reference.impl = "reference"
     y, gx = _forward_backward(fused, x, mask, w, ctx.amp)
@@ -65,8 +65,8 @@ def _equivalence(ctx: Context, cfg: DictConfig) -> Iterator[Check]:
                 f"{shape}: relative error {err:.1e} vs the fp64 reference (tolerance {tol:.0e})")
 
     torch.manual_seed(int(ctx.cfg.train.seed))
-    mha = build_attention("mha", **common).to(dev).eval()
-    one = build_attention("hkt", **common, **{**mixer, "levels": 1}).to(dev).eval()
+    mha = build_mixer("mha", **common).to(dev).eval()
+    one = build_mixer("hkt", **common, **{**mixer, "levels": 1}).to(dev).eval()
     one.q_proj[0].load_state_dict(mha.q_proj.state_dict())
     one.k_proj[0].load_state_dict(mha.k_proj.state_dict())
     one.v_proj.load_state_dict(mha.v_proj.state_dict())

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from hkt.attention.sdpa import AttentionCall
+from hkt.mixers.sdpa import AttentionCall
 from hkt.doctor.context import Check, Context, job_name
 
 __all__ = ["FUSED", "Pick", "sdpa_verdict", "torch_pick", "check_sdpa"]
@@ -19,7 +19,7 @@ FUSED = ("flash", "efficient", "cudnn")
 """PyTorch's fused SDPA kernels: any of them keeps attention's memory linear in T."""
 
 Pick = Callable[[AttentionCall], str]
-"""PyTorch's choice of SDPA backend for a call: a name of :data:`hkt.attention.sdpa.BACKENDS`,
+"""PyTorch's choice of SDPA backend for a call: a name of :data:`hkt.mixers.sdpa.BACKENDS`,
 or ``"none"`` when no enabled backend accepts it."""
 
 
@@ -32,7 +32,7 @@ def sdpa_verdict(call: AttentionCall, pick: Pick) -> tuple[bool, str]:
     passes, whichever it is; the math fallback (T×T memory) and a call no backend accepts fail.
     Where V was padded, the narrow call is asked too: the line says whether padding was needed
     on this torch. Pure given ``pick``: the doctor asks torch, the tests simulate its answers."""
-    from hkt.attention.sdpa import fused_backends, pad_value
+    from hkt.mixers.sdpa import fused_backends, pad_value
 
     pad = pad_value(call)
     made = call.widened() if pad else call
@@ -88,7 +88,7 @@ def torch_pick(batch: int, heads: int, seq_len: int, device: torch.device,
 
 
 def check_sdpa(ctx: Context) -> Iterator[Check]:
-    from hkt.attention.sdpa import call_of
+    from hkt.mixers.sdpa import call_of
 
     seen = set()
     for job, cfg in ctx.configs.items():

@@ -1,10 +1,10 @@
 """Encoder classifier for sequence classification: embed, pre-norm blocks, pool, classify.
 
-The attention is chosen by registry name, so MHA, HKT and any registered baseline share every
-other part of the model and differ only where the paper says they differ. The whole model is
-described by one :class:`EncoderConfig` (``config/model/*.yaml``), which holds the token mixer's
-own config (``HKTConfig``, ``MHAConfig``, ``ConvConfig``, …) under ``mixer`` (the token mixer:
-MHA, HKT or a causal convolution; a convolution is not attention, hence not ``attention``).
+The token mixer is chosen by registry name (:data:`hkt.mixers.MIXERS`), so MHA, HKT and every
+other registered mixer share every other part of the model and differ only where the paper says
+they differ. The whole model is described by one :class:`EncoderConfig` (``config/model/*.yaml``),
+which holds the mixer's own config (``HKTConfig``, ``MHAConfig``, ``ConvConfig``, …) under
+``mixer`` (a convolution or a state space model is not attention, hence not ``attention``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
-from hkt.attention import ATTENTION, build_attention
-from hkt.attention.registry import attention_class
+from hkt.mixers import MIXERS, build_mixer, mixer_class
 from hkt.checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
@@ -42,18 +41,19 @@ class EncoderConfig:
         n_heads: heads H; head width d = D / H (D must be a multiple of H).
         d_ffn: feed-forward hidden width.
         dropout: residual and FFN dropout.
-        attn_dropout: dropout on the attention probabilities (the conv mixer: on its output).
+        mixer_dropout: the mixer's own dropout (an attention's on its probabilities, the conv
+            mixer's on its output). Called ``attn_dropout`` before (:mod:`hkt.renames`).
         emb_dropout: dropout after embedding + positions.
         positional: ``learned`` or ``sinusoidal`` positions.
         pooling: ``mean`` over real tokens, or ``cls`` (a learned token prepended).
-        causal: causal attention in every block.
+        causal: a causal mixer in every block (no position sees a later one).
         norm_eps: LayerNorm epsilon.
         mixer: the token mixer's own config, an instance of its registered class's
             ``config_class`` (a mapping of its fields is converted; null/absent means its
             defaults). Called ``attention`` before; saved configs that say so are read through
             :func:`hkt.renames.upgrade_saved_config`.
-        match_params_of: another attention's name, or null. Not a model setting: ``hkt train``
-            widens ``d_ffn`` until this model has as many parameters as that attention's model
+        match_params_of: another mixer's name, or null. Not a model setting: ``hkt train``
+            widens ``d_ffn`` until this model has as many parameters as that mixer's model
             of the same sizes (the size-matched baseline, ``variant=mha_matched``).
     """
 
@@ -63,7 +63,7 @@ class EncoderConfig:
     n_heads: int = 2
     d_ffn: int = 128
     dropout: float = 0.1
-    attn_dropout: float = 0.0
+    mixer_dropout: float = 0.0
     emb_dropout: float = 0.1
     positional: str = "learned"
     pooling: str = "mean"
@@ -74,24 +74,24 @@ class EncoderConfig:
 
     def __post_init__(self) -> None:
         label(self.name, "name")
-        if self.name not in ATTENTION:
-            raise ConfigValueError("name", self.name, "no attention registered under this name "
-                                                      f"(known: {', '.join(sorted(ATTENTION))})")
+        if self.name not in MIXERS:
+            raise ConfigValueError("name", self.name, "no mixer registered under this name "
+                                                  f"(known: {', '.join(sorted(MIXERS))})")
         for key in ("d_model", "n_layers", "n_heads", "d_ffn"):
             integer(getattr(self, key), key, 1)
         if self.d_model % self.n_heads:
             raise ConfigValueError("d_model", self.d_model,
                                    f"must be a multiple of n_heads ({self.n_heads}): each head "
                                    "gets d_model / n_heads")
-        for key in ("dropout", "attn_dropout", "emb_dropout"):
+        for key in ("dropout", "mixer_dropout", "emb_dropout"):
             number(getattr(self, key), key, 0, 1, hi_open=True)
         choice(self.positional, "positional", POSITIONALS)
         choice(self.pooling, "pooling", POOLINGS)
         boolean(self.causal, "causal")
         number(self.norm_eps, "norm_eps", 0, lo_open=True)
-        if self.match_params_of is not None and self.match_params_of not in ATTENTION:
+        if self.match_params_of is not None and self.match_params_of not in MIXERS:
             raise ConfigValueError("match_params_of", self.match_params_of,
-                                   f"must be null or an attention name ({', '.join(sorted(ATTENTION))})")
+                                   f"must be null or a mixer name ({', '.join(sorted(MIXERS))})")
         self.mixer = _mixer_config(self.name, self.mixer)
         try:
             getattr(self.mixer, "check_causal", lambda causal: None)(self.causal)
@@ -119,7 +119,7 @@ class EncoderConfig:
 
 def _mixer_config(name: str, settings: Any) -> Any:
     """The token mixer's config from a config instance, a mapping of its fields, or None."""
-    config_class = attention_class(name).config_class  # type: ignore[attr-defined]
+    config_class = mixer_class(name).config_class  # type: ignore[attr-defined]
     if isinstance(settings, config_class):
         return settings
     if settings is None:
@@ -140,7 +140,7 @@ def _mixer_config(name: str, settings: Any) -> Any:
 
 
 def store_structured_configs() -> None:
-    """Register ``/schema/model/NAME`` with Hydra for every registered attention.
+    """Register ``/schema/model/NAME`` with Hydra for every registered mixer.
 
     ``config/model/NAME.yaml`` selects it, so Hydra knows every key and type of the model node
     at compose time (unknown keys and wrong types fail there) and the defaults are the
@@ -149,7 +149,7 @@ def store_structured_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    for name, cls in ATTENTION.items():
+    for name, cls in MIXERS.items():
         node = EncoderConfig(name=name, mixer=cls.config_class())  # type: ignore[attr-defined]
         store.store(group="schema/model", name=name, node=node)
 
@@ -177,20 +177,38 @@ class FeedForward(nn.Module):
         return self.fc2(self.dropout(F.gelu(self.fc1(x))))
 
 
-class EncoderBlock(nn.Module):
-    """Pre-norm block: x + Attn(LN(x)), then x + FFN(LN(x))."""
+# The name the block's mixer had in state_dicts before it was ``mixer`` (``blocks.N.attn.…``):
+# checkpoints saved then load with their keys mapped (EncoderBlock._load_from_state_dict)
+OLD_MIXER_NAME = "attn"
 
-    def __init__(self, attention: nn.Module, d_model: int, d_ffn: int, dropout: float, norm_eps: float) -> None:
+
+class EncoderBlock(nn.Module):
+    """Pre-norm block: x + Mixer(LN(x)), then x + FFN(LN(x)).
+
+    Its mixer's state_dict keys start ``mixer.``; a state_dict saved when they started ``attn.``
+    (a checkpoint written before the rename) loads all the same, so old runs resume and are
+    analysed as they were."""
+
+    def __init__(self, mixer: nn.Module, d_model: int, d_ffn: int, dropout: float, norm_eps: float) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model, eps=norm_eps)
-        self.attn = attention
+        self.mixer = mixer
         self.norm2 = nn.LayerNorm(d_model, eps=norm_eps)
         self.ffn = FeedForward(d_model, d_ffn, dropout)
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, key_mask: Tensor | None) -> Tensor:
-        x = x + self.dropout(self.attn(self.norm1(x), key_mask))
+        x = x + self.dropout(self.mixer(self.norm1(x), key_mask))
         return x + self.dropout(self.ffn(self.norm2(x)))
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        # PyTorch's hook for loading a layout of other names: runs before this block's children
+        # load from the same dict (and before it counts keys it does not know as unexpected)
+        old, new = f"{prefix}{OLD_MIXER_NAME}.", f"{prefix}mixer."
+        for key in [k for k in state_dict if k.startswith(old)]:
+            if new + key[len(old):] not in state_dict:
+                state_dict[new + key[len(old):]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
 
 class EncoderClassifier(nn.Module):
@@ -217,7 +235,7 @@ class EncoderClassifier(nn.Module):
         self.config = c = config
         d_model, pooling = c.d_model, c.pooling
         self.pooling, self.max_length = pooling, max_length
-        # No padding_idx: padded positions are masked out of attention and pooling, so they get
+        # No padding_idx: padded positions are masked out of the mixer and pooling, so they get
         # no gradient anyway, and for CIFAR-10 id 0 is a real pixel value that must learn.
         self.embed = nn.Embedding(vocab_size, d_model)
         n_positions = max_length + (1 if pooling == "cls" else 0)
@@ -230,8 +248,8 @@ class EncoderClassifier(nn.Module):
         self.emb_dropout = Dropout(c.emb_dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
-                build_attention(c.name, d_model=d_model, n_heads=c.n_heads, causal=c.causal,
-                                dropout=c.attn_dropout, config=c.mixer),
+                build_mixer(c.name, d_model=d_model, n_heads=c.n_heads, causal=c.causal,
+                            dropout=c.mixer_dropout, config=c.mixer),
                 d_model, c.d_ffn, c.dropout, c.norm_eps,
             )
             for _ in range(c.n_layers)
@@ -262,9 +280,9 @@ class EncoderClassifier(nn.Module):
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
         return self.head(pooled)
 
-    def attention_modules(self) -> list[nn.Module]:
-        """The attention module of each block, in order (for analysis)."""
-        return [block.attn for block in self.blocks]
+    def mixer_modules(self) -> list[nn.Module]:
+        """The token mixer of each block, in order (for analysis)."""
+        return [block.mixer for block in self.blocks]
 
 
 def build_model(

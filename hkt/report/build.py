@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,15 @@ from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import claims_section
+from hkt.report.controls import controls_display, controls_table
 from hkt.report.convergence import convergence_display, convergence_table, time_display, time_table
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
+from hkt.report.sweep import (swept_runs, sweep_display, sweep_gap_display, sweep_gap_table,
+                              sweep_table)
 from hkt.report.tables import (ablation_display, ablation_table, derived_runs, gap_display,
                                gap_table, main_display, main_table, with_test_interval)
 from hkt.report.writers import write_table
@@ -45,10 +49,10 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
-        made, (main, gap, abl, abl_len) = write_all(
+        made, (main, gap, controls, abl, abl_len) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
             ablation_length=args.ablation_length, data_warnings=warnings,
-            derived=derived_spec(args.derived))
+            derived=derived_spec(args.derived), reference=_reference_runs(args))
         written += made
         made, sections, frames = _write_analyses(args, runs, out)
         written += made
@@ -56,7 +60,8 @@ def aggregate(args: argparse.Namespace) -> int:
         # last: it links every table and figure written above
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
-                                     sections=sections, data_warnings=warnings))
+                                     sections=sections, data_warnings=warnings,
+                                     controls=controls))
         _check_declared(out, written, analyses=bool(args.analyses))
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
@@ -129,6 +134,13 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
     if runs.is_empty() and not args.no_tables:
         raise AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
     return runs, curves, records, source
+
+
+def _reference_runs(args: argparse.Namespace) -> pl.DataFrame | None:
+    """The ``--reference`` records' runs, each with the path it was named by as its source."""
+    frames = [runs_from_records(load_records([src], validate=not args.no_validate))
+              .with_columns(pl.lit(src).alias("source")) for src in args.reference]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
 def _write_analyses(args: argparse.Namespace, runs: pl.DataFrame, out: Path
@@ -227,15 +239,36 @@ def setting_notes(runs: pl.DataFrame, task: str,
             if len(lrs) == 1}
 
 
+def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
+                 notes: Callable[[pl.DataFrame], str]) -> list[Path]:
+    """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs."""
+    mine = runs.with_columns(pl.lit("this suite").alias("source"))
+    both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
+    table, caveats = sweep_table(both), notes(swept_runs(both))
+    gap = sweep_gap_table(both, table)
+    none = "No model of these runs was trained at more than one learning rate."
+    written = write_table(table, sweep_display(table), tables / "sweep",
+                          "Learning rates: each model's validation and test accuracy (%) at every "
+                          "learning rate it was trained with; its best rate by mean validation "
+                          "accuracy. " + (caveats if len(table) else none))
+    written += write_table(gap, sweep_gap_display(gap), tables / "sweep_gap",
+                           "HKT − MHA test accuracy (pp) at each learning rate both were trained "
+                           "with, and with each model at its own best rate (by validation), "
+                           "Welch's test over seeds. " + (caveats if len(gap) else none))
+    return written
+
+
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
-              derived: dict[str, tuple[str, int | None]] | None = None
-              ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None]]:
+              derived: dict[str, tuple[str, int | None]] | None = None,
+              reference: pl.DataFrame | None = None
+              ) -> tuple[list[Path], tuple[pl.DataFrame, ...]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
-    gap and ablation tables with the ablation's T (for the summary). ``data_warnings``
+    gap, controls and ablation tables with the ablation's T (for the summary). ``data_warnings``
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
-    ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs."""
+    ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs;
+    ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
@@ -264,6 +297,13 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written += write_table(gap, gap_display(gap), tables / "gap",
                            "HKT − MHA test accuracy (percentage points): ours and the paper's. "
                            + notes(main_runs))
+    controls = controls_table(main, runs, variants=(main_variant,))
+    written += write_table(controls, controls_display(controls), tables / "controls",
+                           "Controls: each trained model other than the paper's two against HKT and "
+                           "MHA, test accuracy, with Welch's test over seeds, and against the "
+                           "paper's figure for HKT and MHA. "
+                           + (notes(main_runs) if len(controls) else
+                              "No control model was trained in these runs."))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
@@ -279,6 +319,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            "Where the trained runs' time went: each run's wall time summed (jobs "
                            "that ran side by side count each), the part in training steps, and "
                            "the rest. The suite's own wall time is in plan/sessions.json.")
+    written += _write_sweep(runs, reference, tables, notes)
     runs_csv = tables / "runs.csv"
     with atomic_path(runs_csv) as tmp:
         with_test_interval(runs).sort(KEY).write_csv(tmp)
@@ -287,4 +328,4 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
-    return written, (main, gap, abl, abl_len)
+    return written, (main, gap, controls, abl, abl_len)

@@ -54,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--derived", action="append", default=[], metavar="VARIANT=MODEL",
                         help="an ablation row taken from MODEL's main runs instead of trained ones "
                              "(levels1=mha: HKT with L = 1 is MHA); repeatable")
+    parser.add_argument("--reference", action="append", default=[], metavar="RECORDS",
+                        help="records read for the learning-rate tables only (the sweep and "
+                             "sweep_gap tables), e.g. a publication's runs at the profile's rate "
+                             "beside a sensitivity suite's; repeatable")
     parser.add_argument("--check-mlflow", action="store_true",
                         help="check every record against its MLflow run; fail on a difference")
     parser.add_argument("--tracking-uri", metavar="URI",

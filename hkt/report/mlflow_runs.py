@@ -27,12 +27,12 @@ from typing import Any
 
 import polars as pl
 
-from hkt.renames import old_name
+from hkt.renames import new_value, old_name
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.report.suite_choice import SuiteChoice, choose
 from hkt.report.suite_run import EXPERIMENT_PREFIX
-from hkt.runs import (CURVE_COLUMNS, KEY, RUN_COLUMNS, VARIANT_FIELDS, AggregateError, as_column,
+from hkt.runs import (CURVE_COLUMNS, KEY, MIXER_FIELDS, RUN_COLUMNS, AggregateError, as_column,
                       as_float, as_int, as_str, frame, latest, run_budget)
 
 
@@ -103,7 +103,8 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         own["epochs"] = _param_value(p("train.epochs"))
     return {
         "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
-        "variant": tags.get("variant", "default"), "seed": as_int(tags.get("seed", p("seed"))),
+        "variant": new_value("variant", tags.get("variant", "main")),
+        "seed": as_int(tags.get("seed", p("seed"))),
         "profile": tags.get("profile"), "external": tags.get("external"),
         "budget": run_budget(profile=tags.get("profile"), steps=steps,
                              batch_size=as_int(p("train.batch_size")),
@@ -122,7 +123,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "wall_time_s": as_float(metrics.get("wall_time_s")), "device": tags.get("device"),
         "d_model": as_int(p("model.d_model")), "n_layers": as_int(p("model.n_layers")),
         "d_ffn": as_int(p("model.d_ffn")),
-        **{k: as_column(mixer_param(params, k), dtype) for k, dtype in VARIANT_FIELDS.items()},
+        **{k: as_column(mixer_param(params, k), dtype) for k, dtype in MIXER_FIELDS.items()},
         "mlflow_run_id": run.info.run_id, "mlflow_tracking_uri": uri,
         "mlflow_experiment": experiment,
         "created_at": tags.get("created_at") or _ms_iso(run.info.start_time),

@@ -46,7 +46,8 @@ def _figure(name: str, category: str = "Figures", caption: str | None = None,
 
 
 PRODUCTS: tuple[Product, ...] = (
-    _table("main"), _table("gap"), _table("ablation"), _table("convergence"), _table("time"),
+    _table("main"), _table("gap"), _table("controls"), _table("ablation"), _table("convergence"), _table("time"),
+    _table("sweep"), _table("sweep_gap"),
     _figure("val_curves"), _figure("accuracy_vs_levels"), _figure("main_bar"),
     _table("kurtosis", "Analyses", True), _table("kernel", "Analyses", True),
     _table("truncation", "Analyses", True), _table("approximation", "Analyses", True),

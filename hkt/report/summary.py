@@ -17,6 +17,7 @@ from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.report import environments
+from hkt.report.controls import controls_display
 from hkt.report.products import PRODUCTS
 from hkt.report.tables import ablation_display, gap_display, main_display
 from hkt.report.writers import markdown
@@ -63,10 +64,12 @@ def data_warnings(runs: pl.DataFrame) -> dict[tuple[str, int | None], str]:
 def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.DataFrame,
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
                   ablation_length: int | None, sections: Sequence[str] = (),
-                  data_warnings: dict[tuple[str, int | None], str] | None = None) -> Path:
+                  data_warnings: dict[tuple[str, int | None], str] | None = None,
+                  controls: pl.DataFrame | None = None) -> Path:
     """A few lines on the suite, the main and ablation tables, ``sections`` (more Markdown), and
     links to every table and figure in ``path``'s directory: write it after them.
-    ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T)."""
+    ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T);
+    ``controls`` (:func:`hkt.report.controls.controls_table`), when it has rows, follows the gap."""
     out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
     suites = sorted({s for s in runs[SUITE_TAG].to_list() if s})
@@ -95,6 +98,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
             paper_caveat(runs.filter(pl.col("variant") == "main")),
             examples_note(runs.filter(pl.col("variant") == "main"))))), "",
         "## HKT − MHA", "", markdown(*gap_display(gap)),
+        *(["## Controls against HKT and MHA", "", markdown(*controls_display(controls))]
+          if controls is not None and len(controls) else []),
         f"## Ablations on {ablation_task} (T={ablation_length})", "",
         markdown(*ablation_display(abl)),
         *sections,

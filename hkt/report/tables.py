@@ -23,7 +23,7 @@ import polars as pl
 from hkt import paper
 from hkt.report.stats import welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
-from hkt.runs import (MODEL_ORDER, TASK_ORDER, VARIANT_FIELDS, AggregateError, most_common_length,
+from hkt.runs import (MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError, most_common_length,
                       order_key)
 
 #: How an ablation row states its token-mixer settings (model.mixer): field -> format (in this order).
@@ -81,7 +81,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
                        pl.Series("paper_std", ps, dtype=pl.Float64),
                        pl.Series("lra_transformer", lra, dtype=pl.Float64))
     t = t.with_columns((pl.col("test_mean") - pl.col("paper_mean")).alias("delta_vs_paper"))
-    examples = [_examples(_where(sel, task=task, length=length, model=model))
+    examples = [_examples(runs_of(sel, task=task, length=length, model=model))
                 for task, length, model in t.select("task", "length", "model").iter_rows()]
     t = t.with_columns(pl.Series("test_examples", examples, dtype=pl.String))
     return t.select(*MAIN_SCHEMA).sort(order_key("task", TASK_ORDER), "task", "length",
@@ -94,7 +94,8 @@ DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.
                "test_examples": pl.String}
 
 
-def _where(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
+def runs_of(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
+    """The runs whose columns equal ``where``'s values."""
     sel = runs
     for k, v in where.items():
         sel = sel.filter(pl.col(k) == v)
@@ -116,7 +117,8 @@ def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
             "seeds_a": d.n_a, "seeds_b": d.n_b, "test_examples": _examples(pl.concat([a, b]))}
 
 
-def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = "hkt", b: str = "mha",
+def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = paper.COMPARED_MODELS[0],
+              b: str = paper.COMPARED_MODELS[1],
               variants: Sequence[str] = ("main",)) -> pl.DataFrame:
     """Per task and T: ours a − b (pp) with Welch's test over seeds (95% CI, p, significant at
     5%?, seeds and test examples), beside the paper's a − b and the difference of the two."""
@@ -129,8 +131,8 @@ def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = "hkt", b: str = "
         (pl.col("paper_mean") - pl.col("paper_mean_b")).alias("paper_pp"),
     ).with_columns((pl.col("ours_pp") - pl.col("paper_pp")).alias("difference_pp"))
     sel = runs.filter(pl.col("variant").is_in(list(variants)))
-    stats = [difference_columns(_where(sel, task=t, length=n, model=a),
-                                _where(sel, task=t, length=n, model=b))
+    stats = [difference_columns(runs_of(sel, task=t, length=n, model=a),
+                                runs_of(sel, task=t, length=n, model=b))
              for t, n in g.select("task", "length").iter_rows()]
     return pl.concat([g, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")
 
@@ -208,7 +210,7 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
         return pl.DataFrame(schema=ABLATION_SCHEMA)
     t = seed_stats(sel, ["model", "variant"]).join(
         sel.group_by(["model", "variant"]).agg(
-            *(pl.col(k).first() for k in VARIANT_FIELDS if k != "kernel_size"),
+            *(pl.col(k).first() for k in MIXER_FIELDS if k != "kernel_size"),
             pl.col("d_ffn").first()),
         on=["model", "variant"])
     ref = t.filter((pl.col("model") == subject) & (pl.col("variant") == reference))
@@ -231,8 +233,8 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
         pl.Series("paper_delta_pp", paper_delta, dtype=pl.Float64),
         pl.lit(task).alias("task"), pl.lit(length, dtype=pl.Int64).alias("length"),
     )
-    ref_runs = _where(sel, model=subject, variant=reference)
-    stats = [difference_columns(_where(sel, model=m, variant=v), ref_runs)
+    ref_runs = runs_of(sel, model=subject, variant=reference)
+    stats = [difference_columns(runs_of(sel, model=m, variant=v), ref_runs)
              if (m, v) != (subject, reference) else dict.fromkeys(DIFF_SCHEMA)
              for m, v in t.select("model", "variant").iter_rows()]
     t = pl.concat([t, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")
@@ -259,20 +261,22 @@ def main_display(main: pl.DataFrame) -> Display:
     return header, rows
 
 
-def _ci(r: dict[str, Any]) -> str:
+def ci_text(r: dict[str, Any]) -> str:
+    """A difference's 95% interval, ``[-0.12, +1.30]``; '' without one (one seed)."""
     if r["ci_low_pp"] is None:
         return ""
     return f"[{signed(r['ci_low_pp'])}, {signed(r['ci_high_pp'])}]"
 
 
-def _p(v: float | None) -> str:
+def p_text(v: float | None) -> str:
+    """A p-value: three decimals, or scientific below 0.001."""
     return "" if v is None else f"{v:.3f}" if v >= 0.001 else f"{v:.1e}"
 
 
 def gap_display(gap: pl.DataFrame) -> Display:
     header = ["task", "T", "HKT − MHA, ours (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
               "seeds", "test examples", "HKT − MHA, paper (pp)", "difference (pp)"]
-    rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), _ci(r), _p(r["p_value"]),
+    rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]),
              r["significant"] or "", f"{r['seeds_a']} vs {r['seeds_b']}", r["test_examples"] or "",
              signed(r["paper_pp"]), signed(r["difference_pp"])] for r in gap.iter_rows(named=True)]
     return header, rows
@@ -283,7 +287,7 @@ def ablation_display(abl: pl.DataFrame) -> Display:
               "Δ vs HKT (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", "test examples",
               "paper Δ (pp)", "params", "ms/step"]
     rows = [[r["variant"], r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
-             pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), _ci(r), _p(r["p_value"]),
+             pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), ci_text(r), p_text(r["p_value"]),
              r["significant"] or "", r["test_examples"] or "",
              signed(r["paper_delta_pp"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)]
             for r in abl.iter_rows(named=True)]

@@ -8,7 +8,7 @@ which holds the token mixer's), the task through its family's schema
 that span keys. Each failure is one :class:`hkt.errors.ConfigError` naming the key.
 
 :func:`load_config` also resolves ``model.match_params_of`` (the size-matched baseline): the
-model's ``d_ffn`` is widened to the parameter count of the named attention's model.
+model's ``d_ffn`` is widened to the parameter count of the named mixer's model.
 """
 
 from __future__ import annotations
@@ -169,20 +169,21 @@ def validate(cfg: DictConfig) -> DictConfig:
 
 def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     """Widen ``model.d_ffn`` in place until the model has as many parameters as the model of
-    attention ``model.match_params_of`` composed from the same overrides.
+    mixer ``model.match_params_of`` composed from the same overrides.
 
     HKT adds per-level query/key projections, pyramid convolutions and a fusion gate to every
     block, so it has more parameters than MHA of the same width; the size-matched MHA tells
-    gains from size. Only the attention differs between the two models, so the counts use a
+    gains from size. Only the mixer differs between the two models, so the counts use a
     two-token vocabulary: the difference does not depend on the vocabulary or the length.
     The FFN width closes the gap to within one unit (2·D + 1 parameters per block).
     """
     other = str(cfg.model.match_params_of)
-    # the other model: the same task, profile and shared settings; its own model group and
-    # attention settings (the variant that asked for the match is left out)
+    # the other model: the same task, profile and shared settings (model.mixer_dropout too); its
+    # own model group and mixer settings (the variant that asked for the match is left out)
     keep = [o for o in renamed_keys(CONFIG_NAME, renamed_groups(CONFIG_NAME, overrides))
             if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
-                                              "model.mixer", "model.name"))]
+                                              "model.mixer.", "model.mixer=", "model.name"))
+            and o.lstrip("+~") != "model.mixer"]
     ref = compose_train([*keep, f"model={other}"], check_types=False)
     validate(ref)
     mine, theirs = cfg.model, ref.model

@@ -43,7 +43,7 @@ class RunData:
                 if self.meta[s].get(key) != m[key]:
                     raise DataError(f"{self.dir}: split '{s}' has {key}={self.meta[s].get(key)!r} "
                                     f"but 'train' has {m[key]!r}; re-run `hkt prepare`")
-        self.task = str(m["task"])
+        self.family = str(m["task"])  # the data family (metadata key `task`: docs/contracts.md)
         self.vocab_size = int(m["vocab_size"])
         self.num_classes = int(m["num_classes"])
         self.max_length = max(int(self.meta[s].get("max_length", m["max_length"])) for s in SPLITS)
@@ -56,10 +56,11 @@ class RunData:
             self.dataset(s).check_ranges(self.vocab_size, self.num_classes)
 
     def check_task(self, task_cfg: Any) -> None:
-        name = task_cfg.get("name")
-        if name != self.task:
-            raise DataError(f"{self.dir} holds '{self.task}' data but the config says "
-                            f"task={name}; pass task={self.task} or the right --data")
+        family = task_cfg.get("family")
+        if family != self.family:
+            raise DataError(f"{self.dir} holds data of family '{self.family}' but the task's "
+                            f"family (task.family) is {family!r}; pass a task of family "
+                            f"'{self.family}' (task=…) or the right --data")
         nc = task_cfg.get("num_classes")
         if nc is not None and int(nc) != self.num_classes:
             raise DataError(f"{self.dir} has {self.num_classes} classes but config key "

@@ -189,7 +189,7 @@ class _Run(Checkpointing):
         params = run_params(self.cfg_dict, self.n_params, meta.get("params"))
         self.state.mlflow_run_id = self.tracker.start(
             self.state.mlflow_run_id, params=params, tags=tags, start_time=self.session_epoch)
-        self.tracker.log_dataset(self.cfg.task.name, self.data_dir, self.data.checksums,
+        self.tracker.log_dataset(self.cfg.task.family, self.data_dir, self.data.checksums,
                                  {s: self.data.size(s) for s in SPLITS})
         rundir.write_mlflow_info(self.run_dir, self.state.mlflow_run_id, self.tracker.uri,
                                  self.tracker.experiment)
@@ -361,7 +361,7 @@ class _Run(Checkpointing):
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
                             self.state.step, "testing", b, n_test, n, since=since))
         self.during = ""
-        title = f"{cfg.task.name} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
+        title = f"{cfg.task.id} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
         curve = learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         history = write_history(self.state.history, self.run_dir / HISTORY_NAME)
         record = training_record(

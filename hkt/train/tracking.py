@@ -100,7 +100,7 @@ class NullTracker:
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None: ...
 
-    def log_dataset(self, task: str, data_dir: Path, checksums: dict[str, str],
+    def log_dataset(self, family: str, data_dir: Path, checksums: dict[str, str],
                     sizes: dict[str, int], context: str = "training") -> None: ...
 
     def log_model(self, model: Any, example: Any) -> str:
@@ -260,10 +260,10 @@ class Tracker(NullTracker):
         with_retry(self.client.log_artifact, self.run_id, str(path), artifact_path,
                    what=f"logging artifact {Path(path).name}")
 
-    def log_dataset(self, task: str, data_dir: Path, checksums: dict[str, str],
+    def log_dataset(self, family: str, data_dir: Path, checksums: dict[str, str],
                     sizes: dict[str, int], context: str = "training") -> None:
         """The prepared data as this run's MLflow dataset input (:func:`log_dataset`)."""
-        log_dataset(self.client, self.run_id, task, data_dir, checksums, sizes, context)
+        log_dataset(self.client, self.run_id, family, data_dir, checksums, sizes, context)
 
     def log_model(self, model: Any, example: Any) -> str:
         """The trained model as an MLflow model of this run (``runs:/<run>/model``, the runs
@@ -319,18 +319,18 @@ def dataset_digest(checksums: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def log_dataset(client: Any, run_id: str, task: str, data_dir: str | Path,
+def log_dataset(client: Any, run_id: str, family: str, data_dir: str | Path,
                 checksums: dict[str, str], sizes: dict[str, int] | None,
                 context: str = "training") -> None:
-    """A run's prepared data as its MLflow dataset input (the runs table's Dataset column):
-    name = the task, digest = :func:`dataset_digest` of the splits' SHA-256, source = the data
-    directory, profile = each split's size and SHA-256; ``context`` the input's tag."""
+    """A run's prepared data as its MLflow dataset input (the runs table's Dataset column): name =
+    the data family, digest = :func:`dataset_digest`, source = the data directory, and each split's
+    size and SHA-256 in MLflow's ``profile`` field (its summary, not a budget); ``context`` a tag."""
     from mlflow.entities import Dataset, DatasetInput, InputTag  # seconds to import: when used
 
-    profile = {"sha256": checksums, **({"num_rows": sizes} if sizes else {})}
-    dataset = Dataset(name=task, digest=dataset_digest(checksums), source_type="local",
+    summary = {"sha256": checksums, **({"num_rows": sizes} if sizes else {})}
+    dataset = Dataset(name=family, digest=dataset_digest(checksums), source_type="local",
                       source=json.dumps({"uri": str(Path(data_dir).resolve())}),
-                      profile=json.dumps(profile))
+                      profile=json.dumps(summary))
     tag = InputTag(key="mlflow.data.context", value=context)
     with_retry(client.log_inputs, run_id, datasets=[DatasetInput(dataset, [tag])],
                what="logging the dataset", also=(DATASET_RACE,))
@@ -374,7 +374,7 @@ def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_
 
     git_commit, git_dirty = git
     return {
-        "task": cfg.task.name, "model": cfg.model.name, "variant": cfg.variant,
+        "task": cfg.task.family, "model": cfg.model.name, "variant": cfg.variant,
         "seed": str(cfg.seed), "profile": cfg.train.profile, **suite_run(cfg.tracking).tags(),
         "device": device, "hostname": socket.gethostname(),
         "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),

@@ -13,9 +13,9 @@ __all__ = ["read_task_info", "read_variant_model"]
 
 @lru_cache(maxsize=None)
 def read_task_info(path: Path, task: str) -> tuple[str, int]:
-    """A task file's family (``name``, else ``task``) and ``max_length`` (0 if unset)."""
+    """A task file's data family (``family``, else ``task``) and ``max_length`` (0 if unset)."""
     cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return str(cfg.get("name", task)), int(cfg.get("max_length", 0))
+    return str(cfg.get("family", task)), int(cfg.get("max_length", 0))
 
 
 @lru_cache(maxsize=None)

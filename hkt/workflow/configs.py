@@ -103,12 +103,12 @@ def train_config_digests(override_sets: Iterable[Sequence[str]]) -> dict[tuple[s
 
 
 def check_analysable(models: Iterable[str]) -> None:
-    """Refuse, before any job runs, an ``analyze.models`` entry whose attention exposes no
+    """Refuse, before any job runs, an ``analyze.models`` entry whose mixer exposes no
     queries, keys or scores (``supports_internals``): ``hkt analyze`` could not read it."""
-    from hkt.attention.registry import attention_class
+    from hkt.mixers.registry import mixer_class
 
     for model in models:
-        if not getattr(attention_class(model), "supports_internals", False):
+        if not getattr(mixer_class(model), "supports_internals", False):
             raise ConfigError(f"analyze.models names '{model}', whose token mixer exposes no "
                               "queries, keys or scores, so `hkt analyze` cannot analyse it; "
                               "remove it from analyze.models")

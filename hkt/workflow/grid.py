@@ -139,7 +139,7 @@ class Grid(Placement):
         return str((self.tasks.get(task) or {}).get("profile") or self.profile)
 
     def task_info(self, task: str) -> tuple[str, int]:
-        """The task family (as in run records) and sequence length, from its Hydra task file."""
+        """The data family (a run record's ``task``) and sequence length, from its Hydra task file."""
         return read_task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
 
     def variant_model(self, name: str) -> str | None:
@@ -365,6 +365,11 @@ class Grid(Placement):
             return ["--ablation-task", task, *derived]
         family, length = self.task_info(task)
         return ["--ablation-task", family, "--ablation-length", str(length), *derived]
+
+    def sweep_reference_args(self) -> list[str]:
+        """``hkt aggregate --reference`` with the sweep's reference records, when it has one."""
+        ref = self._sweep.get("reference") if self.sweep_enabled else None
+        return ["--reference", str(ref)] if ref else []
 
     def analyze_args(self) -> list[str]:
         return [str(a) for a in self._analyze.get("args", [])]

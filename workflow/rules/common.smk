@@ -229,7 +229,8 @@ def bench_after():
 
 def aggregate_params():
     return dict(out=lambda wc, output: Path(output.summary).parent, main=MAIN, suite=SUITE.name,
-                ablation=GRID.ablation_args(), tracking_uri=TRACKING_URI,
+                ablation=GRID.ablation_args(), reference=GRID.sweep_reference_args(),
+                tracking_uri=TRACKING_URI,
                 analyses=lambda wc, input: ["--analyses", *input.analyses] if input.analyses else [],
                 bench=lambda wc, input: ["--bench", *input.bench] if input.bench else [])
 

@@ -1,4 +1,4 @@
-"""Task families: the modules that validate and prepare each kind of data (``task.name``).
+"""Data families: the modules that validate and prepare each kind of data (``task.family``).
 
 :data:`FAMILIES` is a :class:`hkt.registry.Registry` of this package: every module here is
 imported before the first lookup, so a new family is one module here, ``hkt/data/families/NAME.py``,
@@ -14,10 +14,10 @@ from hkt.registry import Registry
 
 __all__ = ["FAMILIES", "REQUIRED", "register"]
 
-# family name (``task.name``) -> its ``prepare(cfg, source) -> hkt.data.parquet.Prepared``
-FAMILIES = Registry("task family", "hkt.data.families")
+# family name (``task.family``) -> its ``prepare(cfg, source) -> hkt.data.parquet.Prepared``
+FAMILIES = Registry("data family", "hkt.data.families")
 
-# Function decorator: make a module's ``prepare`` the preparer of task family ``name``.
+# Function decorator: make a module's ``prepare`` the preparer of data family ``name``.
 register = FAMILIES.register
 
 # what a family's module defines besides ``prepare``

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.attention.base import (
+from hkt.mixers.base import (
     AttentionInternals,
     check_dropout,
     check_heads,
@@ -18,7 +18,7 @@ from hkt.attention.base import (
     sdpa_mask,
     split_heads,
 )
-from hkt.attention.registry import register
+from hkt.mixers.registry import register
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """HKT's typed settings (``model.mixer`` when ``model.name`` is ``hkt``): :class:`HKTConfig`, its
-checks, and the choices its fields take. Imported by :mod:`hkt.attention.hkt`, which re-exports
+checks, and the choices its fields take. Imported by :mod:`hkt.mixers.hkt`, which re-exports
 it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hkt.attention.tile import config_problem
+from hkt.mixers.tile import config_problem
 from hkt.checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
 
@@ -38,7 +38,7 @@ class HKTConfig:
 
     The tile kernel's tile sizes are not here: they change no number (beyond rounding), and
     every field here is part of a run's identity (config comparisons, the workflow's rerun
-    digest). They are :class:`hkt.attention.tile.TileSizes`, given to :class:`HKTAttention`.
+    digest). They are :class:`hkt.mixers.tile.TileSizes`, given to :class:`HKTAttention`.
     """
 
     levels: int = 3

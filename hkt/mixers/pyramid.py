@@ -1,6 +1,6 @@
 """HKT's pyramid and fusion weights (DESIGN.md section 2, steps 1 and 4): the levels
 X^(l) = GELU(LayerNorm(DWConv(X^(l-1)))) and the convex weights λ that fuse their scores.
-:class:`hkt.attention.hkt.HKTAttention` holds them (their parameter names are its state_dict's)."""
+:class:`hkt.mixers.hkt.HKTAttention` holds them (their parameter names are its state_dict's)."""
 
 from __future__ import annotations
 

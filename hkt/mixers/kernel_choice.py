@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from hkt.attention.fused_cpu import cpu_kernel_applies
-from hkt.attention.tile import unavailable
+from hkt.mixers.fused_cpu import cpu_kernel_applies
+from hkt.mixers.tile import unavailable
 from hkt.errors import ConfigValueError
 
 __all__ = ["choose_kernel"]

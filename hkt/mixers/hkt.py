@@ -8,7 +8,7 @@ resolution. Per-level scores S^(l) = Q^(l) K^(l)^T / sqrt(d) are upsampled to T�
     Y = softmax(Σ_l λ_l ⊙ Ŝ^(l) + mask) V.
 
 Three computations of the same function with the same parameters (``impl``, chosen per call
-by :func:`hkt.attention.kernel_choice.choose_kernel`):
+by :func:`hkt.mixers.kernel_choice.choose_kernel`):
 
 * ``impl="reference"`` materialises every S^(l), interpolates it and fuses: the paper, line by
   line. O(T²) memory; for correctness checks and analysis.
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from hkt.attention.base import (
+from hkt.mixers.base import (
     AttentionInternals,
     check_dropout,
     check_heads,
@@ -45,14 +45,14 @@ from hkt.attention.base import (
     sdpa_mask,
     split_heads,
 )
-from hkt.attention.fused_cpu import hkt_flash_cpu
-from hkt.attention.hkt_config import FUSIONS, IMPLS, UPSAMPLES, HKTConfig  # noqa: F401  (re-exported)
-from hkt.attention.kernel_choice import choose_kernel
-from hkt.attention.pyramid import DynamicFusion, PyramidLevel, StaticFusion
-from hkt.attention.registry import register
-from hkt.attention.sdpa import call_of, pad_value
-from hkt.attention.tile import TileGeometry, TileSizes, tile_attention
-from hkt.attention.upsample import Upsampler
+from hkt.mixers.fused_cpu import hkt_flash_cpu
+from hkt.mixers.hkt_config import FUSIONS, IMPLS, UPSAMPLES, HKTConfig  # noqa: F401  (re-exported)
+from hkt.mixers.kernel_choice import choose_kernel
+from hkt.mixers.pyramid import DynamicFusion, PyramidLevel, StaticFusion
+from hkt.mixers.registry import register
+from hkt.mixers.sdpa import call_of, pad_value
+from hkt.mixers.tile import TileGeometry, TileSizes, tile_attention
+from hkt.mixers.upsample import Upsampler
 
 @register("hkt")
 class HKTAttention(nn.Module):

@@ -43,7 +43,7 @@ from torch import Tensor
 from hkt.checks import integer
 from hkt.errors import ConfigValueError
 
-MAX_LEVELS = 4  # levels the kernels unroll (hkt/attention/kernels/tile.py)
+MAX_LEVELS = 4  # levels the kernels unroll (hkt/mixers/kernels/tile.py)
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def kernels() -> ModuleType:
     """The kernel module (imports Triton). Triton reads ``TRITON_INTERPRET`` when it is imported
     (its own library is decorated then, like our kernels), so interpreter or GPU is decided once
     per process: set the variable before anything imports triton."""
-    from hkt.attention.kernels import tile
+    from hkt.mixers.kernels import tile
 
     return tile
 

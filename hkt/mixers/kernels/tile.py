@@ -1,6 +1,6 @@
 """Triton kernels of HKT's tile attention; the maths and the host side are in ``tile.py``.
 
-In a subpackage: the attention registry does not import it, so importing ``hkt.attention``
+In a subpackage: the mixer registry does not import it, so importing ``hkt.mixers``
 never needs Triton. ``@triton.jit`` reads ``TRITON_INTERPRET`` when it
 decorates, here and in Triton's own library (``tl.zeros``, ``tl.sum``, …) when triton is first
 imported, so the whole process either interprets or compiles; :data:`INTERPRETED` records which.

@@ -1,4 +1,5 @@
-"""What every attention module shares: argument checks, masks and the internals record."""
+"""What every token mixer shares: argument checks, masks, and the record of an attention's
+internals (what ``return_internals=True`` gives, for analysis)."""
 
 from __future__ import annotations
 

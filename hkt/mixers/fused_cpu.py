@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hkt.attention.base import cpu_float, split_heads
-from hkt.attention.upsample import Upsampler
+from hkt.mixers.base import cpu_float, split_heads
+from hkt.mixers.upsample import Upsampler
 
 _FORWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward

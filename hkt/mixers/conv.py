@@ -1,4 +1,4 @@
-"""Causal depthwise-convolution token mixer: the convolution baseline, in attention's slot.
+"""Causal depthwise-convolution token mixer: the convolution baseline, in the mixer's slot.
 
 The paper states that HKT strictly subsumes single-head attention and causal convolution, so a
 model whose token mixing is *only* a causal convolution belongs in the table beside MHA and HKT.
@@ -9,7 +9,7 @@ This module is that model's mixer, ConvMixer-style (Trockman & Kolter, 2022), pe
     Y = GELU(C) W_O
 
 One filter of width k (``kernel_size``) per channel; position t sees only t-k+1..t. It has the
-same constructor and forward signature as every attention (``hkt.attention.registry``), so the
+same constructor and forward signature as every mixer (``hkt.mixers.registry``), so the
 encoder uses it through ``config/model/conv.yaml`` (``name: conv``) with nothing else changed.
 
 It is always causal (left padding only), so it satisfies ``causal=True`` and is a valid, one-sided
@@ -32,14 +32,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.attention.base import (
+from hkt.mixers.base import (
     AttentionInternals,
     check_dropout,
     check_heads,
     check_key_mask,
     cpu_float,
 )
-from hkt.attention.registry import register
+from hkt.mixers.registry import register
 from hkt.checks import choice, integer
 from hkt.dropout import Dropout
 

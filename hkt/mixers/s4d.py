@@ -50,8 +50,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.attention.base import AttentionInternals, check_dropout, check_heads, check_key_mask
-from hkt.attention.registry import register
+from hkt.mixers.base import AttentionInternals, check_dropout, check_heads, check_key_mask
+from hkt.mixers.registry import register
 from hkt.checks import integer, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError

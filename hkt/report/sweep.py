@@ -1,0 +1,101 @@
+"""The learning-rate tables: each model's accuracy at every learning rate it was trained with,
+and HKT − MHA at each model's best learning rate beside the gap at a rate both share.
+
+A fair comparison tunes each model (issue 39): one learning rate for both may favour the
+model that learns faster at it. The best rate is chosen by validation accuracy, never by test.
+Runs may come from the suite itself (the ``sweep`` variants) and from reference records
+(``hkt aggregate --reference``: the published runs at the profile's rate), read once here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from hkt import paper
+from hkt.report.tables import DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats
+from hkt.report.writers import Display, pm, signed
+
+__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display",
+           "sweep_gap_display"]
+
+GROUP = ["task", "length", "model", "lr"]
+SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr": pl.Float64,
+                "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
+                "test_mean": pl.Float64, "test_std": pl.Float64, "source": pl.String,
+                "best": pl.Boolean}
+SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
+                    "lr_a": pl.Float64, "lr_b": pl.Float64, "ours_pp": pl.Float64, **DIFF_SCHEMA}
+
+
+def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """The trained runs of every (task, T, model) trained at more than one learning rate."""
+    trained = runs.filter(pl.col("external").is_null() & pl.col("lr").is_not_null())
+    several = (trained.group_by("task", "length", "model").agg(pl.col("lr").n_unique().alias("n"))
+               .filter(pl.col("n") > 1).drop("n"))
+    return trained.join(several, on=["task", "length", "model"], how="semi")
+
+
+def sweep_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """Per task, T, model and learning rate: seeds, validation and test accuracy (mean ± std,
+    %), where the runs come from (``source``) and whether it is the model's best rate by mean
+    validation accuracy."""
+    sel = swept_runs(runs)
+    if sel.is_empty():
+        return pl.DataFrame(schema=SWEEP_SCHEMA)
+    t = seed_stats(sel.sort("seed"), GROUP).select(
+        *GROUP, "seeds", "val_mean", "val_std", "test_mean", "test_std")
+    src = sel.group_by(GROUP).agg(pl.col("source").unique().sort().str.join(", "))
+    t = t.join(src, on=GROUP, how="left")
+    best = pl.col("val_mean") == pl.col("val_mean").max().over("task", "length", "model")
+    return t.with_columns(best.alias("best")).select(*SWEEP_SCHEMA).sort(GROUP)
+
+
+def _best_lr(table: pl.DataFrame, task: str, length: int, model: str) -> float | None:
+    rows = table.filter((pl.col("task") == task) & (pl.col("length") == length)
+                        & (pl.col("model") == model) & pl.col("best"))
+    return None if rows.is_empty() else rows["lr"].min()
+
+
+def sweep_gap_table(runs: pl.DataFrame, table: pl.DataFrame,
+                    pair: Sequence[str] = paper.COMPARED_MODELS) -> pl.DataFrame:
+    """Per task and T: ``pair[0] − pair[1]`` (pp, Welch over seeds) at each learning rate both
+    were trained with, and with each at its own best rate (``table``: :func:`sweep_table`)."""
+    a, b = pair
+    sel = swept_runs(runs)
+    rows = []
+    for task, length in table.select("task", "length").unique().sort("task", "length").rows():
+        here = sel.filter((pl.col("task") == task) & (pl.col("length") == length))
+        lrs_a = set(here.filter(pl.col("model") == a)["lr"].to_list())
+        lrs_b = set(here.filter(pl.col("model") == b)["lr"].to_list())
+        pairs = [("both at one rate", lr, lr) for lr in sorted(lrs_a & lrs_b)]
+        best_a, best_b = _best_lr(table, task, length, a), _best_lr(table, task, length, b)
+        if best_a is not None and best_b is not None:
+            pairs.append(("each at its best rate (validation)", best_a, best_b))
+        for label, lr_a, lr_b in pairs:
+            ra = here.filter((pl.col("model") == a) & (pl.col("lr") == lr_a))
+            rb = here.filter((pl.col("model") == b) & (pl.col("lr") == lr_b))
+            ours = (ra["test_accuracy"].mean() - rb["test_accuracy"].mean()) * 100
+            rows.append({"task": task, "length": length, "comparison": label, "lr_a": lr_a,
+                         "lr_b": lr_b, "ours_pp": ours, **difference_columns(ra, rb)})
+    return pl.DataFrame(rows, schema=SWEEP_GAP_SCHEMA)
+
+
+def sweep_display(table: pl.DataFrame) -> Display:
+    header = ["task", "T", "model", "learning rate", "seeds", "val acc (%)", "test acc (%)",
+              "runs from", "best by validation"]
+    rows = [[r["task"], str(r["length"]), r["model"], f"{r['lr']:g}", str(r["seeds"]),
+             pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]), r["source"] or "",
+             "yes" if r["best"] else ""] for r in table.iter_rows(named=True)]
+    return header, rows
+
+
+def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MODELS) -> Display:
+    a, b = (m.upper() for m in pair)
+    header = ["task", "T", "comparison", f"{a} learning rate", f"{b} learning rate",
+              f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", "seeds"]
+    rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['lr_b']:g}",
+             signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]), r["significant"] or "",
+             f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
+    return header, rows
