@@ -44,7 +44,7 @@ CPU_SUITE = "cpu"    # finishes on a 2-core CPU machine (config/suites/cpu.yaml)
 SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per suite made: compared and hashed by identity
 class Suite:
     """One suite, resolved: made by :func:`load_suite` or :func:`workflow_suite`, never twice."""
 
