@@ -1,4 +1,6 @@
-"""``hkt plan [KEY=VALUE ...]``: the plan of a suite on this machine, and how long it would take.
+"""``hkt plan [--suite NAME] [KEY=VALUE ...]``: the plan of a suite on this machine, and how long it
+would take. The suite (``auto``, a name in config/suites/ or a file) is made once
+(:func:`hkt.workflow.suites.load_suite`) and its grid planned; the workflow hands its own.
 
 Prints the device, the jobs per rule, and an estimated wall time. The estimate is measured, not
 guessed, where it matters: a few training steps of every distinct shape of the suite (task
@@ -32,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from hkt.calibration import Shape, cached_timer, calibration_file, shape_of
+from hkt.provenance import NO_SUITE
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
+from hkt.workflow.suites import Suite, load_suite
 
-__all__ = ["JobEstimate", "Plan", "estimate", "shared_gpu_slowdown", "load_plan", "calibrated_plan", "format_plan",
+__all__ = ["JobEstimate", "Plan", "estimate", "shared_gpu_slowdown", "calibrated_plan", "format_plan",
            "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
            "workflow_plan", "make_plan", "add_arguments", "run"]
 
@@ -214,21 +218,6 @@ def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
     return Path(path)
 
 
-# --------------------------------------------------------------------------------- the suite
-def load_plan(suite: str, *, cuda: Callable[[], bool] | None = None) -> tuple[dict, Any]:
-    """The workflow config of ``suite`` (``auto``, a name in config/suites/ or a file; ``auto``
-    chosen as the workflow chooses it) and its :class:`~hkt.workflow.grid.Grid`."""
-    from omegaconf import OmegaConf
-
-    from hkt.config import config_dir
-    from hkt.workflow.suites import load_suite
-    from hkt.workflow.grid import Grid
-
-    config = OmegaConf.to_container(load_suite(None if suite == "auto" else suite, cuda=cuda),
-                                    resolve=True)
-    return config, Grid(config, config_dir())
-
-
 def format_plan(plan: Plan) -> str:
     """The plan as the workflow and ``hkt plan`` print it."""
     counts = plan.counts()
@@ -291,32 +280,29 @@ def log_advice(grid: Any) -> str:
             f"`tail -f {shlex.quote(grid.results)}/logs/train/<task>/<model>/main/seed0.log`")
 
 
-def calibrated_plan(config: Mapping[str, Any]) -> Plan:
-    """The plan of a resolved workflow config with config/plan.yaml's settings (cached
-    calibrations, else a short fresh one), as the workflow makes it once at its start."""
+def calibrated_plan(suite: Suite) -> Plan:
+    """The plan of the workflow's suite with config/plan.yaml's settings (cached calibrations,
+    else a short fresh one), as the workflow makes it once at its start."""
     from hkt.config import compose
 
-    return make_plan(compose("plan", []), config=config, log=lambda s: print(s, flush=True))
+    return make_plan(compose("plan", []), suite, log=lambda s: print(s, flush=True))
 
 
-def workflow_plan(config: Mapping[str, Any], *, plan: Plan | None) -> str:
+def workflow_plan(suite: Suite, *, plan: Plan | None) -> str:
     """What the workflow prints: the suite's jobs per rule and where the logs are and, given its
     calibrated ``plan`` (:func:`calibrated_plan`), the plan with its ETA, also written for
     ``hkt status``; without one (the workflow just read, or a dry run), how to get the ETA."""
-    from hkt.config import config_dir
-    from hkt.workflow.grid import Grid
-
-    grid = Grid(config, config_dir())
-    name = str(config.get("suite"))
-    suite = name if (config_dir() / "suites" / f"{name}.yaml").is_file() else "YOUR_SUITE.yaml"
+    grid = suite.grid
     if plan is None:
-        return (f"hkt plan: suite {config.get('suite')}: jobs {job_counts(grid)}; the estimated "
+        command = (f"`hkt plan --suite {suite.name}`" if suite.name != NO_SUITE else
+                   "`hkt plan --suite FILE`, FILE your config file,")
+        return (f"hkt plan: suite {suite.name}: jobs {job_counts(grid)}; the estimated "
                 "wall time follows when jobs start (not on a dry run); to see it now: "
-                f"`hkt plan --suite {suite}` (a short calibration, cached for the "
-                f"workflow's start){see_also(config)}")
+                f"{command} (a short calibration, cached for the "
+                f"workflow's start){see_also(suite.config)}")
     write_plan(plan, grid, suite_plan_file(grid.results))
     return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}"
-            f"{see_also(config)}\n"
+            f"{see_also(suite.config)}\n"
             f"{log_advice(grid)}\n"
             f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
             "(--watch to follow it)")
@@ -333,21 +319,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
 
 
-def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
-              config: Mapping[str, Any] | None = None) -> Plan:
-    """The plan of ``cfg`` (config/plan.yaml composed), timing what the cache lacks; ``config``
-    = a resolved workflow config to plan instead of ``cfg.suite`` (the workflow's own)."""
+def make_plan(cfg: Any, suite: Suite, *, log: Callable[[str], None] = lambda s: None) -> Plan:
+    """The plan of ``suite`` with ``cfg`` (config/plan.yaml composed), timing what the cache
+    lacks."""
     import torch
 
-    from hkt.config import config_dir
     from hkt.device import describe_device, resolve_device
     from hkt.workflow.configs import job_configs
-    from hkt.workflow.grid import Grid
 
-    if config is None:
-        config, grid = load_plan(str(cfg.suite))
-    else:
-        grid = Grid(config, config_dir())
+    grid = suite.grid
     device = resolve_device(str(cfg.device), source="config key 'device'")
     threads = int(grid.resources("train")["threads"])
     kind = "cuda" if device.type == "cuda" else "cpu"
@@ -366,7 +346,7 @@ def make_plan(cfg: Any, *, log: Callable[[str], None] = lambda s: None,
     plan = estimate(grid, configs, step_seconds, eval_cost=float(cfg.eval_cost), gpus=gpus,
                     sharing=cfg.gpu_sharing,
                     other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},
-                    suite=str(config.get("suite")), device=describe_device(device))
+                    suite=suite.name, device=describe_device(device))
     plan.cached, plan.untimed = stats["cached"], stats["untimed"]
     return plan
 
@@ -377,15 +357,16 @@ def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + ([f"suite={args.suite}"] if args.suite else [])
     cfg = compose("plan", overrides)
     start = time.perf_counter()
-    plan = make_plan(cfg, log=lambda s: print(s, flush=True))
+    suite = load_suite(str(cfg.suite))  # once: auto's choice and the CUDA check too
+    print(f"hkt plan of suite {suite.name} ({suite.reason})", flush=True)
+    plan = make_plan(cfg, suite, log=lambda s: print(s, flush=True))
     print(format_plan(plan))
-    config, grid = load_plan(str(cfg.suite))
     if "cuda" not in plan.device:
-        threads = {r: int(grid.resources(r)["threads"]) for r in RULE_ORDER}
+        threads = {r: int(suite.grid.resources(r)["threads"]) for r in RULE_ORDER}
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
                   f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
-    for line in (published_line(config), see_also(config)):
+    for line in (published_line(suite.config), see_also(suite.config)):
         if line:
             print(line.lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "

@@ -4,62 +4,101 @@ records of every kind and their MLflow runs."""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import hkt
 
-__all__ = ["SUITE_TAG", "RESULTS_DIR_TAG", "NO_SUITE", "SuiteRun", "code_digest", "git_state"]
+__all__ = ["SUITE_TAG", "RESULTS_DIR_TAG", "NO_SUITE", "SUITE_ENV", "suite_name", "job_suite",
+           "SuiteRun", "code_digest", "git_state"]
 
 #: The names of a run's suite run, each both an MLflow tag and a run-record field (stated once
 #: here): the workflow suite's name (``hkt.workflow.suites``), and the results directory the
 #: suite writes, absolute.
 SUITE_TAG = "suite"
 RESULTS_DIR_TAG = "results_dir"
-#: The suite of a run no suite asked for, as a tag (MLflow tags are strings; records hold null).
+#: The one stand-in for "no suite": runs made by hand, or by config files that name no suite.
+#: It is the suite's name (``hkt.workflow.suites.Suite``), the MLflow tag and the ``--suite``
+#: word; a record (JSON) and the runs table hold null for it, as they always did.
 NO_SUITE = "none"
+#: What older code wrote for no suite, read as :data:`NO_SUITE`: null or empty (records, runs
+#: logged before suites), ``custom`` (config files naming no suite) and ``mixed`` (a suite run
+#: over the records of several).
+OLD_NO_SUITE = frozenset({"", "custom", "mixed"})
+#: The one channel by which a job learns its suite: the workflow sets it for every job it starts
+#: (a cluster node's too, and an external baseline's command), and ``hkt train`` and the
+#: baselines read it (:func:`job_suite`); unset, a run belongs to no suite. It also pins the
+#: choice of ``suite: auto`` (``hkt.workflow.suites``), so that a cluster node re-reading the
+#: workflow chooses what the login node chose.
+SUITE_ENV = "HKT_SUITE"
+
+
+def suite_name(value: str | None) -> str:
+    """A suite's name as read from a record, a tag or the environment: :data:`NO_SUITE` for
+    none, whichever way older code spelled it (:data:`OLD_NO_SUITE`, null)."""
+    return NO_SUITE if value is None or value in OLD_NO_SUITE else str(value)
+
+
+def job_suite(env: Mapping[str, str] | None = None) -> str:
+    """The suite this process runs for: ``$HKT_SUITE`` (:data:`SUITE_ENV`), else no suite."""
+    return suite_name((os.environ if env is None else env).get(SUITE_ENV))
 
 
 @dataclass(frozen=True)
 class SuiteRun:
-    """One run of a suite: its name and its results directory.
+    """One run of a suite: its name (:data:`NO_SUITE` for none) and its results directory.
 
     Together they tell apart the runs a shared tracking server holds: two checkouts may run
     the same suite, and one results directory may hold several suites (smoke, then cpu).
-    None stands for no suite, or for a results directory not known (an MLflow run logged before
-    runs were tagged with it)."""
+    The results directory is None where it is not known (an MLflow run logged before runs were
+    tagged with it)."""
 
-    suite: str | None
+    suite: str
     results_dir: str | None
 
     @classmethod
     def of(cls, suite: str | None, results_dir: str | Path) -> SuiteRun:
         """The suite run of a command started here: ``results_dir`` made absolute against the
         working directory, as the tracking store under it is (``hkt.train.tracking``)."""
-        return cls(None if suite in (None, "", NO_SUITE) else str(suite),
-                   str(Path(results_dir).expanduser().resolve()))
+        return cls(suite_name(suite), str(Path(results_dir).expanduser().resolve()))
 
     @classmethod
-    def from_tags(cls, tags: Mapping[str, str]) -> SuiteRun:
-        """The suite run an MLflow run's ``tags`` name (None for a tag the run lacks)."""
-        suite = tags.get(SUITE_TAG)
-        return cls(None if suite in (None, "", NO_SUITE) else suite,
-                   tags.get(RESULTS_DIR_TAG) or None)
+    def of_job(cls, results_dir: str | Path) -> SuiteRun:
+        """The suite run of a job started here: its suite from ``$HKT_SUITE`` (:func:`job_suite`)."""
+        return cls.of(job_suite(), results_dir)
+
+    @classmethod
+    def from_tags(cls, tags: Mapping[str, str | None]) -> SuiteRun:
+        """The suite run an MLflow run's ``tags`` (or a record's fields) name (None for a
+        results directory they lack)."""
+        return cls(suite_name(tags.get(SUITE_TAG)), tags.get(RESULTS_DIR_TAG) or None)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SuiteRun:
+        """The suite run a run record names; a record written before records named it holds
+        its suite in its config (``tracking.suite``, as the workflow passed it then)."""
+        config = record.get("config")
+        tracking = (config.get("tracking") if isinstance(config, Mapping) else None) or {}
+        return cls(suite_name(record.get(SUITE_TAG, tracking.get(SUITE_TAG))),
+                   record.get(RESULTS_DIR_TAG) or None)
 
     def tags(self) -> dict[str, str]:
         """The MLflow tags of a run of this suite run."""
-        tags = {SUITE_TAG: self.suite or NO_SUITE}
+        tags = {SUITE_TAG: self.suite}
         if self.results_dir:
             tags[RESULTS_DIR_TAG] = self.results_dir
         return tags
 
     def fields(self) -> dict[str, str | None]:
-        """The run-record fields of a run of this suite run."""
-        return {SUITE_TAG: self.suite, RESULTS_DIR_TAG: self.results_dir}
+        """The run-record fields of a run of this suite run (null: no suite, or not known)."""
+        return {SUITE_TAG: None if self.suite == NO_SUITE else self.suite,
+                RESULTS_DIR_TAG: self.results_dir}
 
 
 #: The files of the package that make its code (what :func:`code_digest` hashes): sources and

@@ -36,6 +36,9 @@ RENAMED_KEYS = {"train": {
                                  "config file, config/task/ID.yaml; its data family is the "
                                  "kind of data, hkt/data/families/)"),
 }}
+RENAMED_KEYS["doctor"] = {  # named as `hkt plan` names them (issue 40)
+    "suite.file": ("suite", "the suite is 'suite' (or --suite), as for `hkt plan`"),
+    "suite.profile": ("suite_profile", "the profile that replaces the suite's is 'suite_profile'")}
 
 # config name -> {top-level key: {old value: new one}}: labels that were renamed. The unablated
 # run was `default` when `hkt train` was given no variant and `main` when the workflow gave

@@ -26,7 +26,7 @@ import polars as pl
 from hkt import paper
 from hkt.renames import new_value, upgrade_saved_config, upgrade_saved_record
 from hkt.errors import HKTError
-from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
+from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
 
 #: The token-mixer settings that the ablations change (runs-frame columns, read from
@@ -214,9 +214,7 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "budget": run_budget(profile=rec.get("profile"), steps=steps, batch_size=batch,
                              train_examples=as_int(rec.get("train_examples")),
                              external=rec.get("external"), settings=external_settings(cfg)),
-        # records written before they named their suite run: the suite is in the config
-        SUITE_TAG: rec.get(SUITE_TAG, get_path(cfg, "tracking.suite")),
-        RESULTS_DIR_TAG: rec.get(RESULTS_DIR_TAG),
+        **SuiteRun.from_record(rec).fields(),  # null: no suite, as in records
         "n_params": as_int(rec.get("n_params")), "steps": steps,
         "best_step": as_int(rec.get("best_step")),
         "val_accuracy": as_float(rec.get("val_accuracy")),

@@ -188,29 +188,23 @@ def regenerate(dest: Path, work: Path) -> Path:
 
 
 def _aggregate_inputs(name: str, results: Path) -> list[str]:
-    """The records, ablation and analyses arguments of suite ``name``'s aggregate step, paths
-    relative to ``results``' parent; every record under ``results/runs`` for no suite."""
-    import yaml
-
+    """The records, suite, ablation and analyses arguments of suite ``name``'s aggregate step,
+    paths relative to ``results``' parent; every record under ``results/runs`` for no suite."""
     from hkt.config import config_dir
     from hkt.paper import ABLATION_TASK
-    from hkt.workflow.grid import Grid
-    from hkt.workflow.suites import merge
+    from hkt.workflow.suites import load_suite
 
     configs = config_dir()
-    suite = configs / "suites" / f"{name}.yaml"
-    if not suite.is_file():
+    if not (configs / "suites" / f"{name}.yaml").is_file():
         records = sorted(str(f.relative_to(results.parent)) for f in results.rglob("record.json"))
         return [*records, "--ablation-task", ABLATION_TASK]
-    config = merge(yaml.safe_load((configs / "config.yaml").read_text()),
-                   yaml.safe_load(suite.read_text()))
-    grid = Grid({**config, "results_dir": results.name}, configs)
+    grid = load_suite(name, overrides={"results_dir": results.name}).grid
     analyses = ["--analyses", *grid.analyses()] if grid.analyses() else []
     reference = grid.sweep_reference_args()
     for path in reference[1:]:  # repository paths, as the workflow (run from the root) reads them
         if not Path(path).is_absolute():
             shutil.copytree(configs.parent / path, results.parent / path)
-    return [*grid.records(), *grid.ablation_args(), *reference, *analyses]
+    return [*grid.records(), "--suite", name, *grid.ablation_args(), *reference, *analyses]
 
 
 def retable(dest: Path) -> int:

@@ -84,4 +84,5 @@ def isolated_results(tmp_path, monkeypatch):
     results.mkdir()
     monkeypatch.setenv("HKT_RESULTS_DIR", str(results))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("HKT_SUITE", raising=False)  # a run of no suite, whatever the shell says
     return results

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import torch
 
 from hkt.baselines import ngram
+from hkt.provenance import SUITE_ENV
 from hkt.baselines.run import run_baseline
 from hkt.cli import main
 from hkt.data.parquet import SplitData
@@ -130,14 +131,17 @@ def test_logs_to_mlflow_and_passes_the_audit(tmp_path, monkeypatch):
 
 def test_the_workflow_names_the_experiment_through_the_environment(tmp_path, monkeypatch):
     """An external command learns the suite's experiment from $HKT_MLFLOW_EXPERIMENT and its
-    results directory from $HKT_RESULTS_DIR; the rule passes the suite."""
+    suite run from $HKT_SUITE and $HKT_RESULTS_DIR: the one channel, as for `hkt train`."""
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("HKT_MLFLOW_EXPERIMENT", "hkt-paper-keyword")
     monkeypatch.setenv("HKT_RESULTS_DIR", str(tmp_path / "res"))
+    monkeypatch.setenv("HKT_SUITE", "paper")
     data = keyword_data(tmp_path / "data", n_train=40, n_eval=20)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    rec = run_baseline("majority", data, tmp_path / "run", tracking_uri=uri, suite="paper")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SUITE_ENV, "paper")
+        rec = run_baseline("majority", data, tmp_path / "run", tracking_uri=uri)
     assert rec["mlflow_experiment"] == "hkt-paper-keyword"
     assert rec["suite"] == "paper" and rec["results_dir"] == str((tmp_path / "res").resolve())
     run = MlflowClient(uri).get_run(rec["mlflow_run_id"])
@@ -150,7 +154,7 @@ def test_help_names_the_default_experiment(capsys):
         main(["baseline", "ngram", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "HKT_MLFLOW_EXPERIMENT" in text and "hkt-<profile>-<task>" in text
-    assert "--suite" in text and "HKT_RESULTS_DIR" in text
+    assert "--suite" not in text and "HKT_RESULTS_DIR" in text
     assert "--orders" in text and "--method" not in text  # its own options; no retired one
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from hkt.mixers.sdpa import AttentionCall
 from hkt.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
@@ -33,7 +32,7 @@ def doctor(tmp_path: Path, suite_text: str, tracking_uri: str, *extra: str):
     suite.write_text(suite_text)
     env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri}
     return subprocess.run(
-        [sys.executable, "-m", "hkt.cli", "doctor", f"suite.file={suite}", *TINY, *extra],
+        [sys.executable, "-m", "hkt.cli", "doctor", "--suite", str(suite), *TINY, *extra],
         capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -74,11 +73,25 @@ def test_failing_checks_give_nonzero_exit(tmp_path):
 
 
 def test_bad_setting_is_a_config_error(tmp_path):
+    """An unknown suite lists the suites; the key's old spelling (suite.file) still works."""
     proc = subprocess.run([sys.executable, "-m", "hkt.cli", "doctor", "suite.file=no-such-suite"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
+    assert "'suite.file=no-such-suite' is deprecated" in proc.stderr
     assert "hkt: error: suite 'no-such-suite' has no config/suites/no-such-suite.yaml" in proc.stderr
     assert "smoke" in proc.stderr
+
+
+def test_the_doctor_checks_the_suite_it_is_given():
+    """--suite (as `hkt plan` takes it) names the suite, suite_profile replaces its profile;
+    the Suite is made once and every check reads it."""
+    from hkt.config import compose
+    from hkt.doctor import doctor_suite
+
+    suite = doctor_suite(compose("doctor", ["suite=smoke", "suite_profile=cpu"]))
+    assert suite.name == "smoke" and suite.grid.profile == suite.config["profile"] == "cpu"
+    assert doctor_suite(compose("doctor", ["suite=quick"])).grid.profile == "cpu"
+    assert compose("doctor", []).suite == "auto"
 
 
 def test_suite_merges_over_the_workflow_config(tmp_path):
@@ -88,7 +101,8 @@ def test_suite_merges_over_the_workflow_config(tmp_path):
     path.write_text("main: {models: [mha]}\nlra: {enabled: true, models: [hkt]}\n"
                     "ablation: {enabled: false}\n")
     suite = load_suite(str(path))
-    assert suite.profile == "paper" and list(suite.main.tasks) == ["listops", "cifar10", "imdb"]
+    assert suite.config["profile"] == "paper"
+    assert suite.config["main"]["tasks"] == ["listops", "cifar10", "imdb"]
     assert [(j.task, j.model, j.variant) for j in suite_jobs(suite)] == [
         ("listops", "mha", "main"), ("cifar10", "mha", "main"), ("imdb", "mha", "main"),
         ("listops_lra", "hkt", "main"), ("imdb_lra", "hkt", "main")]
@@ -97,12 +111,9 @@ def test_suite_merges_over_the_workflow_config(tmp_path):
 def test_doctor_plan_and_workflow_share_one_job_list():
     """Doctor times one config per distinct job of the workflow's list (hkt.workflow.grid),
     ablations included: its memory check sees levels4, the largest HKT (it did not)."""
-    from hkt.config import config_dir
-    from hkt.workflow.grid import Grid
-
     for name in ("smoke", "cpu", "paper"):
         suite = load_suite(name)
-        grid = Grid(OmegaConf.to_container(suite, resolve=True), config_dir())
+        grid = suite.grid
         want = list(dict.fromkeys((j.task, j.model, j.variant) for j in grid.train_jobs()))
         assert [(j.task, j.model, j.variant) for j in suite_jobs(suite)] == want, name
     jobs = suite_jobs(load_suite("smoke"))
@@ -119,7 +130,7 @@ def test_memory_need_scales_activations_not_state():
 
 
 def test_named_suite_resolves_in_config_suites():
-    assert load_suite("smoke").profile == "smoke"
+    assert load_suite("smoke").grid.profile == "smoke"
 
 
 def test_fused_path_meets_the_bf16_tolerance_under_autocast():
@@ -133,11 +144,11 @@ def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     configs = {j: c for j, c in suite_jobs(suite).items()
                if j.model == "hkt" and j.variant == "main"}
     cfg = compose("doctor", ["equivalence.seq_len=64"])
-    ctx = Context(cfg, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    ctx = Context(cfg, suite, torch.device("cpu"), amp=torch.bfloat16, configs=configs)
     checks = list(check_equivalence(ctx))
     assert len(checks) == 4 and all(c.ok for c in checks), checks  # two HKT geometries
     strict = compose("doctor", ["equivalence.seq_len=64", "equivalence.tolerance.bf16=0.0"])
-    ctx = Context(strict, suite, "paper", torch.device("cpu"), amp=torch.bfloat16, configs=configs)
+    ctx = Context(strict, suite, torch.device("cpu"), amp=torch.bfloat16, configs=configs)
     assert not any(c.ok for c in check_equivalence(ctx) if c.name == "hkt fused")
 
 
@@ -235,14 +246,14 @@ def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
     from hkt.config import compose
     from hkt.doctor.context import Context, job_name
 
-    suite = OmegaConf.merge(load_suite("paper"), {"node": {"gpus": 1, "cpus": 16},
-                                                   "jobs_per_gpu": jobs_per_gpu})
+    suite = load_suite("paper", overrides={"node": {"gpus": 1, "cpus": 16},
+                                           "jobs_per_gpu": jobs_per_gpu})
     configs = suite_jobs(suite)
     timings = {j: StepTiming(seq_len=int(c.task.max_length), batch_size=int(c.train.batch_size),
                              n_params=1, ms_per_step=H200_MS[job_name(j)], loss=1.0,
                              peak_bytes=(2.52 if job_name(j) == "imdb/hkt/main" else 1.0) * 2**30,
                              state_bytes=0) for j, c in configs.items()}
-    ctx = Context(compose("doctor", []), suite, "paper", torch.device("cuda"), configs=configs,
+    ctx = Context(compose("doctor", []), suite, torch.device("cuda"), configs=configs,
                    timings=timings)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.cuda, "device_count", lambda: 1)

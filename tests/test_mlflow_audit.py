@@ -75,13 +75,21 @@ def test_a_baseline_logs_its_data(tmp_path, store):
     assert ds.name == "listops" and ds.digest == dataset_digest(rec["data_checksums"])
 
 
-def test_the_suite_is_one_mlflow_run_linked_to_its_runs(tmp_path, store, capsys):
+def test_the_suite_is_one_mlflow_run_linked_to_its_runs(tmp_path, store, capsys, monkeypatch):
+    """The aggregate is given the suite (--suite, as the workflow's rule passes it): its records
+    must name it, and the suite run is its, not read from the records."""
     data = write_prepared_data(tmp_path / "data", "listops")
+    monkeypatch.setenv("HKT_SUITE", "smoke")  # the one channel by which a job learns its suite
     runs = [train(data, tmp_path / "runs" / m, f"model={m}", "variant=main",
-                  "tracking.suite=smoke", "tracking.log_model=false") for m in ("mha", "hkt")]
+                  "tracking.log_model=false") for m in ("mha", "hkt")]
+    assert {r["suite"] for r in runs} == {"smoke"}
     out = tmp_path / "results"
-    args = ["aggregate", str(tmp_path / "runs"), "--out", str(out), "--suite-run",
-            "--tracking-uri", store]
+    base = ["aggregate", str(tmp_path / "runs"), "--out", str(out), "--tracking-uri", store]
+    assert main([*base, "--suite-run"]) == 2  # the suite is not guessed from the records
+    assert "--suite-run logs the run of one suite: name it with --suite NAME" in capsys.readouterr().err
+    assert main([*base, "--suite", "cpu", "--no-tables"]) == 2  # records of another suite
+    assert "2 of 2 records are of another suite than --suite cpu" in capsys.readouterr().err
+    args = [*base, "--suite", "smoke", "--suite-run"]
     for _ in range(2):  # an aggregate run again updates the suite run, adds none
         assert main(args) == 0
     client = MlflowClient(store)

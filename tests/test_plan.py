@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 
 from hkt.plan import Plan, JobEstimate, estimate, format_plan
 from hkt.workflow.grid import Grid
-from hkt.workflow.suites import merge
+from hkt.provenance import NO_SUITE
+from hkt.workflow.suites import load_suite, merge
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
@@ -142,12 +143,12 @@ def test_the_paper_suite_packs_training_jobs_on_one_gpu_with_the_h200s_slowdown(
     by config/plan.yaml's gpu_sharing (the H200's 9 jobs: 1.83x); the benchmark has the GPU to
     itself. The packed suite's training is several times shorter than one job at a time."""
     from hkt.config import compose
-    from hkt.plan import load_plan, shared_gpu_slowdown
+    from hkt.plan import shared_gpu_slowdown
 
     sharing = compose("plan", []).gpu_sharing
     assert (shared_gpu_slowdown(1, sharing), shared_gpu_slowdown(9, sharing)) == (1.0, 1.83)
     assert shared_gpu_slowdown(5, sharing) == pytest.approx(1.415)
-    config, _ = load_plan("paper")
+    config = load_suite("paper").config
     packed = Grid(merge(config, {"node": {"gpus": 1}}), CONFIG_DIR, cpus=16)
     alone = Grid(merge(config, {"node": {"gpus": 1}, "jobs_per_gpu": 1}), CONFIG_DIR, cpus=16)
     plans = [estimate(g, {j: fake_config(j) for j in g.train_jobs()}, lambda cfg, shape: 1.0,
@@ -201,14 +202,34 @@ def test_unknown_suite_is_an_error(tmp_path):
 
 
 def test_the_plan_of_each_cpu_suite_points_to_the_other():
-    from hkt.plan import load_plan, see_also, workflow_plan
+    from hkt.plan import see_also, workflow_plan
 
     for suite, other in (("cpu", "quick"), ("quick", "cpu")):
-        config, _ = load_plan(suite)
-        text = workflow_plan(config, plan=None)
+        text = workflow_plan(load_suite(suite), plan=None)
+        assert text.startswith(f"hkt plan: suite {suite}: jobs ")
+        assert f"to see it now: `hkt plan --suite {suite}`" in text
         assert f"another suite: {other}, " in text
         assert f"`--configfile config/suites/{other}.yaml`, `hkt plan --suite {other}`" in text
-    assert see_also(load_plan("smoke")[0]) == ""
+    assert see_also(load_suite("smoke").config) == ""
+    # config files that name no suite: the one stand-in, and how to plan such a file
+    text = workflow_plan(load_suite(NO_SUITE), plan=None)
+    assert text.startswith("hkt plan: suite none: jobs ") and "`hkt plan --suite FILE`" in text
+
+
+def test_the_plan_is_of_the_suite_it_is_given(tmp_path, monkeypatch):
+    """make_plan plans the Suite it is handed (its Grid, name and profile), resolving nothing."""
+    import hkt.plan as plan_module
+    from hkt.config import compose
+
+    suite = load_suite("smoke", overrides={"results_dir": str(tmp_path)})
+    monkeypatch.setattr(plan_module, "load_suite", None)  # no second resolution
+    monkeypatch.setattr(plan_module, "cached_timer", lambda *a, **k: (
+        lambda cfg, shape: 0.01, {"cached": 0, "untimed": []}))
+    plan = plan_module.make_plan(compose("plan", ["device=cpu"]), suite)
+    assert (plan.suite, plan.profile) == ("smoke", "smoke")
+    assert plan.counts()["train"] == len(suite.grid.train_jobs())
+    assert {j.output for j in plan.jobs if j.rule == "train"} == {
+        suite.grid.record(j) for j in suite.grid.train_jobs()}
 
 
 def test_the_plan_sets_a_suites_published_wall_time_beside_its_estimate():

@@ -47,18 +47,16 @@ def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
 # run was published fails here until it is republished or given another name.
 
 
-def _suite_config(name: str) -> dict:
-    """The workflow config of suite ``name`` as its command resolves it: for ``cpu``, the README's
-    main command on a machine without CUDA (``suite: auto``); else ``--configfile``."""
-    import yaml
+def _suite(name: str):
+    """Suite ``name`` as its command resolves it (hkt.workflow.suites): for ``cpu``, the README's
+    main command on a machine without CUDA (``suite: auto``); else by its name."""
+    from hkt.workflow.suites import load_suite
 
-    from hkt.workflow.suites import merge, resolve_suite
-
-    base = yaml.safe_load((CONFIG_DIR / "config.yaml").read_text())
     if name == "cpu":
-        config, _ = resolve_suite(base, CONFIG_DIR, cuda=lambda: False, env={})
-        return config
-    return merge(base, yaml.safe_load((CONFIG_DIR / "suites" / f"{name}.yaml").read_text()))
+        suite = load_suite("auto", config_dir=CONFIG_DIR, cuda=lambda: False, env={})
+        assert suite.name == "cpu"
+        return suite
+    return load_suite(name, config_dir=CONFIG_DIR)
 
 
 def _published_training_runs(root: Path) -> dict:
@@ -79,14 +77,13 @@ def _published_training_runs(root: Path) -> dict:
 @pytest.mark.parametrize("suite", PUBLISHED_SUITES)
 def test_the_suite_composes_exactly_its_published_training_runs(suite):
     from hkt.workflow.configs import config_digest, train_config_digest
-    from hkt.workflow.grid import Grid
 
-    config = _suite_config(suite)
-    root = ROOT / config["published"]
+    made = _suite(suite)
+    root = ROOT / made.config["published"]
     assert root == DOCS / suite, "a suite's publication is docs/results/<its name>"
     if not (root / "runs").is_dir():
         pytest.skip(f"docs/results/{suite}/ holds no published records")
-    grid = Grid(config, CONFIG_DIR)
+    grid = made.grid
     published = _published_training_runs(root)
     jobs = grid.train_jobs()
     changed = [job for job in jobs if job in published and

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import seal_prepared_data, write_prepared_data
 from hkt.cli import main as hkt_main
-from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
+from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SUITE_ENV, SUITE_TAG, SuiteRun
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.suite_choice import SuiteChoice, choose
@@ -45,9 +45,11 @@ def train_run(data: Path, out: Path, uri: str, results: Path, *overrides: str) -
     from hkt.train.config import load_config
     from hkt.train.loop import train
 
-    train(load_config(["profile=smoke", "task=listops", "variant=main", "tracking.suite=smoke",
-                       f"tracking.uri={uri}", f"tracking.results_dir={results}", *overrides]),
-          data, out, stream=io.StringIO(), progress=False)
+    with pytest.MonkeyPatch.context() as mp:  # the suite, as the workflow tells its jobs
+        mp.setenv(SUITE_ENV, "smoke")
+        train(load_config(["profile=smoke", "task=listops", "variant=main",
+                           f"tracking.uri={uri}", f"tracking.results_dir={results}", *overrides]),
+              data, out, stream=io.StringIO(), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +65,11 @@ def shared_store(tmp_path_factory):
     a, b = root / "a", root / "b"
     for model, seed in (("hkt", 0), ("hkt", 1), ("mha", 0)):
         train_run(data, a / "runs" / f"{model}-{seed}", uri, a, f"model={model}", f"seed={seed}")
-    run_baseline("ngram", data, a / "runs" / "ngram-0", profile="smoke", epochs=1,
-                 buckets=1 << 10, tracking_uri=uri, suite="smoke", results_dir=a,
-                 experiment="hkt-smoke-listops")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(SUITE_ENV, "smoke")
+        run_baseline("ngram", data, a / "runs" / "ngram-0", profile="smoke", epochs=1,
+                     buckets=1 << 10, tracking_uri=uri, results_dir=a,
+                     experiment="hkt-smoke-listops")
     train_run(data, b / "runs" / "hkt-0", uri, b, "model=hkt", "seed=0", "optim.lr=0.01")
     return uri, a.resolve(), b.resolve()
 
@@ -135,7 +139,7 @@ def test_untagged_runs_are_a_suite_run_of_their_own(shared_store, tmp_path_facto
 
 def test_choice_among_suite_runs():
     x, y = SuiteRun("cpu", "/r/x"), SuiteRun("cpu", "/r/y")
-    old, free = SuiteRun("cpu", None), SuiteRun(None, "/r/x")
+    old, free = SuiteRun("cpu", None), SuiteRun(NO_SUITE, "/r/x")
     counts = {x: 3, y: 2, old: 4, free: 1}
     assert choose({x: 3}, SuiteChoice(), "store") == x  # alone: no name needed
     assert choose({}, SuiteChoice(suite="cpu"), "store") is None  # no runs at all

@@ -296,13 +296,13 @@ def test_status_of_a_packed_gpu_suite_counts_its_slots(tmp_path, monkeypatch, ca
     """The paper suite on one GPU and 16 cores, planned as the workflow plans it at its start
     (its $HKT_GPU_SLOTS set): hkt status lays the training out 9 at once, as hkt plan does."""
     from hkt.config import config_dir
-    from hkt.plan import estimate, load_plan, write_plan
+    from hkt.plan import estimate, write_plan
     from hkt.workflow.gpuslots import ENV_VAR
     from hkt.workflow.grid import Grid
-    from hkt.workflow.suites import merge
+    from hkt.workflow.suites import load_suite, merge
     from omegaconf import OmegaConf
 
-    config, _ = load_plan("paper")
+    config = load_suite("paper").config
     grid = Grid(merge(config, {"node": {"gpus": 1}, "results_dir": "results"}), config_dir(),
                 cpus=16)
     job_cfg = OmegaConf.create({"model": {"name": "m", "variant": "v"},

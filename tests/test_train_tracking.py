@@ -227,3 +227,22 @@ def test_two_runs_creating_one_dataset_at_once_both_log_it(tmp_path):
 
     with pytest.raises(RuntimeError, match="runs.run_uuid"):
         log_dataset(Broken(), "run1", "listops", tmp_path, {"train": "ab" * 32}, None)
+
+
+def test_a_run_learns_its_suite_from_the_environment_only(tmp_path, monkeypatch):
+    """$HKT_SUITE is the one channel (hkt.provenance.SUITE_ENV); the Hydra key that was another
+    is refused, saying what replaced it; unset, a run is of no suite (the one stand-in)."""
+    from hkt.errors import ConfigError
+    from hkt.provenance import NO_SUITE, SuiteRun
+    from hkt.train.config import load_config
+    from hkt.train.tracking import suite_run
+
+    cfg = load_config(["profile=smoke", f"tracking.results_dir={tmp_path}"])
+    assert "suite" not in cfg.tracking
+    monkeypatch.setenv("HKT_SUITE", "quick")
+    assert suite_run(cfg.tracking) == SuiteRun("quick", str(tmp_path.resolve()))
+    monkeypatch.delenv("HKT_SUITE")
+    assert suite_run(cfg.tracking).suite == NO_SUITE
+    with pytest.raises(ConfigError, match=r"'tracking.suite=cpu': a run learns its suite from "
+                                          r"\$HKT_SUITE.*HKT_SUITE=NAME hkt train"):
+        load_config(["tracking.suite=cpu"])

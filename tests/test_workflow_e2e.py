@@ -102,7 +102,7 @@ def workflow_run(tmp_path_factory):
 def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
     out = workflow_run["output"]
     plan = out.index("estimated wall time:")
-    assert out.index("hkt: suite custom (from the config files given)") < plan
+    assert out.index("hkt: suite none (from the config files given)") < plan
     assert "jobs: " in out and "train " in out and "(measured)" in out
     assert f"tail -f '{RESULTS}'/logs/train/" in out
     assert plan < out.index("rule prepare:")
@@ -160,7 +160,7 @@ def test_tables_figures_and_summary(workflow_run):
     summary = (res / "summary.md").read_text()
     assert "profile: smoke" in summary and "[main](tables/main.md)" in summary
     # config files that name no suite; the suite run is named by its results directory
-    assert f"suite: custom in {res.resolve()};" in summary
+    assert f"suite: none named in {res.resolve()};" in summary  # null in records: no suite
     for table in (res / "tables").glob("*.md"):  # every table and figure is linked
         assert f"(tables/{table.name})" in summary, table.name
     for figure in (res / "figures").glob("*.png"):
@@ -221,7 +221,7 @@ def test_mlflow_holds_every_run(workflow_run):
     trained = {r["mlflow_run_id"] for r in logged if r["model"] in ("mha", "hkt")}
     exp_ids = [client.get_experiment_by_name("hkt-smoke-listops").experiment_id]
     assert {m.source_run_id for m in client.search_logged_models(exp_ids)} == trained
-    suite = client.search_runs([client.get_experiment_by_name("hkt-suite-custom").experiment_id])
+    suite = client.search_runs([client.get_experiment_by_name("hkt-suite-none").experiment_id])
     assert len(suite) == 1 and suite[0].data.tags["hkt.kind"] == "suite"
     assert "listops_T512.hkt_minus_mha_pp" in suite[0].data.metrics
     assert all(client.get_run(r["mlflow_run_id"]).data.tags["hkt.suite_run_id"]

@@ -71,23 +71,24 @@ def test_ablation_model_comes_from_the_variant_file():
 
 def test_train_overrides_are_the_hkt_train_command():
     g = grid(train_overrides=["train.device=cuda"], suite="paper")
+    # no suite among them: a job learns it from $HKT_SUITE (hkt.workflow.suites)
     assert g.train_overrides(Job("imdb_lra", "hkt", "levels2", 1)) == [
         "task=imdb_lra", "model=hkt", "profile=paper", "seed=1", "variant=levels2",
-        "tracking.suite=paper", "train.device=cuda"]
-    assert g.suite_args() == ["--suite", "paper"]  # the external baselines' tracking.suite
-    assert grid(suite="auto").suite_args() == []
+        "train.device=cuda"]
 
 
 def test_a_rename_does_not_change_what_snakemake_records_of_a_training_job():
     """Snakemake reruns a job whose recorded params changed. The train rule's overrides are
     recorded under the names of before the renames (experiment -> variant, model.attention ->
-    model.mixer), so a results directory made before them reruns nothing; in the shell command
-    they are the new words, each its own argument."""
+    model.mixer), and with the `tracking.suite=NAME` override that the suite was before it moved
+    to $HKT_SUITE (`custom` for none), so a results directory made before them reruns nothing;
+    in the shell command they are the new words, each its own argument, and no suite."""
     import shlex
 
     from snakemake.persistence import PersistenceBase as Persistence
     from snakemake.utils import QuotedFormatter, SequenceFormatter
 
+    from hkt.provenance import NO_SUITE
     from hkt.renames import old_spelling
     from hkt.workflow.configs import TrackedOverrides
 
@@ -96,11 +97,13 @@ def test_a_rename_does_not_change_what_snakemake_records_of_a_training_job():
     old = ["task=listops", "model=hkt", "profile=paper", "seed=0", "experiment=levels2",
            "model.attention.levels=2", "+model.attention.x=1", "~model.attention", "train.max_steps=10"]
     assert old_spelling(new) == old and old_spelling(old) == old
-    tracked = TrackedOverrides(new)
+    tracked = TrackedOverrides(new, "paper")
     # what Snakemake stores and compares (its own serialiser), then what the shell command reads
-    assert Persistence._serialize_param_builtin(None, tracked) == repr(old)
-    assert Persistence._serialize_param_builtin(None, TrackedOverrides(["variant=main"])) != repr(
-        ["experiment=levels2"])
+    recorded = [*old[:5], "tracking.suite=paper", *old[5:]]  # as Grid.train_overrides gave it
+    assert Persistence._serialize_param_builtin(None, tracked) == repr(recorded)
+    assert repr(TrackedOverrides(["variant=main"], NO_SUITE)) == repr(
+        ["experiment=main", "tracking.suite=custom"])
+    assert repr(copy.deepcopy(tracked)) == repr(recorded)  # a copy keeps the suite
     shell = SequenceFormatter(separator=" ", element_formatter=QuotedFormatter())
     assert shell.format("{x:q}", x=tracked) == " ".join(shlex.quote(o) for o in new)  # one word each
 

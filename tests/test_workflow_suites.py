@@ -1,15 +1,22 @@
-"""`suite: auto`: the paper suite where CUDA is available, the CPU suite elsewhere, with the
-command line's keys still winning; the CUDA check is injected (no GPU needed)."""
+"""One suite, made in one place (hkt.workflow.suites): `auto` is the paper suite where CUDA is
+available and the CPU suite elsewhere (the CUDA check injected: no GPU needed), a name is its
+config/suites/ file, a file is itself; the command line's keys still win; "no suite" has one
+stand-in; and a workflow process builds one Grid."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hkt.errors import ConfigError
-from hkt.workflow.suites import choice_reason, choose_suite, merge, resolve_suite
+from hkt.provenance import NO_SUITE, SUITE_ENV, SuiteRun, job_suite, suite_name
+from hkt.workflow.grid import Grid
+from hkt.workflow.suites import AUTO, Suite, choose, load_suite, merge, workflow_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
@@ -21,16 +28,21 @@ def cuda(present: bool):
     return lambda: present
 
 
+def no_cuda_check():
+    raise AssertionError("the CUDA check ran, though the suite was named")
+
+
 def test_default_is_auto():
-    assert CONFIG["suite"] == "auto"
+    assert CONFIG["suite"] == AUTO
 
 
 @pytest.mark.parametrize("present, name", [(True, "paper"), (False, "cpu")])
 def test_auto_picks_paper_with_cuda_and_cpu_without(present, name):
-    assert choose_suite(cuda(present), env={}) == name
-    cfg, chosen = resolve_suite(CONFIG, CONFIG_DIR, cuda=cuda(present), env={})
-    assert chosen and cfg["suite"] == name
-    assert cfg["profile"] == name  # each suite runs its own profile
+    suite = load_suite(AUTO, cuda=cuda(present), env={})
+    assert isinstance(suite, Suite) and suite.name == name and suite.config["suite"] == name
+    assert suite.reason.startswith(f"suite: auto, {'CUDA available' if present else 'no CUDA'}")
+    cfg = suite.config
+    assert cfg["profile"] == suite.grid.profile == name  # each suite runs its own profile
     if name == "cpu":
         # the paper's table on a CPU: ListOps at the paper's budget, the T = 1024 tasks beside it,
         # levels1 derived from MHA (not trained)
@@ -44,40 +56,89 @@ def test_auto_picks_paper_with_cuda_and_cpu_without(present, name):
 
 
 def test_hkt_suite_variable_overrides_the_device_check():
-    assert choose_suite(cuda(True), env={"HKT_SUITE": "cpu"}) == "cpu"
-    cfg, _ = resolve_suite(CONFIG, CONFIG_DIR, cuda=cuda(True), env={"HKT_SUITE": "smoke"})
-    assert cfg["suite"] == "smoke" and cfg["profile"] == "smoke"
+    assert choose(cuda(True), env={SUITE_ENV: "cpu"}) == ("cpu", "$HKT_SUITE=cpu")
+    suite = load_suite(AUTO, cuda=no_cuda_check, env={SUITE_ENV: "smoke"})
+    assert suite.name == "smoke" and suite.config["profile"] == "smoke"
     # the workflow's first line says why: the variable, not the device
-    assert choice_reason("smoke", env={"HKT_SUITE": "smoke"}) == "$HKT_SUITE=smoke"
-    assert choice_reason("paper", env={}) == "CUDA available"
-    assert choice_reason("cpu", env={}) == "no CUDA"
+    assert suite.reason.startswith("suite: auto, $HKT_SUITE=smoke")
+    assert choose(cuda(True), env={}) == ("paper", "CUDA available")
+    assert choose(cuda(False), env={}) == ("cpu", "no CUDA")
+
+
+def test_a_name_is_its_suite_file_and_asks_no_device():
+    suite = load_suite("smoke", cuda=no_cuda_check, env={SUITE_ENV: "cpu"})
+    smoke = yaml.safe_load((CONFIG_DIR / "suites" / "smoke.yaml").read_text())
+    assert suite.name == "smoke" and suite.reason == "config/suites/smoke.yaml"
+    assert suite.config == merge(CONFIG, smoke)
+    assert suite.grid.config is suite.config and suite.grid.profile == "smoke"
+
+
+def test_a_file_is_the_suite_it_names_or_none(tmp_path):
+    named = tmp_path / "mine.yaml"
+    named.write_text("suite: smoke\nprofile: smoke\nseeds: [5]\n")
+    suite = load_suite(str(named), cuda=no_cuda_check)
+    assert (suite.name, suite.grid.seeds, suite.reason) == ("smoke", [5], f"the file {named}")
+    unnamed = tmp_path / "lra.yaml"
+    unnamed.write_text("lra: {enabled: true}\n")
+    suite = load_suite(unnamed, cuda=no_cuda_check)
+    assert suite.name == suite.config["suite"] == NO_SUITE and suite.config["lra"]["enabled"]
+    assert suite.config["profile"] == CONFIG["profile"]
+    with pytest.raises(ConfigError, match=r"suite file .*nope.yaml does not exist"):
+        load_suite(str(tmp_path / "nope.yaml"))
 
 
 def test_command_line_keys_win_over_the_chosen_suite():
     given = {"results_dir": "elsewhere", "seeds": [7], "resources": {"train": {"threads": 2}}}
-    cfg, _ = resolve_suite(merge(CONFIG, given), CONFIG_DIR, overrides=given, cuda=cuda(False),
+    suite = workflow_suite(merge(CONFIG, given), CONFIG_DIR, overrides=given, cuda=cuda(False),
                            env={})
-    assert cfg["suite"] == "cpu" and cfg["results_dir"] == "elsewhere" and cfg["seeds"] == [7]
+    cfg = suite.config
+    assert suite.name == "cpu" and cfg["results_dir"] == "elsewhere" and cfg["seeds"] == [7]
     assert cfg["resources"]["train"] == {**cfg["resources"]["train"], "threads": 2, "gpu": 0}
+    assert suite.grid.results == "elsewhere"
+    # --config suite=NAME merges NAME's file, as auto's choice is merged
+    named = workflow_suite(merge(CONFIG, {"suite": "smoke"}), CONFIG_DIR,
+                           overrides={"suite": "smoke"}, cuda=no_cuda_check)
+    assert named.name == "smoke" and named.config["profile"] == "smoke"
 
 
-def test_a_named_suite_is_used_as_given():
+@pytest.mark.parametrize("snakemake_9", [True, False])
+def test_a_suite_file_given_is_the_suite(snakemake_9):
+    """Snakemake 9 counts the config files' keys among the command line's (overrides), 8 not."""
     smoke = yaml.safe_load((CONFIG_DIR / "suites" / "smoke.yaml").read_text())
-    given = merge(CONFIG, smoke)
-    cfg, chosen = resolve_suite(given, CONFIG_DIR, overrides=smoke, files=True, cuda=cuda(True))
-    assert not chosen and cfg == given and cfg["suite"] == "smoke"
+    tweak = {"seeds": [4]}
+    given = merge(merge(CONFIG, smoke), tweak)  # --configfile config/suites/smoke.yaml tweak.yaml
+    overrides = merge(smoke, tweak) if snakemake_9 else {}
+    suite = workflow_suite(given, CONFIG_DIR, overrides=overrides, files=True, cuda=no_cuda_check)
+    assert suite.name == "smoke" and suite.config == given and suite.grid.seeds == [4]
 
 
-def test_config_files_without_a_suite_name_are_custom():
+def test_config_files_without_a_suite_name_are_the_one_no_suite():
     extra = {"lra": {"enabled": True}}
-    cfg, chosen = resolve_suite(merge(CONFIG, extra), CONFIG_DIR, overrides=extra, files=True,
-                                cuda=cuda(False), env={})
-    assert not chosen and cfg["suite"] == "custom" and cfg["profile"] == CONFIG["profile"]
+    suite = workflow_suite(merge(CONFIG, extra), CONFIG_DIR, overrides=extra, files=True,
+                           cuda=no_cuda_check, env={})
+    assert suite.name == suite.config["suite"] == NO_SUITE == "none"
+    assert suite.env == {SUITE_ENV: NO_SUITE} and suite.config["profile"] == CONFIG["profile"]
 
 
-def test_unknown_suite_lists_the_suites():
-    with pytest.raises(ConfigError, match=r"no config/suites/gpu8.yaml \(suites: cpu, paper, quick, s4_recipe, sensitivity, smoke"):
-        resolve_suite(CONFIG, CONFIG_DIR, cuda=cuda(False), env={"HKT_SUITE": "gpu8"})
+@pytest.mark.parametrize("how", ["auto", "name"])
+def test_unknown_suite_lists_the_suites(how):
+    message = (r"suite 'gpu8' has no config/suites/gpu8.yaml \(suites: cpu, paper, quick, "
+               r"s4_recipe, sensitivity, smoke, or auto")
+    with pytest.raises(ConfigError, match=message):
+        if how == "auto":
+            load_suite(AUTO, cuda=cuda(False), env={SUITE_ENV: "gpu8"})
+        else:
+            load_suite("gpu8")
+
+
+def test_a_bad_suite_config_names_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("main: {models: [nosuch]}\n")
+    with pytest.raises(ConfigError, match="main.models names model 'nosuch'"):
+        load_suite(bad)
+    bad.write_text("seeds: seven\n")
+    with pytest.raises(ConfigError, match="key seeds"):
+        load_suite(bad)
 
 
 def test_merge_merges_dictionaries_and_replaces_lists():
@@ -86,10 +147,51 @@ def test_merge_merges_dictionaries_and_replaces_lists():
 
 
 def test_every_suite_file_names_itself_and_passes_the_schema():
-    from hkt.workflow.grid import Grid, check_config
-
     for path in sorted((CONFIG_DIR / "suites").glob("*.yaml")):
-        cfg = merge(CONFIG, yaml.safe_load(path.read_text()))
-        assert cfg["suite"] == path.stem
-        check_config(cfg, SCHEMA)
-        Grid(cfg, CONFIG_DIR)
+        assert yaml.safe_load(path.read_text())["suite"] == path.stem
+        suite = load_suite(path.stem)  # checked against the schema, its Grid built
+        assert suite.name == path.stem and isinstance(suite.grid, Grid)
+
+
+def test_no_suite_has_one_stand_in_and_old_spellings_read_as_it(tmp_path):
+    for old in (None, "", "none", "custom", "mixed"):
+        assert suite_name(old) == NO_SUITE
+    assert suite_name("cpu") == "cpu"
+    assert job_suite({}) == NO_SUITE and job_suite({SUITE_ENV: "quick"}) == "quick"
+    assert load_suite(NO_SUITE).name == NO_SUITE
+    # a record of before records named their suite: the config's tracking.suite, as passed then
+    old = {"config": {"tracking": {"suite": "custom"}}}
+    assert SuiteRun.from_record(old) == SuiteRun(NO_SUITE, None)
+    assert SuiteRun.from_record({"suite": "cpu", "results_dir": "/r"}) == SuiteRun("cpu", "/r")
+    assert SuiteRun.of(NO_SUITE, tmp_path).fields()["suite"] is None  # records hold null
+
+
+def test_a_workflow_process_builds_one_grid(tmp_path):
+    """A dry run of the workflow constructs exactly one Grid (the Suite's), and the plan it
+    prints is of that Grid: counted by wrapping Grid.__init__ in the Snakemake process."""
+    counter = tmp_path / "count.py"
+    counter.write_text(
+        "import runpy, sys\n"
+        "from hkt.workflow import grid\n"
+        "made = []\n"
+        "init = grid.Grid.__init__\n"
+        "def counted(self, *a, **k):\n"
+        "    made.append(1)\n"
+        "    init(self, *a, **k)\n"
+        "grid.Grid.__init__ = counted\n"
+        "sys.argv = ['snakemake', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('snakemake', run_name='__main__')\n"
+        "finally:\n"
+        "    print(f'GRIDS={len(made)}', file=sys.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if k != SUITE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(counter), "-n", "--quiet", "rules", "--cores", "1",
+                        "--snakefile", str(ROOT / "workflow" / "Snakefile"),
+                        "--configfile", str(CONFIG_DIR / "suites" / "smoke.yaml"),
+                        "--config", "results_dir=res"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "hkt: suite smoke (config/suites/smoke.yaml)" in r.stderr
+    assert "hkt plan: suite smoke: jobs " in r.stderr
+    assert "GRIDS=1" in r.stderr, r.stderr[-2000:]

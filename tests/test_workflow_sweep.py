@@ -13,7 +13,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from hkt.workflow.grid import MAIN, Grid, GridError, Job, check_config
-from hkt.workflow.suites import merge
+from hkt.workflow.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
@@ -22,9 +22,7 @@ SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").r
 
 
 def suite_grid(name: str) -> Grid:
-    cfg = merge(CONFIG, yaml.safe_load((CONFIG_DIR / "suites" / f"{name}.yaml").read_text()))
-    check_config(cfg, SCHEMA)
-    return Grid(cfg, CONFIG_DIR)
+    return load_suite(name, config_dir=CONFIG_DIR).grid  # checked against the schema too
 
 
 def sweep_grid(**sweep) -> Grid:

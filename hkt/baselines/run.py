@@ -3,7 +3,7 @@ record (and, with a tracking URI, the MLflow run) out. A baseline's module compu
 numbers, a :class:`Fit`, from the :class:`Splits` it is given.
 
     hkt baseline NAME --data DATA_DIR --out RUN_DIR [--seed 0] [--variant main] [--profile LABEL]
-        [--max-train N] [--tracking-uri URI] [--experiment NAME] [--suite NAME]
+        [--max-train N] [--tracking-uri URI] [--experiment NAME]
         [--results-dir DIR] [its own options]
 
 Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`,
@@ -12,8 +12,8 @@ docs/contracts.md "Runs"), ``history.csv`` when the baseline has a validation cu
 experiment of the suite's trained models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets,
 else ``hkt-<profile>-<task>`` as ``hkt train`` names it); otherwise its MLflow fields are null.
 Record and MLflow run name the suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`):
-``--suite`` (the workflow passes its suite) and ``--results-dir`` (default ``$HKT_RESULTS_DIR``,
-which the workflow sets, else ``results``).
+``$HKT_SUITE`` (which the workflow sets for every job) and ``--results-dir`` (default
+``$HKT_RESULTS_DIR``, which the workflow sets, else ``results``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = ["Splits", "Fit", "NO_PROFILE", "read_split", "run_baseline", "add_run
 NO_PROFILE = "none"
 # what the command's shared arguments are called in argparse: the rest are the baseline's own
 _SHARED = ("data", "out", "seed", "variant", "profile", "max_train", "tracking_uri", "experiment",
-           "suite", "results_dir")
+           "results_dir")
 
 
 @dataclass(frozen=True)
@@ -102,15 +102,14 @@ def read_split(data_dir: str | Path, split: str) -> SplitData:
 def run_baseline(name: str, data_dir: str | Path, out: str | Path, *, seed: int = 0,
                  variant: str = "main", profile: str = NO_PROFILE, max_train: int | None = None,
                  tracking_uri: str | None = None, experiment: str | None = None,
-                 suite: str | None = None, results_dir: str | Path | None = None,
-                 **options: Any) -> dict[str, Any]:
+                 results_dir: str | Path | None = None, **options: Any) -> dict[str, Any]:
     """Fit baseline ``name`` (:data:`hkt.baselines.BASELINES`) with its ``options`` on the
     prepared data in ``data_dir``; write and return the run record.
 
     ``profile`` labels the budget of the trained runs it sits beside (the workflow passes the
-    task's; its MLflow experiment is ``hkt-<profile>-<task>``). ``suite`` and ``results_dir``
-    (default ``$HKT_RESULTS_DIR``, else ``results``) name the suite run, as ``tracking.suite``
-    and ``tracking.results_dir`` do for ``hkt train``."""
+    task's; its MLflow experiment is ``hkt-<profile>-<task>``). ``$HKT_SUITE`` and
+    ``results_dir`` (default ``$HKT_RESULTS_DIR``, else ``results``) name the suite run, as they
+    do for ``hkt train`` (:meth:`hkt.provenance.SuiteRun.of_job`)."""
     fit = BASELINES.lookup(name)
     data_dir, out = Path(data_dir), Path(out)
     t_start, t_epoch = time.perf_counter(), time.time()  # t_epoch: the MLflow run's start
@@ -129,7 +128,7 @@ def run_baseline(name: str, data_dir: str | Path, out: str | Path, *, seed: int 
               "train": {"profile": profile, **res.train, "max_train": max_train},
               "seed": seed, "variant": variant}
     fields = _record_fields(name, res, config, data_dir, splits, train, suite_run(
-        {"suite": suite, "results_dir": results_dir or os.environ.get(RESULTS_ENV)}))
+        {"results_dir": results_dir or os.environ.get(RESULTS_ENV)}))
     if res.history:
         write_history(res.history, out)
     if not tracking_uri:
@@ -218,9 +217,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default=None,
                         help=f"MLflow experiment (default: ${EXPERIMENT_ENV} if set, as the "
                         "workflow does, else hkt-<profile>-<task>, as hkt train names it)")
-    parser.add_argument("--suite", default=None, metavar="NAME",
-                        help="the workflow suite that asked for the run (record field and MLflow "
-                        "tag `suite`; default: none)")
     parser.add_argument("--results-dir", default=None, metavar="DIR",
                         help=f"the suite's results directory (default: ${RESULTS_ENV} if set, as "
                         "the workflow does, else results)")
@@ -233,7 +229,7 @@ def run_command(name: str, args: argparse.Namespace) -> int:
     rec = run_baseline(name, args.data, args.out, seed=args.seed, variant=args.variant,
                        profile=args.profile, max_train=args.max_train,
                        tracking_uri=args.tracking_uri, experiment=args.experiment,
-                       suite=args.suite, results_dir=args.results_dir, **own)
+                       results_dir=args.results_dir, **own)
     print(f"{rec['task']} {rec['model']} seed {rec['seed']}: val {100 * rec['val_accuracy']:.2f}% "
           f"test {100 * rec['test_accuracy']:.2f}% -> {Path(args.out) / RECORD_NAME}")
     return 0

@@ -1,4 +1,6 @@
-"""``hkt doctor [KEY=VALUE ...]``: check this machine against a suite before a multi-hour run.
+"""``hkt doctor [--suite NAME] [KEY=VALUE ...]``: check this machine against a suite before a
+multi-hour run. The suite (``--suite`` as ``hkt plan`` takes it: ``auto``, a name or a file) is
+made once (:func:`hkt.workflow.suites.load_suite`) and every check reads it.
 
 One line per check, then a verdict; the exit status is 1 when any check fails. The checks:
 
@@ -46,39 +48,33 @@ from hkt.doctor.context import Check, Context, job_name
 from hkt.doctor.equivalence import check_equivalence
 from hkt.doctor.sdpa import FUSED, check_sdpa, sdpa_verdict
 from hkt.timing import StepTiming, measure_training_step  # noqa: F401  (StepTiming: re-exported)
-from hkt.workflow.suites import load_suite
+from hkt.workflow.suites import AUTO, Suite, load_suite
 
 
-__all__ = ["Check", "FUSED", "load_suite", "suite_jobs", "job_name", "sdpa_verdict", "run_checks",
+__all__ = ["Check", "FUSED", "load_suite", "doctor_suite", "suite_jobs", "job_name", "sdpa_verdict", "run_checks",
            "add_arguments", "run"]
 
 GIB = 2**30
 
 
 # --------------------------------------------------------------------------------- the suite
-def suite_jobs(suite: DictConfig, profile: str | None = None) -> dict[Any, DictConfig]:
+def suite_jobs(suite: Suite) -> dict[Any, DictConfig]:
     """One composed config (its first seed) per distinct training job of the suite, keyed by
     its :class:`~hkt.workflow.grid.Job`: the jobs the workflow runs (the main grid, the LRA
-    grid, the ablations), from the one job list, :meth:`hkt.workflow.grid.Grid.train_jobs`.
-    ``profile`` replaces the suite's (doctor's ``suite.profile``)."""
+    grid, the ablations), from the one job list, :meth:`hkt.workflow.grid.Grid.train_jobs`."""
     from hkt.workflow.configs import job_configs
 
-    grid = suite_grid(suite, profile)
     first: dict[tuple[str, str, str], Any] = {}
-    for job in grid.train_jobs():
+    for job in suite.grid.train_jobs():
         first.setdefault((job.task, job.model, job.variant), job)
-    return job_configs(grid, first.values())
+    return job_configs(suite.grid, first.values())
 
 
-def suite_grid(suite: DictConfig, profile: str | None = None) -> Any:
-    """The suite's :class:`~hkt.workflow.grid.Grid`, ``profile`` replacing its own."""
-    from hkt.config import config_dir
-    from hkt.workflow.grid import Grid
-
-    config = OmegaConf.to_container(suite, resolve=True)
-    if profile:
-        config["profile"] = profile
-    return Grid(config, config_dir())
+def doctor_suite(cfg: DictConfig) -> Suite:
+    """The suite the doctor config names (``suite``: auto, a name or a file), ``suite_profile``
+    replacing its profile when set: made once per command."""
+    profile = cfg.get("suite_profile")
+    return load_suite(str(cfg.suite), overrides={"profile": str(profile)} if profile else None)
 
 
 # --------------------------------------------------------------------------------- measuring
@@ -120,7 +116,8 @@ def _check_device(ctx: Context) -> Iterator[Check]:
     parts.append(f"suite precision {ctx.precision}" + (
         "" if len(precisions) == 1 else f" (jobs differ in train.precision: {precisions}; "
                                         f"checking {precisions[0]})"))
-    wants_gpu = int((ctx.suite.get("resources") or {}).get("train", {}).get("gpu", 0) or 0) > 0
+    wants_gpu = int((ctx.suite.config.get("resources") or {}).get("train", {}).get("gpu", 0)
+                    or 0) > 0
     ok = not (wants_gpu and dev.type != "cuda")
     if not ok:
         parts.append("but the suite asks a GPU per training job (resources.train.gpu) and none "
@@ -160,7 +157,7 @@ def _check_memory(ctx: Context) -> Iterator[Check]:
     batch = int(ctx.configs[job].train.batch_size)
     scaled = "" if batch == ctx.timings[job].batch_size else f" (extrapolated from batch {ctx.timings[job].batch_size})"
     # on a GPU, jobs_per_gpu training jobs share it: each may be the largest
-    slots = suite_grid(ctx.suite, ctx.profile).gpu_slots("train") if ctx.device.type == "cuda" else None
+    slots = ctx.suite.grid.gpu_slots("train") if ctx.device.type == "cuda" else None
     sharing = slots.per_gpu if slots is not None else 1
     total = need * sharing * margin
     line = (f"largest job {job_name(job)} at batch {batch} needs {_gib(need)}{scaled}; "
@@ -186,7 +183,7 @@ def _check_estimate(ctx: Context) -> Iterator[Check]:
         yield Check("estimate", False, "no training step was measured (see the train checks)")
         return
     pc = compose("plan", [])
-    grid = suite_grid(ctx.suite, ctx.profile)
+    grid = ctx.suite.grid
     timing = {job_name(j): t for j, t in ctx.timings.items()}
 
     def step_seconds(cfg: DictConfig, shape: Any) -> float:  # scaled to the job's batch
@@ -207,11 +204,11 @@ def _check_estimate(ctx: Context) -> Iterator[Check]:
                 f"full length T, so it leans long; `hkt plan` times real lengths)")
 
 
-def tracking_uri_of(suite: DictConfig) -> str:
+def tracking_uri_of(suite: Suite) -> str:
     """The store the suite's runs log to (:func:`hkt.store.tracking_uri`, as the workflow)."""
     from hkt.store import tracking_uri
 
-    return tracking_uri(suite.get("tracking_uri"), suite.get("results_dir") or "results")
+    return tracking_uri(suite.config.get("tracking_uri"), suite.grid.results)
 
 
 def _check_mlflow(ctx: Context) -> Iterator[Check]:
@@ -249,16 +246,13 @@ def _failure(name: str, exc: BaseException) -> Check:
                               f"({Path(where.filename).name}:{where.lineno})")
 
 
-def run_checks(cfg: DictConfig, report: Callable[[Check], None]) -> list[Check]:
-    """Run every check for the doctor config ``cfg``, reporting each as it finishes.
-    An exception inside a check is that check's failure; the others still run."""
+def run_checks(cfg: DictConfig, suite: Suite, report: Callable[[Check], None]) -> list[Check]:
+    """Run every check of ``suite`` for the doctor config ``cfg``, reporting each as it
+    finishes. An exception inside a check is that check's failure; the others still run."""
     from hkt.device import resolve_device
 
-    suite = load_suite(cfg.suite.file)
-    profile = str(cfg.suite.profile or suite.profile)
     device = resolve_device(str(cfg.device), source="config key 'device'")
-    configs = suite_jobs(suite, profile)
-    ctx = Context(cfg, suite, profile, device, configs=configs)
+    ctx = Context(cfg, suite, device, configs=suite_jobs(suite))
     checks: list[Check] = []
     for name, check in CHECKS:
         try:
@@ -277,23 +271,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Check this machine against a suite before running it: device and "
                           "versions, SDPA backends, HKT's fused path, a few training steps of "
                           "every main job, memory, MLflow. Settings: config/doctor.yaml.")
+    parser.add_argument("--suite", help=f"{AUTO} (the workflow's choice), a name in config/suites/ "
+                                        "or a file (default: config/doctor.yaml's suite)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="overrides of config/doctor.yaml, e.g. suite.file=smoke suite.profile=cpu "
-                             "train.steps.cpu=3")
+                        help="overrides of config/doctor.yaml, e.g. suite_profile=cpu train.steps.cpu=3")
 
 
 def run(args: argparse.Namespace) -> int:
     from hkt.config import compose
 
-    cfg = compose("doctor", args.overrides)
+    cfg = compose("doctor", list(args.overrides) + ([f"suite={args.suite}"] if args.suite else []))
     start = time.perf_counter()
-    print(f"hkt doctor: suite {cfg.suite.file or 'auto'}, profile "
-          f"{cfg.suite.profile or load_suite(cfg.suite.file).profile}", flush=True)
+    suite = doctor_suite(cfg)  # once: auto's choice and the CUDA check too
+    print(f"hkt doctor: suite {suite.name} ({suite.reason}), profile {suite.grid.profile}",
+          flush=True)
 
     def report(c: Check) -> None:
         print(f"  {'ok  ' if c.ok else 'FAIL'}  {c.name:<22} {c.detail}", flush=True)
 
-    checks = run_checks(cfg, report)
+    checks = run_checks(cfg, suite, report)
     failed = [c.name for c in checks if not c.ok]
     took = time.perf_counter() - start
     if failed:

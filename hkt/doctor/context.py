@@ -11,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from hkt.timing import StepTiming
+from hkt.workflow.suites import Suite
 
 __all__ = ["Check", "Context", "job_name"]
 
@@ -27,12 +28,15 @@ class Check:
 @dataclass
 class Context:
     cfg: DictConfig
-    suite: DictConfig
-    profile: str
+    suite: Suite  # made once by the command (hkt.workflow.suites)
     device: torch.device
     amp: torch.dtype | None = None
     configs: dict[Any, DictConfig] | None = None  # per training job (hkt.workflow.grid.Job)
     timings: dict[Any, StepTiming] | None = None
+
+    @property
+    def profile(self) -> str:
+        return self.suite.grid.profile
 
     @property
     def precision(self) -> str:

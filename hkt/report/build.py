@@ -15,7 +15,7 @@ import polars as pl
 from hkt.figures import suite as figures
 from hkt.paper import ABLATION_TASK
 from hkt.fileio import atomic_path
-from hkt.provenance import RESULTS_DIR_TAG
+from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
@@ -81,10 +81,33 @@ def _check_args(args: argparse.Namespace) -> SuiteChoice:
     if args.check_mlflow and args.mlflow:
         raise AggregateError("--check-mlflow compares records with MLflow: give records")
     choice = SuiteChoice(args.suite, args.results_dir, args.untagged)
-    if choice.named() and not args.mlflow:
+    if (args.results_dir or args.untagged) and not args.mlflow:
         raise AggregateError(f"{choice.describe()} chooses among the runs of an MLflow store: "
                              "give --mlflow URI, or pass the records of one suite run")
+    if args.suite_run and args.suite is None:
+        raise AggregateError("--suite-run logs the run of one suite: name it with --suite NAME "
+                             f"({NO_SUITE} for runs of no suite)")
     return choice
+
+
+def check_record_suites(records: list[dict[str, Any]], suite: str) -> None:
+    """Every record is of ``suite`` (the aggregate's ``--suite``), or an :class:`AggregateError`
+    listing those of another. Records of no suite (run by hand, or written before records named
+    their suite) are taken as ``suite``'s, with a warning: the documented fallback."""
+    want = suite_name(suite)
+    named = [(r, SuiteRun.from_record(r).suite) for r in records]
+    other = [(r, s) for r, s in named if s not in (want, NO_SUITE)]
+    if other:
+        listed = "; ".join(f"{r.get('_path') or r.get('task')} (suite {s})" for r, s in other[:5])
+        more = f" and {len(other) - 5} more" if len(other) > 5 else ""
+        raise AggregateError(f"{len(other)} of {len(records)} records are of another suite than "
+                             f"--suite {want}: {listed}{more}; pass the records of suite {want} "
+                             "only, or the --suite they name")
+    unnamed = sum(s == NO_SUITE for _, s in named)
+    if unnamed and want != NO_SUITE:
+        print(f"hkt: warning: {unnamed} of {len(records)} records name no suite (run by hand, or "
+              f"written before records named their suite): taken as suite {want}'s (--suite)",
+              file=sys.stderr)
 
 
 def _read_runs(args: argparse.Namespace, choice: SuiteChoice
@@ -100,6 +123,8 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
                   "directory logged so too would be mixed in", file=sys.stderr)
     else:
         records = load_records(args.sources, validate=not args.no_validate)
+        if args.suite is not None:
+            check_record_suites(records, args.suite)
         # the data's provenance warning, which an MLflow run carries as a tag
         data_root = Path(args.data) if args.data else None
         runs = runs_from_records([{**r, "data_warning": record_data_warning(r, data_root)}
@@ -142,7 +167,10 @@ def _log_suite_run(args: argparse.Namespace, out: Path, runs: pl.DataFrame, gap:
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         raise AggregateError("--suite-run needs --tracking-uri URI or $MLFLOW_TRACKING_URI")
-    run_id, experiment = log_suite_run(uri, out, runs, gap, main_display(main))
+    # the suite is --suite's; its results directory its runs' one (else where the tables go)
+    dirs = {d for d in runs[RESULTS_DIR_TAG].to_list() if d}
+    suite_run = SuiteRun.of(args.suite, dirs.pop() if len(dirs) == 1 else out)
+    run_id, experiment = log_suite_run(uri, out, runs, gap, main_display(main), suite_run)
     print(f"MLflow: suite run {run_id} in experiment '{experiment}' at {uri}")
 
 

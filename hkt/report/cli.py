@@ -5,7 +5,10 @@ Sources: run records (``record.json`` files, run directories, or trees searched 
 unless ``--experiment`` names them), e.g. runs logged on a cluster to a tracking server. The
 runs of one suite run only: a store holding several (a suite run is a suite and its results
 directory) needs ``--suite NAME`` and/or ``--results-dir DIR`` (or ``--untagged``, for runs
-logged before runs named their results directory); the error lists those present. Writes
+logged before runs named their results directory); the error lists those present. Given
+records, ``--suite NAME`` is the suite they are of (the workflow's aggregate step passes its
+own): a record of another suite is an error, one of no suite is taken as NAME's with a
+warning; ``--suite-run`` logs the run of that suite (it needs ``--suite``). Writes
 ``DIR/tables/{main,gap,ablation}.{md,csv,tex}``, ``DIR/tables/runs.csv``,
 ``DIR/figures/{val_curves,accuracy_vs_levels,main_bar}.png`` and ``DIR/summary.md``.
 ``--check-mlflow`` also checks that every record's MLflow run exists and holds the same final
@@ -32,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", action="append", default=[], metavar="NAME",
                         help="MLflow experiment to read (repeatable; default: every hkt-* one)")
     parser.add_argument("--suite", metavar="NAME",
-                        help="with --mlflow: the runs of this suite only (none: of no suite)")
+                        help="the suite of the runs: with --mlflow, its runs only; with records, "
+                             "the one each must name; needed by --suite-run (none: no suite)")
     parser.add_argument("--results-dir", metavar="DIR",
                         help="with --mlflow: the runs of the suite run writing this results "
                              "directory only (as tagged: absolute; a relative DIR is made absolute "
@@ -60,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="for --check-mlflow: look runs up here instead of the records' URI; "
                              "for --suite-run: the store the suite run goes to")
     parser.add_argument("--suite-run", action="store_true",
-                        help="log the suite as one MLflow run (experiment hkt-suite-<suite>: "
+                        help="log --suite's run as one MLflow run (experiment hkt-suite-<suite>: "
                              "summary, tables and figures, HKT - MHA per task) to --tracking-uri "
                              "or $MLFLOW_TRACKING_URI, and link every run to it")
     parser.add_argument("--no-tables", action="store_true",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hkt.provenance import NO_SUITE, SuiteRun
+from hkt.provenance import SuiteRun, suite_name
 from hkt.runs import AggregateError
 
 __all__ = ["SuiteChoice", "choose", "flags", "listing"]
@@ -41,7 +41,7 @@ class SuiteChoice:
         return bool(self.suite or self.results_dir or self.untagged)
 
     def matches(self, run: SuiteRun) -> bool:
-        if self.suite is not None and (run.suite or NO_SUITE) != self.suite:
+        if self.suite is not None and run.suite != suite_name(self.suite):
             return False
         if self.untagged:
             return run.results_dir is None
@@ -62,12 +62,12 @@ class SuiteChoice:
 def flags(run: SuiteRun) -> str:
     """The ``hkt aggregate --mlflow`` options that pick ``run``."""
     where = f"--results-dir {shlex.quote(run.results_dir)}" if run.results_dir else "--untagged"
-    return f"--suite {run.suite or NO_SUITE} {where}"
+    return f"--suite {run.suite} {where}"
 
 
 def listing(counts: Mapping[SuiteRun, int]) -> str:
     """One line per suite run: the options that pick it and its number of runs."""
-    rows = sorted(counts.items(), key=lambda kv: (kv[0].suite or "", kv[0].results_dir or ""))
+    rows = sorted(counts.items(), key=lambda kv: (kv[0].suite, kv[0].results_dir or ""))
     return "\n".join(f"  {flags(r)}  ({n} run{'s' * (n != 1)}"
                      f"{'' if r.results_dir else ', ' + UNTAGGED_NOTE})" for r, n in rows)
 

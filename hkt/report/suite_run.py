@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
+from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
 from hkt.report.products import SUMMARY
 from hkt.report.writers import markdown
 
@@ -31,12 +31,14 @@ KIND_TAG = "hkt.kind"  # "suite" on a suite run
 LINK_TAGS = ("hkt.suite_run_id", "hkt.suite_run_experiment")
 
 
-def suite_experiment(suite: str | None) -> str:
-    return f"{EXPERIMENT_PREFIX}{suite or 'custom'}"
+def suite_experiment(suite: str) -> str:
+    """The experiment of a suite's suite runs (``hkt-suite-none`` for runs of no suite)."""
+    return f"{EXPERIMENT_PREFIX}{suite}"
 
 
 def _one(runs: pl.DataFrame, column: str) -> str | None:
-    """The column's one value over the runs (None where absent, or ``mixed`` where several)."""
+    """The column's one value over the runs (None where absent, ``mixed`` where several): the
+    commit and environment tags."""
     if column not in runs.columns:
         return None
     values = {v for v in runs[column].to_list() if v is not None}
@@ -68,13 +70,15 @@ def _description(runs: pl.DataFrame, main_md: str, suite: str | None, results: s
 
 
 def log_suite_run(uri: str, out: Path, runs: pl.DataFrame, gap: pl.DataFrame,
-                  main_display: tuple[list[str], list[list[str]]]) -> tuple[str, str]:
-    """Create or update the suite run of ``runs`` in the store ``uri`` (see the module
-    docstring); return its run id and experiment. ``out`` holds what the aggregate wrote."""
+                  main_display: tuple[list[str], list[list[str]]],
+                  suite_run: SuiteRun) -> tuple[str, str]:
+    """Create or update ``suite_run``'s run (its suite as the aggregate was given it, never read
+    from the runs) in the store ``uri`` (see the module docstring); return its run id and
+    experiment. ``runs`` are its runs; ``out`` holds what the aggregate wrote."""
     from hkt.store import EXPERIMENT_TAGS, artifact_root, open_client, with_retry
 
     client = open_client(uri)
-    suite, results = _one(runs, SUITE_TAG), _one(runs, RESULTS_DIR_TAG)
+    suite, results = suite_run.suite, suite_run.results_dir
     name = suite_experiment(suite)
     exp = with_retry(client.get_experiment_by_name, name, what="reading the suite experiment")
     exp_id = exp.experiment_id if exp is not None else with_retry(

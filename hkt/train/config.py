@@ -38,6 +38,7 @@ from hkt.config import compose, config_dir
 from hkt.data.taskfile import task_id_problem
 from hkt.renames import renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
+from hkt.provenance import SUITE_ENV
 
 __all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params",
            "strip_for_compare"]
@@ -52,6 +53,10 @@ def _tracking_uri(value: Any, key: str) -> Any:
                                            "file:…) or null")
     return value
 
+
+# Keys that are gone, and what replaced them.
+GONE_KEYS = {"tracking.suite": f"a run learns its suite from ${SUITE_ENV}, which the workflow sets "
+                               f"for its jobs; run `{SUITE_ENV}=NAME hkt train …`"}
 
 # Everything but `task` and `model`, which their owners' checks validate.
 SCHEMA: dict[str, Any] = {
@@ -84,7 +89,7 @@ SCHEMA: dict[str, Any] = {
     },
     "tracking": {
         "enabled": boolean, "uri": _tracking_uri,
-        "results_dir": text, "experiment": text, "run_name": text, "suite": optional(text),
+        "results_dir": text, "experiment": text, "run_name": text,
         "log_model": boolean, "model_examples": pos_int,
     },
 }
@@ -99,10 +104,20 @@ def compose_train(overrides: Sequence[str] = (), *, resolve: bool = True,
     from hkt.models.encoder import store_structured_configs
 
     store_structured_configs()
+    _refuse_gone_keys(overrides)
     task_file = config_dir() / "task" / f"{_task_choice(overrides)}.yaml"
     if task_file.is_file() and (problem := task_id_problem(task_file)):
         raise ConfigError(problem)
     return compose(CONFIG_NAME, overrides, resolve=resolve, check_types=check_types)
+
+
+def _refuse_gone_keys(overrides: Sequence[str]) -> None:
+    """A :class:`ConfigError` for an override of a key that is gone, saying what replaced it
+    (a saved config holding it is still read: ``tracking`` is not compared)."""
+    for override in overrides:
+        key = str(override).lstrip("+~").partition("=")[0]
+        if key in GONE_KEYS:
+            raise ConfigError(f"'{override}': {GONE_KEYS[key]}")
 
 
 def _task_choice(overrides: Sequence[str]) -> str:

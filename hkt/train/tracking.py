@@ -67,10 +67,10 @@ def _results_dir(tracking_cfg: Any) -> str:
 
 
 def suite_run(tracking_cfg: Any) -> SuiteRun:
-    """The suite run of a training run: ``tracking.suite`` and ``tracking.results_dir`` (made
-    absolute). Its tags and record fields tell the run from those of other suite runs on one
-    tracking server."""
-    return SuiteRun.of(tracking_cfg.get("suite"), _results_dir(tracking_cfg))
+    """The suite run of a training run: ``$HKT_SUITE`` (the one channel by which a job learns
+    its suite) and ``tracking.results_dir`` (made absolute). Its tags and record fields tell the
+    run from those of other suite runs on one tracking server."""
+    return SuiteRun.of_job(_results_dir(tracking_cfg))
 
 
 def _chunks(items: list[T], n: int) -> Iterable[list[T]]:

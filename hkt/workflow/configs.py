@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hkt.errors import ConfigError
+from hkt.provenance import NO_SUITE
 
 __all__ = ["seedless", "config_digest", "train_config_digest", "train_config_digests", "check_analysable",
            "job_configs", "TrackedOverrides"]
@@ -33,15 +34,31 @@ def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
 class TrackedOverrides(tuple):
     """A training job's ``hkt train`` overrides, as the train rule's param: in the shell command
     they are the words themselves; Snakemake's params trigger records ``repr()``, which spells them
-    with the names that groups and keys had before a rename (:func:`hkt.renames.old_spelling`),
-    as the config digest does. So renaming ``experiment`` to ``variant`` or ``model.attention`` to
-    ``model.mixer`` does not rerun a finished job of an existing results directory: its recorded
-    params read ``['task=listops', …, 'experiment=main', …]``, and so does this repr."""
+    as the workflow gave them before (:func:`hkt.renames.old_spelling`), as the config digest does.
+    So renaming ``experiment`` to ``variant`` or ``model.attention`` to ``model.mixer`` does not
+    rerun a finished job of an existing results directory: its recorded params read
+    ``['task=listops', …, 'experiment=main', …]``, and so does this repr. Likewise the job's
+    ``suite``, which it now learns from ``$HKT_SUITE`` (:mod:`hkt.workflow.suites`), is spelled as
+    the ``tracking.suite=NAME`` override that followed ``variant=`` before (no suite: ``custom``,
+    as the workflow named it then); it stays a rerun trigger, so a record names its suite."""
+
+    suite: str
+
+    def __new__(cls, overrides: Iterable[str], suite: str) -> TrackedOverrides:
+        obj = super().__new__(cls, overrides)
+        obj.suite = suite
+        return obj
+
+    def __getnewargs__(self) -> tuple[tuple[str, ...], str]:  # copies and pickles keep the suite
+        return tuple(self), self.suite
 
     def __repr__(self) -> str:
         from hkt.renames import old_spelling
 
-        return repr(old_spelling(self))
+        words = list(self)
+        at = next((i + 1 for i, w in enumerate(words) if w.startswith("variant=")), len(words))
+        words.insert(at, f"tracking.suite={'custom' if self.suite == NO_SUITE else self.suite}")
+        return repr(old_spelling(words))
 
 
 def config_digest(cfg: Any) -> str:

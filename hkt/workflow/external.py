@@ -32,12 +32,11 @@ PLACEHOLDERS = {
     "profile": "the budget label of the task's trained runs (the record's `profile`)",
     "experiment": "the MLflow experiment of the task's trained runs ($HKT_MLFLOW_EXPERIMENT too)",
     "tracking_uri": "the MLflow store ($MLFLOW_TRACKING_URI too)",
-    "suite": "`--suite NAME` for the suite run, or nothing without a suite",
     "options": "external.NAME.options as `--key value` words (lists: several values)",
 }
 # The command of a baseline of ours: `hkt baseline NAME` (hkt/baselines/run.py: its arguments).
 OURS = ("hkt --log {log} baseline {model} --data {data} --out {out} --seed {seed}"
-        " --variant {variant} --profile {profile} {suite} {options} --tracking-uri {tracking_uri}")
+        " --variant {variant} --profile {profile} {options} --tracking-uri {tracking_uri}")
 
 
 @dataclass(frozen=True)

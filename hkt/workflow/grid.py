@@ -38,7 +38,6 @@ from hkt.workflow.external import externals
 from hkt.workflow.placement import Placement
 from hkt.workflow.resources import Node
 from hkt.workflow.schema import check_config
-from hkt.workflow.suites import AUTO
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "RULE_ORDER",
            "suite_plan_file"]
@@ -90,8 +89,6 @@ class Grid(Placement):
         self.config_dir = Path(config_dir)
         self.results = str(config["results_dir"]).rstrip("/") or "."
         self.profile = str(config["profile"])
-        # the suite's name, recorded in every run; `auto` unresolved (hkt.workflow.suites) is none
-        self.suite = None if config.get("suite") in (None, AUTO) else str(config["suite"])
         self.seeds = list(config["seeds"])
         self.tasks: Mapping[str, Any] = config["tasks"]
         self.node = Node.of(config.get("node") or {}, cpus=cpus)  # what jobs are clamped to
@@ -339,16 +336,9 @@ class Grid(Placement):
 
     def train_overrides(self, job: Job) -> list[str]:
         """The Hydra overrides of the job's ``hkt train`` (the workflow's train_overrides last)."""
-        suite = [f"tracking.suite={self.suite}"] if self.suite else []
         return [f"task={self.task_config(job.task)}", f"model={job.model}",
                 f"profile={self.task_profile(job.task)}", f"seed={job.seed}",
-                f"variant={job.variant}",
-                *suite, *self.config.get("train_overrides", [])]
-
-    def suite_args(self) -> list[str]:
-        """``--suite NAME`` for an external command, as ``tracking.suite`` for ``hkt train``
-        (its results directory both read from ``$HKT_RESULTS_DIR``); nothing without a suite."""
-        return ["--suite", self.suite] if self.suite else []
+                f"variant={job.variant}", *self.config.get("train_overrides", [])]
 
     def prepare_args(self, task: str) -> list[str]:
         """``hkt prepare`` arguments after ``--out``: task config, overrides, ``--source``."""
@@ -369,7 +359,7 @@ class Grid(Placement):
             "log": self.job_log("external", job), "task": job.task, "model": job.model,
             "variant": job.variant, "seed": job.seed, "profile": self.task_profile(job.task),
             "experiment": self.experiment(job.task), "tracking_uri": tracking_uri,
-            "suite": self.suite_args(), "options": ext.option_words()})
+            "options": ext.option_words()})
 
     def ablation_args(self) -> list[str]:
         """``hkt aggregate`` arguments that name the ablation table's task and length."""

@@ -1,35 +1,62 @@
-"""Which suite the workflow runs: ``suite: auto`` (the default in ``config/config.yaml``) becomes
-the ``paper`` suite on a machine with CUDA and the ``cpu`` suite otherwise.
+"""Which suite a command runs, made once: :func:`load_suite` turns ``auto``, a suite's name or a
+suite file into a :class:`Suite` (its name, its merged workflow config, its :class:`Grid`, and
+why it was chosen); the workflow (``workflow/rules/common.smk``, :func:`workflow_suite`),
+``hkt plan``, ``hkt doctor`` and ``scripts/publish_results.py`` all make theirs here, once per
+process, and hand its grid on.
 
 A suite is a file ``config/suites/NAME.yaml`` merged over ``config/config.yaml`` as Snakemake's
-``--configfile`` merges it (dictionaries merge, lists replace); each sets ``suite: NAME``. A user
-who passes ``--configfile config/suites/X.yaml`` has chosen already (``suite: X``); only
-``auto`` is resolved here, and the command line's ``--config`` keys are applied again after the
-chosen file so that they still win. Torch is imported only to ask about CUDA, and only when
-asked: the check is injected, so the choice is tested without a GPU.
+``--configfile`` merges it (dictionaries merge, lists replace); each sets ``suite: NAME``.
+``auto`` (the default in ``config/config.yaml``) is the ``paper`` suite on a machine with CUDA
+and the ``cpu`` suite otherwise, unless ``$HKT_SUITE`` names one. Config files that name no
+suite make a suite named :data:`~hkt.provenance.NO_SUITE`, the one stand-in for "no suite".
+Torch is imported only to ask about CUDA, and only when asked: the check is injected, so the
+choice is tested without a GPU.
+
+A suite's jobs learn which suite they run for by one channel, the environment variable
+``$HKT_SUITE`` (:attr:`Suite.env`; :data:`hkt.provenance.SUITE_ENV`): the workflow sets it for
+every job, it reaches a cluster node (the workflow's ``envvars:``) and any external baseline's
+command, and it makes a cluster node that reads the workflow again choose what the login node
+chose.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hkt.errors import ConfigError
+from hkt.provenance import NO_SUITE, SUITE_ENV
+from hkt.workflow.grid import Grid
+from hkt.workflow.schema import check_config
 
-__all__ = ["AUTO", "CUSTOM", "ENV_VAR", "GPU_SUITE", "CPU_SUITE", "cuda_available", "choose_suite",
-           "choice_reason", "merge",
-           "resolve_suite", "suite_file", "load_suite"]
+__all__ = ["AUTO", "NO_SUITE", "SUITE_ENV", "GPU_SUITE", "CPU_SUITE", "Suite", "load_suite",
+           "workflow_suite", "choose", "cuda_available", "merge", "suite_file", "SCHEMA_FILE"]
 
 AUTO = "auto"
 GPU_SUITE = "paper"  # sized for a GPU (config/suites/paper.yaml)
 CPU_SUITE = "cpu"    # finishes on a 2-core CPU machine (config/suites/cpu.yaml)
-CUSTOM = "custom"    # config files given without a suite name
-ENV_VAR = "HKT_SUITE"  # the choice of `auto`, once made
+#: The workflow config's JSON schema, relative to the config directory's parent (the repository).
+SCHEMA_FILE = Path("workflow") / "schemas" / "config.schema.yaml"
+
+
+@dataclass(frozen=True, eq=False)  # one object per suite made: compared and hashed by identity
+class Suite:
+    """One suite, resolved: made by :func:`load_suite` or :func:`workflow_suite`, never twice."""
+
+    name: str                # config/suites/NAME.yaml's NAME, or NO_SUITE
+    config: dict[str, Any]   # the merged workflow config (its `suite` key is `name`)
+    grid: Grid               # its jobs, paths and arguments, built once from `config`
+    reason: str              # how it was named, or why `auto` chose it
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The run context its jobs receive (the one channel): ``$HKT_SUITE``."""
+        return {SUITE_ENV: self.name}
 
 
 def cuda_available() -> bool:
@@ -39,20 +66,17 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def choose_suite(cuda: Callable[[], bool] = cuda_available,
-                 env: Mapping[str, str] | None = None) -> str:
-    """The suite ``auto`` stands for on this machine: paper with CUDA, cpu without; ``$HKT_SUITE``
-    (which the workflow sets for its jobs, so a cluster node agrees with the login node) wins."""
-    forced = (os.environ if env is None else env).get(ENV_VAR)
-    return forced or (GPU_SUITE if cuda() else CPU_SUITE)
+def choose(cuda: Callable[[], bool] = cuda_available,
+           env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The suite ``auto`` stands for here, and why: ``$HKT_SUITE`` when set (the workflow sets
+    it for its jobs, so a cluster node agrees with the login node), else paper with CUDA and
+    cpu without."""
+    import os
 
-
-def choice_reason(suite: str, env: Mapping[str, str] | None = None) -> str:
-    """Why :func:`choose_suite` chose ``suite``: ``$HKT_SUITE`` when set, else the CUDA check."""
-    forced = (os.environ if env is None else env).get(ENV_VAR)
+    forced = (os.environ if env is None else env).get(SUITE_ENV)
     if forced:
-        return f"${ENV_VAR}={forced}"
-    return "CUDA available" if suite == GPU_SUITE else "no CUDA"
+        return forced, f"${SUITE_ENV}={forced}"
+    return (GPU_SUITE, "CUDA available") if cuda() else (CPU_SUITE, "no CUDA")
 
 
 def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,50 +97,88 @@ def suite_file(name: str, config_dir: str | Path) -> Path:
     if not path.is_file():
         names = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml"))) or "none"
         raise ConfigError(f"suite '{name}' has no config/suites/{name}.yaml (suites: {names}, "
-                          f"or {AUTO})")
+                          f"or {AUTO}: paper with CUDA, else cpu)")
     return path
 
 
-def resolve_suite(config: Mapping[str, Any], config_dir: str | Path, *,
-                  overrides: Mapping[str, Any] | None = None, files: bool = False,
-                  cuda: Callable[[], bool] = cuda_available,
-                  env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], bool]:
-    """The config to run, and whether ``auto`` was resolved here (the suite was chosen).
+def _read(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
-    ``config`` is ``config.yaml`` with the ``--configfile`` files and ``--config`` keys merged;
-    ``overrides`` is what those gave (Snakemake's ``overwrite_config``), ``files`` whether any
-    config file was given. With ``suite: auto`` the chosen suite file is merged over ``config``
-    and ``overrides`` over that, so that every key the user gave still wins. Config files that
-    name no suite make a ``custom`` suite (``config.yaml`` + those files, nothing chosen).
-    """
+
+def _is_file_name(choice: str) -> bool:
+    """Whether ``choice`` names a file rather than a suite of config/suites/."""
+    return choice.endswith((".yaml", ".yml")) or "/" in choice
+
+
+def _locate(choice: str, config_dir: Path, cuda: Callable[[], bool],
+            env: Mapping[str, str] | None) -> tuple[dict[str, Any], str | None, str]:
+    """The suite file's contents, the name it gives the suite (None: the file's own), and why."""
+    if choice == AUTO:
+        name, why = choose(cuda, env)
+        return (_read(suite_file(name, config_dir)), name,
+                f"suite: {AUTO}, {why}; ${SUITE_ENV} or --configfile config/suites/NAME.yaml "
+                "chooses another")
+    if choice == NO_SUITE:
+        return {}, NO_SUITE, f"{NO_SUITE}: config/config.yaml alone"
+    if _is_file_name(choice):
+        path = Path(choice).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"suite file {choice} does not exist (a suite is {AUTO}, a name in "
+                              "config/suites/ or a YAML file)")
+        return _read(path), None, f"the file {choice}"
+    return _read(suite_file(choice, config_dir)), choice, f"config/suites/{choice}.yaml"
+
+
+def load_suite(choice: str | Path = AUTO, *, base: Mapping[str, Any] | None = None,
+               overrides: Mapping[str, Any] | None = None, config_dir: str | Path | None = None,
+               cuda: Callable[[], bool] = cuda_available,
+               env: Mapping[str, str] | None = None) -> Suite:
+    """The :class:`Suite` of ``choice``: ``auto`` (chosen here, :func:`choose`), a name in
+    ``config/suites/``, a suite file, or ``none`` (``config/config.yaml`` alone).
+
+    Its file is merged over ``base`` (default ``config/config.yaml``) and ``overrides`` (the
+    command line's keys) over that, so that every key the user gave still wins. A file's suite
+    is the one its ``suite`` key names, else none. Raises :class:`ConfigError` for a suite that
+    does not exist (listing those that do) or a config the schema or the grid refuses."""
+    from hkt.config import config_dir as default_config_dir
+
+    cdir = Path(config_dir) if config_dir is not None else default_config_dir()
+    base = _read(cdir / "config.yaml") if base is None else base
+    found, name, reason = _locate(str(choice), cdir, cuda, env)
+    config = merge(merge(base, found), overrides or {})
+    if name is None:  # a file of its own: the suite it names, if any
+        name = str(found.get("suite") or NO_SUITE)
+        name = NO_SUITE if name == AUTO else name
+    return _made(name, config, reason, cdir)
+
+
+def workflow_suite(config: Mapping[str, Any], config_dir: str | Path, *,
+                   overrides: Mapping[str, Any] | None = None, files: bool = False,
+                   cuda: Callable[[], bool] = cuda_available,
+                   env: Mapping[str, str] | None = None) -> Suite:
+    """The :class:`Suite` of a Snakemake invocation. ``config`` is ``config.yaml`` with the
+    ``--configfile`` files and ``--config`` keys merged; ``overrides`` what ``--config`` gave
+    (Snakemake's ``overwrite_config``), ``files`` whether any config file was given.
+
+    The ``suite`` key (``auto`` or a name) is loaded over ``config`` as :func:`load_suite` does,
+    ``overrides`` last (Snakemake 9 counts the config files' keys among them, so a suite file
+    given is merged again under them: no change). Config files given that set no ``suite`` make
+    no suite (:data:`NO_SUITE`), ``config`` whole; so do files that set it where ``overrides``
+    lacks it (Snakemake 8, which keeps file keys out of them)."""
     overrides = overrides or {}
-    name = str(config.get("suite") or CUSTOM)
-    if name == AUTO and files and "suite" not in overrides:
-        return {**config, "suite": CUSTOM}, False
-    if name != AUTO:
-        return dict(config), False
-    chosen = choose_suite(cuda, env)
-    suite = yaml.safe_load(suite_file(chosen, config_dir).read_text(encoding="utf-8")) or {}
-    merged = merge(merge(config, suite), overrides)
-    merged["suite"] = chosen
-    return merged, True
+    named = str(config.get("suite", AUTO))
+    if files and "suite" not in overrides:
+        name = NO_SUITE if named == AUTO else named
+        return _made(name, dict(config), "from the config files given", Path(config_dir))
+    return load_suite(named, base=config, overrides=overrides, config_dir=config_dir, cuda=cuda,
+                      env=env)
 
 
-def load_suite(suite: str | None, *, cuda: Callable[[], bool] | None = None) -> Any:
-    """The workflow config: ``config/config.yaml``, with a suite file merged over it as
-    Snakemake's ``--configfile`` does (dictionaries merge, lists replace). ``suite`` is a path
-    or a name in ``config/suites/``; None or ``auto`` is the workflow's own choice
-    (:func:`resolve_suite`: paper with CUDA, else cpu; ``cuda`` replaces the CUDA check)."""
-    from omegaconf import OmegaConf
-
-    from hkt.config import config_dir
-
-    cdir = config_dir()
-    base = OmegaConf.load(cdir / "config.yaml")
-    if suite is None or suite == "auto":
-        resolved, _ = resolve_suite(OmegaConf.to_container(base), cdir,
-                                    cuda=cuda or cuda_available)
-        return OmegaConf.create(resolved)
-    path = Path(suite) if Path(suite).is_file() else suite_file(suite, cdir)
-    return OmegaConf.create(merge(OmegaConf.to_container(base),
-                                  OmegaConf.to_container(OmegaConf.load(path))))
+def _made(name: str, config: dict[str, Any], reason: str, config_dir: Path) -> Suite:
+    """The suite ``name`` of ``config``: checked against the workflow's schema (where the
+    repository has it) and given its one :class:`Grid`."""
+    config = {**config, "suite": name}
+    schema = config_dir.parent / SCHEMA_FILE
+    if schema.is_file():
+        check_config(config, _read(schema))
+    return Suite(name, config, Grid(config, config_dir), reason)

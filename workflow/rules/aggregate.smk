@@ -1,6 +1,7 @@
-# aggregate: tables (Markdown, CSV, LaTeX), figures and results summary from every run record,
-# logged to MLflow as one suite run (experiment hkt-suite-<suite>), and the MLflow audit (every
-# record's MLflow run exists and holds the same final metrics).
+# aggregate: tables (Markdown, CSV, LaTeX), figures and results summary from every run record of
+# the suite (--suite: the workflow's, which each record must name), logged to MLflow as one suite
+# run (experiment hkt-suite-<suite>), and the MLflow audit (every record's MLflow run exists and
+# holds the same final metrics).
 # The CSV tables and the figures go into `snakemake --report` with the captions in report/.
 
 
@@ -24,4 +25,4 @@ rule aggregate:
     shell:
         "hkt --log {log:q} aggregate {input.records:q} --out {params.out:q} --main-variant {params.main}"
         " {params.ablation:q} {params.reference:q} {params.analyses:q} {params.bench:q}"
-        " --suite-run --tracking-uri {params.tracking_uri:q}"
+        " --suite {params.suite:q} --suite-run --tracking-uri {params.tracking_uri:q}"

@@ -5,7 +5,6 @@
 import os
 from functools import lru_cache
 
-import yaml
 from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError, HKTError
@@ -13,34 +12,28 @@ from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.store import tracking_uri
 from hkt.workflow.configs import TrackedOverrides, check_analysable, seedless, train_config_digests
 from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
-from hkt.workflow.grid import MAIN, Grid, Job, check_config
+from hkt.workflow.grid import MAIN, Job
 from hkt.workflow.jobenv import put_interpreter_first
-from hkt.workflow.suites import ENV_VAR as SUITE_ENV, choice_reason, resolve_suite
+from hkt.workflow.suites import workflow_suite
 
-# `suite: auto` (config.yaml's default): the paper suite with CUDA, else the CPU suite; the
-# command line's --configfile/--config keys are applied again over the chosen file.
+# The suite, made once (hkt.workflow.suites): `suite: auto` (config.yaml's default) is the paper
+# suite with CUDA, else the CPU suite; the command line's --configfile/--config keys still win.
+# Its Grid (GRID) is the one this process builds: every rule and the plan read it.
 try:
-    _resolved, _chosen = resolve_suite(
+    SUITE = workflow_suite(
         config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
         files=bool(workflow.config_settings.configfiles))
 except ConfigError as exc:
-    raise WorkflowError(f"workflow config: {exc}")
-config.clear()
-config.update(_resolved)
-_reason = choice_reason(config["suite"])  # before the variable below is set
-os.environ[SUITE_ENV] = str(config["suite"])  # a cluster job re-reads the Snakefile: same choice
-if workflow.is_main_process:
-    _why = (f" (suite: auto, {_reason}; "
-            f"${SUITE_ENV} or --configfile config/suites/NAME.yaml chooses another)"
-            if _chosen else " (from the config files given)")
-    print(f"hkt: suite {config['suite']}{_why}, profile {config.get('profile')}, "
-          f"results in {config.get('results_dir')}/", file=sys.stderr)
-
-try:
-    check_config(config, yaml.safe_load(SCHEMA.read_text()))
-    GRID = Grid(config, CONFIG_DIR)
-except ConfigError as exc:
     raise WorkflowError(f"workflow config (config/config.yaml + --configfile/--config): {exc}")
+config.clear()
+config.update(SUITE.config)
+GRID = SUITE.grid
+# Its jobs' suite, by the one channel ($HKT_SUITE: a cluster node's job and an external command
+# inherit it); a cluster job re-reads the Snakefile, and auto then chooses the same suite.
+os.environ.update(SUITE.env)
+if workflow.is_main_process:
+    print(f"hkt: suite {SUITE.name} ({SUITE.reason}), profile {GRID.profile}, "
+          f"results in {GRID.results}/", file=sys.stderr)
 
 R = GRID.results  # as given: relative to the working directory
 PY = sys.executable  # the Python that runs Snakemake (has hkt installed)
@@ -83,7 +76,7 @@ def print_plan(calibrate):
     from hkt.plan import workflow_plan
 
     plan = suite_plan() if calibrate else None
-    print(workflow_plan(config, plan=plan), file=sys.stderr, flush=True)
+    print(workflow_plan(SUITE, plan=plan), file=sys.stderr, flush=True)
     if LOCAL_GPU_SLOTS and GRID.gpu_packing():
         print(f"hkt: {GRID.gpu_packing(workflow.cores)}", file=sys.stderr, flush=True)
 
@@ -101,7 +94,7 @@ def suite_plan():
         init_tracking_store()
     except WorkflowError:
         return None
-    return calibrated_plan(config)
+    return calibrated_plan(SUITE)
 
 
 def train_priority(wc):
@@ -200,7 +193,7 @@ def train_params():
     """`hkt train`'s arguments, and the composed config's digest: the rerun trigger."""
     return dict(data=lambda wc: data_dir(wc.task),
                 out=lambda wc: GRID.path("run", **job(wc).wildcards()),
-                overrides=lambda wc: TrackedOverrides(GRID.train_overrides(job(wc))),
+                overrides=lambda wc: TrackedOverrides(GRID.train_overrides(job(wc)), SUITE.name),
                 config_digest=lambda wc: train_digest(job(wc)))
 
 
@@ -212,9 +205,10 @@ def analyze_params():
 
 def external_params():
     """An external baseline job's command (its entry's, or `hkt baseline NAME`, filled in: the
-    rerun trigger) and the MLflow experiment of the task's trained runs."""
+    rerun trigger), the MLflow experiment of the task's trained runs, and the suite: a rerun
+    trigger only (a record names its suite), the command reads it from $HKT_SUITE."""
     return dict(command=lambda wc: GRID.external_command(job(wc), TRACKING_URI),
-                experiment=lambda wc: GRID.experiment(wc.task))
+                experiment=lambda wc: GRID.experiment(wc.task), suite=SUITE.name)
 
 
 def aggregate_inputs():
@@ -231,7 +225,7 @@ def bench_after():
 
 
 def aggregate_params():
-    return dict(out=lambda wc, output: Path(output.summary).parent, main=MAIN,
+    return dict(out=lambda wc, output: Path(output.summary).parent, main=MAIN, suite=SUITE.name,
                 ablation=GRID.ablation_args(), reference=GRID.sweep_reference_args(),
                 tracking_uri=TRACKING_URI,
                 analyses=lambda wc, input: ["--analyses", *input.analyses] if input.analyses else [],
