@@ -246,8 +246,10 @@ def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
     from hkt.config import compose
     from hkt.doctor.context import Context, job_name
 
+    # the paper suite's models as the H200 doctor timed them (S4D joined main.models after it)
     suite = load_suite("paper", overrides={"node": {"gpus": 1, "cpus": 16},
-                                           "jobs_per_gpu": jobs_per_gpu})
+                                           "jobs_per_gpu": jobs_per_gpu,
+                                           "main": {"models": ["mha", "hkt", "conv"]}})
     configs = suite_jobs(suite)
     timings = {j: StepTiming(seq_len=int(c.task.max_length), batch_size=int(c.train.batch_size),
                              n_params=1, ms_per_step=H200_MS[job_name(j)], loss=1.0,
