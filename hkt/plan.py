@@ -263,14 +263,18 @@ def published_line(config: Mapping[str, Any]) -> str:
     from hkt.workflow.sessions import duration, load_sessions, session_seconds
 
     where = config.get("published")
-    sessions = load_sessions(config_dir().parent / where) if where else []
+    every = load_sessions(config_dir().parent / where) if where else []
+    sessions = [s for s in every if not s.get("adds")]  # the suite's own run, then runs added
     if not sessions:
         return ""
     wall = sum(session_seconds(s, now=0.0, host="") for s in sessions)
     first = float(sessions[0].get("estimate_s") or 0.0)
     against = f", {wall / first:.2f}x the {duration(first)} planned then" if first else ""
+    added = [s for s in every if s.get("adds")]
+    more = (f"; {len({r for s in added for r in s['adds']})} runs added later took "
+            f"{duration(sum(session_seconds(s, now=0.0, host='') for s in added))}") if added else ""
     return (f"\npublished: {where}/ took {duration(wall)} over {len(sessions)} runs of the "
-            f"workflow{against} ({where}/plan/sessions.json)")
+            f"workflow{against}{more} ({where}/plan/sessions.json)")
 
 
 def log_advice(grid: Any) -> str:

@@ -3,6 +3,7 @@ number without rerunning it, and nothing large.
 
     .venv/bin/python scripts/publish_results.py RESULTS DEST [--replace]
     .venv/bin/python scripts/publish_results.py --retable DEST
+    .venv/bin/python scripts/publish_results.py --add RESULTS DEST
 
 
 Copies the summary, every table and figure, the attention benchmark, the plan the workflow
@@ -23,6 +24,13 @@ did not finish), one a workflow is running in (it claims ``.workflow.lock`` as a
 so none starts while it copies), and one with a run
 record or analysis newer than its summary (a run since the last aggregate); a DEST that holds
 files, unless ``--replace``, which swaps the new copy in only once it is complete.
+
+``--add`` grows a publication by the jobs its suite gained (a new model in the main grid): the
+runs of suite DEST's name that DEST lacks and RESULTS holds are copied as above, made in DEST's
+software environment (or it stops), RESULTS' workflow sessions join DEST's, the jobs leave
+DEST's ``pending.json`` (the suite's jobs not published yet, and why: the drift test,
+``tests/test_published_results.py``, holds a publication to its suite but for these), and DEST
+is retabled. The published runs are untouched.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from hkt.data.layout import DATA_METADATA
 from hkt.report.summary import data_metadata
 from hkt.workflow.lock import ResultsInUse, claim_results_dir
 
+PENDING = "pending.json"  # a publication's jobs of its suite not run and published yet
 TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json",
        "plan/sessions.json")
 RUN_FILES = ("record.json", "history.csv", "config.yaml")
@@ -177,7 +186,8 @@ def regenerate(dest: Path, work: Path) -> Path:
     for meta in dest.glob(f"data/*/{DATA_METADATA}"):
         (results / meta.parent.relative_to(dest)).mkdir(parents=True)
         shutil.copy(meta, results / meta.relative_to(dest))
-    args = [*_aggregate_inputs(dest.name, results), "--out", "results", "--main-variant", "main",
+    args = [*_aggregate_inputs(dest.name, results, pending_runs(dest)), "--out", "results",
+            "--main-variant", "main",
             "--data", "results/data"]
     if (dest / "bench" / "attention.csv").is_file():
         args += ["--bench", str((dest / "bench" / "attention.csv").resolve())]
@@ -187,9 +197,27 @@ def regenerate(dest: Path, work: Path) -> Path:
     return results
 
 
-def _aggregate_inputs(name: str, results: Path) -> list[str]:
+def pending_runs(dest: Path) -> list[str]:
+    """The runs (``TASK/MODEL/VARIANT/seedS``) of its suite that publication ``dest`` does not
+    hold yet, as its :data:`PENDING` lists them (none without one)."""
+    path = dest / PENDING
+    if not path.is_file():
+        return []
+    try:
+        pending = json.loads(path.read_text("utf-8"))
+        runs, why = list(pending["runs"]), str(pending["why"])
+    except (ValueError, KeyError, TypeError):
+        raise SystemExit(f"{path}: expected a JSON object with 'runs' (a list of "
+                         "TASK/MODEL/VARIANT/seedS) and 'why'") from None
+    if not why or not all(isinstance(r, str) and r.count("/") == 3 for r in runs):
+        raise SystemExit(f"{path}: each run is TASK/MODEL/VARIANT/seedS, and 'why' says why")
+    return runs
+
+
+def _aggregate_inputs(name: str, results: Path, pending: list[str] = ()) -> list[str]:
     """The records, suite, ablation and analyses arguments of suite ``name``'s aggregate step,
-    paths relative to ``results``' parent; every record under ``results/runs`` for no suite."""
+    paths relative to ``results``' parent, but the ``pending`` runs'; every record under
+    ``results/runs`` for no suite."""
     from hkt.config import config_dir
     from hkt.paper import ABLATION_TASK
     from hkt.workflow.suites import load_suite
@@ -204,7 +232,70 @@ def _aggregate_inputs(name: str, results: Path) -> list[str]:
     for path in reference[1:]:  # repository paths, as the workflow (run from the root) reads them
         if not Path(path).is_absolute():
             shutil.copytree(configs.parent / path, results.parent / path)
-    return [*grid.records(), "--suite", name, *grid.ablation_args(), *reference, *analyses]
+    records = [r for r in grid.records()
+               if not any(r.endswith(f"/runs/{run}/record.json") for run in pending)]
+    return [*records, "--suite", name, *grid.ablation_args(), *reference, *analyses]
+
+
+def _digest(env_file: Path) -> str:
+    text = env_file.read_text("utf-8")
+    try:
+        return json.loads(text).get("digest") or text
+    except (ValueError, AttributeError):
+        raise SystemExit(f"{env_file} is not a JSON object: the run's environment is unreadable") from None
+
+
+def add_runs(results: Path, dest: Path) -> list[str]:
+    """Copy into publication ``dest`` the runs of its suite it lacks that ``results`` holds
+    (module docstring, ``--add``); the runs added."""
+    from hkt.workflow.suites import load_suite
+
+    grid = load_suite(dest.name, overrides={"results_dir": "results"}).grid
+    wanted = [PurePosixPath(r).parent.relative_to("results/runs") for r in grid.records()]
+    new = [run for run in wanted if not (dest / "runs" / run / "record.json").is_file()
+           and (results / "runs" / run / "record.json").is_file()]
+    if not new:
+        raise SystemExit(f"{results} holds no run of suite {dest.name} that {dest} lacks")
+    try:
+        claim_results_dir(results, Path(__file__).resolve().parents[1])
+    except ResultsInUse as exc:
+        raise SystemExit(f"{exc}; add its runs when it has finished") from None
+    published = _digest(dest / "environment.json")
+    for run in new:
+        env = results / "runs" / run / "environment.json"
+        if not env.is_file() or _digest(env) != published:
+            raise SystemExit(f"{run} was made in another software environment than {dest}'s "
+                             f"({env}): publish it apart, or rerun it in the lock's environment")
+    for run in new:
+        for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES)):
+            for name in names:
+                if (results / kind / run / name).is_file():
+                    (dest / kind / run).mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(results / kind / run / name, dest / kind / run / name)
+    _add_sessions(results / "plan" / "sessions.json", dest / "plan" / "sessions.json",
+                  [str(PurePosixPath(run)) for run in new])
+    pending = [r for r in pending_runs(dest) if PurePosixPath(r) not in set(map(PurePosixPath, new))]
+    if pending:
+        why = json.loads((dest / PENDING).read_text("utf-8"))["why"]
+        (dest / PENDING).write_text(json.dumps({"why": why, "runs": pending}, indent=1) + "\n", "utf-8")
+    else:
+        (dest / PENDING).unlink(missing_ok=True)
+    retable(dest)
+    return [str(PurePosixPath(run)) for run in new]
+
+
+def _add_sessions(src: Path, dest: Path, runs: list[str]) -> None:
+    """``src``'s workflow sessions joined to ``dest``'s (each once: by start time and pid), each
+    naming the ``runs`` it added (``adds``: its plan's estimate was of the whole suite, not of
+    these runs, so ``hkt plan`` reports them apart)."""
+    if not src.is_file():
+        return
+    mine = json.loads(dest.read_text("utf-8")) if dest.is_file() else {"sessions": []}
+    seen = {(s.get("started"), s.get("pid")) for s in mine["sessions"]}
+    mine["sessions"] += [{**s, "adds": runs} for s in json.loads(src.read_text("utf-8"))["sessions"]
+                         if (s.get("started"), s.get("pid")) not in seen]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(mine, indent=1) + "\n", "utf-8")
 
 
 def retable(dest: Path) -> int:
@@ -227,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", type=Path, nargs="?")
     ap.add_argument("dest", type=Path)
     ap.add_argument("--replace", action="store_true", help="replace what DEST holds, once the new copy is complete")
+    ap.add_argument("--add", action="store_true",
+                    help="add to DEST the runs of its suite it lacks that RESULTS holds, then retable")
     ap.add_argument("--retable", action="store_true",
                     help="no RESULTS: rebuild DEST's tables, figures and summary from its own records "
                          "with this code (DEST's name is its suite's)")
@@ -238,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.results is None:
         ap.error("give RESULTS and DEST")
+    if args.add:
+        added = add_runs(args.results, args.dest)
+        print(f"added {len(added)} runs to {args.dest}: {', '.join(added)}")
+        return 0
     n, left = publish(args.results, args.dest, args.replace)
     print(f"published {n} files from {args.results} to {args.dest}")
     if left:

@@ -240,3 +240,22 @@ def test_the_plan_sets_a_suites_published_wall_time_beside_its_estimate():
     line = published_line({"published": "docs/results/cpu"})
     assert "docs/results/cpu/ took 9.7 h over 9 runs of the workflow, 0.95x the 10.3 h planned" in line
     assert published_line({}) == "" and published_line({"published": "docs/results/none"}) == ""
+
+
+def test_runs_added_to_a_publication_are_reported_apart_from_its_planned_run(tmp_path):
+    """A publication grown by `publish_results.py --add` keeps its plan-vs-wall ratio of the
+    suite's own run; the added runs' sessions (whose estimate was the whole suite's) come apart."""
+    import json
+
+    from hkt.plan import published_line
+
+    (tmp_path / "plan").mkdir()
+    own = {"started": 0.0, "ended": 3600.0, "last_seen": 3600.0, "host": "h", "pid": 1,
+           "estimate_s": 3000.0, "ok": True}
+    added = {"started": 9000.0, "ended": 9900.0, "last_seen": 9900.0, "host": "h", "pid": 2,
+             "estimate_s": 7000.0, "ok": True, "adds": ["listops/s4d/main/seed0",
+                                                        "listops/s4d/main/seed1"]}
+    (tmp_path / "plan" / "sessions.json").write_text(json.dumps({"sessions": [own, added]}))
+    line = published_line({"published": str(tmp_path)})
+    assert "took 60 min over 1 runs of the workflow, 1.20x the 50 min planned then" in line
+    assert "; 2 runs added later took 15 min" in line

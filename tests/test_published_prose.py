@@ -45,9 +45,12 @@ def wall_figures(root: Path) -> set[str]:
     out = set()
     sessions = root / "plan" / "sessions.json"
     if sessions.is_file():
-        runs = load_sessions(root)  # as hkt status and hkt plan sum a suite's wall time
+        every = load_sessions(root)  # as hkt status and hkt plan sum a suite's wall time
+        runs = [s for s in every if not s.get("adds")]  # the suite's own; then runs added later
         wall = sum(session_seconds(s, now=0.0, host="") for s in runs)
-        out |= {f"{wall / 3600:.2f}", f"{wall / runs[0]['estimate_s']:.2f}"}
+        added = sum(session_seconds(s, now=0.0, host="") for s in every if s.get("adds"))
+        out |= {f"{wall / 3600:.2f}", f"{wall / runs[0]['estimate_s']:.2f}",
+                f"{added / 3600:.2f}", f"{(wall + added) / 3600:.2f}"}
     stamps = root / "segments.log"
     if stamps.is_file():
         times = re.findall(r"=== (start|end) (\S+)", stamps.read_text())

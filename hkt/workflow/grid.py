@@ -73,6 +73,10 @@ class Job:
     def wildcards(self) -> dict[str, Any]:
         return asdict(self)
 
+    def run_dir(self) -> str:
+        """Its run directory below ``runs/``: ``TASK/MODEL/VARIANT/seedS``."""
+        return JOB_LOG.format(**self.wildcards())
+
 
 class Grid(Placement):
     """The jobs, paths and command arguments of one workflow config.
