@@ -195,3 +195,21 @@ def test_a_workflow_process_builds_one_grid(tmp_path):
     assert "hkt: suite smoke (config/suites/smoke.yaml)" in r.stderr
     assert "hkt plan: suite smoke: jobs " in r.stderr
     assert "GRIDS=1" in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "config" / "suites").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_a_suite_file_states_only_what_differs_from_the_workflow_config(path):
+    """A suite restating a default would hide a change of config/config.yaml from it (a mixer
+    added to main.models would not reach it); lists replace, so a restated list is the worst."""
+    import yaml
+
+    base = yaml.safe_load((path.parents[1] / "config.yaml").read_text())
+
+    def restated(suite, default, where=""):
+        if isinstance(suite, dict) and isinstance(default, dict):
+            return [r for k, v in suite.items() if k in default
+                    for r in restated(v, default[k], f"{where}.{k}" if where else k)]
+        return [where] if suite == default else []
+
+    assert restated(yaml.safe_load(path.read_text()), base) == []
