@@ -134,7 +134,7 @@ def test_command_arguments():
     assert g.external_command(Job("listops", "ngram", "main", 0), "sqlite:///a b.db") == (
         "hkt --log results/logs/external/listops/ngram/main/seed0.log baseline ngram"
         " --data results/data/listops --out results/runs/listops/ngram/main/seed0 --seed 0"
-        " --variant main --profile paper --suite paper --orders 1 2 --buckets 64 --epochs 1"
+        " --variant main --profile paper --orders 1 2 --buckets 64 --epochs 1"
         " --tracking-uri 'sqlite:///a b.db'")
     # another program: its own command, the placeholders filled in
     assert g.external_command(Job("listops", "tool", "main", 0), "u") == (
