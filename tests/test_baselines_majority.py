@@ -66,7 +66,7 @@ def test_the_numbers_are_those_before_it_had_its_own_module(tmp_path):
                  "--profile", "smoke"]) == 0
     rec = load_record(tmp_path / "all")
     assert (rec["val_accuracy"], rec["test_accuracy"], rec["majority_label"]) == (0.5, 0.495, 1)
-    assert rec["config"] == {"task": {"name": "keyword", "num_classes": 2, "max_length": 64,
+    assert rec["config"] == {"task": {"family": "keyword", "num_classes": 2, "max_length": 64,
                                       "prepare": {}},
                              "model": {"name": "majority"},
                              "train": {"profile": "smoke", "max_train": None},

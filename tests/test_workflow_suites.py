@@ -112,6 +112,17 @@ def test_a_suite_file_given_is_the_suite(snakemake_9):
     assert suite.name == "smoke" and suite.config == given and suite.grid.seeds == [4]
 
 
+@pytest.mark.parametrize("snakemake_9", [True, False])
+def test_config_files_naming_a_suite_of_their_own_are_that_suite(snakemake_9):
+    """`--configfile mine.yaml` with `suite: mine` and no config/suites/mine.yaml: the files are
+    the suite (a cluster test's, a user's own), as before one place made suites."""
+    mine = {"suite": "mine", "seeds": [7]}
+    suite = workflow_suite(merge(CONFIG, mine), CONFIG_DIR, overrides=mine if snakemake_9 else {},
+                           files=True, cuda=no_cuda_check, env={})
+    assert suite.name == "mine" and suite.grid.seeds == [7]
+    assert suite.env == {SUITE_ENV: "mine"}
+
+
 def test_config_files_without_a_suite_name_are_the_one_no_suite():
     extra = {"lra": {"enabled": True}}
     suite = workflow_suite(merge(CONFIG, extra), CONFIG_DIR, overrides=extra, files=True,

@@ -164,10 +164,12 @@ def workflow_suite(config: Mapping[str, Any], config_dir: str | Path, *,
     ``overrides`` last (Snakemake 9 counts the config files' keys among them, so a suite file
     given is merged again under them: no change). Config files given that set no ``suite`` make
     no suite (:data:`NO_SUITE`), ``config`` whole; so do files that set it where ``overrides``
-    lacks it (Snakemake 8, which keeps file keys out of them)."""
+    lacks it (Snakemake 8, which keeps file keys out of them), and files that name a suite of
+    their own (no ``config/suites/NAME.yaml``: the files are that suite)."""
     overrides = overrides or {}
     named = str(config.get("suite", AUTO))
-    if files and "suite" not in overrides:
+    own = named != AUTO and not (Path(config_dir) / "suites" / f"{named}.yaml").is_file()
+    if files and ("suite" not in overrides or own):  # own: files naming a suite of their own
         name = NO_SUITE if named == AUTO else named
         return _made(name, dict(config), "from the config files given", Path(config_dir))
     return load_suite(named, base=config, overrides=overrides, config_dir=config_dir, cuda=cuda,
