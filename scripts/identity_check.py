@@ -22,12 +22,13 @@ import polars as pl
 
 BY_NATURE = {"ms_per_step", "wall_time_s", "created_at", "mlflow_run_id", "source",
              "mlflow_tracking_uri", "run_dir", "results_dir", "samples_per_s", "git_commit",
-             "env_digest", "mlflow_experiment", "detail", "record"}
+             "env_digest", "mlflow_experiment", "detail", "record",
+             "wall_h", "steps_h", "evaluation_share"}  # the time table's: timings
 
 
 #: Words the report writes about a run rather than numbers it measured: a change may reword
 #: them (a data warning, a budget in words); the check names what changed and does not count it.
-WORDING = {"data_warning", "budget"}
+WORDING = {"data_warning", "budget", "external"}  # external: the baseline's program (module)
 
 
 def same_frames(x: pl.DataFrame, y: pl.DataFrame) -> bool:
