@@ -63,13 +63,24 @@ def environments(results: Path, runs: list[Path]) -> dict[str, Path]:
     for run in runs:
         for f in (results / "runs" / run / "environment.json", results / "analysis" / run / "environment.json"):
             if f.is_file():
-                text = f.read_text("utf-8")
-                try:
-                    key = json.loads(text).get("digest") or text
-                except (ValueError, AttributeError):
-                    raise SystemExit(f"{f} is not a JSON object: the run's environment is unreadable") from None
-                envs.setdefault(key, f)
+                envs.setdefault(env_digest(f), f)
     return envs
+
+
+def run_files(results: Path, run: Path) -> list[Path]:
+    """What is published of one run (relative to ``results``): its record, history and config,
+    and its analysis's summary, settings and rows, those that exist."""
+    return [Path(kind) / run / name for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES))
+            for name in names if (results / kind / run / name).is_file()]
+
+
+def env_digest(env_file: Path) -> str:
+    """An environment file's digest (its text where it has none)."""
+    text = env_file.read_text("utf-8")
+    try:
+        return json.loads(text).get("digest") or text
+    except (ValueError, AttributeError):
+        raise SystemExit(f"{env_file} is not a JSON object: the run's environment is unreadable") from None
 
 
 def counted_runs(results: Path) -> list[Path]:
@@ -156,10 +167,8 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
         write_metadata(card.parent, stage / card.parent.relative_to(results) / DATA_METADATA)
         copied += 1
     for run in runs:
-        for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES)):
-            for name in names:
-                if (results / kind / run / name).is_file():
-                    copy(results / kind / run / name, Path(kind) / run / name)
+        for f in run_files(results, run):
+            copy(results / f, f)
     if envs:
         (stage / "environment.json").write_text(next(iter(envs.values())).read_text("utf-8"), "utf-8")
         copied += 1
@@ -200,9 +209,14 @@ def regenerate(dest: Path, work: Path) -> Path:
 def pending_runs(dest: Path) -> list[str]:
     """The runs (``TASK/MODEL/VARIANT/seedS``) of its suite that publication ``dest`` does not
     hold yet, as its :data:`PENDING` lists them (none without one)."""
+    return _pending(dest)[0]
+
+
+def _pending(dest: Path) -> tuple[list[str], str]:
+    """:data:`PENDING`'s runs and why they are pending, checked."""
     path = dest / PENDING
     if not path.is_file():
-        return []
+        return [], ""
     try:
         pending = json.loads(path.read_text("utf-8"))
         runs, why = list(pending["runs"]), str(pending["why"])
@@ -211,7 +225,7 @@ def pending_runs(dest: Path) -> list[str]:
                          "TASK/MODEL/VARIANT/seedS) and 'why'") from None
     if not why or not all(isinstance(r, str) and r.count("/") == 3 for r in runs):
         raise SystemExit(f"{path}: each run is TASK/MODEL/VARIANT/seedS, and 'why' says why")
-    return runs
+    return runs, why
 
 
 def _aggregate_inputs(name: str, results: Path, pending: list[str] = ()) -> list[str]:
@@ -237,14 +251,6 @@ def _aggregate_inputs(name: str, results: Path, pending: list[str] = ()) -> list
     return [*records, "--suite", name, *grid.ablation_args(), *reference, *analyses]
 
 
-def _digest(env_file: Path) -> str:
-    text = env_file.read_text("utf-8")
-    try:
-        return json.loads(text).get("digest") or text
-    except (ValueError, AttributeError):
-        raise SystemExit(f"{env_file} is not a JSON object: the run's environment is unreadable") from None
-
-
 def add_runs(results: Path, dest: Path) -> list[str]:
     """Copy into publication ``dest`` the runs of its suite it lacks that ``results`` holds
     (module docstring, ``--add``); the runs added."""
@@ -260,23 +266,23 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         claim_results_dir(results, Path(__file__).resolve().parents[1])
     except ResultsInUse as exc:
         raise SystemExit(f"{exc}; add its runs when it has finished") from None
-    published = _digest(dest / "environment.json")
+    if not (dest / "environment.json").is_file():
+        raise SystemExit(f"{dest} has no environment.json to compare the runs' with")
+    unknown = [run for run in new if not (results / "runs" / run / "environment.json").is_file()]
+    others = set(environments(results, new)) - {env_digest(dest / "environment.json")}
+    if unknown or others:
+        raise SystemExit(f"runs made in another software environment than {dest}'s, or in none "
+                         f"recorded ({', '.join(map(str, unknown)) or 'digests ' + ', '.join(sorted(others))}): "
+                         "publish them apart, or rerun them in the lock's environment")
     for run in new:
-        env = results / "runs" / run / "environment.json"
-        if not env.is_file() or _digest(env) != published:
-            raise SystemExit(f"{run} was made in another software environment than {dest}'s "
-                             f"({env}): publish it apart, or rerun it in the lock's environment")
-    for run in new:
-        for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES)):
-            for name in names:
-                if (results / kind / run / name).is_file():
-                    (dest / kind / run).mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(results / kind / run / name, dest / kind / run / name)
+        for f in run_files(results, run):
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(results / f, dest / f)
     _add_sessions(results / "plan" / "sessions.json", dest / "plan" / "sessions.json",
                   [str(PurePosixPath(run)) for run in new])
-    pending = [r for r in pending_runs(dest) if PurePosixPath(r) not in set(map(PurePosixPath, new))]
+    pending, why = _pending(dest)
+    pending = [r for r in pending if PurePosixPath(r) not in set(map(PurePosixPath, new))]
     if pending:
-        why = json.loads((dest / PENDING).read_text("utf-8"))["why"]
         (dest / PENDING).write_text(json.dumps({"why": why, "runs": pending}, indent=1) + "\n", "utf-8")
     else:
         (dest / PENDING).unlink(missing_ok=True)

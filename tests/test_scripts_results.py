@@ -197,3 +197,39 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     assert check.main(f, a) == 1
     out = capsys.readouterr().out
     assert "missing in B" in out and "DIFFERENT  main.csv" in out
+
+
+def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tmp_path, capsys):
+    """`publish_results.py --add`: docs/results/quick without S4D's runs (pending), plus a results
+    directory holding them, becomes docs/results/quick again, tables byte for byte; runs of
+    another environment are refused before anything is copied."""
+    import shutil
+
+    published = ROOT / "docs" / "results" / "quick"
+    added = sorted(p.relative_to(published / "runs") for p in (published / "runs").glob("*/s4d/*/seed*"))
+    if not added:
+        pytest.skip("docs/results/quick/ holds no S4D runs")
+    dest = tmp_path / "quick"
+    shutil.copytree(published, dest)
+    results = tmp_path / "results"
+    for run in added:
+        shutil.move(dest / "runs" / run, results / "runs" / run)
+        shutil.copy(published / "environment.json", results / "runs" / run / "environment.json")
+    (dest / "pending.json").write_text(json.dumps({"why": "a test", "runs": [str(r) for r in added]}))
+    publish = script("publish_results")
+
+    other = tmp_path / "other"
+    shutil.copytree(results, other)
+    (other / "runs" / added[0] / "environment.json").write_text('{"digest": "another"}')
+    with pytest.raises(SystemExit, match="another software environment"):
+        publish.add_runs(other, dest)
+    assert not (dest / "runs" / added[0]).exists()
+
+    assert publish.add_runs(results, dest) == [str(r) for r in added]
+    assert not (dest / "pending.json").exists()
+    for f in sorted((published / "tables").iterdir()):
+        if f.name.startswith("mlflow_check."):  # the MLflow audit is not regenerated
+            continue
+        assert (dest / "tables" / f.name).read_bytes() == f.read_bytes(), f.name
+    with pytest.raises(SystemExit, match="holds no run of suite quick"):
+        publish.add_runs(results, dest)

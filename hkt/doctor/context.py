@@ -35,10 +35,6 @@ class Context:
     timings: dict[Any, StepTiming] | None = None
 
     @property
-    def profile(self) -> str:
-        return self.suite.grid.profile
-
-    @property
     def precision(self) -> str:
         return "bf16" if self.amp is torch.bfloat16 else "fp32"
 

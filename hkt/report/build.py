@@ -230,11 +230,10 @@ def setting_notes(runs: pl.DataFrame, task: str,
     rate each row's runs trained with (the runs frame's ``lr``, from their records' config),
     when the rows of that task do not all share one (a learning-rate table: every row names its
     own). Empty otherwise."""
-    sel = runs.filter((pl.col("task") == task) & pl.col("lr").is_not_null()) \
-        if "lr" in runs.columns else runs.clear()
-    per_row = sel.group_by("model", "variant").agg(pl.col("lr").unique())
+    sel = runs.filter((pl.col("task") == task) & pl.col("lr").is_not_null())
     if sel["lr"].n_unique() < 2:
         return {}
+    per_row = sel.group_by("model", "variant").agg(pl.col("lr").unique())
     return {(m, v): f"lr={learning_rate(lrs[0])}" for m, v, lrs in per_row.iter_rows()
             if len(lrs) == 1}
 
@@ -244,8 +243,9 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
     """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs."""
     mine = runs.with_columns(pl.lit("this suite").alias("source"))
     both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
-    table, caveats = sweep_table(both), notes(swept_runs(both))
-    gap = sweep_gap_table(both, table)
+    swept = swept_runs(both)
+    table, caveats = sweep_table(swept), notes(swept)
+    gap = sweep_gap_table(swept, table)
     none = "No model of these runs was trained at more than one learning rate."
     written = write_table(table, sweep_display(table), tables / "sweep",
                           "Learning rates: each model's validation and test accuracy (%) at every "

@@ -37,11 +37,10 @@ def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
     return trained.join(several, on=["task", "length", "model"], how="semi")
 
 
-def sweep_table(runs: pl.DataFrame) -> pl.DataFrame:
-    """Per task, T, model and learning rate: seeds, validation and test accuracy (mean ± std,
-    %), where the runs come from (``source``) and whether it is the model's best rate by mean
-    validation accuracy."""
-    sel = swept_runs(runs)
+def sweep_table(sel: pl.DataFrame) -> pl.DataFrame:
+    """Per task, T, model and learning rate of the runs ``sel`` (:func:`swept_runs`): seeds,
+    validation and test accuracy (mean ± std, %), where the runs come from (``source``) and
+    whether it is the model's best rate by mean validation accuracy."""
     if sel.is_empty():
         return pl.DataFrame(schema=SWEEP_SCHEMA)
     t = seed_stats(sel.sort("seed"), GROUP).select(
@@ -58,12 +57,12 @@ def _best_lr(table: pl.DataFrame, task: str, length: int, model: str) -> float |
     return None if rows.is_empty() else rows["lr"].min()
 
 
-def sweep_gap_table(runs: pl.DataFrame, table: pl.DataFrame,
+def sweep_gap_table(sel: pl.DataFrame, table: pl.DataFrame,
                     pair: Sequence[str] = paper.COMPARED_MODELS) -> pl.DataFrame:
-    """Per task and T: ``pair[0] − pair[1]`` (pp, Welch over seeds) at each learning rate both
-    were trained with, and with each at its own best rate (``table``: :func:`sweep_table`)."""
+    """Per task and T of the runs ``sel`` (:func:`swept_runs`): ``pair[0] − pair[1]`` (pp,
+    Welch over seeds) at each learning rate both were trained with, and with each at its own
+    best rate (``table``: :func:`sweep_table`)."""
     a, b = pair
-    sel = swept_runs(runs)
     rows = []
     for task, length in table.select("task", "length").unique().sort("task", "length").rows():
         here = sel.filter((pl.col("task") == task) & (pl.col("length") == length))

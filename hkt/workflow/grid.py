@@ -75,7 +75,7 @@ class Job:
 
     def run_dir(self) -> str:
         """Its run directory below ``runs/``: ``TASK/MODEL/VARIANT/seedS``."""
-        return JOB_LOG.format(**self.wildcards())
+        return LAYOUT["run"].removeprefix("runs/").format(**self.wildcards())
 
 
 class Grid(Placement):
