@@ -65,11 +65,11 @@ def test_a_bad_sweep_is_named(sweep, message):
 
 
 # ------------------------------------------------------------------------ the sensitivity suite
-def test_the_sensitivity_suite_is_mha_and_hkt_at_two_learning_rates_seed_0():
+def test_the_sensitivity_suite_is_mha_and_hkt_at_two_learning_rates_three_seeds():
     g = suite_grid("sensitivity")
-    assert set(g.train_jobs()) == {Job("listops", m, v, 0) for m in ("mha", "hkt")
-                                   for v in ("lr3e4", "lr1e3")}
-    assert len(g.train_jobs()) == 4  # the lr-1e-4 reference is the cpu suite's published runs
+    assert set(g.train_jobs()) == {Job("listops", m, v, s) for m in ("mha", "hkt")
+                                   for v in ("lr3e4", "lr1e3") for s in (0, 1, 2)}
+    assert len(g.train_jobs()) == 12  # the lr-1e-4 reference is the cpu suite's published runs
     assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
 
 
@@ -87,10 +87,11 @@ def test_the_sensitivity_runs_are_the_published_cpu_runs_but_for_the_learning_ra
     sens = suite_grid("sensitivity")
     cpu = suite_grid("cpu")
     mine = job_configs(sens)
-    published = job_configs(cpu, [Job("listops", m, MAIN, 0) for m in ("mha", "hkt")])
     lrs = {"lr3e4": 3e-4, "lr1e3": 1e-3}
+    published = job_configs(cpu, [Job("listops", m, MAIN, s) for m in ("mha", "hkt")
+                                  for s in (0, 1, 2)])
     for job, cfg in mine.items():
-        ref = _plain(published[Job("listops", job.model, MAIN, 0)])
+        ref = _plain(published[Job("listops", job.model, MAIN, job.seed)])
         assert ref["optim"]["lr"] == pytest.approx(1e-4)  # the paper profile's
         assert cfg.optim.lr == pytest.approx(lrs[job.variant])
         assert cfg.variant == job.variant and cfg.model.name == job.model
