@@ -1,4 +1,4 @@
-"""The published suites (docs/results/cpu/, docs/results/quick/) can be audited without rerunning
+"""The published suites (docs/results/cpu/, quick/, sensitivity/) can be audited without rerunning
 them: every table file comes back byte for byte from the committed records, analyses, benchmark
 and data metadata, with the code here; and each suite still composes exactly its published runs."""
 
@@ -24,8 +24,8 @@ def _publish_script():
     return module
 
 
-def test_the_published_suites_are_the_cpu_and_quick_suites():
-    assert PUBLISHED_SUITES == ["cpu", "quick"]
+def test_the_published_suites_are_cpu_quick_and_sensitivity():
+    assert PUBLISHED_SUITES == ["cpu", "quick", "sensitivity"]
 
 
 @pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
