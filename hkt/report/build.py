@@ -27,11 +27,11 @@ from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
-from hkt.report.sweep import (swept_runs, sweep_display, sweep_gap_display, sweep_gap_table,
-                              sweep_table)
+from hkt.report.sweep import (THIS_SUITE, swept_runs, sweep_display, sweep_gap_display,
+                              sweep_gap_table, sweep_table)
 from hkt.report.tables import (ablation_display, ablation_table, derived_runs, gap_display,
                                gap_table, main_display, main_table, with_test_interval)
-from hkt.report.writers import write_table
+from hkt.report.writers import learning_rate, write_table
 from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
                       paper_caveat, runs_from_records)
 
@@ -49,19 +49,20 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
-        made, (main, gap, controls, abl, abl_len) = write_all(
+        made, (main, gap, abl, abl_len, read) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
             ablation_length=args.ablation_length, data_warnings=warnings,
             derived=derived_spec(args.derived), reference=_reference_runs(args))
         written += made
         made, sections, frames = _write_analyses(args, runs, out)
         written += made
-        sections = [*claims_section(main=main, gap=gap, abl=abl, tables=frames), *sections]
+        sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read}),
+                    *sections]
         # last: it links every table and figure written above
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
                                      sections=sections, data_warnings=warnings,
-                                     controls=controls))
+                                     controls=read["controls"]))
         _check_declared(out, written, analyses=bool(args.analyses))
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
@@ -218,12 +219,6 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     return spec
 
 
-def learning_rate(lr: float) -> str:
-    """A learning rate as configs write it: ``3e-4``, ``2.5e-4``, ``1e-3``."""
-    mantissa, exponent = f"{lr:.2e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-
-
 def setting_notes(runs: pl.DataFrame, task: str,
                   main_variant: str = "main") -> dict[tuple[str, str], str]:
     """What the ablation table's setting adds per (model, variant) on ``task``: the learning
@@ -239,9 +234,11 @@ def setting_notes(runs: pl.DataFrame, task: str,
 
 
 def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
-                 notes: Callable[[pl.DataFrame], str]) -> list[Path]:
-    """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs."""
-    mine = runs.with_columns(pl.lit("this suite").alias("source"))
+                 notes: Callable[[pl.DataFrame], str]
+                 ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
+    """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs: the
+    paths written and the tables by name (``sweep``, ``sweep_gap``)."""
+    mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
     both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
     swept = swept_runs(both)
     table, caveats = sweep_table(swept), notes(swept)
@@ -255,7 +252,7 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
                            "HKT − MHA test accuracy (pp) at each learning rate both were trained "
                            "with, and with each model at its own best rate (by validation), "
                            "Welch's test over seeds. " + (caveats if len(gap) else none))
-    return written
+    return written, {"sweep": table, "sweep_gap": gap}
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
@@ -263,9 +260,11 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
               reference: pl.DataFrame | None = None
-              ) -> tuple[list[Path], tuple[pl.DataFrame, ...]]:
+              ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
+                                           dict[str, pl.DataFrame]]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
-    gap, controls and ablation tables with the ablation's T (for the summary). ``data_warnings``
+    gap and ablation tables, the ablation's T and the controls and learning-rate tables by name
+    (``controls``, ``sweep``, ``sweep_gap``), for the summary. ``data_warnings``
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
     ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs;
     ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only."""
@@ -319,7 +318,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            "Where the trained runs' time went: each run's wall time summed (jobs "
                            "that ran side by side count each), the part in training steps, and "
                            "the rest. The suite's own wall time is in plan/sessions.json.")
-    written += _write_sweep(runs, reference, tables, notes)
+    made, sweeps = _write_sweep(runs, reference, tables, notes)
+    written += made
     runs_csv = tables / "runs.csv"
     with atomic_path(runs_csv) as tmp:
         with_test_interval(runs).sort(KEY).write_csv(tmp)
@@ -328,4 +328,4 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
-    return written, (main, gap, controls, abl, abl_len)
+    return written, (main, gap, abl, abl_len, {"controls": controls, **sweeps})

@@ -22,6 +22,25 @@ recomputed here), so that a reader can check each one:
   *cannot tell* otherwise;
 - the kernel theory (a PSD sufficient condition, a rank bound): theorems, which runs cannot
   refute; we report how often their premises hold in trained heads.
+
+Two further kinds of row read what limits our values against the paper's (issue 39):
+
+- a control known to learn the task (``paper.LEARNING_CONTROLS``: S4D) against the better of
+  HKT and MHA (the higher test mean), from the controls table's Welch 95% CI of the control
+  minus that model: wholly above 0 → the control *climbs past* the Transformers: our data allow
+  more than they reach, and their level is theirs (their recipe); spanning 0 → every model
+  *stops at the same level*: the data or the budget is the limit at this budget, which the
+  runs cannot tell apart; wholly below 0 → the control *stops below* them at this budget, which
+  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. A row at
+  a budget other than the paper's says so;
+- the learning rate, from the learning-rate tables (present when the aggregate has runs at
+  several rates): a model's plateau *moves* when its best rate by validation is not the
+  reference rate (that of the runs read from ``--reference`` records: the profile's rate) and
+  its test mean there exceeds the reference rate's by more than the larger of the two seed
+  stds; else it *does not move*; *cannot tell* when a side has one seed (no std). Either way
+  the row says how far the best rate's mean stays from the paper's figure for that model.
+  Without reference runs there is no such row. HKT − MHA with each model at its best rate is
+  read as an accuracy difference above, against the paper's gap.
 """
 
 from __future__ import annotations
@@ -32,7 +51,8 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.report.writers import markdown
+from hkt.report.sweep import THIS_SUITE
+from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
                                                   "cannot tell")
@@ -197,20 +217,169 @@ def kernel_claim(kernel: pl.DataFrame) -> list[list[str]]:
              f"{100 * share:.0f}% of the trained cases)"]]
 
 
+def _stop(low: float | None, high: float | None, control: str) -> str:
+    """Where a control known to learn the task stops against the better Transformer (the rule
+    above), from the 95% CI [``low``, ``high``] of the control minus it."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return CANNOT_TELL
+    if low > 0:
+        return (f"{control} climbs past the Transformers: the data allow more, and the "
+                "Transformers' level is theirs (their recipe)")
+    if high < 0:
+        return (f"{control} stops below the Transformers at this budget: it says nothing about "
+                f"the data ({control} needs its own recipe)")
+    return ("every model stops at the same level: the data or the budget is the limit at this "
+            "budget (the runs cannot tell which)")
+
+
+def control_claims(controls: pl.DataFrame, main: pl.DataFrame) -> list[list[str]]:
+    """Per task, T and control known to learn the task: the control against the better of HKT
+    and MHA (the controls table's rows), and against the paper's figures."""
+    if controls.is_empty():
+        return []
+    sel = controls.filter(pl.col("model").is_in(list(paper.LEARNING_CONTROLS)))
+    rows = []
+    for (task, length, model), group in sel.group_by("task", "length", "model",
+                                                      maintain_order=True):
+        versus = sorted(group.iter_rows(named=True), key=lambda r: r["versus"])
+        best = max(versus, key=lambda r: r["versus_mean"])
+        name, other = model.upper(), best["versus"].upper()
+        figures = ", ".join(f"{r['versus'].upper()} {r['versus_paper']:.2f}" for r in versus
+                            if r["versus_paper"] is not None)
+        behind = ", ".join(f"{name} − the paper's {r['versus'].upper()} "
+                           f"{r['minus_paper_pp']:+.2f} pp" for r in versus
+                           if r["minus_paper_pp"] is not None)
+        ours = (f"{name} {pm(best['test_mean'], best['test_std'])}, "
+                + ", ".join(f"{r['versus'].upper()} {pm(r['versus_mean'], r['versus_std'])}"
+                            for r in versus)
+                + f"; {name} − {other} (the better): "
+                + _interval({**best, "ours_pp": best["difference_pp"]})
+                + (f"; {behind}" if behind else ""))
+        budget = _budget(main, task, length)
+        rows.append([f"Our data allow more than the Transformers reach on {task} (T={length}): "
+                     f"a control known to learn it ({name}) climbs past them",
+                     figures or "no figure", ours,
+                     _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name)
+                     + (f"; {budget}" if budget else "")])
+    return rows
+
+
+def _moves(best: dict[str, Any], ref: dict[str, Any]) -> str:
+    """Whether a model's plateau moves from the reference rate ``ref`` to its best ``best``
+    (rows of the learning-rate table; the rule above)."""
+    rate, at = learning_rate(best["lr"]), learning_rate(ref["lr"])
+    if best["lr"] == ref["lr"]:
+        return f"does not move: the reference rate {at} is the best by validation"
+    if best["test_std"] is None or ref["test_std"] is None:
+        return f"{CANNOT_TELL}: one seed at {rate} or {at} gives no seed spread"
+    gain, spread = best["test_mean"] - ref["test_mean"], max(best["test_std"], ref["test_std"])
+    word = "moves" if gain > spread else "does not move"
+    than = "more" if gain > spread else "not more"
+    return f"{word}: {rate} − {at} is {gain:+.2f} pp, {than} than the seed spread ({spread:.2f})"
+
+
+def _reference_rows(sweep: pl.DataFrame) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """The learning-rate table's row of each (task, T, model) read from reference records (the
+    profile's rate), where it has exactly one."""
+    refs = sweep.filter(pl.col("source") != THIS_SUITE)
+    once = refs.group_by("task", "length", "model").len().filter(pl.col("len") == 1)
+    return {(r["task"], r["length"], r["model"]): r
+            for r in refs.join(once, on=["task", "length", "model"], how="semi")
+            .iter_rows(named=True)}
+
+
+def learning_rate_claims(sweep: pl.DataFrame) -> list[list[str]]:
+    """Per task, T and Transformer of the learning-rate table that has reference runs: whether
+    its plateau moves with the rate, and how far its best rate stays from the paper."""
+    if sweep.is_empty():
+        return []
+    rows, refs = [], _reference_rows(sweep)
+    sel = sweep.filter(pl.col("model").is_in(list(paper.COMPARED_MODELS)))
+    for (task, length, model), group in sel.group_by("task", "length", "model",
+                                                      maintain_order=True):
+        bests = group.filter(pl.col("best"))
+        ref = refs.get((task, length, model))
+        if ref is None or bests.is_empty():
+            continue
+        best = bests.sort("lr").row(0, named=True)
+        rates = ", ".join(learning_rate(v) for v in group["lr"].sort().to_list())
+        ours = (f"best by validation {learning_rate(best['lr'])}: test "
+                f"{pm(best['test_mean'], best['test_std'])}; reference {learning_rate(ref['lr'])} "
+                f"({ref['source']}): {pm(ref['test_mean'], ref['test_std'])}; "
+                f"difference {best['test_mean'] - ref['test_mean']:+.2f} pp (rates: {rates})")
+        figure = paper.paper_accuracy(task, length, model)
+        far = "" if figure is None else _from_paper(best["test_mean"], ref["test_mean"],
+                                                    figure.mean)
+        rows.append([f"The Transformers' plateau on {task} (T={length}) is set by the learning "
+                     f"rate ({model.upper()})",
+                     "no figure" if figure is None else f"{model.upper()} {figure.mean:.2f}",
+                     ours, _moves(best, ref) + far])
+    return rows
+
+
+def _from_paper(best: float, ref: float, figure: float) -> str:
+    """How far the best rate's test mean stays from the paper's ``figure``, and how much of the
+    reference rate's distance to it the best rate closes."""
+    side = "below" if best < figure else "above"
+    return (f"; at its best rate still {abs(best - figure):.2f} pp {side} the paper's "
+            f"{figure:.2f} (it closes {best - ref:+.2f} of the reference rate's "
+            f"{abs(ref - figure):.2f} pp)")
+
+
+def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[str]]:
+    """HKT − MHA with each model at its best rate by validation (the learning-rate gap table),
+    read against the paper's gap as an accuracy difference; beside it, the gap with both at the
+    reference rate where the learning-rate table ``sweep`` has one for both."""
+    if sweep_gap.is_empty():
+        return []
+    a, b = paper.COMPARED_MODELS
+    rows, refs = [], _reference_rows(sweep)
+    for r in sweep_gap.filter(pl.col("comparison").str.starts_with("each at its best")) \
+            .iter_rows(named=True):
+        pa, pb = (paper.paper_accuracy(r["task"], r["length"], m) for m in (a, b))
+        if pa is None or pb is None:
+            continue
+        claimed = pa.mean - pb.mean
+        rates = (f" ({a.upper()} at {learning_rate(r['lr_a'])}, {b.upper()} at "
+                 f"{learning_rate(r['lr_b'])})")
+        ref_a, ref_b = (refs.get((r["task"], r["length"], m)) for m in (a, b))
+        shared = pl.DataFrame() if ref_a is None or ref_b is None else sweep_gap.filter(
+            (pl.col("task") == r["task"]) & (pl.col("length") == r["length"])
+            & (pl.col("comparison") == "both at one rate") & (pl.col("lr_a") == ref_a["lr"])
+            & (pl.col("lr_b") == ref_b["lr"]))
+        beside = "" if shared.is_empty() else (
+            f"; both at the reference rate {learning_rate(ref_a['lr'])}: "
+            + _interval(shared.row(0, named=True)))
+        rows.append([f"{a.upper()} beats {b.upper()} with each model at its best learning rate "
+                     f"({r['task']}, T={r['length']})", f"{claimed:+.2f} pp",
+                     _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
+                                                  r.get("ci_high_pp")) + beside,
+                     difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), claimed)])
+    return rows
+
+
 def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
                    tables: dict[str, pl.DataFrame]) -> list[str]:
     """The summary's section: one row per claim the tables can speak to. ``tables`` holds the
-    analysis tables by name (kurtosis, kernel, approximation, cost), any of them absent."""
+    analysis tables (kurtosis, kernel, approximation, cost), the controls table (controls) and
+    the learning-rate tables (sweep, sweep_gap) by name, any of them absent."""
     empty = pl.DataFrame()
-    rows = [*accuracy_claims(gap, main), *hierarchy_claim(abl),
-            *cost_claim(tables.get("cost", empty)), *kurtosis_claim(tables.get("kurtosis", empty)),
-            *decay_claim(tables.get("approximation", empty)),
-            *kernel_claim(tables.get("kernel", empty))]
-    if not rows:
+    paper_rows = [*accuracy_claims(gap, main), *hierarchy_claim(abl),
+                  *cost_claim(tables.get("cost", empty)),
+                  *kurtosis_claim(tables.get("kurtosis", empty)),
+                  *decay_claim(tables.get("approximation", empty)),
+                  *kernel_claim(tables.get("kernel", empty))]
+    limit_rows = [*control_claims(tables.get("controls", empty), main),
+                  *learning_rate_claims(tables.get("sweep", empty)),
+                  *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty))]
+    if not paper_rows and not limit_rows:
         return []
+    limits = (" The rows on a control known to learn the task and on the learning rate read what "
+              "limits our values (the data, the budget or the Transformers' recipe) by their own "
+              "rules, in the same file." if limit_rows else "")
     return ["## The paper's claims, read against our runs", "",
             "For each claim: the paper's figure, ours, and whether our runs support it (direction "
             "and size), support its direction only (the paper's size lies outside our interval), "
             "refute it or cannot tell (the rules: `hkt/report/claims.py`). A claim read at a CPU "
-            "budget speaks of that budget only.", "",
-            markdown(["claim", "paper", "ours", "reading"], rows), ""]
+            "budget speaks of that budget only." + limits, "",
+            markdown(["claim", "paper", "ours", "reading"], paper_rows + limit_rows), ""]

@@ -17,9 +17,12 @@ from hkt import paper
 from hkt.report.tables import DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats
 from hkt.report.writers import Display, pm, signed
 
-__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display",
-           "sweep_gap_display"]
+__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "swept_runs", "sweep_table",
+           "sweep_gap_table", "sweep_display", "sweep_gap_display"]
 
+#: The ``source`` of the aggregated suite's own runs; any other source names the reference
+#: records they are set beside (``--reference``: the runs at the profile's rate).
+THIS_SUITE = "this suite"
 GROUP = ["task", "length", "model", "lr"]
 SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr": pl.Float64,
                 "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,

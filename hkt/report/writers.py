@@ -31,6 +31,12 @@ def fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
+def learning_rate(lr: float) -> str:
+    """A learning rate as configs write it: ``3e-4``, ``2.5e-4``, ``1e-3``."""
+    mantissa, exponent = f"{lr:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 def pm(mean: Any, std: Any) -> str:
     """``mean ± std`` (two decimals); the mean alone without a std (one seed)."""
     if mean is None:

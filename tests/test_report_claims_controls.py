@@ -1,0 +1,157 @@
+"""The summary's reading of what limits our values against the paper's (hkt/report/claims.py,
+issue 39): a control known to learn the task against the Transformers, whether their plateau
+moves with the learning rate, and HKT − MHA with each at its best rate. Each rule branch gives
+its stated text; absent or empty tables give no row."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from hkt.report import claims
+from hkt.report.controls import CONTROLS_SCHEMA
+from hkt.report.sweep import SWEEP_GAP_SCHEMA, SWEEP_SCHEMA, THIS_SUITE
+
+REF = "docs/results/cpu/runs"
+
+
+def controls(low: float | None, high: float | None, model: str = "s4d") -> pl.DataFrame:
+    """A controls table on listops (T=512): ``model`` at 40 ± 1 against HKT (35 ± 0.5, the
+    better) and MHA (33 ± 0.4); the CI of model − HKT is [``low``, ``high``]."""
+    base = {"task": "listops", "length": 512, "model": model, "test_mean": 40.0,
+            "test_std": 1.0, "p_value": 0.01, "significant": "yes (p < 5%)", "seeds_a": 3,
+            "seeds_b": 3, "test_examples": "2000"}
+    return pl.DataFrame([
+        {**base, "versus": "mha", "versus_mean": 33.0, "versus_std": 0.4, "difference_pp": 7.0,
+         "ci_low_pp": 5.0, "ci_high_pp": 9.0, "versus_paper": 50.33, "minus_paper_pp": -10.33},
+        {**base, "versus": "hkt", "versus_mean": 35.0, "versus_std": 0.5, "difference_pp": 5.0,
+         "ci_low_pp": low, "ci_high_pp": high, "versus_paper": 55.10, "minus_paper_pp": -15.10},
+    ], schema=CONTROLS_SCHEMA)
+
+
+def main_rows(profile: str = "paper") -> pl.DataFrame:
+    return pl.DataFrame([{"task": "listops", "length": 512, "model": m, "profile": profile,
+                          "epochs": 0.33} for m in ("hkt", "mha")])
+
+
+CLAIM = ("Our data allow more than the Transformers reach on listops (T=512): a control known "
+         "to learn it (S4D) climbs past them")
+
+
+@pytest.mark.parametrize("low, high, reading", [
+    (2.0, 8.0, "S4D climbs past the Transformers: the data allow more, and the Transformers' "
+               "level is theirs (their recipe)"),
+    (-1.0, 8.0, "every model stops at the same level: the data or the budget is the limit at "
+                "this budget (the runs cannot tell which)"),
+    (-8.0, -2.0, "S4D stops below the Transformers at this budget: it says nothing about the "
+                 "data (S4D needs its own recipe)"),
+    (None, None, claims.CANNOT_TELL),
+])
+def test_s4d_is_read_against_the_better_transformer_by_its_interval(low, high, reading):
+    (row,) = claims.control_claims(controls(low, high), main_rows())
+    interval = ("+5.00 pp (no interval: yes (p < 5%))" if low is None else
+                f"+5.00 pp, 95% CI [{low:+.2f}, {high:+.2f}], p = 0.01")
+    assert row == [CLAIM, "HKT 55.10, MHA 50.33",
+                   "S4D 40.00 ± 1.00, HKT 35.00 ± 0.50, MHA 33.00 ± 0.40; S4D − HKT (the "
+                   f"better): {interval}; S4D − the paper's HKT -15.10 pp, S4D − the paper's "
+                   "MHA -10.33 pp",
+                   f"{reading}; at the paper's budget"]
+
+
+def test_a_control_read_at_another_budget_says_so_and_other_controls_give_no_row():
+    (row,) = claims.control_claims(controls(2.0, 8.0), main_rows("cpu"))
+    assert row[3].endswith("(their recipe); at a cpu budget, 0.33 epochs, not the paper's: the "
+                           "direction at that budget, not the paper's value")
+    assert claims.control_claims(controls(2.0, 8.0, model="conv"), main_rows()) == []
+    assert claims.control_claims(pl.DataFrame(schema=CONTROLS_SCHEMA), main_rows()) == []
+
+
+def sweep(model: str, rates: dict[float, tuple[float, float, float | None]],
+          best: float, reference: float = 1e-4) -> list[dict]:
+    """Learning-rate table rows of ``model`` on listops (T=512): per rate (val mean, test mean,
+    test std); ``reference`` read from the published runs, ``best`` the best by validation."""
+    return [{"task": "listops", "length": 512, "model": model, "lr": lr, "seeds": 3,
+             "val_mean": val, "val_std": 0.1, "test_mean": test, "test_std": std,
+             "source": REF if lr == reference else THIS_SUITE, "best": lr == best}
+            for lr, (val, test, std) in rates.items()]
+
+
+def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_stays():
+    table = pl.DataFrame(
+        sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, best=1e-3)
+        + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 33.6, 0.5)}, best=1e-3),
+        schema=SWEEP_SCHEMA)
+    hkt, mha = claims.learning_rate_claims(table)
+    assert hkt == [
+        "The Transformers' plateau on listops (T=512) is set by the learning rate (HKT)",
+        "HKT 55.10",
+        f"best by validation 1e-3: test 37.80 ± 1.30; reference 1e-4 ({REF}): 35.50 ± 0.70; "
+        "difference +2.30 pp (rates: 1e-4, 1e-3)",
+        "moves: 1e-3 − 1e-4 is +2.30 pp, more than the seed spread (1.30); at its best rate "
+        "still 17.30 pp below the paper's 55.10 (it closes +2.30 of the reference rate's 19.60 pp)"]
+    assert mha[3] == (
+        "does not move: 1e-3 − 1e-4 is +0.30 pp, not more than the seed spread (0.50); at its "
+        "best rate still 16.73 pp below the paper's 50.33 (it closes +0.30 of the reference "
+        "rate's 17.03 pp)")
+
+
+def test_the_plateau_does_not_move_when_the_reference_rate_is_best_and_one_seed_cannot_tell():
+    at_ref = pl.DataFrame(sweep("mha", {1e-4: (36.0, 33.3, 0.4), 1e-3: (35.0, 33.9, 0.5)},
+                                best=1e-4), schema=SWEEP_SCHEMA)
+    (row,) = claims.learning_rate_claims(at_ref)
+    assert row[3].startswith("does not move: the reference rate 1e-4 is the best by validation;")
+    one_seed = pl.DataFrame(sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 36.0, None)},
+                                  best=1e-3), schema=SWEEP_SCHEMA)
+    (row,) = claims.learning_rate_claims(one_seed)
+    assert row[3].startswith("cannot tell: one seed at 1e-3 or 1e-4 gives no seed spread;")
+
+
+def test_no_plateau_row_without_reference_runs_or_a_learning_rate_table():
+    own = pl.DataFrame(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)},
+                             best=1e-3, reference=-1.0), schema=SWEEP_SCHEMA)
+    assert claims.learning_rate_claims(own) == []
+    assert claims.learning_rate_claims(pl.DataFrame(schema=SWEEP_SCHEMA)) == []
+
+
+def gap(low: float, high: float) -> pl.DataFrame:
+    """The learning-rate gap table on listops: both at 1e-4 (+2.18), each at its best (1e-3)."""
+    row = {"task": "listops", "length": 512, "p_value": 0.05, "significant": "no",
+           "seeds_a": 3, "seeds_b": 3, "test_examples": "2000"}
+    return pl.DataFrame([
+        {**row, "comparison": "both at one rate", "lr_a": 1e-4, "lr_b": 1e-4, "ours_pp": 2.18,
+         "ci_low_pp": 0.66, "ci_high_pp": 3.70},
+        {**row, "comparison": "each at its best rate (validation)", "lr_a": 1e-3, "lr_b": 3e-4,
+         "ours_pp": (low + high) / 2, "ci_low_pp": low, "ci_high_pp": high},
+    ], schema=SWEEP_GAP_SCHEMA)
+
+
+@pytest.mark.parametrize("low, high, verdict, size", [
+    (3.0, 6.0, claims.SUPPORTS, "inside"), (0.5, 1.5, claims.DIRECTION_ONLY, "outside"),
+    (-0.4, 5.4, claims.CANNOT_TELL, "inside"), (-3.0, -1.0, claims.REFUTES, "outside"),
+])
+def test_hkt_against_mha_each_at_its_best_rate_is_read_as_an_accuracy_difference(
+        low, high, verdict, size):
+    table = pl.DataFrame(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, 1e-3)
+                         + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 3e-4: (37.9, 35.6, 0.5)}, 3e-4),
+                         schema=SWEEP_SCHEMA)
+    (row,) = claims.tuned_gap_claims(gap(low, high), table)
+    assert row == [
+        "HKT beats MHA with each model at its best learning rate (listops, T=512)", "+4.77 pp",
+        f"{(low + high) / 2:+.2f} pp, 95% CI [{low:+.2f}, {high:+.2f}], p = 0.05 (HKT at 1e-3, "
+        f"MHA at 3e-4); the paper's +4.77 pp lies {size} our interval; both at the reference "
+        "rate 1e-4: +2.18 pp, 95% CI [+0.66, +3.70], p = 0.05",
+        verdict]
+    (alone,) = claims.tuned_gap_claims(gap(low, high), pl.DataFrame(schema=SWEEP_SCHEMA))
+    assert "reference rate" not in alone[2] and alone[3] == verdict
+
+
+def test_the_section_holds_these_rows_only_where_their_tables_are():
+    empty = pl.DataFrame()
+    assert claims.claims_section(main=empty, gap=empty, abl=empty, tables={
+        "controls": pl.DataFrame(schema=CONTROLS_SCHEMA),
+        "sweep": pl.DataFrame(schema=SWEEP_SCHEMA),
+        "sweep_gap": pl.DataFrame(schema=SWEEP_GAP_SCHEMA)}) == []
+    section = "\n".join(claims.claims_section(main=main_rows(), gap=empty, abl=empty,
+                                              tables={"controls": controls(2.0, 8.0)}))
+    assert f"| {CLAIM} | HKT 55.10, MHA 50.33 |" in section
+    assert "read what limits our values" in section
