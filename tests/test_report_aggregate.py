@@ -563,3 +563,19 @@ def test_data_from_an_alternative_archive_is_flagged_in_summary_tables_and_runs(
     runs = pl.read_csv(out / "tables" / "runs.csv")
     flagged = runs.filter(pl.col("data_warning").is_not_null())
     assert set(flagged["task"]) == {"imdb"} and len(flagged) == 6
+
+
+def test_a_table_of_models_at_different_learning_rates_names_them_per_task():
+    """S4D trains at its own rate: the main and controls tables say so, per task, and say
+    nothing where every model shares one rate or for external baselines."""
+    from hkt.report.build import learning_rate_note
+
+    runs = pl.DataFrame({
+        "task": ["listops"] * 4 + ["imdb"] * 3, "length": [512] * 4 + [1024] * 3,
+        "model": ["hkt", "mha", "s4d", "ngram", "hkt", "mha", "s4d"],
+        "lr": [1e-4, 1e-4, 1e-3, None, 1e-3, 1e-3, 1e-3],
+        "external": [None, None, None, "hkt.baselines.ngram", None, None, None]})
+    assert learning_rate_note(runs) == ("Peak learning rates differ between models: "
+                                        "listops T=512: hkt, mha 1e-4; s4d 1e-3.")
+    assert learning_rate_note(runs.filter(pl.col("task") == "imdb")) == ""
+    assert learning_rate_note(runs.clear()) == ""

@@ -233,6 +233,21 @@ def setting_notes(runs: pl.DataFrame, task: str,
             if len(lrs) == 1}
 
 
+def learning_rate_note(runs: pl.DataFrame) -> str:
+    """The peak learning rates of the trained ``runs`` per task and T where models differ (S4D
+    trains at its own, ``config/model_optim/s4d.yaml``): a table setting them side by side
+    says so."""
+    sel = runs.filter(pl.col("external").is_null() & pl.col("lr").is_not_null())
+    parts = []
+    for (task, length), rows in sorted(sel.group_by("task", "length"), key=lambda kv: str(kv[0])):
+        if rows["lr"].n_unique() < 2:
+            continue
+        by_lr = rows.group_by("lr").agg(pl.col("model").unique().sort()).sort("lr")
+        parts.append(f"{task} T={length}: " + "; ".join(
+            f"{', '.join(models)} {learning_rate(lr)}" for lr, models in by_lr.iter_rows()))
+    return f"Peak learning rates differ between models: {'; '.join(parts)}." if parts else ""
+
+
 def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
                  notes: Callable[[pl.DataFrame], str]
                  ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
@@ -292,7 +307,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written: list[Path] = []
     written += write_table(main, main_display(main), tables / "main",
                            "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                           f"figure beside ours; Δ = ours − paper (test). {notes(main_runs)}")
+                           "figure beside ours; Δ = ours − paper (test). "
+                           + " ".join(filter(None, (notes(main_runs), learning_rate_note(main_runs)))))
     written += write_table(gap, gap_display(gap), tables / "gap",
                            "HKT − MHA test accuracy (percentage points): ours and the paper's. "
                            + notes(main_runs))
@@ -301,8 +317,9 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            "Controls: each trained model other than the paper's two against HKT and "
                            "MHA, test accuracy, with Welch's test over seeds, and against the "
                            "paper's figure for HKT and MHA. "
-                           + (notes(main_runs) if len(controls) else
-                              "No control model was trained in these runs."))
+                           + (" ".join(filter(None, (notes(main_runs),
+                                                     learning_rate_note(main_runs))))
+                              if len(controls) else "No control model was trained in these runs."))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
