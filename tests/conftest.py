@@ -86,3 +86,37 @@ def isolated_results(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("HKT_SUITE", raising=False)  # a run of no suite, whatever the shell says
     return results
+
+
+# =============================================================================================
+# the workflow (workflow/): one end-to-end run, shared by the tests that read it
+# =============================================================================================
+
+@pytest.fixture(scope="session")
+def workflow_run(tmp_path_factory):
+    """The workflow of test_workflow_e2e's CONFIG, run to the end in a temporary directory, once
+    per session: test_workflow_e2e reads it, test_faults_workflow runs other suites on copies."""
+    import shutil
+
+    import yaml
+
+    from test_workflow import ROOT, snakemake
+    from test_workflow_e2e import CONFIG, RESULTS, TOY_SCRIPT
+
+    tmp = tmp_path_factory.mktemp("e2e")
+    repo = tmp / "repo"
+    for part in ("workflow", "config"):
+        shutil.copytree(ROOT / part, repo / part)
+    shutil.copy(ROOT / "environment.yml", repo)  # the rules' conda environment
+    script = tmp / "toy_baseline.py"
+    script.write_text(TOY_SCRIPT)
+    cfg = tmp / "config.yaml"
+    cfg.write_text(yaml.safe_dump(CONFIG).replace("TOY_SCRIPT", str(script)))
+    work = tmp / "work"
+    work.mkdir()
+    snakefile = repo / "workflow" / "Snakefile"
+    r = snakemake("--cores", "2", "--configfile", str(cfg), cwd=work, snakefile=snakefile,
+                  timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    return {"repo": repo, "cfg": cfg, "work": work, "results": work / RESULTS,
+            "snakefile": snakefile, "output": r.stdout + r.stderr}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from hkt.errors import ConfigError
 from hkt.report.products import aggregate_files
 from hkt.workflow.configs import check_analysable
 from hkt.workflow.grid import Grid
-from test_workflow import ROOT, snakemake
+from test_workflow import ROOT, job_stats, snakemake
 from test_workflow import suite as suite_config
 
 SMOKE = str(ROOT / "config" / "suites" / "smoke.yaml")
@@ -244,20 +245,30 @@ def test_analysing_a_model_without_scores_is_refused_before_any_job(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_workflow_runs_a_suite_of_mha_only_with_analyses(tmp_path):
+def test_the_workflow_runs_a_suite_of_mha_only_with_analyses(workflow_run, tmp_path):
     """The issue's replay: `main.models: [mha]` with analyses on declared tables/truncation.*,
-    which only HKT runs produce, and Snakemake deleted every aggregate output."""
-    from test_workflow_e2e import CONFIG as E2E
+    which only HKT runs produce, and Snakemake deleted every aggregate output.
 
-    cfg = {**E2E, "results_dir": "results", "main": {"tasks": ["listops"], "models": ["mha"]},
+    Run on a copy of test_workflow_e2e's finished suite (MHA and HKT, the same data and
+    budget): its data, MHA run and MHA analysis are up to date for this suite too, so what runs
+    is what the replay is about, the aggregate of an MHA-only suite (and the majority baseline,
+    whose command names the copy's store)."""
+    from test_workflow_e2e import CONFIG as E2E, RESULTS
+
+    cfg = {**E2E, "main": {"tasks": ["listops"], "models": ["mha"]},
            "ablation": {"enabled": False}, "bench": {"enabled": False},
            "external": {"majority": {"enabled": True, "seeds": [0]},
                         "ngram": {"enabled": False}}}
     path = tmp_path / "mha-only.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    r = snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path / "work", timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    res = tmp_path / "work" / "results"
+    work = tmp_path / "work"
+    shutil.copytree(workflow_run["work"], work, symlinks=True)
+    r = snakemake("--cores", "2", "--configfile", str(path), cwd=work,
+                  snakefile=workflow_run["snakefile"], timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert job_stats(out)["aggregate"] == 1  # the aggregate of this suite wrote what is checked
+    res = work / RESULTS
     truncation = (res / "tables" / "truncation.md").read_text()
     assert "Empty: level truncation applies to HKT only, and no HKT run was analysed." in truncation
     assert files_under(res / "tables") | files_under(res / "figures") | {res / "summary.md"} >= \

@@ -33,13 +33,14 @@ import pytest
 import torch
 import yaml
 
-from test_workflow import ROOT, job_stats, snakemake, snakemake_cmd, user_env
+from test_workflow import ROOT, job_stats, snakemake_cmd, user_env
 from test_workflow_e2e import CONFIG as E2E_CONFIG
 
 pytestmark = pytest.mark.slow
 
 CLUSTER = ROOT / "scripts" / "slurm-local.sh"
 PROFILE = ROOT / "workflow" / "executors" / "slurm-local"
+SUBMITTER = Path(__file__).parent / "slurm_snakemake.py"  # Snakemake, checking jobs each second
 LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localrules`
 
 # The small smoke workflow of test_workflow_e2e (ListOps: MHA, HKT, the two shipped baselines),
@@ -201,10 +202,19 @@ def _repo_copy(tmp: Path) -> Path:
     return repo
 
 
+def _slurm_cmd(*args: str, repo: Path, work: Path, uri: str) -> list[str]:
+    """Snakemake on the cluster through the profile, as a user runs it, but for the seconds
+    between its status checks (tests/slurm_snakemake.py says why)."""
+    python, _m, _snakemake, *rest = snakemake_cmd(
+        *args, "--profile", str(PROFILE), "--config", f"tracking_uri={uri}",
+        cwd=work, snakefile=repo / "workflow" / "Snakefile")
+    return [python, str(SUBMITTER), *rest]
+
+
 def _on_slurm(*args: str, repo: Path, work: Path, uri: str,
               timeout: int = 600) -> subprocess.CompletedProcess:
-    return snakemake("--profile", str(PROFILE), "--config", f"tracking_uri={uri}", *args,
-                     cwd=work, snakefile=repo / "workflow" / "Snakefile", timeout=timeout)
+    return subprocess.run(_slurm_cmd(*args, repo=repo, work=work, uri=uri), capture_output=True,
+                          text=True, timeout=timeout, env=user_env())
 
 
 def _submitted(output: str) -> dict[str, list[str]]:
@@ -315,15 +325,21 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
     target = "results/runs/listops/mha/main/seed0/record.json"
     configfile = ["--configfile", str(tmp_path / "config.yaml")]
 
-    work = tmp_path / "work"
+    work, ref = tmp_path / "work", tmp_path / "ref"  # on the cluster; the same job run locally
     work.mkdir()
+    ref.mkdir()
     run_dir = work / "results" / "runs" / "listops" / "mha" / "main" / "seed0"
-    console = tmp_path / "snakemake.log"
-    with open(console, "w") as sink:
+    console, ref_console = tmp_path / "snakemake.log", tmp_path / "reference.log"
+    with open(console, "w") as sink, open(ref_console, "w") as ref_sink:
+        # the uninterrupted reference runs beside the cluster's run: it shares nothing with it
+        # (its own directory, store and data) and takes no time of the test's own
+        reference = subprocess.Popen(
+            snakemake_cmd(target, "--cores", "2", "--config",
+                          "tracking_uri=sqlite:///" + str(ref / "m.db"), *configfile,
+                          cwd=ref, snakefile=repo / "workflow" / "Snakefile"),
+            stdout=ref_sink, stderr=subprocess.STDOUT, text=True, env=user_env())
         proc = subprocess.Popen(
-            snakemake_cmd(target, "--profile", str(PROFILE), "--config",
-                          f"tracking_uri={tracking_server}", *configfile,
-                          cwd=work, snakefile=repo / "workflow" / "Snakefile"),
+            _slurm_cmd(target, *configfile, repo=repo, work=work, uri=tracking_server),
             stdout=sink, stderr=subprocess.STDOUT, text=True, env=user_env())
         try:
             deadline = time.monotonic() + 240
@@ -343,10 +359,12 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
                 assert time.monotonic() < deadline + 60, f"job {jobs[0]} still {state}"
                 time.sleep(0.1)
             proc.wait(timeout=300)
+            reference.wait(timeout=300)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            for p in (proc, reference):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
             subprocess.run(["scancel", "--quiet", "--partition", "hkt"], capture_output=True)
     out = console.read_text()
     assert proc.returncode == 0, out[-6000:]
@@ -358,12 +376,8 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
     # Snakemake deleted the log before the retry; it still holds the cancelled attempt
     assert log.read_text().count("===== hkt train ") == 2, log.read_text()[-3000:]
 
-    # the same job, uninterrupted, run locally
-    ref = tmp_path / "ref"
-    ref.mkdir()
-    r = snakemake(target, "--cores", "2", "--config", "tracking_uri=sqlite:///" + str(ref / "m.db"),
-                  *configfile, cwd=ref, snakefile=repo / "workflow" / "Snakefile", timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    # the same job, uninterrupted
+    assert reference.returncode == 0, ref_console.read_text()[-4000:]
     got = json.loads((run_dir / "record.json").read_text())
     want = json.loads((ref / target).read_text())
     same = ("steps", "best_step", "val_accuracy", "test_accuracy", "val_loss", "test_loss",

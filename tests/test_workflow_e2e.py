@@ -5,20 +5,19 @@ main L=3), the shipped external baselines, and one more external baseline added 
 recipe (b) (a program that is not ours: its config entry and command alone). Checks the tables, figures,
 summary, MLflow runs and audit, that an up-to-date tree does nothing, and that editing one
 model's config re-runs only that model's jobs. The workflow, config and environment file are
-copied first, so the test never touches the repository's own files.
+copied first, so the test never touches the repository's own files. The run is conftest's
+`workflow_run`, made once per session: test_faults_workflow runs other suites on copies of it.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
 
 from test_workflow import ROOT, job_stats, snakemake
 
@@ -76,27 +75,6 @@ CONFIG = {
     "resources": {"train": {"threads": 1, "gpu": 0}, "prepare": {"threads": 1},
                   "analyze": {"threads": 1, "gpu": 0}, "bench": {"threads": 1, "gpu": 0}},
 }
-
-
-@pytest.fixture(scope="module")
-def workflow_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("e2e")
-    repo = tmp / "repo"
-    for part in ("workflow", "config"):
-        shutil.copytree(ROOT / part, repo / part)
-    shutil.copy(ROOT / "environment.yml", repo)  # the rules' conda environment
-    script = tmp / "toy_baseline.py"
-    script.write_text(TOY_SCRIPT)
-    cfg = tmp / "config.yaml"
-    cfg.write_text(yaml.safe_dump(CONFIG).replace("TOY_SCRIPT", str(script)))
-    work = tmp / "work"
-    work.mkdir()
-    snakefile = repo / "workflow" / "Snakefile"
-    r = snakemake("--cores", "2", "--configfile", str(cfg), cwd=work, snakefile=snakefile,
-                  timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
-    return {"repo": repo, "cfg": cfg, "work": work, "results": work / RESULTS,
-            "snakefile": snakefile, "output": r.stdout + r.stderr}
 
 
 def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
