@@ -17,8 +17,6 @@
 #                example a CUDA build:
 #                HKT_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 #                An already-installed torch that satisfies the spec is kept.
-#   HKT_PIP_INSTALL_OPTS  more options for every `pip install`, e.g. --no-compile (CI's
-#                throwaway environment: Python compiles what it imports instead)
 #   HKT_UNLOCKED=1  install pyproject.toml's loose ranges instead of the locks (newest
 #                releases that fit; what a plain `pip install -e .` would do)
 set -euo pipefail
@@ -47,20 +45,18 @@ if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
   }
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-# shellcheck disable=SC2206  # options, split on spaces
-install_opts=(${HKT_PIP_INSTALL_OPTS:-})
 if [ "${HKT_UNLOCKED:-0}" = 1 ]; then
   # torch first, as the user chose it; the package's own loose torch requirement then keeps it.
   # shellcheck disable=SC2086  # the spec may carry pip options such as --index-url
-  "${pip[@]}" install ${install_opts[@]+"${install_opts[@]}"} $torch_spec
-  "${pip[@]}" install ${install_opts[@]+"${install_opts[@]}"} -e ".${extras}"
+  "${pip[@]}" install $torch_spec
+  "${pip[@]}" install -e ".${extras}"
 else
   # the lock first (hash-checked; it holds torch's own dependencies but not torch), then torch,
   # which finds its dependencies satisfied, then this package alone.
-  "${pip[@]}" install ${install_opts[@]+"${install_opts[@]}"} --require-hashes -r "$lock"
+  "${pip[@]}" install --require-hashes -r "$lock"
   # shellcheck disable=SC2086
-  "${pip[@]}" install ${install_opts[@]+"${install_opts[@]}"} $torch_spec
-  "${pip[@]}" install ${install_opts[@]+"${install_opts[@]}"} --no-deps -e .
+  "${pip[@]}" install $torch_spec
+  "${pip[@]}" install --no-deps -e .
   "$venv/bin/python" -m pip --disable-pip-version-check check
 fi
 "$venv/bin/python" -c 'import torch, hkt; print(f"hkt {hkt.__version__} with torch {torch.__version__} in '"$venv"'")'
