@@ -305,10 +305,11 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
         return " ".join(filter(None, (paper_caveat(sel), examples_note(sel), *data)))
 
     written: list[Path] = []
+    # models side by side (main, controls) also name their learning rates where they differ
+    side_by_side = " ".join(filter(None, (notes(main_runs), learning_rate_note(main_runs))))
     written += write_table(main, main_display(main), tables / "main",
                            "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                           "figure beside ours; Δ = ours − paper (test). "
-                           + " ".join(filter(None, (notes(main_runs), learning_rate_note(main_runs)))))
+                           "figure beside ours; Δ = ours − paper (test). " + side_by_side)
     written += write_table(gap, gap_display(gap), tables / "gap",
                            "HKT − MHA test accuracy (percentage points): ours and the paper's. "
                            + notes(main_runs))
@@ -317,9 +318,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            "Controls: each trained model other than the paper's two against HKT and "
                            "MHA, test accuracy, with Welch's test over seeds, and against the "
                            "paper's figure for HKT and MHA. "
-                           + (" ".join(filter(None, (notes(main_runs),
-                                                     learning_rate_note(main_runs))))
-                              if len(controls) else "No control model was trained in these runs."))
+                           + (side_by_side if len(controls) else
+                              "No control model was trained in these runs."))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "

@@ -51,7 +51,7 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.report.sweep import THIS_SUITE
+from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, THIS_SUITE
 from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
@@ -334,7 +334,7 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[
         return []
     a, b = paper.COMPARED_MODELS
     rows, refs = [], _reference_rows(sweep)
-    for r in sweep_gap.filter(pl.col("comparison").str.starts_with("each at its best")) \
+    for r in sweep_gap.filter(pl.col("comparison") == EACH_AT_BEST) \
             .iter_rows(named=True):
         pa, pb = (paper.paper_accuracy(r["task"], r["length"], m) for m in (a, b))
         if pa is None or pb is None:
@@ -345,7 +345,7 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[
         ref_a, ref_b = (refs.get((r["task"], r["length"], m)) for m in (a, b))
         shared = pl.DataFrame() if ref_a is None or ref_b is None else sweep_gap.filter(
             (pl.col("task") == r["task"]) & (pl.col("length") == r["length"])
-            & (pl.col("comparison") == "both at one rate") & (pl.col("lr_a") == ref_a["lr"])
+            & (pl.col("comparison") == ONE_RATE) & (pl.col("lr_a") == ref_a["lr"])
             & (pl.col("lr_b") == ref_b["lr"]))
         beside = "" if shared.is_empty() else (
             f"; both at the reference rate {learning_rate(ref_a['lr'])}: "

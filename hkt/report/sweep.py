@@ -17,12 +17,14 @@ from hkt import paper
 from hkt.report.tables import DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats
 from hkt.report.writers import Display, pm, signed
 
-__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "swept_runs", "sweep_table",
-           "sweep_gap_table", "sweep_display", "sweep_gap_display"]
+__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE", "EACH_AT_BEST",
+           "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display"]
 
 #: The ``source`` of the aggregated suite's own runs; any other source names the reference
 #: records they are set beside (``--reference``: the runs at the profile's rate).
 THIS_SUITE = "this suite"
+#: The learning-rate gap table's comparisons: both models at one shared rate, each at its own best.
+ONE_RATE, EACH_AT_BEST = "both at one rate", "each at its best rate (validation)"
 GROUP = ["task", "length", "model", "lr"]
 SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr": pl.Float64,
                 "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
@@ -71,10 +73,10 @@ def sweep_gap_table(sel: pl.DataFrame, table: pl.DataFrame,
         here = sel.filter((pl.col("task") == task) & (pl.col("length") == length))
         lrs_a = set(here.filter(pl.col("model") == a)["lr"].to_list())
         lrs_b = set(here.filter(pl.col("model") == b)["lr"].to_list())
-        pairs = [("both at one rate", lr, lr) for lr in sorted(lrs_a & lrs_b)]
+        pairs = [(ONE_RATE, lr, lr) for lr in sorted(lrs_a & lrs_b)]
         best_a, best_b = _best_lr(table, task, length, a), _best_lr(table, task, length, b)
         if best_a is not None and best_b is not None:
-            pairs.append(("each at its best rate (validation)", best_a, best_b))
+            pairs.append((EACH_AT_BEST, best_a, best_b))
         for label, lr_a, lr_b in pairs:
             ra = here.filter((pl.col("model") == a) & (pl.col("lr") == lr_a))
             rb = here.filter((pl.col("model") == b) & (pl.col("lr") == lr_b))
