@@ -7,6 +7,22 @@ from pathlib import Path
 
 import pytest
 
+# The README's test command runs the files on every core (pytest-xdist, `-n auto --dist
+# loadfile` in pyproject.toml): one file per worker at a time, its module fixtures made once.
+# Workers take the files in collection order, so the ones that take minutes (a Slurm cluster, the
+# end-to-end workflow, the dry runs, training killed and resumed) start first and the short ones
+# fill in around them. Only the order changes, never what runs.
+LONG_FIRST = ("test_slurm_e2e.py", "test_workflow_e2e.py", "test_workflow.py",
+              "test_faults_signals.py", "test_doctor.py", "test_train_run.py",
+              "test_faults_workflow.py", "test_tile.py", "test_train_tracking.py", "test_plan.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Collects the long files of LONG_FIRST first (see there)."""
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 # =============================================================================================
 # training (hkt/train): tiny prepared-data directories and an isolated results/ + MLflow store
 # =============================================================================================
@@ -86,37 +102,3 @@ def isolated_results(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("HKT_SUITE", raising=False)  # a run of no suite, whatever the shell says
     return results
-
-
-# =============================================================================================
-# the workflow (workflow/): one end-to-end run, shared by the tests that read it
-# =============================================================================================
-
-@pytest.fixture(scope="session")
-def workflow_run(tmp_path_factory):
-    """The workflow of test_workflow_e2e's CONFIG, run to the end in a temporary directory, once
-    per session: test_workflow_e2e reads it, test_faults_workflow runs other suites on copies."""
-    import shutil
-
-    import yaml
-
-    from test_workflow import ROOT, snakemake
-    from test_workflow_e2e import CONFIG, RESULTS, TOY_SCRIPT
-
-    tmp = tmp_path_factory.mktemp("e2e")
-    repo = tmp / "repo"
-    for part in ("workflow", "config"):
-        shutil.copytree(ROOT / part, repo / part)
-    shutil.copy(ROOT / "environment.yml", repo)  # the rules' conda environment
-    script = tmp / "toy_baseline.py"
-    script.write_text(TOY_SCRIPT)
-    cfg = tmp / "config.yaml"
-    cfg.write_text(yaml.safe_dump(CONFIG).replace("TOY_SCRIPT", str(script)))
-    work = tmp / "work"
-    work.mkdir()
-    snakefile = repo / "workflow" / "Snakefile"
-    r = snakemake("--cores", "2", "--configfile", str(cfg), cwd=work, snakefile=snakefile,
-                  timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
-    return {"repo": repo, "cfg": cfg, "work": work, "results": work / RESULTS,
-            "snakefile": snakefile, "output": r.stdout + r.stderr}

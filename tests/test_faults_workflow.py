@@ -241,35 +241,3 @@ def test_analysing_a_model_without_scores_is_refused_before_any_job(tmp_path):
     assert r.returncode != 0
     assert ("workflow config: analyze.models names 'conv', whose token mixer exposes no queries"
             in r.stdout + r.stderr), (r.stdout + r.stderr)[-3000:]
-
-
-
-@pytest.mark.slow
-def test_the_workflow_runs_a_suite_of_mha_only_with_analyses(workflow_run, tmp_path):
-    """The issue's replay: `main.models: [mha]` with analyses on declared tables/truncation.*,
-    which only HKT runs produce, and Snakemake deleted every aggregate output.
-
-    Run on a copy of test_workflow_e2e's finished suite (MHA and HKT, the same data and
-    budget): its data, MHA run and MHA analysis are up to date for this suite too, so what runs
-    is what the replay is about, the aggregate of an MHA-only suite (and the majority baseline,
-    whose command names the copy's store)."""
-    from test_workflow_e2e import CONFIG as E2E, RESULTS
-
-    cfg = {**E2E, "main": {"tasks": ["listops"], "models": ["mha"]},
-           "ablation": {"enabled": False}, "bench": {"enabled": False},
-           "external": {"majority": {"enabled": True, "seeds": [0]},
-                        "ngram": {"enabled": False}}}
-    path = tmp_path / "mha-only.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    work = tmp_path / "work"
-    shutil.copytree(workflow_run["work"], work, symlinks=True)
-    r = snakemake("--cores", "2", "--configfile", str(path), cwd=work,
-                  snakefile=workflow_run["snakefile"], timeout=900)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-4000:]
-    assert job_stats(out)["aggregate"] == 1  # the aggregate of this suite wrote what is checked
-    res = work / RESULTS
-    truncation = (res / "tables" / "truncation.md").read_text()
-    assert "Empty: level truncation applies to HKT only, and no HKT run was analysed." in truncation
-    assert files_under(res / "tables") | files_under(res / "figures") | {res / "summary.md"} >= \
-        set(aggregate_files(res, analyses=True))

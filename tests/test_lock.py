@@ -82,7 +82,7 @@ def _pins(name: str, **marker_env: str) -> dict[str, str]:
 def test_dev_lock_extends_the_runtime_lock():
     runtime, dev = _pins("lock.txt"), _pins("lock-dev.txt")
     assert {k: dev.get(k) for k in runtime} == runtime
-    assert {"pytest", "pytest-timeout", "snakemake-executor-plugin-slurm"} <= set(dev) - set(runtime)
+    assert {"pytest", "pytest-timeout", "pytest-xdist", "snakemake-executor-plugin-slurm"} <= set(dev) - set(runtime)
 
 
 def test_locked_versions_satisfy_the_pinned_torch():

@@ -5,20 +5,24 @@ main L=3), the shipped external baselines, and one more external baseline added 
 recipe (b) (a program that is not ours: its config entry and command alone). Checks the tables, figures,
 summary, MLflow runs and audit, that an up-to-date tree does nothing, and that editing one
 model's config re-runs only that model's jobs. The workflow, config and environment file are
-copied first, so the test never touches the repository's own files. The run is conftest's
-`workflow_run`, made once per session: test_faults_workflow runs other suites on copies of it.
+copied first, so the test never touches the repository's own files. The run is made once
+(`workflow_run`); the MHA-only replay runs another suite on a copy of it.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
+from hkt.report.products import aggregate_files
+from test_faults_workflow import files_under
 from test_workflow import ROOT, job_stats, snakemake
 
 pytestmark = pytest.mark.slow
@@ -75,6 +79,29 @@ CONFIG = {
     "resources": {"train": {"threads": 1, "gpu": 0}, "prepare": {"threads": 1},
                   "analyze": {"threads": 1, "gpu": 0}, "bench": {"threads": 1, "gpu": 0}},
 }
+
+
+@pytest.fixture(scope="module")
+def workflow_run(tmp_path_factory):
+    """The workflow of CONFIG, run to the end in a temporary directory once: the tests below read
+    it, and the MHA-only replay runs another suite on a copy of it."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    repo = tmp / "repo"
+    for part in ("workflow", "config"):
+        shutil.copytree(ROOT / part, repo / part)
+    shutil.copy(ROOT / "environment.yml", repo)  # the rules' conda environment
+    script = tmp / "toy_baseline.py"
+    script.write_text(TOY_SCRIPT)
+    cfg = tmp / "config.yaml"
+    cfg.write_text(yaml.safe_dump(CONFIG).replace("TOY_SCRIPT", str(script)))
+    work = tmp / "work"
+    work.mkdir()
+    snakefile = repo / "workflow" / "Snakefile"
+    r = snakemake("--cores", "2", "--configfile", str(cfg), cwd=work, snakefile=snakefile,
+                  timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    return {"repo": repo, "cfg": cfg, "work": work, "results": work / RESULTS,
+            "snakefile": snakefile, "output": r.stdout + r.stderr}
 
 
 def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
@@ -240,3 +267,31 @@ def test_report_has_the_captions(workflow_run):
     for caption in ("Main table.", "Ablations", "Accuracy vs pyramid levels", "MLflow audit"):
         assert caption in html
     assert "['" not in html.split("This run:", 1)[-1][:400]  # lists read as lists, not Python
+
+
+def test_the_workflow_runs_a_suite_of_mha_only_with_analyses(workflow_run, tmp_path):
+    """The issue's replay: `main.models: [mha]` with analyses on declared tables/truncation.*,
+    which only HKT runs produce, and Snakemake deleted every aggregate output.
+
+    Run on a copy of the finished suite above (MHA and HKT, the same data and
+    budget): its data, MHA run and MHA analysis are up to date for this suite too, so what runs
+    is what the replay is about, the aggregate of an MHA-only suite (and the majority baseline,
+    whose command names the copy's store)."""
+    cfg = {**CONFIG, "main": {"tasks": ["listops"], "models": ["mha"]},
+           "ablation": {"enabled": False}, "bench": {"enabled": False},
+           "external": {"majority": {"enabled": True, "seeds": [0]},
+                        "ngram": {"enabled": False}}}
+    path = tmp_path / "mha-only.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    work = tmp_path / "work"
+    shutil.copytree(workflow_run["work"], work, symlinks=True)
+    r = snakemake("--cores", "2", "--configfile", str(path), cwd=work,
+                  snakefile=workflow_run["snakefile"], timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert job_stats(out)["aggregate"] == 1  # the aggregate of this suite wrote what is checked
+    res = work / RESULTS
+    truncation = (res / "tables" / "truncation.md").read_text()
+    assert "Empty: level truncation applies to HKT only, and no HKT run was analysed." in truncation
+    assert files_under(res / "tables") | files_under(res / "figures") | {res / "summary.md"} >= \
+        set(aggregate_files(res, analyses=True))
