@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from hkt.errors import ConfigError
 from hkt.report.products import aggregate_files
 from hkt.workflow.configs import check_analysable
 from hkt.workflow.grid import Grid
-from test_workflow import ROOT, job_stats, snakemake
+from test_workflow import ROOT, snakemake
 from test_workflow import suite as suite_config
 
 SMOKE = str(ROOT / "config" / "suites" / "smoke.yaml")

@@ -205,10 +205,9 @@ def _repo_copy(tmp: Path) -> Path:
 def _slurm_cmd(*args: str, repo: Path, work: Path, uri: str) -> list[str]:
     """Snakemake on the cluster through the profile, as a user runs it, but for the seconds
     between its status checks (tests/slurm_snakemake.py says why)."""
-    python, _m, _snakemake, *rest = snakemake_cmd(
-        *args, "--profile", str(PROFILE), "--config", f"tracking_uri={uri}",
-        cwd=work, snakefile=repo / "workflow" / "Snakefile")
-    return [python, str(SUBMITTER), *rest]
+    return snakemake_cmd(*args, "--profile", str(PROFILE), "--config", f"tracking_uri={uri}",
+                         cwd=work, snakefile=repo / "workflow" / "Snakefile",
+                         program=(str(SUBMITTER),))
 
 
 def _on_slurm(*args: str, repo: Path, work: Path, uri: str,

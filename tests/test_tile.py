@@ -3,7 +3,7 @@ forward and backward, in Triton's CPU interpreter; they compile for a GPU; and e
 machine they cannot serve gets a clear error.
 
 Triton reads TRITON_INTERPRET when it is first imported, for the whole process, so the
-interpreter runs in child processes (tests/tile_interpreter.py) with the variable set, and
+interpreter runs in one child process (tests/tile_interpreter.py) with the variable set, and
 this process never sees it. Shapes are tiny (the interpreter runs every program in Python):
 tiles of 4 and 8 with T = 19 or 21 leave partial tiles, and s^l up to 64 gives coarse positions
 wider than a tile.
@@ -49,24 +49,15 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory) -> dict:
-    """Both layers' outputs and gradients for every case (and internals), from the children:
-    two side by side, each with every other case, as the interpreter runs on one core."""
+    """Both layers' outputs and gradients for every case (and internals), from the child."""
     pytest.importorskip("triton", reason=NEEDS_TRITON)
-    tmp = tmp_path_factory.mktemp("tile")
+    out = tmp_path_factory.mktemp("tile") / "results.pt"
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    parts = [(CASES[i::2], tmp / f"results{i}.pt", tmp / f"stderr{i}.txt") for i in range(2)]
-    children = []
-    for cases, out, log in parts:  # stderr to a file: a full pipe would block a child
-        with open(log, "w") as sink:
-            children.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "tile_interpreter.py"), json.dumps(cases),
-                 str(out)], env=env, stdout=subprocess.DEVNULL, stderr=sink))
-    results = {}
-    for child, (_, out, log) in zip(children, parts):
-        assert child.wait() == 0, log.read_text()[-4000:]
-        results.update(torch.load(out))
-    return results
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "tile_interpreter.py"),
+                           json.dumps(CASES), str(out)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return torch.load(out)
 
 
 def assert_same(results: dict) -> None:

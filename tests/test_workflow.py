@@ -28,9 +28,10 @@ def user_env(env: dict | None = None) -> dict:
     return e
 
 
-def snakemake_cmd(*args: str, cwd: Path, snakefile: Path = SNAKEFILE) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(cwd),
-            *args]
+def snakemake_cmd(*args: str, cwd: Path, snakefile: Path = SNAKEFILE,
+                  program: tuple[str, ...] = ("-m", "snakemake")) -> list[str]:
+    """Snakemake with this Python; ``program`` is what Python runs (a wrapper script instead)."""
+    return [sys.executable, *program, "-s", str(snakefile), "--directory", str(cwd), *args]
 
 
 def snakemake(*args: str, cwd: Path, snakefile: Path = SNAKEFILE, timeout: int = 300,
