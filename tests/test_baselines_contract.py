@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import write_prepared_data
 from hkt.baselines import BASELINES
 from hkt.cli import main
+from hkt.data.prepare import prepare_task
 from hkt.fileio import sha256_file
 from hkt.record import load_record, schema
 from hkt.runs import load_records, runs_from_records
@@ -77,7 +77,11 @@ def check_record(run_dir: Path, data: Path, *, model: str, seed: int) -> None:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    return write_prepared_data(tmp_path_factory.mktemp("contract") / "data", TASK)
+    """Real ListOps, small: the rule references (hkt/baselines/_listops_rules.py) read its trees."""
+    out = tmp_path_factory.mktemp("contract") / "data"
+    prepare_task(TASK, out, overrides=["prepare.splits.train=200", "prepare.splits.val=50",
+                                       "prepare.splits.test=50", "prepare.chunk_size=2000"])
+    return out
 
 
 @pytest.mark.parametrize("name", BASELINES.names())

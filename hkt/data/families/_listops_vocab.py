@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OPERATORS", "VOCAB", "PAD", "CLOSE", "DIGIT0", "TOKENIZER", "evaluate"]
+__all__ = ["OPERATORS", "VOCAB", "PAD", "CLOSE", "DIGIT0", "TOKENIZER", "evaluate", "apply_operator"]
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 VOCAB = ["<pad>", *OPERATORS, "]", *[str(d) for d in range(10)]]
@@ -36,7 +36,7 @@ def evaluate(tokens: Any) -> int:
             if not stack or len(stack[-1]) < 2:
                 raise ValueError("unbalanced ']' or operator without arguments")
             op, *args = stack.pop()
-            v = _apply(op, args)
+            v = apply_operator(op, args)
             if stack:
                 stack[-1].append(v)
             elif result is None:
@@ -50,7 +50,8 @@ def evaluate(tokens: Any) -> int:
     return result
 
 
-def _apply(op: int, args: list[int]) -> int:
+def apply_operator(op: int, args: list[int]) -> int:
+    """Operator code ``op`` (0..3: MIN, MAX, MED, SM) applied to its argument values."""
     if op == 0:
         return min(args)
     if op == 1:

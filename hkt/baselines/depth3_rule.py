@@ -1,0 +1,31 @@
+"""ListOps depth-3 rule: the expression evaluated exactly to three levels, deeper
+sub-expressions ignored.
+
+    hkt baseline depth3_rule --data DATA_DIR --out RUN_DIR [...]
+
+A reference line of the ListOps tables (docs/listops_rules.md): a model at or above it reads
+the expression to depth 3. An operator left with no argument is dropped from its parent's;
+where the root keeps none, the root-operator prior answers (counted in ``prior_fallbacks``).
+The arguments every baseline takes, and what it writes: :mod:`hkt.baselines.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hkt.baselines import register
+from hkt.baselines._listops_rules import add_arguments, rule_fit
+from hkt.baselines.run import Fit, Splits, run_command
+
+__all__ = ["fit", "add_arguments", "run"]
+NAME, DEPTH = "depth3_rule", 3
+
+
+@register(NAME)
+def fit(data: Splits, *, seed: int = 0) -> Fit:
+    """The depth-3 rule's accuracy on val and test (``seed``: unused, nothing is random)."""
+    return rule_fit(NAME, data, DEPTH)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_command(NAME, args)
