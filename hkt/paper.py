@@ -33,6 +33,9 @@ STRIDE = 2
 
 #: The two models the paper compares (our model names): HKT against standard attention.
 COMPARED_MODELS = ("hkt", "mha")
+#: Seeds behind each of the paper's accuracies (mean ± std over 3 seeds, DESIGN.md): their
+#: standard error is std / sqrt(SEEDS).
+SEEDS = 3
 
 #: Controls known to learn these tasks far past a Transformer (our model names): the S4 family
 #: reaches about 60 % on LRA's ListOps (S4 59.6, S5 62.2), where vanilla Transformers stop near

@@ -67,7 +67,8 @@ CURVE_COLUMNS: dict[str, Any] = {
 KEY = ["task", "length", "model", "variant", "seed"]
 
 #: Display order of models; others follow alphabetically.
-MODEL_ORDER = ("mha", "hkt", "conv", "s4d", "ngram", "majority")
+MODEL_ORDER = ("mha", "hkt", "conv", "s4d", "ngram", "majority", "root_op_prior", "depth1_rule",
+               "depth2_rule", "depth3_rule", "exact_rule")  # the rule references (hkt.references)
 #: Display order of tasks; others follow alphabetically.
 TASK_ORDER = ("listops", "cifar10", "imdb")
 
@@ -168,6 +169,10 @@ def record_length(rec: dict[str, Any]) -> int | None:
     return as_int(get_path(rec.get("config") or {}, "task.max_length")) or as_int(rec.get("length"))
 
 
+#: How an external baseline's budget begins (:func:`run_budget`): a rule reference's, another's.
+EXTERNAL_BUDGETS = ("rule reference: ", "own settings: ")
+
+
 def run_budget(*, profile: str | None, steps: int | None, batch_size: int | None,
                train_examples: int | None, external: str | None = None,
                settings: dict[str, Any] | None = None) -> str:
@@ -176,12 +181,15 @@ def run_budget(*, profile: str | None, steps: int | None, batch_size: int | None
     ("paper: 10,000 steps, 3.33 epochs"). An external baseline: its own ``settings`` (the
     numbers of its model and training config; it has no profile's budget) and its steps."""
     epochs = steps * batch_size / train_examples if steps and batch_size and train_examples else None
+    rule, own_settings = EXTERNAL_BUDGETS
+    if external and isinstance((settings or {}).get("rule"), str):  # a rule reference
+        return f"{rule}{settings['rule']} (no training)"
     if external:
         own = [f"{k} {_setting(v)}" for k, v in (settings or {}).items()
                if isinstance(v, (int, float, list)) and not isinstance(v, bool)]
         if steps:
             own.append(f"{steps:,} steps")
-        return f"own settings: {', '.join(own) or 'none (no training steps)'}"
+        return f"{own_settings}{', '.join(own) or 'none (no training steps)'}"
     if not steps:
         return profile or ""
     return f"{profile}: {steps:,} steps" + (f", {epochs:.2f} epochs" if epochs is not None else "")

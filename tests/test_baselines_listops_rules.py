@@ -82,7 +82,8 @@ def test_the_root_prior_is_the_most_frequent_training_label_of_each_root(tmp_pat
     # predictions: MAX 9, SM 0, MED 4, MAX 9, MIN 0, SM 0; true 4, 8, 2, 6, 3, 7: none right
     assert rec["test_accuracy"] == rec["val_accuracy"] == 0.0
     assert rec["model"] == "root_op_prior" and rec["n_params"] == 0
-    assert rec["config"]["model"] == {"name": "root_op_prior", "rule": "root-operator prior"}
+    assert rec["config"]["model"] == {"name": "root_op_prior",
+                                        "rule": "root-operator prior, from the training labels"}
 
 
 @pytest.mark.parametrize("name, depth", [("depth1_rule", 1), ("depth2_rule", 2), ("depth3_rule", 3)])

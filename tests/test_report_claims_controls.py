@@ -139,10 +139,30 @@ def test_hkt_against_mha_each_at_its_best_rate_is_read_as_an_accuracy_difference
         "HKT beats MHA with each model at its best learning rate (listops, T=512)", "+4.77 pp",
         f"{(low + high) / 2:+.2f} pp, 95% CI [{low:+.2f}, {high:+.2f}], p = 0.05 (HKT at 1e-3, "
         f"MHA at 3e-4); the paper's +4.77 pp lies {size} our interval; both at the reference "
-        "rate 1e-4: +2.18 pp, 95% CI [+0.66, +3.70], p = 0.05",
+        "rate 1e-4: +2.18 pp, 95% CI [+0.66, +3.70], p = 0.05; the best rate is an edge of the "
+        "grid tried (HKT 1e-3): rates beyond it are untested",
         verdict]
     (alone,) = claims.tuned_gap_claims(gap(low, high), pl.DataFrame(schema=SWEEP_SCHEMA))
     assert "reference rate" not in alone[2] and alone[3] == verdict
+
+
+def test_a_best_rate_inside_the_grid_is_no_edge_and_the_test_sets_error_is_read_beside():
+    """HKT best at 3e-4 of 1e-4..1e-3: no edge; with a wider interval that adds the test set's
+    error, the verdict says that it changes."""
+    table = pl.DataFrame(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 3e-4: (40.1, 37.8, 1.3),
+                                       1e-3: (39.0, 37.0, 1.0)}, 3e-4)
+                         + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 3e-4: (37.9, 35.6, 0.5)}, 3e-4),
+                         schema=SWEEP_SCHEMA)
+    wide = gap(0.5, 1.5).with_columns(pl.lit(-0.8).alias("ts_ci_low_pp"),
+                                      pl.lit(2.8).alias("ts_ci_high_pp"),
+                                      pl.lit(0.3).alias("ts_p_value"))
+    (row,) = claims.tuned_gap_claims(wide, table)
+    assert "edge of the grid" not in row[2]
+    assert "with the test set's error [-0.80, +2.80], p = 0.3" in row[2]
+    assert "the paper's +4.77 pp lies outside our interval, outside it with the test set's error;" \
+        in row[2]
+    assert row[3] == ("direction only over seeds; cannot tell with the test set's error (the "
+                      "verdict changes)")
 
 
 def test_the_section_holds_these_rows_only_where_their_tables_are():

@@ -38,9 +38,11 @@ def test_default_grid_is_the_paper_suite():
                          "static_fusion": "hkt", "linear_upsample": "hkt", "stride4": "hkt",
                          "mha_matched": "mha"}
     assert {j.task for j in jobs if j.variant != MAIN} == {"listops"}
-    assert len(g.external_jobs()) == 2 * 3  # majority, ngram x 3 tasks x seed 0
+    # majority, ngram x 3 tasks, and the five ListOps rule references, seed 0
+    assert len(g.external_jobs()) == 2 * 3 + 5
+    assert {j.task for j in g.external_jobs() if j.model.endswith(("_rule", "_prior"))} == {"listops"}
     assert {(j.model, j.variant) for j in g.analysis_jobs()} == {("hkt", MAIN), ("mha", MAIN)}
-    assert len(g.records()) == len(jobs) + 6
+    assert len(g.records()) == len(jobs) + 11
 
 
 def test_a_derived_ablation_is_not_trained_and_reaches_the_aggregate():
@@ -201,7 +203,8 @@ def test_a_node_key_that_does_not_exist_is_named():
     ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
     ({"external": {"mine": {"enabled": True}}},
      "external.mine: no `command` given, and hkt/baselines/ has no baseline 'mine' "
-     r"\(registered: majority, ngram\)"),
+     r"\(registered: depth1_rule, depth2_rule, depth3_rule, exact_rule, majority, ngram, "
+     r"root_op_prior\)"),
     ({"external": {"mine": {"command": "x {data} {out} {dir}"}}},
      r"external.mine.command names \{dir\}; it may name \{data\}, \{out\}"),
     ({"external": {"mine": {"command": "x {data} > out.json"}}},

@@ -70,7 +70,11 @@ def test_the_sensitivity_suite_is_mha_and_hkt_at_two_learning_rates_three_seeds(
     assert set(g.train_jobs()) == {Job("listops", m, v, s) for m in ("mha", "hkt")
                                    for v in ("lr3e4", "lr1e3") for s in (0, 1, 2)}
     assert len(g.train_jobs()) == 12  # the lr-1e-4 reference is the cpu suite's published runs
-    assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
+    # the ListOps rule references only: the lines its tables read the rates against
+    assert {j.model for j in g.external_jobs()} == {"root_op_prior", "depth1_rule", "depth2_rule",
+                                                    "depth3_rule", "exact_rule"}
+    assert {j.task for j in g.external_jobs()} == {"listops"}
+    assert g.analysis_jobs() == [] and not g.bench_enabled
 
 
 def _plain(cfg) -> dict:

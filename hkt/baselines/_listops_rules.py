@@ -150,8 +150,8 @@ def rule_fit(name: str, data: Splits, depth: int | None, *, root_only: bool = Fa
         extra["prior_fallbacks"] = {k: fallbacks[k] for k in ("val", "test")}
     if depth is None and not root_only:
         extra["checked_examples"] = sum(len(s) for s in splits.values())
-    rule = "root-operator prior" if root_only else (
-        "exact evaluator" if depth is None else f"evaluated to depth {depth}")
+    rule = "root-operator prior, from the training labels" if root_only else (
+        "exact evaluator, every depth" if depth is None else f"evaluated exactly to depth {depth}")
     return Fit(val_accuracy=acc["val"], test_accuracy=acc["test"],
                model={"rule": rule, **({} if root_only else {"depth": depth})}, extra=extra)
 

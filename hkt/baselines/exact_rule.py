@@ -1,5 +1,5 @@
 """ListOps exact evaluator: every expression evaluated in full; a check of the data, which must
-reach 100 % (it stops with an error naming the first label that differs from its expression).
+get every label right (it stops with an error naming the first label that differs).
 
     hkt baseline exact_rule --data DATA_DIR --out RUN_DIR [...]
 

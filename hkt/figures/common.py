@@ -85,3 +85,21 @@ def task_panels(df: pl.DataFrame, width: float = 4, height: float = 3.2):
     return fig, [(ax, task, length,
                   df.filter((pl.col("task") == task) & (pl.col("length") == length)))
                  for ax, (task, length) in zip(axes[0], keys)]
+
+
+def reference_lines(ax: Any, refs: list[Any], which: str = "test",
+                    span: tuple[float, float] | None = None) -> None:
+    """Draw the rule references ``refs`` (:class:`hkt.references.Line`, lowest first) as grey
+    dotted horizontal lines, each named at its right end; ``which``: its ``test`` or ``val``
+    accuracy; ``span``: the x range (default: the whole axis)."""
+    for i, ln in enumerate(refs):
+        y = getattr(ln, which)
+        shade = str(0.25 + 0.35 * i / max(1, len(refs) - 1))  # lower lines darker
+        if span is None:
+            ax.axhline(y, ls=":", lw=1, color=shade, zorder=1)
+            x, ha, transform = 1.0, "right", ax.get_yaxis_transform()
+        else:
+            ax.hlines(y, *span, ls=":", lw=1, color=shade, zorder=1)
+            x, ha, transform = span[1], "right", ax.transData
+        ax.text(x, y, f"{ln.label} {y:.1f}", ha=ha, va="bottom", fontsize=6, color=shade,
+                transform=transform)

@@ -21,8 +21,9 @@ from pathlib import Path
 import polars as pl
 
 from hkt import paper
-from hkt.figures.common import (color, empty, integer_ticks, pyplot, save, style, task_panels,
-                                min_span)
+from hkt.figures.common import (color, empty, integer_ticks, pyplot, reference_lines, save, style,
+                                task_panels, min_span)
+from hkt.references import is_reference, lines
 from hkt.runs import MODEL_ORDER, most_common_length, ordered, task_keys
 
 #: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
@@ -30,8 +31,10 @@ from hkt.runs import MODEL_ORDER, most_common_length, ordered, task_keys
 TRUNCATION_MIN_SPAN_PP = 10.0
 
 
-def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = ("main",)) -> Path:
-    """Validation accuracy (%) against step, per task (panels) and model (lines)."""
+def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = ("main",),
+               runs: pl.DataFrame | None = None) -> Path:
+    """Validation accuracy (%) against step, per task (panels) and model (lines), with the rule
+    references among ``runs`` (their validation accuracy) as dotted lines."""
     sel = curves.filter(pl.col("variant").is_in(list(variants)))
     if sel.is_empty():
         return empty(Path(path), "no validation curves (no runs of the main table)")
@@ -50,6 +53,8 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
             ax.plot(g["step"], g["mean"], marker=marker, ms=6 - i % 3, ls=ls, mfc="none", color=c,
                     label=f"{model} ({n} seed{'s' if n != 1 else ''})")
             ax.fill_between(g["step"], g["lo"], g["hi"], color=c, alpha=0.2, linewidth=0)
+        reference_lines(ax, lines(runs if runs is not None else pl.DataFrame(), task, length),
+                        "val")
         ax.set_title(f"{task} (T={length})")
         ax.set_xlabel("step")
         ax.set_ylabel("validation accuracy (%)")
@@ -89,6 +94,7 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.A
     if not base.is_empty():
         ax.axhline(base["test_accuracy"].mean() * 100, ls="--", color=color(baseline, 1),
                    label=f"{baseline.upper()} (ours)")
+    reference_lines(ax, lines(runs, task, length))
     hkt_paper = paper.paper_accuracy(task, length or -1, model)
     nh = paper.ABLATION_NO_HIERARCHY
     if hkt_paper is not None:
@@ -108,8 +114,10 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.A
 
 
 def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = ("main",)) -> Path:
-    """The main table as bars: per task, one bar per model (mean ± std), seeds as dots."""
-    sel = runs.filter(pl.col("variant").is_in(list(variants)))
+    """The main table as bars: per task, one bar per model (mean ± std), seeds as dots; the rule
+    references as dotted lines across their task's bars."""
+    every = runs.filter(pl.col("variant").is_in(list(variants)))
+    sel = every.filter(~is_reference(every))
     if sel.is_empty():
         return empty(Path(path), "no runs of the main table")
     plt = pyplot()
@@ -133,6 +141,8 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
             if ref is not None:
                 ax.scatter([x], [ref.mean], marker="_", s=300, color="red", zorder=4,
                            label="paper")
+    for j, (task, length) in enumerate(keys):
+        reference_lines(ax, lines(every, task, length), span=(j - 0.45, j + 0.45))
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")

@@ -29,8 +29,10 @@ from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.sweep import (THIS_SUITE, swept_runs, sweep_display, sweep_gap_display,
                               sweep_gap_table, sweep_table)
-from hkt.report.tables import (ablation_display, ablation_table, derived_runs, gap_display,
-                               gap_table, main_display, main_table, with_test_interval)
+from hkt.references import lines_note
+from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, derived_runs,
+                               gap_display, gap_table, main_display, main_table,
+                               with_test_interval)
 from hkt.report.writers import learning_rate, write_table
 from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
                       paper_caveat, runs_from_records)
@@ -249,10 +251,11 @@ def learning_rate_note(runs: pl.DataFrame) -> str:
 
 
 def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
-                 notes: Callable[[pl.DataFrame], str]
+                 notes: Callable[[pl.DataFrame], str], refs: str = ""
                  ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
     """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs: the
-    paths written and the tables by name (``sweep``, ``sweep_gap``)."""
+    paths written and the tables by name (``sweep``, ``sweep_gap``). ``refs``: the rule
+    references' sentence, said beside the rows."""
     mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
     both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
     swept = swept_runs(both)
@@ -262,11 +265,13 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
     written = write_table(table, sweep_display(table), tables / "sweep",
                           "Learning rates: each model's validation and test accuracy (%) at every "
                           "learning rate it was trained with; its best rate by mean validation "
-                          "accuracy. " + (caveats if len(table) else none))
+                          "accuracy. " + (" ".join(filter(None, (caveats, refs)))
+                                           if len(table) else none))
     written += write_table(gap, sweep_gap_display(gap), tables / "sweep_gap",
                            "HKT − MHA test accuracy (pp) at each learning rate both were trained "
                            "with, and with each model at its own best rate (by validation), "
-                           "Welch's test over seeds. " + (caveats if len(gap) else none))
+                           "Welch's test over seeds. " + (" ".join(filter(None, (
+                               caveats, TEST_SET_NOTE, refs))) if len(gap) else none))
     return written, {"sweep": table, "sweep_gap": gap}
 
 
@@ -310,38 +315,43 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written += write_table(main, main_display(main), tables / "main",
                            "Main table: accuracy (%) as mean ± std over seeds; the paper's "
                            "figure beside ours; Δ = ours − paper (test). " + side_by_side)
+    refs = lines_note(runs)  # the ListOps rule references, which every table reads against
+
+    def with_refs(*parts: str) -> str:
+        return " ".join(filter(None, (*parts, refs)))
+
     written += write_table(gap, gap_display(gap), tables / "gap",
                            "HKT − MHA test accuracy (percentage points): ours and the paper's. "
-                           + notes(main_runs))
+                           + with_refs(notes(main_runs), TEST_SET_NOTE))
     controls = controls_table(main, runs, variants=(main_variant,))
     written += write_table(controls, controls_display(controls), tables / "controls",
                            "Controls: each trained model other than the paper's two against HKT and "
                            "MHA, test accuracy, with Welch's test over seeds, and against the "
                            "paper's figure for HKT and MHA. "
-                           + (side_by_side if len(controls) else
+                           + (with_refs(side_by_side, TEST_SET_NOTE) if len(controls) else
                               "No control model was trained in these runs."))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
-                           + notes(abl_runs))
+                           + with_refs(notes(abl_runs), TEST_SET_NOTE))
     conv = convergence_table(runs, curves, (main_variant,))
     written += write_table(conv, convergence_display(conv), tables / "convergence",
                            "Where the validation curves stand at the end of each budget: the best "
                            "checkpoint's step (the one tested), how many seeds were best at their "
                            "last validation (still rising), and the mean validation curve over "
-                           "seeds (steps every seed evaluated).")
+                           "seeds (steps every seed evaluated)." + (" " + refs if refs else ""))
     spent = time_table(runs)
     written += write_table(spent, time_display(spent), tables / "time",
                            "Where the trained runs' time went: each run's wall time summed (jobs "
                            "that ran side by side count each), the part in training steps, and "
                            "the rest. The suite's own wall time is in plan/sessions.json.")
-    made, sweeps = _write_sweep(runs, reference, tables, notes)
+    made, sweeps = _write_sweep(runs, reference, tables, notes, refs)
     written += made
     runs_csv = tables / "runs.csv"
     with atomic_path(runs_csv) as tmp:
         with_test_interval(runs).sort(KEY).write_csv(tmp)
     written.append(runs_csv)
-    written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,)))
+    written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,), runs))
     written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))

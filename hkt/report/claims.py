@@ -51,6 +51,9 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
+from hkt.references import RULE_REFERENCES, Line, reading
+from hkt.runs import EXTERNAL_BUDGETS
+from hkt.report.stats import binomial_variance
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, THIS_SUITE
 from hkt.report.writers import learning_rate, markdown, pm
 
@@ -59,11 +62,30 @@ SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", 
 
 
 def _interval(r: dict[str, Any], key: str = "ours_pp") -> str:
+    """A difference, its 95% CI and p over seeds, then (where the row has them) with the test
+    set's sampling error added (``ts_*`` columns, hkt.report.tables.DIFF_SCHEMA)."""
     ours = "?" if r.get(key) is None else f"{r[key]:+.2f}"
     if r.get("ci_low_pp") is None or r.get("ci_high_pp") is None:
         return f"{ours} pp (no interval: {r.get('significant') or 'too few seeds'})"
     p = "" if r.get("p_value") is None else f", p = {r['p_value']:.3g}"
-    return f"{ours} pp, 95% CI [{r['ci_low_pp']:+.2f}, {r['ci_high_pp']:+.2f}]{p}"
+    text = f"{ours} pp, 95% CI [{r['ci_low_pp']:+.2f}, {r['ci_high_pp']:+.2f}]{p}"
+    if r.get("ts_ci_low_pp") is not None and r.get("ts_ci_high_pp") is not None:
+        tp = "" if r.get("ts_p_value") is None else f", p = {r['ts_p_value']:.3g}"
+        text += (f"; with the test set's error [{r['ts_ci_low_pp']:+.2f}, "
+                 f"{r['ts_ci_high_pp']:+.2f}]{tp}")
+    return text
+
+
+def _both(r: dict[str, Any], claimed: float) -> str:
+    """The verdict on a claimed difference over seeds, and, where the test set's error changes
+    it, the verdict with that error (the row's ``ts_*`` interval)."""
+    seeds = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), claimed)
+    if r.get("ts_ci_low_pp") is None:
+        return seeds
+    with_test = difference_verdict(r.get("ts_ci_low_pp"), r.get("ts_ci_high_pp"), claimed)
+    if with_test == seeds:
+        return f"{seeds} (with the test set's error too)"
+    return f"{seeds} over seeds; {with_test} with the test set's error (the verdict changes)"
 
 
 def difference_verdict(low: float | None, high: float | None, claimed: float) -> str:
@@ -79,11 +101,19 @@ def difference_verdict(low: float | None, high: float | None, claimed: float) ->
     return CANNOT_TELL
 
 
-def _size(claimed: float, low: float | None, high: float | None) -> str:
+def _size(claimed: float, low: float | None, high: float | None,
+          r: dict[str, Any] | None = None) -> str:
+    """Whether the paper's value lies in our interval [``low``, ``high``] and, for a row ``r``
+    with ``ts_*`` columns, in the interval with the test set's error."""
     if low is None or high is None:
         return ""
     where = "inside" if low <= claimed <= high else "outside"
-    return f"; the paper's {claimed:+.2f} pp lies {where} our interval"
+    text = f"; the paper's {claimed:+.2f} pp lies {where} our interval"
+    if r is not None and r.get("ts_ci_low_pp") is not None:
+        ts = "inside" if r["ts_ci_low_pp"] <= claimed <= r["ts_ci_high_pp"] else "outside"
+        text += (f", {ts} it with the test set's error"
+                 + (" (the reading changes)" if ts != where else ""))
+    return text
 
 
 def _budget(main: pl.DataFrame, task: str, length: int) -> str:
@@ -106,8 +136,8 @@ def accuracy_claims(gap: pl.DataFrame, main: pl.DataFrame) -> list[list[str]]:
     for r in gap.iter_rows(named=True):
         if r.get("paper_pp") is None:
             continue
-        verdict = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), r["paper_pp"])
-        why = _interval(r) + _size(r["paper_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"))
+        verdict = _both(r, r["paper_pp"])
+        why = _interval(r) + _size(r["paper_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"), r)
         budget = _budget(main, r["task"], r["length"])
         rows.append([f"HKT beats MHA on {r['task']} (T={r['length']})",
                      f"{r['paper_pp']:+.2f} pp", why, verdict + (f" ({budget})" if budget else "")])
@@ -123,9 +153,9 @@ def hierarchy_claim(abl: pl.DataFrame) -> list[list[str]]:
     if sel.is_empty():
         return []
     r = sel.row(0, named=True)
-    verdict = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), nh["delta_pp"])
+    verdict = _both(r, nh["delta_pp"])
     why = _interval({**r, "ours_pp": r["delta_pp"]}, "ours_pp") + _size(
-        nh["delta_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"))
+        nh["delta_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"), r)
     how = f"; {r['setting']}" if "derived" in (r.get("setting") or "") else ""
     return [[f"Removing the hierarchy (L = 1) hurts on {nh['task']} (T={nh['length']})",
              f"{nh['delta_pp']:+.1f} pp", why + how, verdict]]
@@ -256,11 +286,14 @@ def control_claims(controls: pl.DataFrame, main: pl.DataFrame) -> list[list[str]
                 + _interval({**best, "ours_pp": best["difference_pp"]})
                 + (f"; {behind}" if behind else ""))
         budget = _budget(main, task, length)
+        stop = _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name)
+        if best.get("ts_ci_low_pp") is not None:
+            ts = _stop(best["ts_ci_low_pp"], best["ts_ci_high_pp"], name)
+            stop += ("" if ts == stop else
+                     f" over seeds; with the test set's error: {ts} (the verdict changes)")
         rows.append([f"Our data allow more than the Transformers reach on {task} (T={length}): "
                      f"a control known to learn it ({name}) climbs past them",
-                     figures or "no figure", ours,
-                     _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name)
-                     + (f"; {budget}" if budget else "")])
+                     figures or "no figure", ours, stop + (f"; {budget}" if budget else "")])
     return rows
 
 
@@ -353,8 +386,63 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[
         rows.append([f"{a.upper()} beats {b.upper()} with each model at its best learning rate "
                      f"({r['task']}, T={r['length']})", f"{claimed:+.2f} pp",
                      _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
-                                                  r.get("ci_high_pp")) + beside,
-                     difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), claimed)])
+                                                  r.get("ci_high_pp"), r) + beside
+                     + _grid_edge(sweep, r["task"], r["length"]),
+                     _both(r, claimed)])
+    return rows
+
+
+def _grid_edge(sweep: pl.DataFrame, task: str, length: int) -> str:
+    """Where a model's best rate is the highest or lowest rate tried, the grid's edge: a better
+    rate may lie beyond it, untested."""
+    sel = sweep.filter((pl.col("task") == task) & (pl.col("length") == length))
+    if sel.is_empty():
+        return ""
+    top, bottom = sel["lr"].max(), sel["lr"].min()
+    edge = [f"{m.upper()} {learning_rate(lr)}" for m, lr in
+            sel.filter(pl.col("best")).select("model", "lr").iter_rows()
+            if m in paper.COMPARED_MODELS and lr in (top, bottom)]
+    return (f"; the best rate is an edge of the grid tried ({', '.join(sorted(edge))}): rates "
+            "beyond it are untested" if edge else "")
+
+
+def _main_error(r: dict[str, Any]) -> float:
+    """The standard error (pp) of a main-table row's test mean: its seed spread over its seeds
+    plus the test set's sampling error (hkt.report.stats)."""
+    seeds = (r["test_std"] or 0.0) ** 2 / r["seeds"] if r.get("test_std") is not None else 0.0
+    n = str(r.get("test_examples") or "").split("–")[0]
+    return math.sqrt(seeds + binomial_variance(r["test_mean"], int(n) if n.isdigit() else None))
+
+
+def reference_claims(main: pl.DataFrame) -> list[list[str]]:
+    """Per task, T and trained model with rule references (:mod:`hkt.references`): which rule
+    its test accuracy reaches, with its seed and test-set errors and the rule's test-set error;
+    the paper's figure for the model read the same way (its error: its std over the paper's
+    seeds, and a test set of our size)."""
+    rows: list[list[str]] = []
+    if main.is_empty() or not main["model"].is_in(list(RULE_REFERENCES)).any():
+        return rows
+    for (task, length), group in main.group_by("task", "length", maintain_order=True):
+        refs = [Line(r["model"], RULE_REFERENCES[r["model"]], r["val_mean"], r["test_mean"],
+                     int(r["test_examples"]) if str(r["test_examples"]).isdigit() else None)
+                for r in group.iter_rows(named=True) if r["model"] in RULE_REFERENCES]
+        refs.sort(key=lambda ln: list(RULE_REFERENCES).index(ln.model))
+        if not refs:
+            continue
+        for r in group.iter_rows(named=True):
+            if (r.get("budget") or "").startswith(EXTERNAL_BUDGETS):  # baselines: not read
+                continue
+            ours = reading(r["test_mean"], _main_error(r), refs)
+            figure = paper.paper_accuracy(task, length, r["model"])
+            theirs = "no figure"
+            if figure is not None:
+                err = math.sqrt((figure.std or 0.0) ** 2 / paper.SEEDS
+                                + binomial_variance(figure.mean, refs[0].test_examples))
+                theirs = f"{r['model'].upper()} {figure.mean:.2f}: {reading(figure.mean, err, refs)}"
+            rows.append([f"Which rule reference {r['model'].upper()} reaches on {task} "
+                         f"(T={length})", theirs,
+                         f"{pm(r['test_mean'], r['test_std'])} ({r['seeds']} seeds): {ours}",
+                         ours.split(" (")[0]])
     return rows
 
 
@@ -369,7 +457,7 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
                   *kurtosis_claim(tables.get("kurtosis", empty)),
                   *decay_claim(tables.get("approximation", empty)),
                   *kernel_claim(tables.get("kernel", empty))]
-    limit_rows = [*control_claims(tables.get("controls", empty), main),
+    limit_rows = [*reference_claims(main), *control_claims(tables.get("controls", empty), main),
                   *learning_rate_claims(tables.get("sweep", empty)),
                   *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty))]
     if not paper_rows and not limit_rows:

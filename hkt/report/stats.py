@@ -6,6 +6,14 @@ confidence interval of the difference and whether it excludes zero; for a single
 the Wilson score interval of a binomial proportion (correct answers out of test examples), which
 stays inside [0, 1] and behaves at 0% and 100%, unlike the normal approximation. The formulas are
 ``scipy.stats``'s, not hand-written.
+
+Seeds share one test set, so the spread over seeds leaves out the test set's own sampling error:
+another draw of the test examples would move every seed's accuracy together.
+:func:`difference_with_test_set` adds it: each side's mean has variance s²/k (seeds) plus
+p(1 − p)/N (its accuracy p on N test examples, binomial), the two sides counted as independent
+(conservative: two models tested on the same examples err on many of the same ones, which makes
+their difference vary less), with the Welch–Satterthwaite degrees of freedom of the seed terms
+(the binomial terms are known variances, of infinite degrees of freedom).
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["Difference", "welch_difference", "wilson_interval"]
+__all__ = ["Difference", "welch_difference", "wilson_interval", "binomial_variance", "mean_error",
+           "difference_with_test_set"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +84,49 @@ def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[flo
         return math.nan, math.nan
     ci = _st.binomtest(int(correct), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+def binomial_variance(accuracy_pp: float, n_examples: int | None) -> float:
+    """The binomial variance (pp²) of an accuracy of ``accuracy_pp`` % on ``n_examples`` test
+    examples: the test set's own sampling error (0 where the count is unknown)."""
+    if not n_examples or accuracy_pp is None or math.isnan(accuracy_pp):
+        return 0.0
+    p = accuracy_pp / 100
+    return 1e4 * p * (1 - p) / n_examples
+
+
+def mean_error(values_pp: Sequence[float], n_examples: int | None) -> float:
+    """The standard error (pp) of the mean of ``values_pp`` (one accuracy per seed, on one test
+    set of ``n_examples``): seed spread over k seeds plus the test set's binomial error."""
+    x = np.asarray([v for v in values_pp if v is not None and not math.isnan(v)], dtype=np.float64)
+    if not x.size:
+        return math.nan
+    seeds = float(x.var(ddof=1)) / x.size if x.size > 1 else 0.0
+    return math.sqrt(seeds + binomial_variance(float(x.mean()), n_examples))
+
+
+def difference_with_test_set(a: Sequence[float], b: Sequence[float], n_a: int | None,
+                             n_b: int | None, confidence: float = 0.95) -> Difference:
+    """``mean(a) - mean(b)`` (pp) with the seeds' and the test sets' errors (module docstring):
+    Welch's test whose variance adds each side's binomial test-set variance."""
+    x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=np.float64)
+    y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=np.float64)
+    nan = math.nan
+    if x.size < 2 or y.size < 2:
+        diff = float(x.mean() - y.mean()) if x.size and y.size else nan
+        return Difference(diff, nan, nan, nan, nan, int(x.size), int(y.size), confidence,
+                          reason="fewer than 2 seeds on a side")
+    diff = float(x.mean() - y.mean())
+    seeds_a, seeds_b = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+    var = (seeds_a + seeds_b + binomial_variance(float(x.mean()), n_a)
+           + binomial_variance(float(y.mean()), n_b))
+    if var <= 0:
+        return Difference(diff, diff, diff, nan, nan, int(x.size), int(y.size), confidence,
+                          reason="no spread over seeds and no test-set count")
+    seed_df = seeds_a ** 2 / (x.size - 1) + seeds_b ** 2 / (y.size - 1)
+    df = var ** 2 / seed_df if seed_df > 0 else math.inf
+    se = math.sqrt(var)
+    dist = _st.norm if math.isinf(df) else _st.t(df)
+    half = float(dist.ppf(0.5 + confidence / 2)) * se
+    p = float(2 * dist.sf(abs(diff) / se))
+    return Difference(diff, diff - half, diff + half, p, df, int(x.size), int(y.size), confidence)

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import polars as pl
 
 from hkt import paper
-from hkt.report.tables import DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats
+from hkt.report.tables import (DIFF_SCHEMA, TEST_SET_HEADER, ci_text, difference_columns, p_text,
+                               seed_stats, test_set_cells)
 from hkt.report.writers import Display, pm, signed
 
 __all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE", "EACH_AT_BEST",
@@ -98,8 +99,9 @@ def sweep_display(table: pl.DataFrame) -> Display:
 def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MODELS) -> Display:
     a, b = (m.upper() for m in pair)
     header = ["task", "T", "comparison", f"{a} learning rate", f"{b} learning rate",
-              f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", "seeds"]
+              f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
+              *TEST_SET_HEADER, "seeds"]
     rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['lr_b']:g}",
              signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]), r["significant"] or "",
-             f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
+             *test_set_cells(r), f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows

@@ -21,7 +21,8 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.report.stats import welch_difference, wilson_interval
+from hkt.references import RULE_REFERENCES
+from hkt.report.stats import difference_with_test_set, welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
 from hkt.runs import (MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError, most_common_length,
                       order_key)
@@ -89,9 +90,17 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
 
 
 #: Columns of a difference between two groups of runs over seeds (gap and ablation tables).
+#: ``ts_*``: the same test with the test set's own sampling error added to the seeds'
+#: (:func:`hkt.report.stats.difference_with_test_set`).
 DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.Float64,
-               "significant": pl.String, "seeds_a": pl.Int64, "seeds_b": pl.Int64,
-               "test_examples": pl.String}
+               "significant": pl.String, "ts_ci_low_pp": pl.Float64, "ts_ci_high_pp": pl.Float64,
+               "ts_p_value": pl.Float64, "ts_significant": pl.String, "seeds_a": pl.Int64,
+               "seeds_b": pl.Int64, "test_examples": pl.String}
+#: What a difference table's caption says of its ``+ test set`` columns.
+TEST_SET_NOTE = ("'+ test set': the 95% CI and p with the test set's own sampling error added to "
+                 "the seeds' (each side's binomial variance p(1 − p)/N; the two sides counted as "
+                 "independent, which overstates the error of a difference on one shared test "
+                 "set; hkt/report/stats.py).")
 
 
 def runs_of(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
@@ -108,13 +117,26 @@ def _examples(sel: pl.DataFrame) -> str:
     return "?" if not n else str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
 
 
+def _fewest_examples(sel: pl.DataFrame) -> int | None:
+    n = sel["test_examples"].drop_nulls()
+    return int(n.min()) if len(n) else None
+
+
 def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
-    """Welch's test of mean test accuracy (pp) of runs ``a`` minus runs ``b``, over seeds."""
-    d = welch_difference((a["test_accuracy"] * 100).to_list(), (b["test_accuracy"] * 100).to_list())
-    nan = math.isnan(d.ci_low)
-    return {"ci_low_pp": None if nan else d.ci_low, "ci_high_pp": None if nan else d.ci_high,
-            "p_value": None if math.isnan(d.p_value) else d.p_value, "significant": d.verdict,
-            "seeds_a": d.n_a, "seeds_b": d.n_b, "test_examples": _examples(pl.concat([a, b]))}
+    """Welch's test of mean test accuracy (pp) of runs ``a`` minus runs ``b``, over seeds, and
+    the same with the test set's sampling error added (``ts_*``)."""
+    xa, xb = (a["test_accuracy"] * 100).to_list(), (b["test_accuracy"] * 100).to_list()
+    d = welch_difference(xa, xb)
+    t = difference_with_test_set(xa, xb, _fewest_examples(a), _fewest_examples(b))
+
+    def num(v: float) -> float | None:
+        return None if math.isnan(v) else v
+
+    return {"ci_low_pp": num(d.ci_low), "ci_high_pp": num(d.ci_high), "p_value": num(d.p_value),
+            "significant": d.verdict, "ts_ci_low_pp": num(t.ci_low),
+            "ts_ci_high_pp": num(t.ci_high), "ts_p_value": num(t.p_value),
+            "ts_significant": t.verdict, "seeds_a": d.n_a, "seeds_b": d.n_b,
+            "test_examples": _examples(pl.concat([a, b]))}
 
 
 def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = paper.COMPARED_MODELS[0],
@@ -251,7 +273,8 @@ def main_display(main: pl.DataFrame) -> Display:
               "test examples", "paper (%)", "Δ vs paper (pp)", "params", "ms/step"]
     rows = []
     for r in main.iter_rows(named=True):
-        rows.append([r["task"], str(r["length"]), r["model"], str(r["seeds"]),
+        rows.append([r["task"], str(r["length"]), RULE_REFERENCES.get(r["model"], r["model"]),
+                     str(r["seeds"]),
                      r["budget"] or "",
                      pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]),
                      r["test_examples"] or "",
@@ -261,11 +284,21 @@ def main_display(main: pl.DataFrame) -> Display:
     return header, rows
 
 
-def ci_text(r: dict[str, Any]) -> str:
-    """A difference's 95% interval, ``[-0.12, +1.30]``; '' without one (one seed)."""
-    if r["ci_low_pp"] is None:
+def ci_text(r: dict[str, Any], prefix: str = "") -> str:
+    """A difference's 95% interval, ``[-0.12, +1.30]``; '' without one (one seed). ``prefix``
+    ``ts_``: the interval with the test set's error."""
+    if r.get(f"{prefix}ci_low_pp") is None:
         return ""
-    return f"[{signed(r['ci_low_pp'])}, {signed(r['ci_high_pp'])}]"
+    return f"[{signed(r[f'{prefix}ci_low_pp'])}, {signed(r[f'{prefix}ci_high_pp'])}]"
+
+
+#: The header cells of :func:`test_set_cells`, after a difference's seed-only columns.
+TEST_SET_HEADER = ["95% CI, + test set (pp)", "p, + test set"]
+
+
+def test_set_cells(r: dict[str, Any]) -> list[str]:
+    """A difference's interval and p with the test set's sampling error added."""
+    return [ci_text(r, "ts_"), p_text(r.get("ts_p_value"))]
 
 
 def p_text(v: float | None) -> str:
@@ -275,20 +308,22 @@ def p_text(v: float | None) -> str:
 
 def gap_display(gap: pl.DataFrame) -> Display:
     header = ["task", "T", "HKT − MHA, ours (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
-              "seeds", "test examples", "HKT − MHA, paper (pp)", "difference (pp)"]
+              *TEST_SET_HEADER, "seeds", "test examples", "HKT − MHA, paper (pp)",
+              "difference (pp)"]
     rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]),
-             r["significant"] or "", f"{r['seeds_a']} vs {r['seeds_b']}", r["test_examples"] or "",
+             r["significant"] or "", *test_set_cells(r), f"{r['seeds_a']} vs {r['seeds_b']}",
+             r["test_examples"] or "",
              signed(r["paper_pp"]), signed(r["difference_pp"])] for r in gap.iter_rows(named=True)]
     return header, rows
 
 
 def ablation_display(abl: pl.DataFrame) -> Display:
     header = ["variant", "setting", "seeds", "val acc (%)", "test acc (%)",
-              "Δ vs HKT (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", "test examples",
-              "paper Δ (pp)", "params", "ms/step"]
+              "Δ vs HKT (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", *TEST_SET_HEADER,
+              "test examples", "paper Δ (pp)", "params", "ms/step"]
     rows = [[r["variant"], r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
              pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), ci_text(r), p_text(r["p_value"]),
-             r["significant"] or "", r["test_examples"] or "",
+             r["significant"] or "", *test_set_cells(r), r["test_examples"] or "",
              signed(r["paper_delta_pp"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)]
             for r in abl.iter_rows(named=True)]
     return header, rows

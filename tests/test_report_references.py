@@ -1,0 +1,124 @@
+"""The rule references in the report (hkt/references.py) and the test set's own sampling error
+(hkt/report/stats.py): the error's formula on worked numbers, where a value reads among the
+rules, the claims rows that read each ListOps model and the paper's figure against them, and
+the tables' captions and rows that carry them."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from hkt.references import Line, lines, lines_note, reading
+from hkt.report import claims
+from hkt.report.build import write_all
+from hkt.report.stats import difference_with_test_set, mean_error, binomial_variance
+from hkt.report.tables import main_table
+from hkt.runs import curves_from_records, runs_from_records
+from test_report_aggregate import make_record
+
+RULES = {"root_op_prior": 0.33, "depth1_rule": 0.5, "depth2_rule": 0.7, "depth3_rule": 0.85,
+         "exact_rule": 1.0}
+
+
+def test_the_test_sets_variance_is_binomial_in_percentage_points():
+    assert binomial_variance(50.0, 2000) == pytest.approx(1e4 * 0.25 / 2000)  # 1.118 pp SE
+    assert math.sqrt(binomial_variance(50.0, 2000)) == pytest.approx(1.118, abs=1e-3)
+    assert binomial_variance(100.0, 2000) == 0.0 and binomial_variance(40.0, None) == 0.0
+
+
+def test_the_error_of_a_mean_adds_the_seeds_and_the_test_set():
+    values = [33.0, 33.8, 33.25]
+    seeds = (0.4093 ** 2) / 3
+    assert mean_error(values, 2000) == pytest.approx(
+        math.sqrt(seeds + binomial_variance(sum(values) / 3, 2000)), rel=1e-3)
+    assert mean_error([40.0], None) == 0.0  # one seed, no count: nothing to add
+
+
+def test_the_difference_with_the_test_set_is_wider_than_over_seeds_alone():
+    a, b = [35.8, 34.7, 36.1], [33.0, 33.8, 33.25]
+    d = difference_with_test_set(a, b, 2000, 2000)
+    var = (sum((x - sum(a) / 3) ** 2 for x in a) / 2 / 3 + sum((x - sum(b) / 3) ** 2 for x in b) / 2 / 3
+           + binomial_variance(sum(a) / 3, 2000) + binomial_variance(sum(b) / 3, 2000))
+    assert d.diff == pytest.approx(2.1833, abs=1e-4)
+    # the binomial terms dominate: the interval is close to ±1.97·SE (df in the hundreds)
+    assert d.ci_high - d.diff == pytest.approx(1.9668 * math.sqrt(var), rel=2e-3)
+    assert d.p_value == pytest.approx(0.168, abs=2e-3) and not d.significant
+    # with huge test sets it tends to Welch over seeds (wider by the tiny binomial terms only)
+    big = difference_with_test_set(a, b, 10 ** 9, 10 ** 9)
+    assert big.p_value == pytest.approx(0.0189, abs=5e-4)
+    assert difference_with_test_set([1.0], b, 2000, 2000).reason == "fewer than 2 seeds on a side"
+
+
+REFS = [Line("root_op_prior", "root-operator prior", 34.0, 33.0, 2000),
+        Line("depth1_rule", "depth-1 rule", 51.0, 50.0, 2000),
+        Line("depth2_rule", "depth-2 rule", 74.0, 71.0, 2000)]
+
+
+@pytest.mark.parametrize("value, error, text", [
+    (33.5, 0.5, "at the root-operator prior (+0.50 ± "),
+    (40.0, 0.5, "above the root-operator prior (+7.00 ± "),
+    (40.0, 0.5, "below the depth-1 rule (-10.00 ± "),
+    (20.0, 0.5, "below the root-operator prior (-13.00 ± "),
+    (90.0, 0.5, "above the depth-2 rule (+19.00 ± "),
+])
+def test_a_value_reads_at_or_between_the_rules(value, error, text):
+    assert text in reading(value, error, REFS)
+
+
+def test_the_interval_of_a_reading_counts_both_errors():
+    # 1.96·sqrt(1.0² + SE_rule²), SE_rule of 33 % on 2000 examples = 1.0514 pp
+    half = 1.96 * math.sqrt(1.0 + 0.33 * 0.67 / 2000 * 1e4)
+    assert reading(35.0, 1.0, REFS[:1]) == f"at the root-operator prior (+2.00 ± {half:.2f} pp)"
+    assert reading(35.0, 1.0, []) == ""
+
+
+def records(rules: dict[str, float] = RULES, hkt: tuple[float, ...] = (0.36, 0.35, 0.37)):
+    recs = [make_record(model="hkt", seed=s, test=v, val=v, test_examples=2000)
+            for s, v in enumerate(hkt)]
+    recs += [make_record(model=m, seed=0, test=v, val=v, n_params=0, test_examples=2000,
+                         external=f"hkt.baselines.{m}", profile="paper",
+                         config={"task": {"family": "listops", "max_length": 512},
+                                 "model": {"name": m, "rule": f"rule {m}"}})
+             for m, v in rules.items()]
+    return runs_from_records(recs)
+
+
+def test_the_runs_give_one_line_per_rule_lowest_first_and_the_captions_name_them():
+    runs = records()
+    got = lines(runs, "listops", 512)
+    assert [ln.label for ln in got] == ["root-operator prior", "depth-1 rule", "depth-2 rule",
+                                        "depth-3 rule", "exact evaluator"]
+    assert [ln.test for ln in got] == pytest.approx([33.0, 50.0, 70.0, 85.0, 100.0])
+    assert lines(runs, "imdb", 1024) == []
+    assert lines_note(runs) == (
+        "Rule references (test accuracy %, docs/listops.md: what a rule reading the expression "
+        "to a known depth gets): listops T=512: root-operator prior 33.00, depth-1 rule 50.00, "
+        "depth-2 rule 70.00, depth-3 rule 85.00, exact evaluator 100.00.")
+    assert lines_note(runs.filter(pl.col("model") == "hkt")) == ""
+
+
+def test_the_main_table_names_each_rule_for_what_it_means(tmp_path):
+    runs = records()
+    main = main_table(runs)
+    assert main["model"].to_list() == ["hkt", *RULES]
+    budgets = dict(main.select("model", "budget").iter_rows())
+    assert budgets["depth2_rule"] == "rule reference: rule depth2_rule (no training)"
+    write_all(runs, curves_from_records([], runs), tmp_path)
+    text = (tmp_path / "tables" / "main.md").read_text()
+    assert "| listops | 512 | depth-2 rule | 1 |" in text
+    assert "Rule references (test accuracy %" in (tmp_path / "tables" / "convergence.md").read_text()
+
+
+def test_the_claims_read_each_model_and_the_papers_figure_against_the_rules():
+    main = main_table(records())
+    (row,) = claims.reference_claims(main)
+    assert row[0] == "Which rule reference HKT reaches on listops (T=512)"
+    # HKT 36.00 ± 1.00 over 3 seeds: +3.00 over the prior, within 1.96·sqrt(1/3 + 2.30 + 1.11)
+    assert row[2].startswith("36.00 ± 1.00 (3 seeds): at the root-operator prior (+3.00 ± ")
+    assert row[3] == "at the root-operator prior"
+    # the paper's 55.10 ± 0.29: above the depth-1 rule, below the depth-2 rule
+    assert row[1].startswith("HKT 55.10: above the depth-1 rule (+5.10 ± ")
+    assert "below the depth-2 rule (-14.90 ± " in row[1]
+    assert claims.reference_claims(main.filter(pl.col("model") == "hkt")) == []
