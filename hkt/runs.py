@@ -183,7 +183,7 @@ def run_budget(*, profile: str | None, steps: int | None, batch_size: int | None
     epochs = steps * batch_size / train_examples if steps and batch_size and train_examples else None
     rule, own_settings = EXTERNAL_BUDGETS
     if external and isinstance((settings or {}).get("rule"), str):  # a rule reference
-        return f"{rule}{settings['rule']} (no training)"
+        return f"{rule}{settings['rule']}"
     if external:
         own = [f"{k} {_setting(v)}" for k, v in (settings or {}).items()
                if isinstance(v, (int, float, list)) and not isinstance(v, bool)]

@@ -3,11 +3,16 @@ that the files did not support). Every figure with two decimals (accuracies, dif
 intervals, p-values, ρ) in a results README, and in the main README's Results section, must be
 in the published tables or summaries (a README may set another publication's rows beside its
 own), be a run's accuracy in runs.csv, be one of the paper's figures (hkt/paper.py), or be a
-suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan."""
+suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan.
+
+So must every count with a unit (issue 48: "27 training runs" stayed after S4D made them 36):
+training runs, seeds, sessions ("runs of the same command"), steps and hours, as integers, are
+counts the published records, sessions and plans give (:func:`known_counts`)."""
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 from datetime import datetime
 from pathlib import Path
@@ -95,3 +100,87 @@ def test_a_figure_the_files_do_not_hold_is_found(tmp_path):
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "main.md").write_text("| hkt | 35.53 ± 0.74 |\n")
     assert unsupported("HKT scored 35.53 %, MHA 33.35 % (Debian 12.11)", [tmp_path]) == ["33.35"]
+
+
+# ------------------------------------------------------------------ counts with a unit (issue 48)
+#: An integer count and its unit: training runs, seeds, sessions (a workflow session is "a run
+#: of the same command"), steps, hours. Not a decimal's tail, not inside a larger number.
+COUNT = re.compile(r"(?<![\d.,])(\d[\d,]*)(?![\d.,]\d)\s+(?:more\s+)?(?P<unit>training runs?|"
+                   r"runs? of the(?: same)? command|sessions?|seeds?|steps?|hours?|h\b)")
+#: What a unit word counts: its word's start -> the kind of count (the first that matches).
+UNITS = (("training run", "runs"), ("run", "sessions"), ("session", "sessions"),
+         ("seed", "seeds"), ("step", "steps"), ("h", "hours"))
+
+
+def counts(text: str) -> set[tuple[int, str]]:
+    """The (count, kind) pairs stated in ``text``."""
+    return {(int(m.group(1).replace(",", "")),
+             next(kind for start, kind in UNITS if m.group("unit").startswith(start)))
+            for m in COUNT.finditer(text.replace("\n", " "))}
+
+
+def known_counts(root: Path) -> set[tuple[int, str]]:
+    """The counts a publication's files give: its training records (all, per task, per task and
+    model, per model), seeds per (task, model), the steps its runs trained and were best at,
+    its workflow sessions (its own, added, all), and its wall time and plan in whole hours."""
+    from hkt.record import load_record
+
+    out: set[tuple[int, str]] = set()
+    trained: list[dict] = []
+    for path in sorted((root / "runs").glob("*/*/*/seed*/record.json")):
+        rec = load_record(path)
+        out |= {(int(rec[k]), "steps") for k in ("steps", "best_step") if rec.get(k)}
+        if not rec.get("external"):
+            trained.append(rec)
+    groups: dict[tuple, set] = {}
+    for rec in trained:
+        for key in ((), (rec["task"],), (rec["model"],), (rec["task"], rec["model"]),
+                    (rec["task"], rec["model"], rec["variant"])):
+            groups.setdefault(key, set()).add((rec["task"], rec["model"], rec["variant"], rec["seed"]))
+    out |= {(len(v), "runs") for v in groups.values()}
+    seeds: dict[tuple, set] = {}
+    for rec in trained:
+        seeds.setdefault((rec["task"], rec["model"], rec["variant"]), set()).add(rec["seed"])
+    out |= {(len(v), "seeds") for v in seeds.values()} | {(1, "seeds")}  # a baseline's one seed
+    for name in ("steps", "max_steps"):  # the budgets of the composed configs
+        for cfg in (root / "runs").glob("*/*/*/seed*/config.yaml"):
+            for m in re.finditer(rf"\b{name}: (\d+)", cfg.read_text("utf-8")):
+                out.add((int(m.group(1)), "steps"))
+    sessions = root / "plan" / "sessions.json"
+    if sessions.is_file():
+        every = json.loads(sessions.read_text("utf-8"))["sessions"]
+        own = [s for s in every if not s.get("adds")]
+        out |= {(len(own), "sessions"), (len(every) - len(own), "sessions"),
+                (len(every), "sessions")}
+        out |= {(round(s["estimate_s"] / 3600), "hours") for s in every if s.get("estimate_s")}
+    out |= {(round(float(h)), "hours") for h in wall_figures(root)}
+    return out
+
+
+def unsupported_counts(text: str, roots: list[Path]) -> list[str]:
+    known = set().union(*(known_counts(r) for r in roots))
+    return sorted(f"{n} {unit}" for n, unit in counts(text) if (n, unit) not in known)
+
+
+@pytest.mark.parametrize("root", PUBLICATIONS, ids=lambda p: p.name)
+def test_every_count_of_a_results_readme_is_one_the_files_give(root):
+    assert unsupported_counts((root / "README.md").read_text("utf-8"), PUBLICATIONS) == []
+
+
+def test_the_main_readme_results_section_counts_what_the_files_hold():
+    text = (ROOT / "README.md").read_text("utf-8")
+    section = text[text.index("## Results"):text.index("\n## ", text.index("## Results") + 1)]
+    assert unsupported_counts(section, PUBLICATIONS) == []
+
+
+def test_a_stale_count_is_found():
+    """The README's count before S4D joined the CPU suite: 27 training runs, 9 sessions; the
+    suite has 36 runs (9 of S4D, added in 4 more sessions)."""
+    cpu = DOCS / "cpu"
+    assert counts("composes exactly its 27 training runs today, over 9 runs of the same "
+                  "command, 3 seeds, 10,000 steps") == {(27, "runs"), (9, "sessions"),
+                                                        (3, "seeds"), (10000, "steps")}
+    assert unsupported_counts("the suite composes exactly its 27 training runs", [cpu]) == \
+        ["27 runs"]
+    assert unsupported_counts("its 36 training runs, 12 per task, 3 seeds each, in 9 runs of the "
+                              "same command and 4 more sessions, 10k steps", [cpu]) == []

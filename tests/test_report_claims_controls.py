@@ -43,8 +43,8 @@ CLAIM = ("Our data allow more than the Transformers reach on listops (T=512): a 
                "level is theirs (their recipe)"),
     (-1.0, 8.0, "every model stops at the same level: the data or the budget is the limit at "
                 "this budget (the runs cannot tell which)"),
-    (-8.0, -2.0, "S4D stops below the Transformers at this budget: it says nothing about the "
-                 "data (S4D needs its own recipe)"),
+    (-8.0, -2.0, "S4D stops below the better Transformer (HKT) at this budget: it says nothing "
+                 "about the data (S4D needs its own recipe)"),
     (None, None, claims.CANNOT_TELL),
 ])
 def test_s4d_is_read_against_the_better_transformer_by_its_interval(low, high, reading):

@@ -104,7 +104,7 @@ def test_the_main_table_names_each_rule_for_what_it_means(tmp_path):
     main = main_table(runs)
     assert main["model"].to_list() == ["hkt", *RULES]
     budgets = dict(main.select("model", "budget").iter_rows())
-    assert budgets["depth2_rule"] == "rule reference: rule depth2_rule (no training)"
+    assert budgets["depth2_rule"] == "rule reference: rule depth2_rule"
     write_all(runs, curves_from_records([], runs), tmp_path)
     text = (tmp_path / "tables" / "main.md").read_text()
     assert "| listops | 512 | depth-2 rule | 1 |" in text

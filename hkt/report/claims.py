@@ -31,7 +31,8 @@ Two further kinds of row read what limits our values against the paper's (issue 
   more than they reach, and their level is theirs (their recipe); spanning 0 → every model
   *stops at the same level*: the data or the budget is the limit at this budget, which the
   runs cannot tell apart; wholly below 0 → the control *stops below* them at this budget, which
-  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. A row at
+  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. The
+  same reading with the test set's error added is given beside it where it differs. A row at
   a budget other than the paper's says so;
 - the learning rate, from the learning-rate tables (present when the aggregate has runs at
   several rates): a model's plateau *moves* when its best rate by validation is not the
@@ -247,17 +248,18 @@ def kernel_claim(kernel: pl.DataFrame) -> list[list[str]]:
              f"{100 * share:.0f}% of the trained cases)"]]
 
 
-def _stop(low: float | None, high: float | None, control: str) -> str:
-    """Where a control known to learn the task stops against the better Transformer (the rule
-    above), from the 95% CI [``low``, ``high``] of the control minus it."""
+def _stop(low: float | None, high: float | None, control: str, better: str = "") -> str:
+    """Where a control known to learn the task stops against the better Transformer ``better``
+    (the rule above), from the 95% CI [``low``, ``high``] of the control minus it."""
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return CANNOT_TELL
     if low > 0:
         return (f"{control} climbs past the Transformers: the data allow more, and the "
                 "Transformers' level is theirs (their recipe)")
     if high < 0:
-        return (f"{control} stops below the Transformers at this budget: it says nothing about "
-                f"the data ({control} needs its own recipe)")
+        than = f"the better Transformer ({better})" if better else "the better Transformer"
+        return (f"{control} stops below {than} at this budget: it says nothing about the data "
+                f"({control} needs its own recipe)")
     return ("every model stops at the same level: the data or the budget is the limit at this "
             "budget (the runs cannot tell which)")
 
@@ -286,9 +288,9 @@ def control_claims(controls: pl.DataFrame, main: pl.DataFrame) -> list[list[str]
                 + _interval({**best, "ours_pp": best["difference_pp"]})
                 + (f"; {behind}" if behind else ""))
         budget = _budget(main, task, length)
-        stop = _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name)
+        stop = _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name, other)
         if best.get("ts_ci_low_pp") is not None:
-            ts = _stop(best["ts_ci_low_pp"], best["ts_ci_high_pp"], name)
+            ts = _stop(best["ts_ci_low_pp"], best["ts_ci_high_pp"], name, other)
             stop += ("" if ts == stop else
                      f" over seeds; with the test set's error: {ts} (the verdict changes)")
         rows.append([f"Our data allow more than the Transformers reach on {task} (T={length}): "
