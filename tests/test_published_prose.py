@@ -90,10 +90,14 @@ def test_every_figure_of_a_results_readme_is_in_the_published_files(root):
     assert unsupported((root / "README.md").read_text("utf-8"), PUBLICATIONS) == []
 
 
-def test_the_main_readme_results_section_quotes_the_published_files():
+def results_section() -> str:
+    """The main README's Results section."""
     text = (ROOT / "README.md").read_text("utf-8")
-    section = text[text.index("## Results"):text.index("\n## ", text.index("## Results") + 1)]
-    assert unsupported(section, PUBLICATIONS) == []
+    return text[text.index("## Results"):text.index("\n## ", text.index("## Results") + 1)]
+
+
+def test_the_main_readme_results_section_quotes_the_published_files():
+    assert unsupported(results_section(), PUBLICATIONS) == []
 
 
 def test_a_figure_the_files_do_not_hold_is_found(tmp_path):
@@ -168,9 +172,7 @@ def test_every_count_of_a_results_readme_is_one_the_files_give(root):
 
 
 def test_the_main_readme_results_section_counts_what_the_files_hold():
-    text = (ROOT / "README.md").read_text("utf-8")
-    section = text[text.index("## Results"):text.index("\n## ", text.index("## Results") + 1)]
-    assert unsupported_counts(section, PUBLICATIONS) == []
+    assert unsupported_counts(results_section(), PUBLICATIONS) == []
 
 
 def test_a_stale_count_is_found():

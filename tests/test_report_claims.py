@@ -36,7 +36,7 @@ def test_accuracy_claim_states_the_interval_the_papers_size_and_the_budget():
     (row,) = claims.accuracy_claims(gap, main_rows())
     assert row[0] == "HKT beats MHA on listops (T=512)" and row[1] == "+4.77 pp"
     assert "95% CI [+2.00, +8.00]" in row[2] and "the paper's +4.77 pp lies inside" in row[2]
-    assert row[3] == "supports (at the paper's budget)"
+    assert row[3] == "supports (at our `paper` profile (the paper's budget is not public))"
     (cpu,) = claims.accuracy_claims(pl.DataFrame([gap_row(low=-1.0, high=3.0, paper_pp=7.47)]),
                                     main_rows("cpu", 1.42))
     assert cpu[3].startswith("cannot tell (at a cpu budget, 1.42 epochs, not the paper's")

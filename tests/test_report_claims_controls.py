@@ -55,7 +55,7 @@ def test_s4d_is_read_against_the_better_transformer_by_its_interval(low, high, r
                    "S4D 40.00 ± 1.00, HKT 35.00 ± 0.50, MHA 33.00 ± 0.40; S4D − HKT (the "
                    f"better): {interval}; S4D − the paper's HKT -15.10 pp, S4D − the paper's "
                    "MHA -10.33 pp",
-                   f"{reading}; at the paper's budget"]
+                   f"{reading}; at our `paper` profile (the paper's budget is not public)"]
 
 
 def test_a_control_read_at_another_budget_says_so_and_other_controls_give_no_row():

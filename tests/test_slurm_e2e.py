@@ -33,6 +33,7 @@ import pytest
 import torch
 import yaml
 
+from hkt.references import RULE_REFERENCES
 from test_workflow import ROOT, job_stats, snakemake_cmd, user_env
 from test_workflow_e2e import CONFIG as E2E_CONFIG
 
@@ -51,7 +52,8 @@ SMOKE = {
     "results_dir": "results",
     "suite": "slurmtest",
     "ablation": {"enabled": False},
-    "external": {k: v for k, v in E2E_CONFIG["external"].items() if k != "toy"},
+    "external": {**{k: v for k, v in E2E_CONFIG["external"].items() if k != "toy"},
+                 **{k: {"enabled": False} for k in RULE_REFERENCES}},  # the shipped two only
     "analyze": {**E2E_CONFIG["analyze"], "models": ["hkt"],
                 "args": ["examples=8", "truncation_examples=16", "approximation_examples=2"]},
     "bench": {"enabled": False},

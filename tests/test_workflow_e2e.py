@@ -149,7 +149,11 @@ def test_the_finished_suite_publishes_every_run_it_counts(workflow_run, tmp_path
 def test_tables_figures_and_summary(workflow_run):
     res = workflow_run["results"]
     main = pl.read_csv(res / "tables" / "main.csv")
-    assert main["model"].to_list() == ["mha", "hkt", "ngram", "majority", "toy"]
+    # the ListOps rule references (config.yaml's `external:`) run beside the named baselines
+    assert main["model"].to_list() == ["mha", "hkt", "ngram", "majority", "root_op_prior",
+                                       "depth1_rule", "depth2_rule", "depth3_rule", "exact_rule",
+                                       "toy"]
+    assert main.filter(pl.col("model") == "exact_rule")["test_mean"].to_list() == [100.0]
     assert set(main["task"]) == {"listops"} and set(main["length"]) == {512}
     hkt = main.filter(pl.col("model") == "hkt").row(0, named=True)
     assert hkt["paper_mean"] == pytest.approx(55.10) and hkt["seeds"] == 1
@@ -173,7 +177,7 @@ def test_tables_figures_and_summary(workflow_run):
     assert {"kurtosis.md", "approximation.md", "cost.md"} <= {p.name for p in (res / "tables").glob("*.md")}
     assert f"snakemake --report '{RESULTS}/report.html'" in summary  # its own results_dir
     runs = pl.read_csv(res / "tables" / "runs.csv")
-    assert len(runs) == 6  # mha, hkt, hkt levels1, majority, ngram, toy
+    assert len(runs) == 11  # mha, hkt, hkt levels1, majority, ngram, toy, 5 rule references
     log = (res / "logs" / "train" / "listops" / "hkt" / "levels1" / "seed0.log").read_text()
     assert log.startswith("===== hkt train --data ")  # each attempt under its own header
     for model in ("hkt", "mha"):
@@ -217,7 +221,7 @@ def test_mlflow_holds_every_run(workflow_run):
                 client.get_run(rec["mlflow_run_id"]).info.experiment_id).name)
     assert all(len(names) == 1 for names in experiments.values()), experiments
     check = pl.read_csv(res / "tables" / "mlflow_check.csv")
-    assert sorted(check["status"].to_list()) == ["no mlflow"] + ["ok"] * 5
+    assert sorted(check["status"].to_list()) == ["no mlflow"] + ["ok"] * 10
     # every run logged its data; every training run its model; the suite is one run
     logged = [r for r in records if r["mlflow_run_id"]]
     for rec in logged:

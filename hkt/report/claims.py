@@ -124,7 +124,7 @@ def _budget(main: pl.DataFrame, task: str, length: int) -> str:
     if not profiles:
         return ""
     if profiles == [paper.PROFILE]:
-        return "at the paper's budget"
+        return f"at our `{paper.PROFILE}` profile (the paper's budget is not public)"
     epochs = [e for e in rows["epochs"].to_list() if e is not None] if "epochs" in rows.columns else []
     ep = f", {min(epochs):.2f} epochs" if epochs else ""
     return (f"at a {'/'.join(profiles)} budget{ep}, not the paper's: the direction at that "
@@ -440,7 +440,8 @@ def reference_claims(main: pl.DataFrame) -> list[list[str]]:
             if figure is not None:
                 err = math.sqrt((figure.std or 0.0) ** 2 / paper.SEEDS
                                 + binomial_variance(figure.mean, refs[0].test_examples))
-                theirs = f"{r['model'].upper()} {figure.mean:.2f}: {reading(figure.mean, err, refs)}"
+                theirs = (f"{r['model'].upper()} {figure.mean:.2f}: "
+                          f"{reading(figure.mean, err, refs)}")
             rows.append([f"Which rule reference {r['model'].upper()} reaches on {task} "
                          f"(T={length})", theirs,
                          f"{pm(r['test_mean'], r['test_std'])} ({r['seeds']} seeds): {ours}",

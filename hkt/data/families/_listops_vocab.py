@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["OPERATORS", "VOCAB", "PAD", "CLOSE", "DIGIT0", "TOKENIZER", "evaluate", "apply_operator"]
+__all__ = ["OPERATORS", "VOCAB", "PAD", "CLOSE", "DIGIT0", "TOKENIZER", "evaluate",
+           "apply_operator"]
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 VOCAB = ["<pad>", *OPERATORS, "]", *[str(d) for d in range(10)]]
