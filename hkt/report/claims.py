@@ -23,7 +23,16 @@ recomputed here), so that a reader can check each one:
 - the kernel theory (a PSD sufficient condition, a rank bound): theorems, which runs cannot
   refute; we report how often their premises hold in trained heads.
 
-Two further kinds of row read what limits our values against the paper's (issue 39):
+Every difference is read twice: over seeds (Welch), and with the test set's own sampling error
+added (the ``ts_*`` columns of hkt.report.tables.DIFF_SCHEMA); where the two readings differ, the
+row says so ("the verdict changes").
+
+Three further kinds of row read what limits our values against the paper's (issues 39, 48):
+
+- per task with rule references (:mod:`hkt.references`, docs/listops.md) and trained model:
+  which rule its test mean reaches (*at* a rule when the 95% interval of their difference,
+  seeds, test set and the rule's own test-set error counted, holds 0; else *above* and *below*
+  the nearest), and the paper's figure for that model read the same way;
 
 - a control known to learn the task (``paper.LEARNING_CONTROLS``: S4D) against the better of
   HKT and MHA (the higher test mean), from the controls table's Welch 95% CI of the control
