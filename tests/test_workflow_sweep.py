@@ -1,6 +1,7 @@
 """The workflow's `sweep` (variants that select no model, trained with every model listed) and the
-two suites of issue 39 built on it: sensitivity (MHA and HKT at lr 3e-4 and 1e-3) and s4_recipe
-(S4D at the S4 family's ListOps recipe). Their jobs, and what their composed configs train."""
+suites built on it: sensitivity (MHA and HKT at lr 3e-4 and 1e-3, issue 39), long (at 1e-3 for
+20k steps and at 3e-3, issue 50) and s4_recipe (S4D at the S4 family's ListOps recipe). Their
+jobs, and what their composed configs train."""
 
 from __future__ import annotations
 
@@ -98,6 +99,56 @@ def test_the_sensitivity_runs_are_the_published_cpu_runs_but_for_the_learning_ra
         got = _plain(cfg)
         got["optim"]["lr"] = ref["optim"]["lr"]
         assert got == ref  # same model, data, budget, warmup, schedule and threads
+
+
+# ------------------------------------------------------------------------------ the long suite
+def test_the_long_suite_is_mha_and_hkt_at_20k_steps_and_at_the_grid_s_edge_three_seeds():
+    g = suite_grid("long")
+    assert set(g.train_jobs()) == {Job("listops", m, v, s) for m in ("mha", "hkt")
+                                   for v in ("lr1e3_steps20k", "lr3e3") for s in (0, 1, 2)}
+    assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
+    # its tables set the runs beside both publications they extend
+    assert g.sweep_reference_args() == ["--reference", "docs/results/cpu/runs",
+                                        "--reference", "docs/results/sensitivity/runs"]
+    for ref in ("docs/results/cpu/runs", "docs/results/sensitivity/runs"):
+        assert (ROOT / ref).is_dir()
+
+
+def test_the_long_runs_are_the_published_sensitivity_runs_but_for_rate_and_steps():
+    """lr1e3_steps20k is lr1e3 (published) with twice the steps, the cosine over all of them;
+    lr3e3 is lr1e3 with three times the rate: nothing else of model, data or budget differs."""
+    from hkt.train.optim import lr_factor
+    from hkt.workflow.configs import job_configs
+
+    mine = job_configs(suite_grid("long"))
+    published = job_configs(suite_grid("sensitivity"))
+    for job, cfg in mine.items():
+        ref = _plain(published[Job("listops", job.model, "lr1e3", job.seed)])
+        got = _plain(cfg)
+        if job.variant == "lr1e3_steps20k":
+            assert (cfg.train.max_steps, cfg.optim.lr) == (20_000, pytest.approx(1e-3))
+            got["train"]["max_steps"] = ref["train"]["max_steps"]
+        else:
+            assert (cfg.train.max_steps, cfg.optim.lr) == (10_000, pytest.approx(3e-3))
+            got["optim"]["lr"] = ref["optim"]["lr"]
+        assert got == ref
+    # the schedule is stretched, not cut: half the peak rate at step 10k, zero only at 20k
+    cfg = mine[Job("listops", "mha", "lr1e3_steps20k", 0)]
+    at = {step: lr_factor(step, warmup=cfg.optim.warmup_steps, total=cfg.train.max_steps,
+                          schedule=cfg.optim.schedule, min_ratio=cfg.optim.min_lr_ratio)
+          for step in (10_500, 20_000)}
+    assert at[10_500] == pytest.approx(0.5, abs=0.05) and at[20_000] == pytest.approx(
+        cfg.optim.min_lr_ratio)
+
+
+def test_a_sweep_takes_one_reference_path_or_a_list():
+    assert sweep_grid(variants=["lr3e4"], reference="a/runs").sweep_reference_args() == [
+        "--reference", "a/runs"]
+    assert sweep_grid(variants=["lr3e4"], reference=["a/runs", "b/runs"]).sweep_reference_args() \
+        == ["--reference", "a/runs", "--reference", "b/runs"]
+    assert sweep_grid(variants=["lr3e4"], reference=None).sweep_reference_args() == []
+    with pytest.raises(GridError, match="reference"):
+        sweep_grid(variants=["lr3e4"], reference=[])
 
 
 # ------------------------------------------------------------------------- the s4_recipe suite
