@@ -5,9 +5,8 @@ stand-in; and a workflow process builds one Grid."""
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
