@@ -18,7 +18,7 @@ def groups(name: str) -> list[str]:
 
 @pytest.mark.parametrize("profile", groups("profile"))
 @pytest.mark.parametrize("task", TASKS)
-@pytest.mark.parametrize("model", ["mha", "hkt", "s4d"])
+@pytest.mark.parametrize("model", groups("model"))
 def test_every_profile_task_model_composes(profile, task, model):
     cfg = load_config([f"profile={profile}", f"task={task}", f"model={model}"])
     assert cfg.train.profile == profile
