@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 CLUSTER = ROOT / "scripts" / "slurm-local.sh"
 PROFILE = ROOT / "workflow" / "executors" / "slurm-local"
 SUBMITTER = Path(__file__).parent / "slurm_snakemake.py"  # Snakemake, checking jobs each second
-LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localrules`
+LOCAL_RULES = {"all", "aggregate", "check_mlflow", "bench_queue"}  # workflow/Snakefile `localrules`
 
 # The small smoke workflow of test_workflow_e2e (ListOps: MHA, HKT, the two shipped baselines),
 # without its ablation, its toy baseline and the benchmark; only HKT analysed. Tiny requests:
