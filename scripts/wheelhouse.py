@@ -5,6 +5,7 @@
                                                            # requirements/wheelhouse.toml, manylinux x86-64
     python scripts/wheelhouse.py build DIR --dev --python 3.12 --no-torch --omit numpy scipy
     python scripts/wheelhouse.py check DIR --requirements-out REQS   # what bootstrap.sh runs
+    python scripts/wheelhouse.py split DIR --max-mib 56    # parts for a size-limited copy
 
 A wheelhouse is a folder of wheels (and the sdists of the few locked packages PyPI has no wheel
 of) plus ``wheelhouse.json``, its manifest: the lock it was made from (its SHA-256), the Pythons
@@ -353,6 +354,43 @@ def torch_installed(spec: str) -> bool:
     return req.specifier.contains(have, prereleases=True)
 
 
+# -------------------------------------------------------------------------------------- split
+def split(house: Path, max_mib: float) -> list[Path]:
+    """Copy ``house`` into parts ``house-1``, ``house-2``, … of at most ``max_mib`` MiB each (the
+    largest files first, each into the first part it fits), each with the whole manifest: for a
+    transport that limits what one copy may carry. Copying every part into one folder gives the
+    wheelhouse back, which ``check`` verifies file by file."""
+    import shutil
+
+    manifest = load_manifest(house)
+    limit = max_mib * 2**20
+    sizes = {name: (house / name).stat().st_size for name in manifest["files"]}
+    too_big = [n for n, size in sizes.items() if size > limit]
+    if too_big:
+        raise WheelhouseError(f"error: {too_big[0]} alone is {sizes[too_big[0]] / 2**20:.1f} MiB, "
+                              f"over --max-mib {max_mib:g}")
+    parts: list[list[str]] = []
+    room: list[float] = []
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        i = next((i for i, left in enumerate(room) if sizes[name] <= left), None)
+        if i is None:
+            parts.append([])
+            room.append(limit)
+            i = len(parts) - 1
+        parts[i].append(name)
+        room[i] -= sizes[name]
+    out = []
+    for i, names in enumerate(parts, 1):
+        dest = house.with_name(f"{house.name}-{i}")
+        if dest.exists():
+            raise WheelhouseError(f"error: {dest} exists; remove it first")
+        dest.mkdir()
+        for name in [*names, MANIFEST]:
+            shutil.copy2(house / name, dest / name)
+        out.append(dest)
+    return out
+
+
 # ---------------------------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -379,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("dir", type=Path)
     t.add_argument("spec")
     t.add_argument("--requirements-out", type=Path, required=True)
+    p = sub.add_parser("split", help="copy the wheelhouse into parts of at most --max-mib each")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--max-mib", type=float, required=True, help="largest part, MiB")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "build":
@@ -394,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.requirements_out:
                 args.requirements_out.write_text(
                     "\n".join(e.as_requirement() for e in wanted) + "\n", "utf-8")
+        elif args.cmd == "split":
+            for part in split(args.dir, args.max_mib):
+                size = sum(f.stat().st_size for f in part.iterdir())
+                print(f"{part}: {len(list(part.iterdir())) - 1} files, {size / 2**20:.1f} MiB")
         else:
             if torch_installed(args.spec):
                 print("installed")

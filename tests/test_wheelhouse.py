@@ -294,3 +294,21 @@ def test_the_locks_give_one_pinned_hashed_release_per_package_for_every_served_p
     numpy = {python: [e.version for e in entries if e.name == "numpy" and e.applies(wh.target_env(python))]
              for python in ("3.11", "3.12")}
     assert numpy["3.11"] != numpy["3.12"]  # the lock's markers split numpy at 3.12
+
+
+def test_split_parts_fit_the_limit_and_join_back_into_the_wheelhouse(project, sources, tmp_path):
+    house = build_house(project, sources)
+    largest = max((house / n).stat().st_size for n in json.loads((house / "wheelhouse.json").read_text())["files"])
+    parts = wh.split(house, max_mib=largest * 1.5 / 2**20)
+    assert len(parts) >= 2
+    joined = tmp_path / "joined"
+    joined.mkdir()
+    for part in parts:
+        files = [f for f in part.iterdir() if f.name != "wheelhouse.json"]
+        assert sum(f.stat().st_size for f in files) <= largest * 1.5
+        for f in part.iterdir():
+            shutil.copy(f, joined / f.name)
+    assert sorted(p.name for p in joined.iterdir()) == sorted(p.name for p in house.iterdir())
+    wh.check(joined, project / "requirements" / "lock.txt")
+    with pytest.raises(wh.WheelhouseError, match="lacks . locked requirement"):
+        wh.check(parts[-1], project / "requirements" / "lock.txt")  # one part alone is not enough
