@@ -24,8 +24,8 @@ def _publish_script():
     return module
 
 
-def test_the_published_suites_are_cpu_quick_and_sensitivity():
-    assert PUBLISHED_SUITES == ["cpu", "quick", "sensitivity"]
+def test_the_published_suites_are_cpu_gpu_listops_quick_and_sensitivity():
+    assert PUBLISHED_SUITES == ["cpu", "gpu_listops", "quick", "sensitivity"]
 
 
 @pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
