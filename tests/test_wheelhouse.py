@@ -172,6 +172,7 @@ def test_build_downloads_the_lock_for_the_target_and_records_every_hash(project,
     assert manifest["torch_files"] == {here: ["torch-2.13.0-py3-none-any.whl"]}
 
 
+@pytest.mark.slow  # makes a venv
 def test_bootstrap_installs_from_the_wheelhouse_with_no_index(project, sources, tmp_path):
     house = build_house(project, sources)
     venv = tmp_path / "venv"
@@ -186,6 +187,7 @@ def test_bootstrap_installs_from_the_wheelhouse_with_no_index(project, sources, 
     assert again.returncode == 0, again.stderr
 
 
+@pytest.mark.slow  # makes a venv
 def test_a_missing_wheel_stops_the_install_in_one_line_before_the_venv(project, sources, tmp_path):
     house = build_house(project, sources)
     (house / "beta-2.0-py3-none-any.whl").unlink()
@@ -196,6 +198,7 @@ def test_a_missing_wheel_stops_the_install_in_one_line_before_the_venv(project, 
     assert not venv.exists()
 
 
+@pytest.mark.slow  # makes a venv
 def test_an_altered_wheel_stops_the_install_in_one_line(project, sources, tmp_path):
     house = build_house(project, sources)
     wheel = house / "alpha-1.0-py3-none-any.whl"
@@ -312,3 +315,26 @@ def test_split_parts_fit_the_limit_and_join_back_into_the_wheelhouse(project, so
     wh.check(joined, project / "requirements" / "lock.txt")
     with pytest.raises(wh.WheelhouseError, match="lacks . locked requirement"):
         wh.check(parts[-1], project / "requirements" / "lock.txt")  # one part alone is not enough
+
+
+@pytest.mark.slow  # makes a venv
+def test_system_site_reaches_the_packages_of_a_venv_python_that_a_wheelhouse_omits(project, sources, tmp_path):
+    """A machine image's python3 that is itself a venv (/opt/torch/.venv) with torch and alpha
+    installed: the wheelhouse leaves both to it, and the new venv sees them."""
+    base = tmp_path / "image"
+    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
+    subprocess.run([str(base / "bin" / "python"), "-m", "pip", "--isolated", "install", "-q", "--no-index",
+                    "--no-deps", str(sources / "alpha-1.0-py3-none-any.whl"),
+                    str(sources / "torch-2.13.0-py3-none-any.whl")], check=True, env=_env())
+    house = build_house(project, sources, "--omit", "alpha", "--no-torch")
+    venv = tmp_path / "venv"
+    done = bootstrap(project, house, venv, PYTHON=str(base / "bin" / "python"), HKT_SYSTEM_SITE="1",
+                     HKT_TORCH="torch>=2.4")
+    assert done.returncode == 0, done.stderr
+    assert "hkt 0.1.0 with torch 2.13.0" in done.stdout
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import alpha, beta; print(alpha.__file__, beta.__file__)"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert where[0].startswith(str(base)) and where[1].startswith(str(venv))
+    # without HKT_SYSTEM_SITE the omitted package cannot be reached: one line, nothing touched
+    line = _one_error_line(bootstrap(project, house, tmp_path / "other", PYTHON=str(base / "bin" / "python")))
+    assert "set HKT_SYSTEM_SITE=1" in line and not (tmp_path / "other").exists()
