@@ -215,11 +215,12 @@ def build(out: Path, *, dev: bool, pythons: list[str], torch: str | None, omit: 
                     p.name for p in out.iterdir() if p.name.endswith(".whl")
                     and any(dist_of(p.name)[0] == canonicalize_name(Requirement(r).name)
                             for r in extra) and dist_of(p.name)[2] & _tags_for(py, conf["platforms"]))]
-        # this package's build backend, and that of any sdist, for an offline build
+        # this package's build backend, and that of any sdist, for an offline build: with their
+        # own dependencies (wheel needs packaging), since pip's isolated build environment sees
+        # neither the lock nor the installed Python
         backends = list(conf["build_requires"])
         if backends:
-            _pip("the build backends", ["--no-deps", "--only-binary=:all:", "-d", str(out), *backends],
-                 pip_args)
+            _pip("the build backends", ["--only-binary=:all:", "-d", str(out), *backends], pip_args)
     files = {p.name: sha256(p) for p in sorted(out.iterdir())
              if p.name.endswith((".whl", *SDIST_SUFFIXES))}
     manifest = {"lock": lock.name, "lock_sha256": sha256(lock), "python": pythons,
@@ -256,10 +257,11 @@ def load_manifest(house: Path) -> dict:
                               f"wheelhouse: {REBUILD} {house}") from None
 
 
-def check(house: Path, lock: Path, *, system_site: bool = False) -> list[Locked]:
+def check(house: Path, lock: Path, *, system_site: bool = False, only: list[str] = ()) -> list[Locked]:
     """The locked requirements this interpreter installs from ``house``; raises a one-line
     :class:`WheelhouseError` unless every one is there with a locked hash, every file matches
-    the manifest, and the manifest was made from ``lock``."""
+    the manifest, and the manifest was made from ``lock``. ``only``: just these packages (a
+    part of a split wheelhouse that serves a first step)."""
     manifest = load_manifest(house)
     opt = " --dev" if lock.name.endswith("-dev.txt") else ""
     if manifest.get("lock_sha256") != sha256(lock):
@@ -287,6 +289,12 @@ def check(house: Path, lock: Path, *, system_site: bool = False) -> list[Locked]
         if wtags is None or wtags & tags:
             by_dist.setdefault((dist, version), []).append(name)
     wanted = [e for e in read_lock(lock) if e.applies()]
+    if only:
+        names = {canonicalize_name(n) for n in only}
+        if unknown := sorted(names - {e.name for e in wanted}):
+            raise WheelhouseError(f"error: --only {' '.join(unknown)}: not in {lock.name} for this Python")
+        wanted = [e for e in wanted if e.name in names]
+        omitted = set()
     missing, foreign = [], []
     for e in wanted:
         if e.name in omitted:
@@ -355,11 +363,12 @@ def torch_installed(spec: str) -> bool:
 
 
 # -------------------------------------------------------------------------------------- split
-def split(house: Path, max_mib: float) -> list[Path]:
+def split(house: Path, max_mib: float, first: list[str] = ()) -> list[Path]:
     """Copy ``house`` into parts ``house-1``, ``house-2``, … of at most ``max_mib`` MiB each (the
-    largest files first, each into the first part it fits), each with the whole manifest: for a
-    transport that limits what one copy may carry. Copying every part into one folder gives the
-    wheelhouse back, which ``check`` verifies file by file."""
+    files of the distributions ``first`` in part 1, then the largest files first, each into the
+    first part it fits), each with the whole manifest: for a transport that limits what one copy
+    may carry. Copying every part into one folder gives the wheelhouse back, which ``check``
+    verifies file by file."""
     import shutil
 
     manifest = load_manifest(house)
@@ -369,9 +378,15 @@ def split(house: Path, max_mib: float) -> list[Path]:
     if too_big:
         raise WheelhouseError(f"error: {too_big[0]} alone is {sizes[too_big[0]] / 2**20:.1f} MiB, "
                               f"over --max-mib {max_mib:g}")
-    parts: list[list[str]] = []
-    room: list[float] = []
-    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+    wanted = {canonicalize_name(n) for n in first}
+    leading = [n for n in sizes if dist_of(n)[0] in wanted]
+    if absent := sorted(wanted - {dist_of(n)[0] for n in leading}):
+        raise WheelhouseError(f"error: --first {' '.join(absent)}: not in wheelhouse {house}")
+    if sum(sizes[n] for n in leading) > limit:
+        raise WheelhouseError(f"error: the --first files are over --max-mib {max_mib:g} together")
+    parts: list[list[str]] = [leading] if leading else []
+    room: list[float] = [limit - sum(sizes[n] for n in leading)] if leading else []
+    for name in sorted(set(sizes) - set(leading), key=lambda n: (-sizes[n], n)):
         i = next((i for i, left in enumerate(room) if sizes[name] <= left), None)
         if i is None:
             parts.append([])
@@ -413,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--lock", type=Path, default=LOCKS[False])
     c.add_argument("--system-site", action="store_true", help="the venv sees this Python's packages")
     c.add_argument("--requirements-out", type=Path, help="write the hashed requirements to install")
+    c.add_argument("--only", nargs="+", default=[], metavar="NAME", help="check just these packages")
     t = sub.add_parser("torch", help="how to get torch: 'installed', or write its hashed requirements")
     t.add_argument("dir", type=Path)
     t.add_argument("spec")
@@ -420,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("split", help="copy the wheelhouse into parts of at most --max-mib each")
     p.add_argument("dir", type=Path)
     p.add_argument("--max-mib", type=float, required=True, help="largest part, MiB")
+    p.add_argument("--first", nargs="+", default=[], metavar="NAME",
+                   help="packages whose files go into part 1 (what a first step needs)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "build":
@@ -431,12 +449,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wheelhouse {args.dir}: {len(manifest['files'])} files, {size / 2**20:.1f} MiB, "
                   f"Python {', '.join(manifest['python'])}")
         elif args.cmd == "check":
-            wanted = check(args.dir, args.lock.resolve(), system_site=args.system_site)
+            wanted = check(args.dir, args.lock.resolve(), system_site=args.system_site, only=args.only)
             if args.requirements_out:
                 args.requirements_out.write_text(
                     "\n".join(e.as_requirement() for e in wanted) + "\n", "utf-8")
         elif args.cmd == "split":
-            for part in split(args.dir, args.max_mib):
+            for part in split(args.dir, args.max_mib, args.first):
                 size = sum(f.stat().st_size for f in part.iterdir())
                 print(f"{part}: {len(list(part.iterdir())) - 1} files, {size / 2**20:.1f} MiB")
         else:

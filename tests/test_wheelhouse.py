@@ -338,3 +338,15 @@ def test_system_site_reaches_the_packages_of_a_venv_python_that_a_wheelhouse_omi
     # without HKT_SYSTEM_SITE the omitted package cannot be reached: one line, nothing touched
     line = _one_error_line(bootstrap(project, house, tmp_path / "other", PYTHON=str(base / "bin" / "python")))
     assert "set HKT_SYSTEM_SITE=1" in line and not (tmp_path / "other").exists()
+
+
+def test_split_first_puts_what_a_first_step_needs_in_part_one_and_check_only_serves_it(project, sources):
+    house = build_house(project, sources)
+    parts = wh.split(house, max_mib=1, first=["beta", "alpha"])
+    assert {"alpha-1.0-py3-none-any.whl", "beta-2.0-py3-none-any.whl"} <= {p.name for p in parts[0].iterdir()}
+    lock = project / "requirements" / "lock.txt"
+    assert [e.name for e in wh.check(parts[0], lock, only=["alpha"])] == ["alpha"]
+    with pytest.raises(wh.WheelhouseError, match="--only delta: not in lock.txt"):
+        wh.check(parts[0], lock, only=["delta"])
+    with pytest.raises(wh.WheelhouseError, match="--first delta: not in wheelhouse"):
+        wh.split(project.parent / "wheelhouse", max_mib=1, first=["delta"])
