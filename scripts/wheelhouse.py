@@ -236,14 +236,19 @@ def check(house: Path, lock: Path, *, system_site: bool = False, only: list[str]
     return [e for e in wanted if e.name not in omitted]
 
 
-def torch_requirements(house: Path) -> str | None:
+def torch_requirements(house: Path, spec: str) -> str | None:
     """A hashed requirements file's text for torch (and its CUDA-only dependencies) from the
-    wheelhouse, for this Python; None when the wheelhouse holds no torch for it."""
+    wheelhouse, for this Python; None when the wheelhouse holds no torch for it. Raises when
+    its torch does not satisfy ``spec`` (HKT_TORCH)."""
     manifest = load_manifest(house)
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     names = manifest.get("torch_files", {}).get(here)
     if not names:
         return None
+    req, have = Requirement(spec.split()[0]), dist_of(names[0])[1]
+    if not req.specifier.contains(have, prereleases=True):
+        raise WheelhouseError(f"error: wheelhouse {house} holds torch {have}, not '{req}' (HKT_TORCH): "
+                              f"rebuild it with --torch '{req}', or set HKT_TORCH to match")
     lines = []
     for name in names:
         dist, version, _ = dist_of(name)
@@ -362,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             if torch_installed(args.spec):
                 print("installed")
                 return 0
-            text = torch_requirements(args.dir)
+            text = torch_requirements(args.dir, args.spec)
             if text is None:
                 here = f"{sys.version_info.major}.{sys.version_info.minor}"
                 raise WheelhouseError(

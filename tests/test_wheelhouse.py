@@ -350,3 +350,13 @@ def test_split_first_puts_what_a_first_step_needs_in_part_one_and_check_only_ser
         wh.check(parts[0], lock, only=["delta"])
     with pytest.raises(wh.WheelhouseError, match="--first delta: not in wheelhouse"):
         wh.split(project.parent / "wheelhouse", max_mib=1, first=["delta"])
+
+
+def test_a_wheelhouse_torch_other_than_the_spec_is_refused_in_one_line(project, sources, tmp_path):
+    house = build_house(project, sources)
+    out = tmp_path / "reqs"
+    # no torch < 2 is installed here, so the wheelhouse must serve one, and it holds 2.13.0
+    assert wh.main(["torch", str(house), "torch<2", "--requirements-out", str(out)]) == 1
+    with pytest.raises(wh.WheelhouseError, match=r"holds torch 2.13.0, not 'torch<2' \(HKT_TORCH\)"):
+        wh.torch_requirements(house, "torch<2")
+    assert "--hash=sha256:" in wh.torch_requirements(house, "torch==2.13.0")
