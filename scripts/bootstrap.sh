@@ -42,11 +42,7 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   echo "error: $python is not Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2
   exit 1
 fi
-# A venv without pip (python3 -m venv stopped half-way: Debian/Ubuntu without python3-venv) is
-# made again, not reused: the next run after installing python3-venv must work as is.
-house=${HKT_WHEELHOUSE:-}
-system_site=()
-[ "${HKT_SYSTEM_SITE:-0}" = 1 ] && system_site=(--system-site-packages)
+house=${HKT_WHEELHOUSE:-} system_site=${HKT_SYSTEM_SITE:-0}
 if [ -n "$house" ]; then
   [ "${HKT_UNLOCKED:-0}" = 1 ] && { echo "error: HKT_WHEELHOUSE installs the locks; unset HKT_UNLOCKED" >&2; exit 2; }
   # pip sees the wheelhouse and nothing else: no index, no configured find-links or constraints
@@ -56,16 +52,20 @@ if [ -n "$house" ]; then
   trap 'rm -f "$reqs" "$torch_reqs"' EXIT
   # checked with the interpreter the venv is made from, before the venv is touched
   check=(scripts/wheelhouse.py check "$house" --lock "$lock" --requirements-out "$reqs")
-  [ ${#system_site[@]} -gt 0 ] && check+=(--system-site)
+  if [ "$system_site" = 1 ]; then check+=(--system-site); fi
   "$python" "${check[@]}" || exit 1
 fi
+# A venv without pip (python3 -m venv stopped half-way: Debian/Ubuntu without python3-venv) is
+# made again, not reused: the next run after installing python3-venv must work as is.
 if ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
-  "$python" -m venv --clear "${system_site[@]}" "$venv" || {
+  venv_args=(--clear)
+  if [ "$system_site" = 1 ]; then venv_args+=(--system-site-packages); fi
+  "$python" -m venv "${venv_args[@]}" "$venv" || {
     echo "error: $python -m venv failed (Debian/Ubuntu: apt install python3-venv, then run this again)" >&2
     exit 1
   }
 fi
-if [ ${#system_site[@]} -gt 0 ]; then
+if [ "$system_site" = 1 ]; then
   # --system-site-packages reaches the base interpreter's packages only; a .pth also reaches
   # those of $python when it is itself a venv (a machine image's /opt/torch/.venv/bin/python3).
   # The venv's own packages come first on sys.path and shadow them.
@@ -78,13 +78,12 @@ if [ -n "$house" ]; then
   "${pip[@]}" "${offline[@]}" --require-hashes -r "$reqs"
   # torch: kept if one satisfying the spec is installed (HKT_SYSTEM_SITE=1: the machine's own),
   # else the wheelhouse's, pinned by its manifest's hashes
-  # shellcheck disable=SC2086
   got=$("$venv/bin/python" scripts/wheelhouse.py torch "$house" "$torch_spec" --requirements-out "$torch_reqs") || exit 1
   if [ "$got" = wheelhouse ]; then
     "${pip[@]}" "${offline[@]}" --require-hashes --no-deps -r "$torch_reqs"
   fi
   "${pip[@]}" "${offline[@]}" --no-deps -e .
-  if [ ${#system_site[@]} -eq 0 ]; then
+  if [ "$system_site" != 1 ]; then
     "$venv/bin/python" -m pip --disable-pip-version-check check
   elif ! "$venv/bin/python" -m pip --disable-pip-version-check check >/dev/null; then
     # the interpreter's own packages may disagree among themselves; hkt's are imported below
