@@ -89,7 +89,7 @@ kernel() {  # the tile kernel: its CUDA tests against the reference, and trainin
     --require-hashes --no-deps --target "$kernel_site" -r "$reqs" || exit 1
   rm -f "$reqs"
   # the machine's own python with the checkout and those packages on its path: no venv yet
-  PYTHONPATH=$PWD:$kernel_site step tile_tests timeout "$tile_timeout" "$python" -m pytest -n0 -q \
+  PYTHONPATH=$PWD:$kernel_site step tile_tests timeout "$tile_timeout" "$python" -m pytest -q \
     -o addopts=-ra -p no:cacheprovider tests/test_tile.py -k "cuda or bf16" --junitxml="$out/tile_tests.xml"
   PYTHONPATH=$PWD:$kernel_site step bench_train "$python" -c \
     'import sys; from hkt.cli import main; sys.argv[0] = "hkt"; sys.exit(main())' \
