@@ -93,7 +93,12 @@ def sources(tmp_path_factory) -> Path:
     make_wheel(src, "beta", "2.0", {"beta.py": "import alpha\nVALUE = alpha.VALUE + 1\n"},
                requires=("alpha==1.0",))
     make_wheel(src, "gamma", "3.0", {"gamma.py": "VALUE = 3\n"})   # windows only in the lock
-    make_wheel(src, "torch", "2.13.0", {"torch/__init__.py": "__version__ = '2.13.0'\n"})
+    # a stand-in torch, with a dependency the lock pins, a CUDA-only one it leaves out (as the
+    # real CUDA build's nvidia-*), and one for another platform
+    make_wheel(src, "torch", "2.13.0", {"torch/__init__.py": "__version__ = '2.13.0'\n"},
+               requires=("alpha==1.0", "nvidia-fake==1.0; platform_system == 'Linux'",
+                         "gamma==3.0; sys_platform == 'win32'"))
+    make_wheel(src, "nvidia-fake", "1.0", {"nvidia_fake.py": ""})
     make_wheel(src, "beta", "2.1", {"beta.py": "VALUE = 21\n"})    # a release the lock does not pin
     return src
 
@@ -165,11 +170,11 @@ def test_build_downloads_the_lock_for_the_target_and_records_every_hash(project,
     manifest = json.loads((house / "wheelhouse.json").read_text())
     # the windows-only requirement is not downloaded for linux; beta 2.1 (unlocked) is not taken
     assert sorted(manifest["files"]) == ["alpha-1.0-py3-none-any.whl", "beta-2.0-py3-none-any.whl",
-                                         "torch-2.13.0-py3-none-any.whl"]
+                                         "nvidia_fake-1.0-py3-none-any.whl", "torch-2.13.0-py3-none-any.whl"]
     assert all(manifest["files"][n] == _sha(house / n) for n in manifest["files"])
     assert manifest["lock_sha256"] == _sha(project / "requirements" / "lock.txt")
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
-    assert manifest["torch_files"] == {here: ["torch-2.13.0-py3-none-any.whl"]}
+    assert manifest["torch_files"] == {here: ["torch-2.13.0-py3-none-any.whl", "nvidia_fake-1.0-py3-none-any.whl"]}
 
 
 @pytest.mark.slow  # makes a venv
@@ -181,7 +186,7 @@ def test_bootstrap_installs_from_the_wheelhouse_with_no_index(project, sources, 
     assert "hkt 0.1.0 with torch 2.13.0" in done.stdout
     freeze = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "freeze", "--exclude-editable"],
                             capture_output=True, text=True).stdout.split()
-    assert sorted(freeze) == ["alpha==1.0", "beta==2.0", "torch==2.13.0"]
+    assert sorted(freeze) == ["alpha==1.0", "beta==2.0", "nvidia-fake==1.0", "torch==2.13.0"]
     # a second run changes nothing and still needs no index
     again = bootstrap(project, house, venv)
     assert again.returncode == 0, again.stderr
