@@ -17,7 +17,10 @@
 # Environment: OUT (where the results go; default results-gpu-check/out), PYTHON (the machine's
 # interpreter with torch; default python3), HKT_GPU_WHEELHOUSE (where parts are joined; default
 # /tmp/hkt-wheelhouse), HKT_GPU_VENV (default /tmp/hkt-venv), HKT_GPU_RESULTS (the workflow's
-# results directory; default results-gpu).
+# results directory; default results-gpu), HKT_GPU_SUITE (another suite than the settings' one,
+# e.g. `long` for issue 50), HKT_GPU_RESUME (a workflow.tar.gz of an earlier call, carried in the
+# checkout: unpacked into the results directory first, so that its cut runs resume from their
+# checkpoints; every pack holds the last checkpoint of each run that has no record yet).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +55,10 @@ if [ "$mode" = stage ]; then
   join_part; exit 0
 fi
 
-suite=$(setting suite) budget=$(setting budget_s) reserve=$(setting reserve_s)
+suite=${HKT_GPU_SUITE:-$(setting suite)} budget=$(setting budget_s) reserve=$(setting reserve_s)
+[ -f "config/suites/$suite.yaml" ] || { echo "error: no config/suites/$suite.yaml (HKT_GPU_SUITE or config/bench/gpu_check.yaml's suite)" >&2; exit 2; }
+resume=${HKT_GPU_RESUME:-}
+[ -z "$resume" ] || [ -f "$resume" ] || { echo "error: HKT_GPU_RESUME=$resume is not a file: carry the workflow.tar.gz of the earlier call in the checkout" >&2; exit 2; }
 tile_timeout=$(setting tile_tests_timeout_s) torch_spec=$(setting torch)
 mapfile -t bench_train < <(setting bench_train)
 mapfile -t kernel_packages < <(setting kernel_packages)
@@ -105,6 +111,9 @@ workflow() {  # bootstrap from the whole wheelhouse, then the suite, stopped bef
       HKT_TORCH="$torch_spec" HKT_VENV="$venv" bash scripts/bootstrap.sh \
       || { echo "error: the bootstrap failed; a split wheelhouse needs every part staged first, while the machine is warm" >&2; exit 1; }
   fi
+  if [ -n "$resume" ]; then  # an earlier call's pack: records, histories, cut runs' checkpoints
+    step resume tar xzf "$resume" || exit 1
+  fi
   local left=$(( budget - reserve - ($(date +%s) - start) ))
   local args=(--cores all --keep-going --configfile "config/suites/$suite.yaml" --config "results_dir=$results")
   if [ "$dry" = 1 ]; then  # here the project's own .venv runs snakemake
@@ -117,9 +126,14 @@ workflow() {  # bootstrap from the whole wheelhouse, then the suite, stopped bef
     step publish "$venv/bin/python" scripts/publish_results.py "$results" "docs/results/$suite" --replace \
       && tar czf "$out/$suite.tar.gz" "docs/results/$suite"
   fi
-  # what a reader of a cut or failed run needs too: logs, plan, sessions, tables, records, histories
+  # what a reader of a cut or failed run needs too: logs, plan, sessions, tables, records,
+  # histories; and what the next call resumes from (HKT_GPU_RESUME; it prepares the data again,
+  # the same bytes): each run's composed config, and the last checkpoint of every run without a record
   { ls -d "$results"/{logs,plan,tables,bench} 2>/dev/null
-    find "$results/runs" \( -name record.json -o -name history.csv \) 2>/dev/null; } >"$out/.files"
+    find "$results/runs" \( -name record.json -o -name history.csv -o -name config.yaml \) 2>/dev/null
+    for run in $(find "$results/runs" -name history.csv -printf '%h\n' 2>/dev/null); do
+      [ -f "$run/record.json" ] || ls "$run"/checkpoints/last.pt 2>/dev/null
+    done; } >"$out/.files"
   tar czf "$out/workflow.tar.gz" -T "$out/.files"; rm -f "$out/.files"
   cp -p "$results/bench/attention.csv" "$out/attention.csv" 2>/dev/null
 }

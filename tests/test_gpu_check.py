@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 
 
-def gpu_check(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHON": sys.executable, "HKT_GPU_WHEELHOUSE": str(tmp_path / "house"),
-           "OUT": str(tmp_path / "out"), "HKT_GPU_RESULTS": str(tmp_path / "results")}
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+def gpu_check(*args: str, tmp_path: Path, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess:
+    base = {**os.environ, "PYTHON": sys.executable, "HKT_GPU_WHEELHOUSE": str(tmp_path / "house"),
+            "OUT": str(tmp_path / "out"), "HKT_GPU_RESULTS": str(tmp_path / "results")}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                          env={**base, **(env or {})}, timeout=120)
 
 
 @pytest.mark.parametrize("args", [[], ["nonsense"], ["stage"]])
@@ -59,3 +60,19 @@ def test_a_dry_run_stops_at_an_incomplete_wheelhouse_and_says_what_is_missing(tm
     assert "lacks 5 locked requirement(s)" in done.stdout and "polars" in done.stdout
     done = gpu_check("run", "--dry-run", tmp_path=tmp_path)
     assert done.returncode == 1 and "locked requirement(s)" in done.stdout
+
+
+def test_another_suite_and_an_earlier_pack_are_named_or_refused_in_one_line(tmp_path):
+    """HKT_GPU_SUITE runs another suite (issue 50's `long`); HKT_GPU_RESUME names a pack that
+    must be there. A wrong one stops before anything runs."""
+    env = {"HKT_GPU_SUITE": "nosuch"}
+    done = gpu_check("run", "--dry-run", tmp_path=tmp_path, env=env)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: no config/suites/nosuch.yaml (HKT_GPU_SUITE or config/bench/gpu_check.yaml's suite)")
+    done = gpu_check("run", "--dry-run", tmp_path=tmp_path,
+                         env={"HKT_GPU_SUITE": "long", "HKT_GPU_RESUME": str(tmp_path / "no.tar.gz")})
+    assert done.returncode == 2 and "HKT_GPU_RESUME=" in done.stderr and "is not a file" in done.stderr
+    done = gpu_check("run", "--dry-run", tmp_path=tmp_path, env={"HKT_GPU_SUITE": "long"})
+    assert " suite long" in done.stdout.splitlines()[0]  # then the empty wheelhouse stops it
+    assert done.returncode == 1
+
