@@ -360,18 +360,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides of config/status.yaml, e.g. watch_every_s=30")
 
 
-def settings(overrides: list[str]) -> dict[str, Any]:
-    """config/status.yaml with ``KEY=VALUE`` overrides (plain YAML: no Hydra, a fast start)."""
+def settings(overrides: list[str], file: str = "status.yaml") -> dict[str, Any]:
+    """config/status.yaml (or another command's ``file`` there: ``hkt stop``'s) with
+    ``KEY=VALUE`` overrides (plain YAML: no Hydra, a fast start)."""
     import yaml
 
     from hkt.config import config_dir
 
-    cfg = yaml.safe_load((config_dir() / "status.yaml").read_text(encoding="utf-8"))
+    cfg = yaml.safe_load((config_dir() / file).read_text(encoding="utf-8"))
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or key not in cfg:
             raise HKTError(f"bad override {item!r}: give KEY=VALUE with KEY one of "
-                           f"{', '.join(sorted(cfg))} (config/status.yaml)")
+                           f"{', '.join(sorted(cfg))} (config/{file})")
         cfg[key] = yaml.safe_load(value)
     return cfg
 
