@@ -309,7 +309,9 @@ def workflow_plan(suite: Suite, *, plan: Plan | None) -> str:
             f"{see_also(suite.config)}\n"
             f"{log_advice(grid)}\n"
             f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
-            "(--watch to follow it)")
+            "(--watch to follow it)\n"
+            f"to stop it, from any terminal: `hkt stop {shlex.quote(grid.results)}` (every "
+            "training job checkpoints; the same command resumes)")
 
 
 # --------------------------------------------------------------------------------- command

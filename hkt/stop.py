@@ -230,10 +230,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "its jobs, by the pid its lock records; every training job writes a "
                           "checkpoint of its step, and the last line says how to resume "
                           "(settings: config/stop.yaml).")
-    parser.add_argument("results", nargs="?", default="results", metavar="RESULTS_DIR",
-                        help="the suite's results directory (default: results)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="overrides of config/stop.yaml, e.g. wait_s=600")
+    from hkt.status import results_arguments
+
+    results_arguments(parser, "stop.yaml", "wait_s=600")
 
 
 def run(args: argparse.Namespace) -> int:

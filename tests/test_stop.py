@@ -184,7 +184,7 @@ def test_a_failed_job_of_an_earlier_session_does_not_hide_the_stop(results):
 
 SUITE = {  # the smoke profile's model, one short training job (checkpoints every 25 steps)
     "profile": "smoke", "seeds": [0],
-    "train_overrides": ["train.max_steps=400", "train.checkpoint_every=25", "train.eval_every=100",
+    "train_overrides": ["train.max_steps=200", "train.checkpoint_every=25", "train.eval_every=100",
                         "train.log_every=20", "train.test_batches=2"],
     "tasks": {"listops": {"config": "listops", "prepare": [
         "prepare.splits.train=256", "prepare.splits.val=32", "prepare.splits.test=32"]}},
@@ -223,11 +223,13 @@ def test_hkt_stop_stops_one_suite_beside_another_and_its_command_resumes_it(tmp_
         assert stopped.wait(timeout=60) == 1  # Snakemake's own status: the suite is not complete
         assert beside.poll() is None  # the other suite runs on
         out = Path(f"{a}.log").read_text()
+        assert ("to stop it, from any terminal: `hkt stop results` (every training job "
+                "checkpoints; the same command resumes)") in out  # said beside the plan
         last = out.strip().splitlines()[-1]
         assert last.startswith("hkt: stopped, resumable: 1 job stopped, 1 of them training from "
                                "its checkpoint; the same command resumes the suite: "), out[-3000:]
         lines = r.stdout.strip().splitlines()
-        m = re.match(r"  train listops/mha/main/seed0: stopped by SIGTERM at step (\d+)/400: "
+        m = re.match(r"  train listops/mha/main/seed0: stopped by SIGTERM at step (\d+)/200: "
                      r"checkpoint written at step \1 ", lines[1])
         assert m, lines
         resume = lines[-1].split("; resume with: ", 1)[1]
@@ -244,7 +246,7 @@ def test_hkt_stop_stops_one_suite_beside_another_and_its_command_resumes_it(tmp_
                 p.kill()
                 p.wait()
     log = (a / "results" / "logs" / "train" / RUN.relative_to("runs")).with_suffix(".log")
-    assert f"at step {m[1]}/400" in log.read_text()  # resumed from the checkpoint of the stop
+    assert f"at step {m[1]}/200" in log.read_text()  # resumed from the checkpoint of the stop
     check = subprocess.run([sys.executable, str(ROOT / "scripts" / "identity_check.py"),
                             str(b / "results"), str(a / "results")],
                            capture_output=True, text=True, timeout=120)
