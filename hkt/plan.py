@@ -252,7 +252,7 @@ def job_counts(grid: Any) -> str:
 
 def see_also(config: Mapping[str, Any]) -> str:
     """The suites that ``config``'s ``see_also`` points to, one line each ("" for none)."""
-    return "".join(f"\n  another suite: {name}, {why}: `--configfile config/suites/{name}.yaml`, "
+    return "".join(f"\n  another suite: {name}, {why}: `--config suite={name}`, "
                    f"`hkt plan --suite {name}`" for name, why in (config.get("see_also") or {}).items())
 
 

@@ -71,25 +71,27 @@ signal.signal(signal.SIGTERM, lambda *a: (print("job got SIGTERM", flush=True), 
 print("job started", flush=True)
 time.sleep(120)
 """
-WORKFLOW = """import subprocess, sys, time
+WORKFLOW = """import signal, subprocess, sys, time
 from hkt.workflow.lock import claim_results_dir
 from hkt.workflow.sessions import start_session
-results, job, cluster = sys.argv[1], sys.argv[2], sys.argv[3] == "cluster"
+results, job, kind = sys.argv[1:4]
+if kind == "stubborn":  # a workflow that does not end when asked
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 claim_results_dir(results, "/src/hkt")
-start_session(results, estimate_s=60.0, heartbeat_s=60.0, cluster=cluster)
+start_session(results, estimate_s=60.0, heartbeat_s=60.0, cluster=kind == "cluster")
 subprocess.Popen(["bash", "-c", f"{sys.executable} {job}; true"])  # a shell that stays
 time.sleep(120)
 """
 
 
-def holder(results: Path, *, cluster: bool = False) -> subprocess.Popen:
+def holder(results: Path, kind: str = "local") -> subprocess.Popen:
     """A stand-in workflow: holds ``results``' lock, records its session and runs one job (a
     shell running a Python that says when it got SIGTERM)."""
     job, workflow = results.parent / "job.py", results.parent / "workflow.py"
     job.write_text(JOB)
     workflow.write_text(WORKFLOW)
-    proc = subprocess.Popen([sys.executable, str(workflow), str(results), str(job),
-                             "cluster" if cluster else "local"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(workflow), str(results), str(job), kind],
+                            stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "job started"
     return proc
 
@@ -117,7 +119,7 @@ def test_only_the_workflow_of_the_results_directory_and_its_jobs_are_stopped(tmp
 
 
 def test_a_workflow_whose_jobs_run_on_a_cluster_is_left_to_snakemake(tmp_path):
-    proc = holder(tmp_path / "res", cluster=True)
+    proc = holder(tmp_path / "res", "cluster")
     try:
         r = hkt("stop", str(tmp_path / "res"))
         assert r.returncode == 2 and proc.poll() is None
@@ -125,6 +127,21 @@ def test_a_workflow_whose_jobs_run_on_a_cluster_is_left_to_snakemake(tmp_path):
                             "its jobs on a cluster, not here: press Ctrl-C in its terminal or send "
                             f"it SIGINT (`kill -INT {proc.pid}`); Snakemake then cancels its jobs, "
                             "and each training job writes a checkpoint at the cluster's SIGTERM\n")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_workflow_that_does_not_end_within_wait_s_is_one_line_naming_what_runs(tmp_path):
+    proc = holder(tmp_path / "res", "stubborn")
+    try:
+        r = hkt("stop", str(tmp_path / "res"), "wait_s=3", "poll_s=0.1")
+        assert r.returncode == 2 and proc.poll() is None
+        assert r.stderr == (f"hkt: error: the workflow on {tmp_path / 'res'} (pid {proc.pid}) has "
+                            "not ended within 3 s (wait_s, config/stop.yaml); still running: the "
+                            f"workflow alone; run `hkt stop {tmp_path / 'res'}` again to wait "
+                            "longer\n")  # its job ended at its SIGTERM
+        assert proc.stdout.readline() == "job got SIGTERM\n"
     finally:
         proc.kill()
         proc.wait()

@@ -165,7 +165,11 @@ def say_if_stopped():
 
     from hkt.stop import resumable_line
 
-    line = resumable_line(R)
+    try:
+        line = resumable_line(R)
+    except Exception as exc:  # a note on the way out, never a second error
+        print(f"hkt: warning: could not tell whether this was a stop ({exc})", file=sys.stderr)
+        return
     if line is not None:
         atexit.register(lambda: print(line, file=sys.stderr, flush=True))
 
