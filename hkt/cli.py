@@ -17,6 +17,8 @@ file (a hard link, ``.NAME.attempts`` beside it, given before the command runs) 
 the next attempt puts it back.
 
 SIGINT and SIGTERM stop any command with one line and exit 130 or 143 (:mod:`hkt.signals`).
+Output piped into a reader that leaves early (``hkt status | head -1``) ends the command quietly
+with exit 0: the reader asked for no more (:func:`reader_gone`).
 
 A local workflow's GPU jobs (``hkt train``, ``analyze``, ``bench``) first claim a slot of one
 GPU where ``$HKT_GPU_SLOTS`` says so (:mod:`hkt.workflow.gpuslots`), before anything starts CUDA.
@@ -46,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("hkt.plan", "A suite's jobs per rule and estimated wall time on this machine (config/plan.yaml)."),
     "doctor": ("hkt.doctor", "Check this machine against a suite before running it (config/doctor.yaml)."),
     "status": ("hkt.status", "Where a suite stands: jobs by state, remaining wall time, expected finish."),
+    "stop": ("hkt.stop", "Stop the workflow running on a results directory, and only it; every "
+                         "training job checkpoints, and the same command resumes."),
 }
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -244,11 +248,28 @@ STOP_CODES = {128 + s for s in signals.SIGNALS}  # 130, 143: stopped by a signal
 
 
 def main(argv: list[str] | None = None) -> int:
+    entry = argv is None  # the process's own command line: it ends after this
     log, argv = _split_log(list(sys.argv[1:] if argv is None else argv))
-    with signals.handled():
+    with signals.handled(ending=entry):
         if log is not None:
-            return run_logged(log, lambda: _main(argv), attempt_header(argv))
-        return _main(argv)
+            status = run_logged(log, lambda: _main(argv), attempt_header(argv))
+        else:
+            status = _main(argv)
+    try:
+        sys.stdout.flush()  # what is still buffered, here rather than at the interpreter's exit
+    except BrokenPipeError:
+        return reader_gone()
+    return status
+
+
+def reader_gone() -> int:
+    """Standard output's reader has gone (``| head -1`` read its line and closed the pipe): end
+    quietly with exit 0, as the reader asked for no more. Standard output is pointed at
+    /dev/null, so that nothing buffered fails again as the interpreter exits."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def _main(argv: list[str]) -> int:
@@ -261,6 +282,8 @@ def _main(argv: list[str]) -> int:
     except HKTError as exc:
         print(f"hkt: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # standard output's reader left early: not an error
+        return reader_gone()
     except OSError as exc:  # disk full, read-only file system, permissions: the user's to fix
         print(f"hkt: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2

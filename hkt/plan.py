@@ -252,7 +252,7 @@ def job_counts(grid: Any) -> str:
 
 def see_also(config: Mapping[str, Any]) -> str:
     """The suites that ``config``'s ``see_also`` points to, one line each ("" for none)."""
-    return "".join(f"\n  another suite: {name}, {why}: `--configfile config/suites/{name}.yaml`, "
+    return "".join(f"\n  another suite: {name}, {why}: `--config suite={name}`, "
                    f"`hkt plan --suite {name}`" for name, why in (config.get("see_also") or {}).items())
 
 
@@ -309,7 +309,9 @@ def workflow_plan(suite: Suite, *, plan: Plan | None) -> str:
             f"{see_also(suite.config)}\n"
             f"{log_advice(grid)}\n"
             f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
-            "(--watch to follow it)")
+            "(--watch to follow it)\n"
+            f"to stop it, from any terminal: `hkt stop {shlex.quote(grid.results)}` (every "
+            "training job checkpoints; the same command resumes)")
 
 
 # --------------------------------------------------------------------------------- command

@@ -212,7 +212,7 @@ def test_the_plan_of_each_cpu_suite_points_to_the_other():
         assert text.startswith(f"hkt plan: suite {suite}: jobs ")
         assert f"to see it now: `hkt plan --suite {suite}`" in text
         assert f"another suite: {other}, " in text
-        assert f"`--configfile config/suites/{other}.yaml`, `hkt plan --suite {other}`" in text
+        assert f"`--config suite={other}`, `hkt plan --suite {other}`" in text
     assert see_also(load_suite("smoke").config) == ""
     # config files that name no suite: the one stand-in, and how to plan such a file
     text = workflow_plan(load_suite(NO_SUITE), plan=None)
