@@ -117,7 +117,7 @@ LAYERS = {
     2: ("hkt.mixers", "hkt.models", "hkt.data"),
     3: ("hkt.train",),
     4: ("hkt.timing", "hkt.calibration", "hkt.analysis", "hkt.baselines", "hkt.report"),
-    5: ("hkt.bench", "hkt.doctor", "hkt.plan", "hkt.status", "hkt.remaining", "hkt.workflow",
+    5: ("hkt.bench", "hkt.doctor", "hkt.plan", "hkt.status", "hkt.stop", "hkt.remaining", "hkt.workflow",
         "hkt.cli"),
 }
 #: Consumers that must not read each other: the report reads files and MLflow only.
