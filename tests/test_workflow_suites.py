@@ -134,7 +134,7 @@ def test_config_files_without_a_suite_name_are_the_one_no_suite():
 @pytest.mark.parametrize("how", ["auto", "name"])
 def test_unknown_suite_lists_the_suites(how):
     message = (r"suite 'gpu8' has no config/suites/gpu8.yaml \(suites: cpu, paper, quick, "
-               r"s4_recipe, sensitivity, smoke, or auto")
+               r"s4_recipe, s5_recipe, sensitivity, smoke, or auto")
     with pytest.raises(ConfigError, match=message):
         if how == "auto":
             load_suite(AUTO, cuda=cuda(False), env={SUITE_ENV: "gpu8"})
