@@ -15,10 +15,7 @@ job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can
 GPU, each step slower by ``gpu_sharing`` in config/plan.yaml), and rules are added one after the
 other: the workflow overlaps them somewhat, so the estimate leans long.
 
-On a machine without CUDA it also gives the training time on a GPU from published step times
-there (``gpu_reference`` in config/plan.yaml: a model's measured ms per step on one H200 and the
-overrides of the run it was measured on), each job's step scaled by the ratio of its step time
-here to that run's (:func:`gpu_training_seconds`).
+Without CUDA it also gives the time on a GPU from published step times (:mod:`hkt.gpu_estimate`).
 
 Calibrations (:mod:`hkt.calibration`) are cached per (device, torch version, shape) in
 ``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
@@ -45,7 +42,6 @@ from hkt.workflow.sessions import duration
 from hkt.workflow.suites import Suite, load_suite
 
 __all__ = ["JobEstimate", "Plan", "estimate", "shared_gpu_slowdown", "calibrated_plan", "format_plan",
-           "gpu_training_seconds", "gpu_line",
            "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
            "workflow_plan", "make_plan", "add_arguments", "run"]
 
@@ -329,68 +325,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
 
 
-def _timer(cfg: Any, grid: Any, device: Any, log: Callable[[str], None], *, fresh: bool
-           ) -> tuple[Callable[[Any, Shape], float], dict[str, Any]]:
-    """The cached step timer of ``grid``'s training jobs on ``device`` (hkt.calibration)."""
-    threads = int(grid.resources("train")["threads"])
-    return cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
-                        fresh=fresh,
-                        on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
-
-
-def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], reference: Mapping[str, Any],
-                         step_seconds: Callable[[Any, Shape], float], eval_cost: float
-                         ) -> tuple[float, list[str]]:
-    """The training jobs' wall time on the GPU of ``reference`` (config/plan.yaml's
-    ``gpu_reference``), and the models it has no published step time for (left out).
-
-    A job's step there is its model's published ``ms_per_step`` times ``step_seconds`` of the job
-    over ``step_seconds`` of the published run (composed from its ``overrides``); the jobs share
-    the GPU ``jobs_per_gpu`` at a time, as the published runs did."""
-    from hkt.train.config import load_config
-
-    models = reference.get("models") or {}
-    total, missing, done = 0.0, [], 0
-    ref_steps: dict[str, float] = {}
-    for job in grid.train_jobs():
-        ref = models.get(job.model)
-        if ref is None:
-            if job.model not in missing:
-                missing.append(job.model)
-            continue
-        if job.model not in ref_steps:
-            ref_cfg = load_config(list(ref["overrides"]))
-            ref_steps[job.model] = step_seconds(
-                ref_cfg, shape_of(ref_cfg, int(ref_cfg.train.batch_size), f"published {job.model}"))
-        cfg = configs[job]
-        mine = step_seconds(cfg, shape_of(cfg, int(cfg.train.batch_size),
-                                          f"{job.task}/{job.model}/{job.variant}"))
-        step = float(ref["ms_per_step"]) / 1000 * mine / ref_steps[job.model]
-        total += job_seconds(cfg, step, eval_cost)
-        done += 1
-    return total / max(1, min(done, int(grid.jobs_per_gpu))), missing
-
-
-def gpu_line(cfg: Any, suite: Suite, device: Any, log: Callable[[str], None] = lambda s: None) -> str:
-    """The line ``hkt plan`` prints on a machine without CUDA: the training time on the
-    published GPU (:func:`gpu_training_seconds`), or "" when config/plan.yaml has no
-    ``gpu_reference`` or none of the suite's models has a published step time."""
+def gpu_line_of(cfg: Any, suite: Suite) -> str:
+    """The line of :func:`hkt.gpu_estimate.gpu_line` ("" without ``gpu_reference``)."""
+    from hkt.device import resolve_device
+    from hkt.gpu_estimate import gpu_line
     from hkt.workflow.configs import job_configs
 
     reference = cfg.get("gpu_reference")
     if not reference:
         return ""
-    timer, _ = _timer(cfg, suite.grid, device, log, fresh=False)
-    seconds, missing = gpu_training_seconds(suite.grid, job_configs(suite.grid), reference, timer,
-                                            float(cfg.eval_cost))
-    models = sorted({j.model for j in suite.grid.train_jobs()} - set(missing))
-    if not models:
-        return ""
-    sources = ", ".join(f"{m} {reference['models'][m]['ms_per_step']} ms/step "
-                        f"({reference['models'][m]['source']})" for m in models)
-    left = f"; not counted: {', '.join(missing)} (no published GPU step time)" if missing else ""
-    return (f"  training on {reference['device']}: {duration(seconds)}, from published step "
-            f"times ({sources}) scaled by the step times here{left}")
+    device = resolve_device(str(cfg.device), source="config key 'device'")
+    timer, _ = cached_timer(calibration_file(suite.grid.results), device, cfg.calibration,
+                            int(suite.grid.resources("train")["threads"]),
+                            on_measure=lambda label, ms: print(f"  timed {label}: {ms:.0f} ms/step"))
+    return gpu_line(reference, suite.grid, job_configs(suite.grid), timer,
+                    lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost)))
 
 
 def make_plan(cfg: Any, suite: Suite, *, log: Callable[[str], None] = lambda s: None) -> Plan:
@@ -405,7 +354,9 @@ def make_plan(cfg: Any, suite: Suite, *, log: Callable[[str], None] = lambda s: 
     device = resolve_device(str(cfg.device), source="config key 'device'")
     threads = int(grid.resources("train")["threads"])
     kind = "cuda" if device.type == "cuda" else "cpu"
-    timer, stats = _timer(cfg, grid, device, log, fresh=bool(cfg.fresh))
+    timer, stats = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
+                               fresh=bool(cfg.fresh),
+                               on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
     configs = job_configs(grid)  # every training job's composed config (hkt.workflow.configs)
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     at_once = max(1, grid.cpus // threads)
@@ -438,13 +389,8 @@ def run(args: argparse.Namespace) -> int:
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
                   f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
-        from hkt.device import resolve_device
-
-        line = gpu_line(cfg, suite, resolve_device(str(cfg.device), source="config key 'device'"),
-                        log=lambda s: print(s, flush=True))
-        if line:
-            print(line)
-    for line in (published_line(suite.config), see_also(suite.config)):
+    gpu = gpu_line_of(cfg, suite) if "cuda" not in plan.device else ""
+    for line in (gpu, published_line(suite.config), see_also(suite.config)):
         if line:
             print(line.lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "
