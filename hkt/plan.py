@@ -15,6 +15,8 @@ job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can
 GPU, each step slower by ``gpu_sharing`` in config/plan.yaml), and rules are added one after the
 other: the workflow overlaps them somewhat, so the estimate leans long.
 
+Without CUDA it also gives the time on a GPU from published step times (:mod:`hkt.gpu_estimate`).
+
 Calibrations (:mod:`hkt.calibration`) are cached per (device, torch version, shape) in
 ``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
 reuse them.
@@ -325,6 +327,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
 
 
+def gpu_line_of(cfg: Any, suite: Suite) -> str:
+    """The line of :func:`hkt.gpu_estimate.gpu_line` ("" without ``gpu_reference``)."""
+    from hkt.device import resolve_device
+    from hkt.gpu_estimate import gpu_line
+    from hkt.workflow.configs import job_configs
+
+    reference = cfg.get("gpu_reference")
+    if not reference:
+        return ""
+    device = resolve_device(str(cfg.device), source="config key 'device'")
+    timer, _ = cached_timer(calibration_file(suite.grid.results), device, cfg.calibration,
+                            int(suite.grid.resources("train")["threads"]),
+                            on_measure=lambda label, ms: print(f"  timed {label}: {ms:.0f} ms/step"))
+    return gpu_line(reference, suite.grid, job_configs(suite.grid), timer,
+                    lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost)))
+
+
 def make_plan(cfg: Any, suite: Suite, *, log: Callable[[str], None] = lambda s: None) -> Plan:
     """The plan of ``suite`` with ``cfg`` (config/plan.yaml composed), timing what the cache
     lacks."""
@@ -372,7 +391,8 @@ def run(args: argparse.Namespace) -> int:
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
                   f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
-    for line in (published_line(suite.config), see_also(suite.config)):
+    gpu = gpu_line_of(cfg, suite) if "cuda" not in plan.device else ""
+    for line in (gpu, published_line(suite.config), see_also(suite.config)):
         if line:
             print(line.lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "

@@ -151,15 +151,34 @@ def test_a_sweep_takes_one_reference_path_or_a_list():
         sweep_grid(variants=["lr3e4"], reference=[])
 
 
-# ------------------------------------------------------------------------- the s4_recipe suite
-def test_the_s4_recipe_suite_is_one_s4d_run_at_s5_s_listops_recipe_on_our_listops():
+# ------------------------------------------------------------------------- the recipe suites
+def test_the_s4_recipe_suite_is_one_s4d_run_in_s4s_listops_experiment_on_our_listops():
+    """S4's block, layer and optimiser (config/profile/s4_recipe.yaml and
+    config/profile_model/s4_recipe_s4d.yaml; tests/test_s4d.py checks each value)."""
     from hkt.workflow.configs import job_configs
 
     g = suite_grid("s4_recipe")
     assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]
     assert g.external_jobs() == [] and g.analysis_jobs() == []
+    assert g.config["train_overrides"] == []  # the recipe is in its files, not in overrides
     cfg = job_configs(g)[Job("listops", "s4d", MAIN, 0)]
     assert cfg.task.id == "listops" and cfg.task.max_length == 512  # ours, not LRA's T = 2000
+    assert (cfg.model.name, cfg.model.n_layers, cfg.model.d_model, cfg.model.d_ffn) == ("s4d", 6, 256, 0)
+    assert (cfg.model.norm, cfg.model.norm_place, cfg.model.positional) == ("batch", "post", "none")
+    assert (cfg.train.batch_size, cfg.train.max_steps, cfg.optim.warmup_steps) == (32, 120000, 12000)
+    assert cfg.optim.lr == pytest.approx(0.01) and cfg.optim.weight_decay == pytest.approx(0.05)
+    assert cfg.model.mixer.ssm_lr == pytest.approx(1e-3) and cfg.model.mixer.dt_lr == pytest.approx(0.01)
+    assert cfg.train.checkpoint_every <= cfg.train.max_steps // 40  # resumable in pieces
+
+
+def test_the_s5_recipe_suite_is_s5s_listops_sizes_in_our_block():
+    """The recipe that made docs/results/s4_recipe/'s partial curve (issue 39), renamed: it
+    composes that run's config but for the profile's name."""
+    from hkt.workflow.configs import job_configs
+
+    g = suite_grid("s5_recipe")
+    assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]
+    cfg = job_configs(g)[Job("listops", "s4d", MAIN, 0)]
     assert (cfg.model.name, cfg.model.n_layers, cfg.model.d_model) == ("s4d", 8, 128)
     assert cfg.model.dropout == 0.0
     epochs = cfg.train.max_steps * cfg.train.batch_size / cfg.task.prepare.splits.train
@@ -167,7 +186,14 @@ def test_the_s4_recipe_suite_is_one_s4d_run_at_s5_s_listops_recipe_on_our_listop
     assert cfg.optim.warmup_steps * cfg.train.batch_size == cfg.task.prepare.splits.train
     assert cfg.optim.lr == pytest.approx(3e-3) and cfg.model.mixer.ssm_lr == pytest.approx(1e-3)
     assert cfg.optim.weight_decay == pytest.approx(0.04)
-    assert cfg.train.checkpoint_every <= cfg.train.max_steps // 40  # resumable in pieces
+    published = yaml.safe_load((ROOT / "docs/results/s4_recipe/runs/listops/s4d/main/seed0/"
+                                "config.yaml").read_text())
+    assert published["train"].pop("profile") == "s4_recipe" and cfg.train.profile == "s5_recipe"
+    from hkt.train.config import strip_for_compare
+
+    now = strip_for_compare(cfg)
+    now["train"].pop("profile")
+    assert strip_for_compare(published) == now
 
 
 # ------------------------------------------------------------------------------- the table
