@@ -279,7 +279,7 @@ def _s4_recipe():
 def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
     """s4_recipe on a CPU: its one job's steps at S4D's published H200 step (config/plan.yaml
     gpu_reference), times its step here over the published run's step here, plus evaluations."""
-    from hkt.gpu_estimate import gpu_training_seconds
+    from hkt.plan import gpu_training_seconds
 
     cfg, suite, configs, seconds_of = _s4_recipe()
     reference = OmegaConf.to_container(cfg.gpu_reference)
@@ -298,7 +298,7 @@ def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
 
 
 def test_the_gpu_line_names_its_sources():
-    from hkt.gpu_estimate import gpu_line
+    from hkt.plan import gpu_line
 
     cfg, suite, configs, seconds_of = _s4_recipe()
     reference = OmegaConf.to_container(cfg.gpu_reference)
