@@ -41,8 +41,8 @@ from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
 from hkt.workflow.suites import Suite, load_suite
 
-__all__ = ["JobEstimate", "Plan", "estimate", "gpu_training_seconds", "gpu_line", "shared_gpu_slowdown", "calibrated_plan", "format_plan",
-           "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
+__all__ = ["JobEstimate", "Plan", "estimate", "gpu_training_seconds", "gpu_line",
+           "shared_gpu_slowdown", "calibrated_plan", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
            "workflow_plan", "make_plan", "add_arguments", "run"]
 
 
