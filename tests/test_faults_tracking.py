@@ -49,3 +49,63 @@ def test_a_final_phase_killed_before_the_record_logs_each_summary_metric_once(tm
     assert client.get_run(run_id).info.status == "FINISHED"
     for key in ("val_accuracy", "test_accuracy", "test_loss", "n_params", "wall_time_s", "best_step"):
         assert len(client.get_metric_history(run_id, key)) == 1, key
+
+
+def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes_its_run(
+        tmp_path, isolated_results, monkeypatch, capsys):
+    """Issue 51, 1: a real `mlflow server` on 127.0.0.1, stopped after the run's first checkpoint.
+    Training goes on after one bounded wait and one warning, and ends with its record naming the
+    gap; the same command, once a server answers again on the same store, completes the MLflow
+    run: every history.csv step, the test metrics, the model, the record."""
+    from conftest import mlflow_server, stop_server
+    from hkt.record import RECORD_NAME, read_history
+    from hkt.train.checkpointing import Checkpointing
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    run, root = tmp_path / "run", tmp_path / "server"
+    args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
+            "profile=smoke", "--no-progress", "tracking.server_wait_s=1",
+            "tracking.server_timeout_s=1"]
+    save = Checkpointing._save_last
+    with mlflow_server(root) as (uri, proc):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+
+        def stop_after_first_checkpoint(self, *a, **kw):
+            save(self, *a, **kw)
+            stop_server(proc)
+
+        monkeypatch.setattr(Checkpointing, "_save_last", stop_after_first_checkpoint)
+        capsys.readouterr()
+        assert main(args) == 0
+        err = capsys.readouterr().err
+    monkeypatch.setattr(Checkpointing, "_save_last", save)
+    warnings = [line for line in err.splitlines() if line.startswith("hkt: warning: MLflow")]
+    assert len(warnings) == 1, err
+    assert f"MLflow tracking at {uri} lost while logging" in warnings[0]
+    assert "MLflow holds this run's steps up to 3" in warnings[0]
+    record = json.loads((run / RECORD_NAME).read_text())
+    gap = record["mlflow_gap"]
+    assert gap["logged_to_step"] == 3 and gap["model_logged"] is False
+    assert gap["waited_s"] <= 1 + 1 + 1  # server_wait_s, one request's timeout, a margin
+    assert record["steps"] == 12 and (run / "checkpoints" / "last.pt").exists()
+
+    with mlflow_server(root, port=int(uri.rsplit(":", 1)[1])):  # back, on the same store
+        capsys.readouterr()
+        assert main(args) == 0
+        err = capsys.readouterr().err
+        assert f"its MLflow run {record['mlflow_run_id']} is now complete: 12 logged steps" in err
+        client = MlflowClient(uri)
+        mlflow_run = client.get_run(record["mlflow_run_id"])
+        done = json.loads((run / RECORD_NAME).read_text())
+        assert "mlflow_gap" not in done
+        assert done == {k: v for k, v in record.items() if k != "mlflow_gap"}  # numbers untouched
+        assert mlflow_run.info.status == "FINISHED"
+        assert mlflow_run.data.metrics["test_accuracy"] == record["test_accuracy"]
+        history = read_history(run)
+        for key in ("train_loss", "val_acc"):
+            logged = sorted((m.step, m.value) for m in client.get_metric_history(mlflow_run.info.run_id, key))
+            assert logged == [(r["step"], r[key]) for r in history if r[key] is not None], key
+        assert {m.source_run_id for m in client.search_logged_models(
+            [mlflow_run.info.experiment_id])} == {mlflow_run.info.run_id}
+        assert {a.path for a in client.list_artifacts(mlflow_run.info.run_id)} >= {
+            "record.json", "history.csv", "learning_curve.png"}

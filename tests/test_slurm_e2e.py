@@ -20,12 +20,9 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import polars as pl
@@ -33,6 +30,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import mlflow_server
 from test_workflow import ROOT, job_stats, snakemake_cmd, user_env
 from test_workflow_e2e import CONFIG as E2E_CONFIG
 
@@ -151,46 +149,11 @@ def test_up_replaces_the_link_of_a_killed_cluster_and_refuses_a_running_ones(tmp
     assert not ETC_CONF.is_symlink() or os.readlink(ETC_CONF) == before
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tracking_server(tmp_path_factory):
     """A fresh `mlflow server` on 127.0.0.1 (SQLite, its own artifact store), stopped by PID."""
-    root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    mlflow = Path(sys.executable).parent / "mlflow"
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen(
-        [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--artifacts-destination", str(root / "artifacts")],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, (root / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "mlflow server: no /health in 120 s"
-            time.sleep(0.5)
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as (uri, _):
         yield uri
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def _repo_copy(tmp: Path) -> Path:

@@ -12,17 +12,28 @@ for the SQLite lock. A resumed run reuses its MLflow run (the id is kept in
 ``RUN_DIR/mlflow_run.json`` and in the checkpoint) and does not log again the per-step values
 that run already holds: the replayed steps are skipped by a per-metric step watermark read from
 the store at resume (the replay is deterministic, so the values would be the same).
+
+A tracking server that stops answering never stalls training: its HTTP requests time out after
+``tracking.server_timeout_s`` (MLflow's own retries off), a call is retried for at most
+``tracking.server_wait_s``, and the first call that still fails puts the tracker out of use for
+the rest of the session (:attr:`Tracker.gap`): one warning line, nothing more sent, and the
+record names the gap (``mlflow_gap``). :mod:`hkt.train.backfill` completes the MLflow run later
+from ``history.csv`` and the record; a resumed session sends the history rows the store lacks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import socket
+import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +58,9 @@ __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking
 
 
 
+
+# MLflow's settings of its HTTP requests (mlflow.environment_variables), read at each request
+_HTTP_TIMEOUT, _HTTP_RETRIES = "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
@@ -90,7 +104,11 @@ class NullTracker:
               tags: dict[str, str] | None = None, start_time: float | None = None) -> str | None:
         return None
 
+    gap: dict[str, Any] | None = None  # what MLflow lacks of this run (Tracker.gap)
+
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def backfill(self, rows: Sequence[dict[str, Any]]) -> None: ...
 
     def log_final(self, metrics: dict[str, float], step: int) -> None: ...
 
@@ -114,10 +132,22 @@ class Tracker(NullTracker):
 
     enabled = True
 
-    def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200):
+    def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200,
+                 server_timeout_s: float | None = None, server_wait_s: float | None = None,
+                 say: Callable[[str], None] | None = None):
+        """``server_timeout_s`` and ``server_wait_s`` bound a tracking server's calls (see the
+        module docstring; None: MLflow's and :func:`with_retry`'s own policy, as for a SQLite
+        store, whose only transient fault is a lock held by a live process); ``say`` prints
+        the warning line of a gap (default: stderr)."""
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
         self.flush_every = flush_every
-        self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
+        self.timeout_s, self.wait_s = server_timeout_s, server_wait_s
+        self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.gap = None
+        self._logged_to = -1  # the last step whose per-step metrics the store holds
+        self.model_logged = False
+        with self._bounded():
+            self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
         self._buffer: list[Any] = []
         self._watermark: dict[str, int] = {}
         self._resumed = False  # a run of an earlier session: it may already hold final metrics
@@ -155,7 +185,7 @@ class Tracker(NullTracker):
                 return found
 
         with store_lock(self.uri):
-            return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
+            return self._retry(get_or_create, what=f"creating experiment '{self.experiment}'")
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None, start_time: float | None = None) -> str:
@@ -171,17 +201,18 @@ class Tracker(NullTracker):
         run = None
         if run_id:
             try:
-                run = with_retry(self.client.get_run, run_id, what="reading the MLflow run")
+                run = self._retry(self.client.get_run, run_id, what="reading the MLflow run")
             except MlflowException:
                 run = None  # not in this store (e.g. a different tracking URI): start afresh
         if run is not None and run.info.lifecycle_stage != "deleted":
             self.run_id = run.info.run_id
-            with_retry(self.client.update_run, self.run_id, status="RUNNING",
+            self._retry(self.client.update_run, self.run_id, status="RUNNING",
                        what="resuming the MLflow run")
             self._watermark = self._read_watermark()
+            self._logged_to = max(self._watermark.values(), default=-1)
             self._resumed = True
         else:
-            run = with_retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
+            run = self._retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
                              tags=dict(tags or {}),
                              start_time=None if start_time is None else int(start_time * 1000),
                              what="creating the MLflow run")
@@ -192,7 +223,7 @@ class Tracker(NullTracker):
         # same); MLflow refuses to change one, so a key it has is not logged again
         items = [p for p in items if p.key not in existing]
         for chunk in _chunks(items, 100):
-            with_retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
+            self._retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
         if tags:
             self.set_tags(tags)
         self._log_environment()
@@ -209,11 +240,71 @@ class Tracker(NullTracker):
     def _read_watermark(self) -> dict[str, int]:
         marks = {}
         for key in STEP_METRICS:
-            hist = with_retry(self.client.get_metric_history, self.run_id, key,
+            hist = self._retry(self.client.get_metric_history, self.run_id, key,
                               what="reading metric history")
             if hist:
                 marks[key] = max(m.step for m in hist)
         return marks
+
+    # -- calls to the store -------------------------------------------------------------------
+    @contextmanager
+    def _bounded(self) -> Iterator[None]:
+        """MLflow's HTTP requests within this block: ``server_timeout_s`` each, no retries of
+        its own (:meth:`_retry`'s are bounded in time); nothing changes without a bound."""
+        if self.timeout_s is None:
+            yield
+            return
+        bound = {_HTTP_TIMEOUT: str(max(1, math.ceil(self.timeout_s))), _HTTP_RETRIES: "0"}
+        saved = {k: os.environ.get(k) for k in bound}
+        os.environ.update(bound)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def _retry(self, fn: Callable[..., T], *args: Any, what: str, **kwargs: Any) -> T:
+        """:func:`with_retry` of ``fn``, within this tracker's bounds."""
+        with self._bounded():
+            return with_retry(fn, *args, what=what, within_s=self.wait_s, **kwargs)
+
+    def _send(self, fn: Callable[..., T], *args: Any, what: str, retried: bool = False,
+              **kwargs: Any) -> T | None:
+        """A call made while training (:meth:`_retry`; ``retried``: ``fn`` retries itself,
+        within :attr:`wait_s`): if the store still fails, note the gap (:meth:`_lose`) and
+        return None; after a gap, nothing is sent this session."""
+        from mlflow.exceptions import MlflowException  # mlflow: see __init__
+        from requests import RequestException
+
+        if self.gap is not None:
+            return None
+        since = time.monotonic()
+        try:
+            if retried:
+                with self._bounded():
+                    return fn(*args, **kwargs)
+            return self._retry(fn, *args, what=what, **kwargs)
+        except (TrackingError, MlflowException, RequestException, OSError) as exc:
+            self._lose(what, exc, time.monotonic() - since)
+            return None
+
+    def _lose(self, what: str, exc: BaseException, waited_s: float) -> None:
+        """Stop tracking for this session: keep what is lost in :attr:`gap`, say it once."""
+        self._buffer = []  # in history.csv, which the backfill reads
+        if isinstance(exc, TrackingError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # the store's own words, not the retry's
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        self.gap = {"logged_to_step": self._logged_to, "reason": f"{what}: {reason}"[:500],
+                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "waited_s": round(waited_s, 1)}
+        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({reason[:200]}; "
+                  f"gave up after {waited_s:.1f} s): training goes on without it. MLflow holds "
+                  f"this run's steps up to {max(self._logged_to, 0)}; the rest is in history.csv "
+                  "and the record (mlflow_gap). Once the server answers, the same command "
+                  "completes the MLflow run")
 
     # -- logging ---------------------------------------------------------------------------
     def set_tags(self, tags: dict[str, str]) -> None:
@@ -221,12 +312,14 @@ class Tracker(NullTracker):
 
         items = [RunTag(k, str(v)[:8000]) for k, v in tags.items()]
         for chunk in _chunks(items, 100):
-            with_retry(self.client.log_batch, self.run_id, tags=chunk, what="logging tags")
+            self._send(self.client.log_batch, self.run_id, tags=chunk, what="logging tags")
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Buffer per-step metrics; steps already in the store (replay after resume) are skipped."""
         from mlflow.entities import Metric  # mlflow: see __init__
 
+        if self.gap is not None:
+            return
         now = int(time.time() * 1000)
         for k, v in metrics.items():
             if v is None or step <= self._watermark.get(k, -1):
@@ -235,6 +328,13 @@ class Tracker(NullTracker):
         if len(self._buffer) >= self.flush_every:
             self.flush()
 
+    def backfill(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Send the per-step metrics of ``rows`` (``history.csv``'s) that the store lacks: those
+        past each metric's watermark, as a gap in an earlier session left them."""
+        for row in rows:
+            self.log_metrics({k: row.get(k) for k in STEP_METRICS}, int(row["step"]))
+        self.flush()
+
     def log_final(self, metrics: dict[str, float], step: int) -> None:
         """Summary metrics (final accuracies, parameter count, timings), once per run: a final
         phase that was killed before the record and is run again does not log them twice."""
@@ -242,9 +342,13 @@ class Tracker(NullTracker):
 
         logged: set[str] = set()
         if self._resumed:
-            logged = {k for k in metrics if any(
-                m.step == int(step) for m in with_retry(self.client.get_metric_history, self.run_id,
-                                                       k, what="reading metric history"))}
+            for k in metrics:
+                history = self._send(self.client.get_metric_history, self.run_id, k,
+                                     what="reading metric history")
+                if history is None:
+                    return  # the store is gone: the gap says so
+                if any(m.step == int(step) for m in history):
+                    logged.add(k)
         now = int(time.time() * 1000)
         self._buffer.extend(Metric(k, float(v), now, int(step))
                             for k, v in metrics.items() if v is not None and k not in logged)
@@ -253,17 +357,21 @@ class Tracker(NullTracker):
     def flush(self) -> None:
         buf, self._buffer = self._buffer, []
         for chunk in _chunks(buf, 1000):
-            with_retry(self.client.log_batch, self.run_id, metrics=chunk,
-                       what="logging metrics")
+            if self._send(self.client.log_batch, self.run_id, metrics=chunk,
+                          what="logging metrics") is None and self.gap is not None:
+                return
+            self._logged_to = max([self._logged_to, *(m.step for m in chunk
+                                                      if m.key in STEP_METRICS)])
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        with_retry(self.client.log_artifact, self.run_id, str(path), artifact_path,
+        self._send(self.client.log_artifact, self.run_id, str(path), artifact_path,
                    what=f"logging artifact {Path(path).name}")
 
     def log_dataset(self, family: str, data_dir: Path, checksums: dict[str, str],
                     sizes: dict[str, int], context: str = "training") -> None:
         """The prepared data as this run's MLflow dataset input (:func:`log_dataset`)."""
-        log_dataset(self.client, self.run_id, family, data_dir, checksums, sizes, context)
+        self._send(log_dataset, self.client, self.run_id, family, data_dir, checksums, sizes,
+                   context, within_s=self.wait_s, what="logging the dataset", retried=True)
 
     def log_model(self, model: Any, example: Any) -> str:
         """The trained model as an MLflow model of this run (``runs:/<run>/model``, the runs
@@ -292,21 +400,24 @@ class Tracker(NullTracker):
         # both are put back afterwards (an in-process caller keeps its own)
         previous = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(self.uri)
-        try:
+
+        def log() -> Any:
             with mlflow.start_run(run_id=self.run_id):
-                info = with_retry(mlflow.pytorch.log_model, served, name=MODEL_NAME,
-                                  signature=signature, input_example=example.numpy(),
-                                  serialization_format="pickle",  # torch.export would fix T
-                                  pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
-                                  what="logging the model")
+                return mlflow.pytorch.log_model(
+                    served, name=MODEL_NAME, signature=signature, input_example=example.numpy(),
+                    serialization_format="pickle",  # torch.export would fix T
+                    pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+
+        try:
+            info = None if self.gap is not None else self._send(log, what="logging the model")
         finally:
             mlflow.set_tracking_uri(previous)
+        self.model_logged = self.model_logged or info is not None
         return f"runs:/{self.run_id}/{MODEL_NAME}" if info is not None else ""
 
     def finish(self, status: str = "FINISHED") -> None:
         self.flush()
-        with_retry(self.client.set_terminated, self.run_id, status,
-                   what="closing the MLflow run")
+        self._send(self.client.set_terminated, self.run_id, status, what="closing the MLflow run")
 
 
 MODEL_NAME = "model"  # runs:/<run id>/model
@@ -321,10 +432,11 @@ def dataset_digest(checksums: dict[str, str]) -> str:
 
 def log_dataset(client: Any, run_id: str, family: str, data_dir: str | Path,
                 checksums: dict[str, str], sizes: dict[str, int] | None,
-                context: str = "training") -> None:
+                context: str = "training", within_s: float | None = None) -> None:
     """A run's prepared data as its MLflow dataset input (the runs table's Dataset column): name =
     the data family, digest = :func:`dataset_digest`, source = the data directory, and each split's
-    size and SHA-256 in MLflow's ``profile`` field (its summary, not a budget); ``context`` a tag."""
+    size and SHA-256 in MLflow's ``profile`` field (its summary, not a budget); ``context`` a tag;
+    ``within_s`` bounds the retries (:func:`with_retry`)."""
     from mlflow.entities import Dataset, DatasetInput, InputTag  # seconds to import: when used
 
     summary = {"sha256": checksums, **({"num_rows": sizes} if sizes else {})}
@@ -333,7 +445,7 @@ def log_dataset(client: Any, run_id: str, family: str, data_dir: str | Path,
                       profile=json.dumps(summary))
     tag = InputTag(key="mlflow.data.context", value=context)
     with_retry(client.log_inputs, run_id, datasets=[DatasetInput(dataset, [tag])],
-               what="logging the dataset", also=(DATASET_RACE,))
+               what="logging the dataset", also=(DATASET_RACE,), within_s=within_s)
 
 
 def _param_value(v: Any) -> str:
@@ -341,13 +453,18 @@ def _param_value(v: Any) -> str:
     return text[:6000]
 
 
-def make_tracker(cfg: Any) -> NullTracker:
-    """A :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when disabled)."""
+def make_tracker(cfg: Any, say: Callable[[str], None] | None = None) -> NullTracker:
+    """A :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when disabled); a
+    tracking server's calls bounded by ``tracking.server_timeout_s`` and ``server_wait_s``."""
     t = cfg.tracking
     if not t.enabled:
         return NullTracker()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    return Tracker(tracking_uri(t), str(t.experiment), str(t.run_name))
+    uri = tracking_uri(t)
+    server = uri.startswith(("http://", "https://"))
+    return Tracker(uri, str(t.experiment), str(t.run_name), say=say,
+                   server_timeout_s=float(t.server_timeout_s) if server else None,
+                   server_wait_s=float(t.server_wait_s) if server else None)
 
 
 def data_tags(meta: dict[str, Any]) -> dict[str, str]:
