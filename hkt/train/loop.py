@@ -26,8 +26,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from hkt import environment, signals
-from hkt.device import describe_device, resolve_device
-from hkt.errors import ConfigError, RunMismatch
+from hkt.device import cuda_memory, describe_device, resolve_device
+from hkt.errors import RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
 from hkt.data.layout import SPLITS
 from hkt.provenance import code_digest, git_state
@@ -41,7 +41,7 @@ from hkt.train.backfill import complete_tracking
 from hkt.train.finish import GAP_FIELD, publish, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
-from hkt.train.execution import execution, execution_tags, sample_sharing
+from hkt.train.execution import execution, execution_tags, out_of_memory, sample_sharing
 from hkt.workflow.gpuslots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
@@ -174,6 +174,10 @@ class _Run(Checkpointing):
         except Exception as exc:  # noqa: BLE001 - any crash ends the MLflow run, then propagates
             self.tracker.set_tags({"hkt.error": f"{type(exc).__name__}: {exc}"[:5000]})
             self.tracker.finish("FAILED")
+            if isinstance(exc, torch.cuda.OutOfMemoryError):  # one line; the slot goes with the process
+                raise TrainingError(out_of_memory(
+                    describe_device(self.device), cuda_memory(self.device), held(),
+                    int(self.cfg.train.batch_size), self._then())) from None
             raise
 
     def _start_tracking(self) -> None:
