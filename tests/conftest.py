@@ -23,7 +23,8 @@ import pytest
 # fill in around them. Only the order changes, never what runs.
 LONG_FIRST = ("test_slurm_e2e.py", "test_workflow_e2e.py", "test_workflow.py",
               "test_faults_signals.py", "test_doctor.py", "test_train_run.py",
-              "test_faults_workflow.py", "test_tile.py", "test_train_tracking.py", "test_plan.py")
+              "test_faults_workflow.py", "test_tile.py", "test_train_tracking.py", "test_plan.py",
+              "test_faults_gpu_memory.py", "test_faults_tracking.py", "test_faults_disk.py")
 
 
 def pytest_collection_modifyitems(config, items):

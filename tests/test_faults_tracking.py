@@ -64,8 +64,7 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
     data = write_prepared_data(tmp_path / "data", "listops")
     run, root = tmp_path / "run", tmp_path / "server"
     args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
-            "profile=smoke", "--no-progress", "tracking.server_wait_s=1",
-            "tracking.server_timeout_s=1"]
+            "profile=smoke", "--no-progress"]
     save = Checkpointing._save_last
     with mlflow_server(root) as (uri, proc):
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -86,7 +85,10 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
     record = json.loads((run / RECORD_NAME).read_text())
     gap = record["mlflow_gap"]
     assert gap["logged_to_step"] == 3 and gap["model_logged"] is False
-    assert gap["waited_s"] <= 1 + 1 + 1  # server_wait_s, one request's timeout, a margin
+    # a refused connection fails at once: retried for config/train.yaml's server_wait_s (5 s),
+    # and no retry begins after it; a server that stops answering mid-request would cost
+    # server_timeout_s (10 s) instead
+    assert 0 < gap["waited_s"] <= 5 + 1
     assert record["steps"] == 12 and (run / "checkpoints" / "last.pt").exists()
 
     with mlflow_server(root, port=int(uri.rsplit(":", 1)[1])):  # back, on the same store

@@ -348,3 +348,80 @@ def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_clus
     losses = [pl.read_csv(d / "history.csv")["train_loss"].to_list()
               for d in (run_dir, ref / "results" / "runs" / "listops" / "mha" / "main" / "seed0")]
     assert losses[0] == losses[1]
+
+
+# --- a job at its time limit checkpoints at the signal and resumes -----------------------------
+
+SLOW_STEPS = Path(__file__).parent / "slow_steps"  # its sitecustomize: each step sleeps first
+
+
+def test_a_training_job_at_its_time_limit_checkpoints_at_the_signal_and_resumes(
+        slurm_cluster, tracking_server, tmp_path):
+    """Issue 51, 3: the executor settings as shipped (SIGTERM 120 s before the limit, one retry).
+    Once training is under way, the job's time limit is cut to one minute (`scontrol update`), so
+    Slurm's next check of limits (every 30 s) finds it within 120 s of its end and sends the
+    signal: the job writes a checkpoint of its step and stops, the retry resumes from that step,
+    and the record is that of the same job run uninterrupted. Each step sleeps 0.05 s
+    (tests/slow_steps), so the run lasts longer than the wait for Slurm's check in wall time,
+    not in CPU; the reference runs without the sleep."""
+    budget = ["train.test_batches=2", "train.max_steps=800", "train.checkpoint_every=50",
+              "train.eval_every=400", "train.log_every=50"]
+    cfg = {**SMOKE, "train_overrides": budget, "main": {"tasks": ["listops"], "models": ["mha"]},
+           "external": {}, "analyze": {"enabled": False},
+           "resources": {**SMOKE["resources"], "train": {"threads": 1, "mem_mb": 1000, "runtime": 5}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    repo = _repo_copy(tmp_path)
+    target = "results/runs/listops/mha/main/seed0/record.json"
+    configfile = ["--configfile", str(tmp_path / "config.yaml")]
+    work, ref = tmp_path / "work", tmp_path / "ref"
+    work.mkdir()
+    ref.mkdir()
+    run_dir = work / "results" / "runs" / "listops" / "mha" / "main" / "seed0"
+    slow = {**user_env(), "PYTHONPATH": str(SLOW_STEPS), "HKT_TEST_STEP_SLEEP": "0.05"}
+    console = tmp_path / "snakemake.log"
+    with open(console, "w") as sink, open(tmp_path / "reference.log", "w") as ref_sink:
+        reference = subprocess.Popen(  # uninterrupted, no sleep, beside the cluster's run
+            snakemake_cmd(target, "--cores", "1", "--config",
+                          "tracking_uri=sqlite:///" + str(ref / "m.db"), *configfile,
+                          cwd=ref, snakefile=repo / "workflow" / "Snakefile"),
+            stdout=ref_sink, stderr=subprocess.STDOUT, text=True, env=user_env())
+        proc = subprocess.Popen(_slurm_cmd(target, *configfile, repo=repo, work=work,
+                                           uri=tracking_server),
+                                stdout=sink, stderr=subprocess.STDOUT, text=True, env=slow)
+        try:
+            deadline = time.monotonic() + 240
+            while _checkpoint_step(run_dir / "checkpoints" / "last.pt") < 50:
+                assert proc.poll() is None, console.read_text()[-4000:]
+                assert time.monotonic() < deadline, "no checkpoint at step 50 within 240 s"
+                time.sleep(0.1)
+            jobs = subprocess.run(["squeue", "-h", "-p", "hkt", "-t", "RUNNING", "-o", "%i"],
+                                  capture_output=True, text=True, check=True).stdout.split()
+            assert len(jobs) == 1, jobs
+            subprocess.run(["scontrol", "update", f"JobId={jobs[0]}", "TimeLimit=1"], check=True)
+            proc.wait(timeout=400)
+            reference.wait(timeout=300)
+        finally:
+            for p in (proc, reference):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            subprocess.run(["scancel", "--quiet", "--partition", "hkt"], capture_output=True)
+    out = console.read_text()
+    assert proc.returncode == 0, out[-6000:]
+    assert _submitted(out)["train"][0] == jobs[0] and len(_submitted(out)["train"]) == 2, out[-4000:]
+    log = (work / "results" / "logs" / "train" / "listops" / "mha" / "main" / "seed0.log").read_text()
+    stopped = re.findall(r"hkt: stopped by SIGTERM at step (\d+)/800: checkpoint written at step "
+                         r"(\d+) \(\S+last\.pt\); the same command resumes it", log)
+    resumed = re.findall(r"resuming from \S+last\.pt at step (\d+)/800", log)
+    assert len(stopped) == 1 and len(resumed) == 1, log[-4000:]
+    assert int(stopped[0][0]) == int(stopped[0][1]) == int(resumed[0]) > 50  # its own step
+
+    assert reference.returncode == 0, (tmp_path / "reference.log").read_text()[-4000:]
+    got = json.loads((run_dir / "record.json").read_text())
+    want = json.loads((ref / target).read_text())
+    same = ("steps", "best_step", "val_accuracy", "test_accuracy", "val_loss", "test_loss",
+            "test_examples", "n_params", "data_checksums")
+    assert {k: got[k] for k in same} == {k: want[k] for k in same}
+    assert (pl.read_csv(run_dir / "history.csv")["train_loss"].to_list()
+            == pl.read_csv(ref / "results" / "runs" / "listops" / "mha" / "main" / "seed0"
+                           / "history.csv")["train_loss"].to_list())

@@ -13,38 +13,27 @@ for the SQLite lock. A resumed run reuses its MLflow run (the id is kept in
 that run already holds: the replayed steps are skipped by a per-metric step watermark read from
 the store at resume (the replay is deterministic, so the values would be the same).
 
-A tracking server that stops answering never stalls training: its HTTP requests time out after
-``tracking.server_timeout_s`` (MLflow's own retries off), a call is retried for at most
-``tracking.server_wait_s``, and the first call that still fails puts the tracker out of use for
-the rest of the session (:attr:`Tracker.gap`): one warning line, nothing more sent, and the
-record names the gap (``mlflow_gap``). :mod:`hkt.train.backfill` completes the MLflow run later
-from ``history.csv`` and the record; a resumed session sends the history rows the store lacks.
+A tracking server that stops answering never stalls training (:mod:`hkt.train.tracking_gap`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import hkt
-from hkt.config import flatten
-from hkt.data.provenance import provenance_warning
-from hkt.provenance import SuiteRun, code_digest
 from hkt import store
 from hkt.store import (DATASET_RACE, EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
 from hkt.record import STEP_METRICS
+from hkt.train.run_facts import _results_dir, data_tags, run_params, run_tags, suite_run
+from hkt.train.tracking_gap import GapKeeping
 
 T = TypeVar("T")
 
@@ -55,12 +44,6 @@ __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
 # is logged as given
-
-
-
-
-# MLflow's settings of its HTTP requests (mlflow.environment_variables), read at each request
-_HTTP_TIMEOUT, _HTTP_RETRIES = "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
@@ -74,17 +57,6 @@ def tracking_uri(tracking_cfg: Any) -> str:
     """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
     return store.tracking_uri(uri, _results_dir(tracking_cfg))
-
-
-def _results_dir(tracking_cfg: Any) -> str:
-    return str(tracking_cfg.get("results_dir") or "results")
-
-
-def suite_run(tracking_cfg: Any) -> SuiteRun:
-    """The suite run of a training run: ``$HKT_SUITE`` (the one channel by which a job learns
-    its suite) and ``tracking.results_dir`` (made absolute). Its tags and record fields tell the
-    run from those of other suite runs on one tracking server."""
-    return SuiteRun.of_job(_results_dir(tracking_cfg))
 
 
 def _chunks(items: list[T], n: int) -> Iterable[list[T]]:
@@ -127,7 +99,7 @@ class NullTracker:
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
-class Tracker(NullTracker):
+class Tracker(GapKeeping, NullTracker):
     """One MLflow run, created or resumed, written through batched, retried calls."""
 
     enabled = True
@@ -245,66 +217,6 @@ class Tracker(NullTracker):
             if hist:
                 marks[key] = max(m.step for m in hist)
         return marks
-
-    # -- calls to the store -------------------------------------------------------------------
-    @contextmanager
-    def _bounded(self) -> Iterator[None]:
-        """MLflow's HTTP requests within this block: ``server_timeout_s`` each, no retries of
-        its own (:meth:`_retry`'s are bounded in time); nothing changes without a bound."""
-        if self.timeout_s is None:
-            yield
-            return
-        bound = {_HTTP_TIMEOUT: str(max(1, math.ceil(self.timeout_s))), _HTTP_RETRIES: "0"}
-        saved = {k: os.environ.get(k) for k in bound}
-        os.environ.update(bound)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-    def _retry(self, fn: Callable[..., T], *args: Any, what: str, **kwargs: Any) -> T:
-        """:func:`with_retry` of ``fn``, within this tracker's bounds."""
-        with self._bounded():
-            return with_retry(fn, *args, what=what, within_s=self.wait_s, **kwargs)
-
-    def _send(self, fn: Callable[..., T], *args: Any, what: str, retried: bool = False,
-              **kwargs: Any) -> T | None:
-        """A call made while training (:meth:`_retry`; ``retried``: ``fn`` retries itself,
-        within :attr:`wait_s`): if the store still fails, note the gap (:meth:`_lose`) and
-        return None; after a gap, nothing is sent this session."""
-        from mlflow.exceptions import MlflowException  # mlflow: see __init__
-        from requests import RequestException
-
-        if self.gap is not None:
-            return None
-        since = time.monotonic()
-        try:
-            if retried:
-                with self._bounded():
-                    return fn(*args, **kwargs)
-            return self._retry(fn, *args, what=what, **kwargs)
-        except (TrackingError, MlflowException, RequestException, OSError) as exc:
-            self._lose(what, exc, time.monotonic() - since)
-            return None
-
-    def _lose(self, what: str, exc: BaseException, waited_s: float) -> None:
-        """Stop tracking for this session: keep what is lost in :attr:`gap`, say it once."""
-        self._buffer = []  # in history.csv, which the backfill reads
-        if isinstance(exc, TrackingError) and exc.__cause__ is not None:
-            exc = exc.__cause__  # the store's own words, not the retry's
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        self.gap = {"logged_to_step": self._logged_to, "reason": f"{what}: {reason}"[:500],
-                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "waited_s": round(waited_s, 1)}
-        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({reason[:200]}; "
-                  f"gave up after {waited_s:.1f} s): training goes on without it. MLflow holds "
-                  f"this run's steps up to {max(self._logged_to, 0)}; the rest is in history.csv "
-                  "and the record (mlflow_gap). Once the server answers, the same command "
-                  "completes the MLflow run")
 
     # -- logging ---------------------------------------------------------------------------
     def set_tags(self, tags: dict[str, str]) -> None:
@@ -465,53 +377,3 @@ def make_tracker(cfg: Any, say: Callable[[str], None] | None = None) -> NullTrac
     return Tracker(uri, str(t.experiment), str(t.run_name), say=say,
                    server_timeout_s=float(t.server_timeout_s) if server else None,
                    server_wait_s=float(t.server_wait_s) if server else None)
-
-
-def data_tags(meta: dict[str, Any]) -> dict[str, str]:
-    """Tags on the provenance of a run's data, from its Parquet metadata (``meta``, the train
-    split's): ``data_official`` where the source says, and ``data_warning`` when the data was
-    prepared from an alternative to the official archive (:func:`provenance_warning`)."""
-    src = meta.get("source") if isinstance(meta.get("source"), dict) else {}
-    tags = {} if "official" not in src else {"data_official": str(bool(src["official"])).lower()}
-    warning = provenance_warning(meta)
-    if warning:
-        tags["data_warning"] = warning
-    return tags
-
-
-def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
-             data_dir: Path, checksums: dict[str, str],
-             data_meta: dict[str, Any] | None = None, execution: dict[str, str] | None = None
-             ) -> dict[str, str]:
-    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile), its
-    suite run (:func:`suite_run`), where and from what it ran (device, host, versions, git state,
-    directories, data SHA-256, the data's provenance from its metadata ``data_meta``) and how
-    (``execution``: precision, threads, GPU sharing; :func:`hkt.train.execution.execution_tags`)."""
-    import torch  # loaded already when a run starts; this module itself stays torch-free
-
-    git_commit, git_dirty = git
-    return {
-        "task": cfg.task.family, "model": cfg.model.name, "variant": cfg.variant,
-        "seed": str(cfg.seed), "profile": cfg.train.profile, **suite_run(cfg.tracking).tags(),
-        "device": device, "hostname": socket.gethostname(),
-        "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
-        "hkt_version": hkt.__version__, "git_commit": str(git_commit),
-        "git_dirty": str(git_dirty), "code_digest": code_digest(), "run_dir": str(run_dir.resolve()),
-        "data_dir": str(data_dir.resolve()), **{f"data_sha256.{s}": h for s, h in checksums.items()},
-        **data_tags(data_meta or {}), **(execution or {}),
-    }
-
-
-def run_params(cfg_dict: dict[str, Any], n_params: int,
-               data_params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The MLflow params of a training run: its flattened config (tracking settings aside) and
-    its parameter count. ``data_params`` (the ``params`` of the data's Parquet metadata: how
-    ``hkt prepare`` made it) replace the task config's ``task.prepare.*`` defaults, so that the
-    params describe the data actually used (smoke data has 2000 training examples, not the
-    config's 96000)."""
-    params = {k: v for k, v in flatten(cfg_dict).items() if not k.startswith("tracking.")}
-    if data_params is not None:
-        params = {k: v for k, v in params.items() if not k.startswith("task.prepare.")}
-        params.update(flatten({"task": {"prepare": data_params}}))
-    params["n_params"] = n_params
-    return params
