@@ -106,12 +106,15 @@ class Tracker(GapKeeping, NullTracker):
 
     def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200,
                  server_timeout_s: float | None = None, server_wait_s: float | None = None,
-                 say: Callable[[str], None] | None = None):
-        """``server_timeout_s`` and ``server_wait_s`` bound a tracking server's calls (see the
-        module docstring; None: MLflow's and :func:`with_retry`'s own policy, as for a SQLite
-        store, whose only transient fault is a lock held by a live process); ``say`` prints
-        the warning line of a gap (default: stderr)."""
+                 keep_going: bool = False, say: Callable[[str], None] | None = None):
+        """``server_timeout_s`` and ``server_wait_s`` bound a tracking server's calls
+        (:mod:`hkt.train.tracking_gap`; None: MLflow's and :func:`with_retry`'s own policy, as
+        for a SQLite store, whose only transient fault is a lock held by a live process);
+        ``keep_going``: a logging call that still fails leaves a gap, and the caller goes on
+        (training), instead of raising; ``say`` prints the warning line of a gap (default:
+        stderr)."""
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        self.keep_going = keep_going
         self.flush_every = flush_every
         self.timeout_s, self.wait_s = server_timeout_s, server_wait_s
         self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -366,14 +369,15 @@ def _param_value(v: Any) -> str:
 
 
 def make_tracker(cfg: Any, say: Callable[[str], None] | None = None) -> NullTracker:
-    """A :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when disabled); a
-    tracking server's calls bounded by ``tracking.server_timeout_s`` and ``server_wait_s``."""
+    """A training run's :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when
+    disabled): it keeps going past a store that stops answering, whose calls are bounded by
+    ``tracking.server_timeout_s`` and ``server_wait_s`` where it is a server."""
     t = cfg.tracking
     if not t.enabled:
         return NullTracker()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     uri = tracking_uri(t)
     server = uri.startswith(("http://", "https://"))
-    return Tracker(uri, str(t.experiment), str(t.run_name), say=say,
+    return Tracker(uri, str(t.experiment), str(t.run_name), say=say, keep_going=True,
                    server_timeout_s=float(t.server_timeout_s) if server else None,
                    server_wait_s=float(t.server_wait_s) if server else None)

@@ -33,6 +33,7 @@ class GapKeeping:
     the tracker sets the attributes declared here."""
 
     uri: str
+    keep_going: bool  # a call that still fails leaves a gap (training), or raises (the rest)
     timeout_s: float | None  # None: no bound (a SQLite store: MLflow's and with_retry's policy)
     wait_s: float | None
     gap: dict[str, Any] | None  # what the MLflow run lacks, once a call has failed for good
@@ -70,13 +71,19 @@ class GapKeeping:
     def _send(self, fn: Callable[..., T], *args: Any, what: str, retried: bool = False,
               **kwargs: Any) -> T | None:
         """A call made while training (:meth:`_retry`; ``retried``: ``fn`` retries itself,
-        within :attr:`wait_s`): if the store still fails, note the gap (:meth:`_lose`) and
-        return None; after a gap, nothing is sent this session."""
+        within :attr:`wait_s`): with :attr:`keep_going`, if the store still fails, note the gap
+        (:meth:`_lose`) and return None, and after a gap send nothing this session; without,
+        raise as :func:`with_retry` does."""
         from mlflow.exceptions import MlflowException  # mlflow: see __init__
         from requests import RequestException
 
         if self.gap is not None:
             return None
+        if not self.keep_going:  # a check or a baseline: the caller wants the error
+            if retried:
+                with self._bounded():
+                    return fn(*args, **kwargs)
+            return self._retry(fn, *args, what=what, **kwargs)
         since = time.monotonic()
         try:
             if retried:
