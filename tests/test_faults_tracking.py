@@ -1,4 +1,6 @@
-"""Any crash ends the MLflow run as FAILED with an error tag, then propagates (issue 11: 2)."""
+"""Any crash ends the MLflow run as FAILED with an error tag, then propagates (issue 11: 2); a
+tracking store that stops answering never stalls training, and what the MLflow run lacks is sent
+later, by the resumed run or by the same command once the run is finished (issue 51: 1)."""
 
 from __future__ import annotations
 
@@ -111,3 +113,52 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
             [mlflow_run.info.experiment_id])} == {mlflow_run.info.run_id}
         assert {a.path for a in client.list_artifacts(mlflow_run.info.run_id)} >= {
             "record.json", "history.csv", "learning_curve.png"}
+
+
+def test_a_run_stopped_during_a_gap_sends_the_missing_steps_when_it_resumes(
+        tmp_path, isolated_results, monkeypatch, capsys):
+    """The store stops taking metrics after step 6 (the run goes on, with one warning); a
+    SIGTERM stops the run at step 10; resumed with the store back, the run sends steps 7-10
+    from its history before training on, so the MLflow run ends whole, with no gap."""
+    import os
+    import signal
+
+    from mlflow.exceptions import MlflowException
+
+    from hkt.record import RECORD_NAME, read_history
+    from hkt.train.checkpointing import Checkpointing
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
+            "profile=smoke", "--no-progress"]
+    save, log_batch, gone = Checkpointing._save_last, MlflowClient.log_batch, []
+
+    def refusing(self, run_id, metrics=(), *a, **kw):
+        if gone and metrics:
+            raise MlflowException("the store went away")
+        return log_batch(self, run_id, metrics, *a, **kw)
+
+    def then_stop(self, *a, **kw):
+        save(self, *a, **kw)
+        if self.state.step == 6:
+            gone.append(True)
+        if self.state.step == 9:
+            os.kill(os.getpid(), signal.SIGTERM)  # stops at the next step boundary, 10
+
+    monkeypatch.setattr(MlflowClient, "log_batch", refusing)
+    monkeypatch.setattr(Checkpointing, "_save_last", then_stop)
+    assert main(args) == 143
+    err = capsys.readouterr().err
+    assert err.count("hkt: warning: MLflow tracking") == 1 and "steps up to 6" in err
+    monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
+    monkeypatch.setattr(Checkpointing, "_save_last", save)
+    assert main(args) == 0
+    assert "resuming from" in capsys.readouterr().err
+    record = json.loads((run / RECORD_NAME).read_text())
+    assert "mlflow_gap" not in record
+    client = MlflowClient(f"sqlite:///{isolated_results}/mlflow.db")
+    logged = sorted((m.step, m.value) for m in client.get_metric_history(record["mlflow_run_id"],
+                                                                         "train_loss"))
+    assert logged == [(r["step"], r["train_loss"]) for r in read_history(run)]
+    assert client.get_run(record["mlflow_run_id"]).info.status == "FINISHED"
