@@ -10,6 +10,7 @@ torch's out-of-memory error."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -39,7 +40,7 @@ MAIN = "from hkt.cli import main; sys.exit(main(sys.argv[1:]))"
 def test_one_of_nine_packed_jobs_out_of_memory_fails_alone_and_resumes(tmp_path):
     data = write_prepared_data(tmp_path / "data", "listops")
     slots = Slots(tmp_path / "slots", gpus=1, per_gpu=9)
-    env = {**__import__("os").environ, ENV_VAR: slots.env(["train"]), "CUDA_VISIBLE_DEVICES": "",
+    env = {**os.environ, ENV_VAR: slots.env(["train"]), "CUDA_VISIBLE_DEVICES": "",
            "OMP_NUM_THREADS": "1"}
 
     def job(i: int, prelude: str = "") -> list[str]:
@@ -65,8 +66,8 @@ def test_one_of_nine_packed_jobs_out_of_memory_fails_alone_and_resumes(tmp_path)
             "or train.batch_size (now 8); kept the checkpoint of step 3 " f"({last}); the same "
             "command resumes from there" in errors[0])
     assert not (tmp_path / f"run{failing}" / RECORD_NAME).exists()
-    assert claim(slots.taking("bench")).slots == list(range(9))  # every slot free again: its too
-    # (released at once: the whole GPU is claimable without waiting), then let go
+    # every slot is free again, the failed job's too: the whole GPU is claimed without waiting
+    assert claim(slots.taking("bench")).slots == list(range(9))  # (and let go at once)
 
     again = subprocess.run(job(failing), env=env, stderr=subprocess.PIPE, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]

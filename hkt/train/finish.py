@@ -7,10 +7,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hkt.record import RECORD_NAME, make_record, write_record
+from hkt.models.serving import served_tokens
+from hkt.record import HISTORY_NAME, RECORD_NAME, make_record, write_record
 from hkt.train.checkpoint import TrainState
 from hkt.train.execution import execution_tags
 from hkt.train.progress import format_duration
+from hkt.train.rundir import CONFIG_NAME
 from hkt.train.tracking import NullTracker, suite_run
 
 __all__ = ["training_record", "log_final", "publish", "summary_line", "GAP_FIELD"]
@@ -72,14 +74,11 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
 
 def publish(tracker: NullTracker, record: dict[str, Any], run_dir: Path, *, model: Any,
             data: Any, cfg: Any) -> dict[str, Any]:
-    """Send a finished run to MLflow: the model (the best checkpoint, loaded in ``model``; with
-    an input example of ``data``'s test split; None: not sent), the final metrics, the artifacts and the record
-    (:func:`log_final`). Returns ``record``, with :data:`GAP_FIELD` where the store stopped
-    answering (what the record then says; without it where the run is whole)."""
-    from hkt.models.serving import served_tokens
-    from hkt.record import HISTORY_NAME
-    from hkt.train.rundir import CONFIG_NAME
-
+    """Send a finished run to MLflow: the model (the best checkpoint, loaded in ``model``, with
+    an input example of ``data``'s test split; None: not sent), the final metrics, the
+    artifacts and the record (:func:`log_final`). Returns ``record``, with :data:`GAP_FIELD`
+    where the store stopped answering (what the record then says), without it where the MLflow
+    run is whole."""
     record = {k: v for k, v in record.items() if k != GAP_FIELD}
     if model is not None and cfg.tracking.log_model and tracker.enabled and tracker.gap is None:
         example = next(iter(data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
@@ -87,7 +86,7 @@ def publish(tracker: NullTracker, record: dict[str, Any], run_dir: Path, *, mode
     artifacts = [run_dir / CONFIG_NAME, run_dir / "learning_curve.png", run_dir / HISTORY_NAME]
     log_final(tracker, record, [p for p in artifacts if p.exists()])
     if tracker.gap is not None:
-        record[GAP_FIELD] = {**tracker.gap, "model_logged": bool(getattr(tracker, "model_logged", False))}
+        record[GAP_FIELD] = {**tracker.gap, "model_logged": tracker.model_logged}
     return record
 
 

@@ -157,7 +157,8 @@ class _Run(Checkpointing):
     def run(self) -> dict[str, Any]:
         """Resume or start, train to the end, write the record; the MLflow run ends as FAILED
         or KILLED if training does not get there."""
-        self.tracker = make_tracker(self.cfg, say=self.say)  # a broken store stops here, before any write
+        # a broken store stops here, before any write
+        self.tracker = make_tracker(self.cfg, say=self.say)
         if self.last_path.exists():
             self._resume()
         else:
@@ -174,7 +175,7 @@ class _Run(Checkpointing):
         except Exception as exc:  # noqa: BLE001 - any crash ends the MLflow run, then propagates
             self.tracker.set_tags({"hkt.error": f"{type(exc).__name__}: {exc}"[:5000]})
             self.tracker.finish("FAILED")
-            if isinstance(exc, torch.cuda.OutOfMemoryError):  # one line; the slot goes with the process
+            if isinstance(exc, torch.cuda.OutOfMemoryError):  # one line; the slot goes with us
                 raise TrainingError(out_of_memory(
                     describe_device(self.device), cuda_memory(self.device), held(),
                     int(self.cfg.train.batch_size), self._then())) from None
@@ -374,8 +375,8 @@ class _Run(Checkpointing):
             env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
             train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
             execution=execution(self.device.type, self.amp, self.execution["threads"], held()))
-        # the model is the best checkpoint, loaded above
-        record = publish(self.tracker, record, self.run_dir, model=self.model, data=self.data, cfg=cfg)
+        record = publish(self.tracker, record, self.run_dir, model=self.model,  # the best, loaded above
+                         data=self.data, cfg=cfg)
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"
         self.say(summary_line(record, self.run_dir))
         return record

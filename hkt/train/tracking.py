@@ -77,6 +77,7 @@ class NullTracker:
         return None
 
     gap: dict[str, Any] | None = None  # what MLflow lacks of this run (Tracker.gap)
+    model_logged = False  # whether log_model reached the store
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
 
@@ -120,7 +121,6 @@ class Tracker(GapKeeping, NullTracker):
         self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.gap = None
         self._logged_to = -1  # the last step whose per-step metrics the store holds
-        self.model_logged = False
         with self._bounded():
             self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
         self._buffer: list[Any] = []
