@@ -321,11 +321,35 @@ _OS_HINTS = {
 
 
 def describe_os_error(exc: OSError) -> str:
-    """One line for an OSError: the path, the errno's meaning and what to do."""
+    """One line for an OSError: the path, the errno's meaning (for a full disk, the space the
+    write needed and the space free there) and what to do."""
     meaning = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
     where = exc.filename if exc.filename is not None else "a file"
     hint = _OS_HINTS.get(exc.errno or -1, "check the path and try again")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        meaning += f" ({_space(exc)})"
+        hint += ", then run the same command again: it goes on from the files written whole"
     return f"cannot write or read {where}: {meaning}; {hint}"
+
+
+def _space(exc: OSError) -> str:
+    """What a full disk lacked: the size the write needed (where known), the space left."""
+    from hkt.fileio import free_bytes
+
+    free = free_bytes(exc.filename) if exc.filename is not None else None
+    needed = getattr(exc, "needed", None)
+    parts = ([f"the write needed {_size(needed)}"] if needed is not None else []) + \
+        [f"{_size(free)} free there" if free is not None else "free space unknown"]
+    return ", ".join(parts)
+
+
+def _size(n: int) -> str:
+    """Bytes for people: B, KiB, MiB, GiB."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 if __name__ == "__main__":
