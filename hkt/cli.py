@@ -17,6 +17,8 @@ file (a hard link, ``.NAME.attempts`` beside it, given before the command runs) 
 the next attempt puts it back.
 
 SIGINT and SIGTERM stop any command with one line and exit 130 or 143 (:mod:`hkt.signals`).
+Output piped into a reader that leaves early (``hkt status | head -1``) ends the command quietly
+with exit 0: the reader asked for no more (:func:`reader_gone`).
 
 A local workflow's GPU jobs (``hkt train``, ``analyze``, ``bench``) first claim a slot of one
 GPU where ``$HKT_GPU_SLOTS`` says so (:mod:`hkt.workflow.gpuslots`), before anything starts CUDA.
@@ -46,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("hkt.plan", "A suite's jobs per rule and estimated wall time on this machine (config/plan.yaml)."),
     "doctor": ("hkt.doctor", "Check this machine against a suite before running it (config/doctor.yaml)."),
     "status": ("hkt.status", "Where a suite stands: jobs by state, remaining wall time, expected finish."),
+    "stop": ("hkt.stop", "Stop the workflow running on a results directory, and only it; every "
+                         "training job checkpoints, and the same command resumes."),
 }
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
@@ -244,11 +248,28 @@ STOP_CODES = {128 + s for s in signals.SIGNALS}  # 130, 143: stopped by a signal
 
 
 def main(argv: list[str] | None = None) -> int:
+    entry = argv is None  # the process's own command line: it ends after this
     log, argv = _split_log(list(sys.argv[1:] if argv is None else argv))
-    with signals.handled():
+    with signals.handled(ending=entry):
         if log is not None:
-            return run_logged(log, lambda: _main(argv), attempt_header(argv))
-        return _main(argv)
+            status = run_logged(log, lambda: _main(argv), attempt_header(argv))
+        else:
+            status = _main(argv)
+    try:
+        sys.stdout.flush()  # what is still buffered, here rather than at the interpreter's exit
+    except BrokenPipeError:
+        return reader_gone()
+    return status
+
+
+def reader_gone() -> int:
+    """Standard output's reader has gone (``| head -1`` read its line and closed the pipe): end
+    quietly with exit 0, as the reader asked for no more. Standard output is pointed at
+    /dev/null, so that nothing buffered fails again as the interpreter exits."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def _main(argv: list[str]) -> int:
@@ -261,6 +282,8 @@ def _main(argv: list[str]) -> int:
     except HKTError as exc:
         print(f"hkt: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # standard output's reader left early: not an error
+        return reader_gone()
     except OSError as exc:  # disk full, read-only file system, permissions: the user's to fix
         print(f"hkt: error: {describe_os_error(exc)}", file=sys.stderr)
         return 2
@@ -298,11 +321,35 @@ _OS_HINTS = {
 
 
 def describe_os_error(exc: OSError) -> str:
-    """One line for an OSError: the path, the errno's meaning and what to do."""
+    """One line for an OSError: the path, the errno's meaning (for a full disk, the space the
+    write needed and the space free there) and what to do."""
     meaning = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
     where = exc.filename if exc.filename is not None else "a file"
     hint = _OS_HINTS.get(exc.errno or -1, "check the path and try again")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        meaning += f" ({_space(exc)})"
+        hint += ", then run the same command again: it goes on from the files written whole"
     return f"cannot write or read {where}: {meaning}; {hint}"
+
+
+def _space(exc: OSError) -> str:
+    """What a full disk lacked: the size the write needed (where known), the space left."""
+    from hkt.fileio import free_bytes
+
+    free = free_bytes(exc.filename) if exc.filename is not None else None
+    needed = getattr(exc, "needed", None)
+    parts = ([f"the write needed {_size(needed)}"] if needed is not None else []) + \
+        [f"{_size(free)} free there" if free is not None else "free space unknown"]
+    return ", ".join(parts)
+
+
+def _size(n: int) -> str:
+    """Bytes for people: B, KiB, MiB, GiB."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 if __name__ == "__main__":

@@ -38,3 +38,15 @@ def describe_device(device: torch.device) -> str:
         return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
     machine = platform.processor() or platform.machine()
     return f"cpu ({machine}, {os.cpu_count()} cores, {torch.get_num_threads()} threads)"
+
+
+def cuda_memory(device: torch.device) -> tuple[int, int, int] | None:
+    """GPU memory of ``device`` in bytes: (in use by every process, the device's total, held by
+    this process's allocator); None off CUDA, or where the driver cannot say."""
+    if device.type != "cuda":
+        return None
+    try:
+        free, total = torch.cuda.mem_get_info(device)
+        return int(total - free), int(total), int(torch.cuda.memory_reserved(device))
+    except Exception:  # noqa: BLE001 - a device in a bad state: the message says "unknown"
+        return None

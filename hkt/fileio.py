@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["pid_alive", "atomic_path", "atomic_write_bytes", "atomic_write_text", "ensure_writable_dir",
-           "remove_orphaned_temps", "file_digests", "sha256_file"]
+           "remove_orphaned_temps", "file_digests", "sha256_file", "free_bytes"]
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -113,9 +113,27 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+    """Write ``data`` to ``path`` atomically; an ``OSError`` of a full disk carries the size
+    it needed as ``needed`` (bytes), for its message (``hkt.cli.describe_os_error``)."""
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+    except OSError as exc:
+        exc.needed = len(data)  # type: ignore[attr-defined]
+        raise
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """The bytes free for this user on the file system of ``path`` (or of its nearest existing
+    parent); None where that cannot be read."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

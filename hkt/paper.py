@@ -1,5 +1,5 @@
 """The published numbers of "Hierarchical Kernel Transformer: Multi-Scale Attention with an
-Information-Theoretic Approximation Analysis" (arXiv 2604.08829, 2026; DESIGN.md section 1) as
+Information-Theoretic Approximation Analysis" (arXiv 2604.08829, 2026; docs/design.md §1) as
 data, to print beside ours: used by the report's tables and the figures of runs and analyses.
 
 Accuracies are percentages (the paper's unit); our records hold fractions and the tables

@@ -15,6 +15,8 @@ job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can
 GPU, each step slower by ``gpu_sharing`` in config/plan.yaml), and rules are added one after the
 other: the workflow overlaps them somewhat, so the estimate leans long.
 
+Without CUDA it also gives the time on a GPU from published step times (:func:`gpu_line`).
+
 Calibrations (:mod:`hkt.calibration`) are cached per (device, torch version, shape) in
 ``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
 reuse them.
@@ -39,8 +41,8 @@ from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
 from hkt.workflow.suites import Suite, load_suite
 
-__all__ = ["JobEstimate", "Plan", "estimate", "shared_gpu_slowdown", "calibrated_plan", "format_plan",
-           "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
+__all__ = ["JobEstimate", "Plan", "estimate", "gpu_training_seconds", "gpu_line",
+           "shared_gpu_slowdown", "calibrated_plan", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
            "workflow_plan", "make_plan", "add_arguments", "run"]
 
 
@@ -252,7 +254,7 @@ def job_counts(grid: Any) -> str:
 
 def see_also(config: Mapping[str, Any]) -> str:
     """The suites that ``config``'s ``see_also`` points to, one line each ("" for none)."""
-    return "".join(f"\n  another suite: {name}, {why}: `--configfile config/suites/{name}.yaml`, "
+    return "".join(f"\n  another suite: {name}, {why}: `--config suite={name}`, "
                    f"`hkt plan --suite {name}`" for name, why in (config.get("see_also") or {}).items())
 
 
@@ -309,7 +311,9 @@ def workflow_plan(suite: Suite, *, plan: Plan | None) -> str:
             f"{see_also(suite.config)}\n"
             f"{log_advice(grid)}\n"
             f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
-            "(--watch to follow it)")
+            "(--watch to follow it)\n"
+            f"to stop it, from any terminal: `hkt stop {shlex.quote(grid.results)}` (every "
+            "training job checkpoints; the same command resumes)")
 
 
 # --------------------------------------------------------------------------------- command
@@ -321,6 +325,77 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "or a file (default: config/plan.yaml's suite)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
+
+
+# --- a suite's training time on a GPU, from step times published there (issue 53) -----------
+# ``gpu_reference`` in config/plan.yaml holds, per model, the measured milliseconds per step of
+# one published GPU run and the overrides that compose that run. A job's step on that GPU is its
+# model's published step times the ratio of the job's step time to the published run's, both
+# timed on this machine the same way (:mod:`hkt.calibration`); the jobs share the GPU
+# ``jobs_per_gpu`` at a time, as the published runs did. A GPU gains more on big shapes than a
+# CPU, so the ratio leans long; a model without a published step is left out, and named.
+
+StepSeconds = Callable[[Any, Shape], float]   # (composed config, shape) -> seconds per step here
+JobSeconds = Callable[[Any, float], float]    # (composed config, seconds per step) -> job seconds
+
+
+def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], reference: Mapping[str, Any],
+                         step_seconds: StepSeconds, job_seconds: JobSeconds
+                         ) -> tuple[float, list[str]]:
+    """The training jobs' wall time on the GPU of ``reference``, and the models it has no
+    published step for (left out)."""
+    from hkt.train.config import load_config
+
+    models = reference.get("models") or {}
+    total, missing, done = 0.0, [], 0
+    published: dict[str, float] = {}  # model -> the published run's step time here
+    for job in grid.train_jobs():
+        ref = models.get(job.model)
+        if ref is None:
+            if job.model not in missing:
+                missing.append(job.model)
+            continue
+        if job.model not in published:
+            ref_cfg = load_config(list(ref["overrides"]))
+            published[job.model] = step_seconds(
+                ref_cfg, shape_of(ref_cfg, int(ref_cfg.train.batch_size), f"published {job.model}"))
+        cfg = configs[job]
+        mine = step_seconds(cfg, shape_of(cfg, int(cfg.train.batch_size),
+                                          f"{job.task}/{job.model}/{job.variant}"))
+        total += job_seconds(cfg, float(ref["ms_per_step"]) / 1000 * mine / published[job.model])
+        done += 1
+    return total / max(1, min(done, int(grid.jobs_per_gpu))), missing
+
+
+def gpu_line(reference: Mapping[str, Any], grid: Any, configs: Mapping[Any, Any],
+             step_seconds: StepSeconds, job_seconds: JobSeconds) -> str:
+    """The line ``hkt plan`` prints: the training time on the reference GPU and its sources;
+    "" when none of the suite's models has a published step."""
+    seconds, missing = gpu_training_seconds(grid, configs, reference, step_seconds, job_seconds)
+    models = sorted({j.model for j in grid.train_jobs()} - set(missing))
+    if not models:
+        return ""
+    sources = ", ".join(f"{m} {reference['models'][m]['ms_per_step']} ms/step "
+                        f"({reference['models'][m]['source']})" for m in models)
+    left = f"; not counted: {', '.join(missing)} (no published GPU step time)" if missing else ""
+    return (f"  training on {reference['device']}: {duration(seconds)}, from published step "
+            f"times ({sources}) scaled by the step times here{left}")
+
+
+def gpu_line_of(cfg: Any, suite: Suite) -> str:
+    """The line of :func:`gpu_line` ("" without ``gpu_reference``)."""
+    from hkt.device import resolve_device
+    from hkt.workflow.configs import job_configs
+
+    reference = cfg.get("gpu_reference")
+    if not reference:
+        return ""
+    device = resolve_device(str(cfg.device), source="config key 'device'")
+    timer, _ = cached_timer(calibration_file(suite.grid.results), device, cfg.calibration,
+                            int(suite.grid.resources("train")["threads"]),
+                            on_measure=lambda label, ms: print(f"  timed {label}: {ms:.0f} ms/step"))
+    return gpu_line(reference, suite.grid, job_configs(suite.grid), timer,
+                    lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost)))
 
 
 def make_plan(cfg: Any, suite: Suite, *, log: Callable[[str], None] = lambda s: None) -> Plan:
@@ -370,7 +445,8 @@ def run(args: argparse.Namespace) -> int:
         for cores in cfg.get("scale_cores") or []:
             print(f"  on {cores} cores at this speed per core: "
                   f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
-    for line in (published_line(suite.config), see_also(suite.config)):
+    gpu = gpu_line_of(cfg, suite) if "cuda" not in plan.device else ""
+    for line in (gpu, published_line(suite.config), see_also(suite.config)):
         if line:
             print(line.lstrip("\n"))
     print(f"hkt plan: {len(plan.calibrated)} shapes ({plan.cached} from the cache, "

@@ -53,7 +53,7 @@ APPROXIMATION_STATES = ("trained", "init")
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
            "APPROXIMATION_SECTION", "APPROXIMATION_STATES",
            "HISTORY_COLUMNS", "RecordError", "schema", "validate_record", "load_record",
-           "make_record", "write_record", "write_history"]
+           "make_record", "write_record", "write_history", "read_history"]
 
 
 class RecordError(HKTError):
@@ -198,3 +198,15 @@ def write_history(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
         w.writerow({k: ("" if row.get(k) is None else row[k]) for k in HISTORY_COLUMNS})
     atomic_write_text(path, buf.getvalue())
     return path
+
+
+def read_history(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``history.csv`` (a file, or a run directory) as :func:`write_history` took
+    them: ``step`` an int, each metric a float, or None where its cell is empty."""
+    path = Path(path)
+    if path.suffix != ".csv":
+        path = path / HISTORY_NAME
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [{k: (int(v) if k == "step" else None if v in ("", None) else float(v))
+                 for k, v in row.items() if k in HISTORY_COLUMNS}
+                for row in csv.DictReader(fh)]

@@ -7,6 +7,10 @@ register with ``@REGISTRY.register("name")``. Looking a name up (``REGISTRY[name
 import list or table of names to edit. An unknown name raises :class:`UnknownName`, which lists
 the registered ones.
 
+A module that fails to import (a syntax error in a new mixer file, a missing optional package)
+is skipped with one warning naming its file and the error: every other implementation of the
+package keeps working, and a lookup of an unknown name lists the skipped files too.
+
 The registries:
 
 * :data:`hkt.mixers.MIXERS`: token-mixer classes (attentions and others), package ``hkt.mixers``;
@@ -25,10 +29,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
-__all__ = ["Registry", "UnknownName"]
+__all__ = ["Registry", "UnknownName", "PluginSkipped"]
 
 T = TypeVar("T")
 
@@ -37,12 +42,19 @@ class UnknownName(KeyError, ValueError):
     """A name nothing is registered under. Also a ``ValueError`` (what the mixer registry
     raised before it was a Registry) and a ``KeyError`` (what a mapping raises)."""
 
-    def __init__(self, kind: str, name: object, known: list[str]) -> None:
+    def __init__(self, kind: str, name: object, known: list[str],
+                 skipped: dict[str, str] | None = None) -> None:
         self.kind, self.name, self.known = kind, name, known
-        super().__init__(f"unknown {kind} {name!r}; registered: {', '.join(known) or 'none'}")
+        broken = "".join(f"; {path} was skipped ({error})" for path, error in (skipped or {}).items())
+        super().__init__(f"unknown {kind} {name!r}; registered: {', '.join(known) or 'none'}"
+                         + broken)
 
     def __str__(self) -> str:  # not KeyError's repr of the message
         return str(self.args[0])
+
+
+class PluginSkipped(RuntimeWarning):
+    """A module of a registry's package could not be imported and was left out."""
 
 
 class Registry(MutableMapping[str, Any]):
@@ -63,6 +75,8 @@ class Registry(MutableMapping[str, Any]):
         self.kind, self.package, self._check = kind, package, check
         self._entries: dict[str, Any] = {}
         self._discovered = False
+        #: file -> "ErrorType: message" of each module that failed to import (and was skipped)
+        self.skipped: dict[str, str] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: make the decorated class or function available as ``name``."""
@@ -84,7 +98,7 @@ class Registry(MutableMapping[str, Any]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):  # TypeError: an unhashable name from a config
-            raise UnknownName(self.kind, name, sorted(self._entries)) from None
+            raise UnknownName(self.kind, name, sorted(self._entries), self.skipped) from None
 
     def names(self) -> list[str]:
         """The registered names, sorted."""
@@ -92,14 +106,22 @@ class Registry(MutableMapping[str, Any]):
         return sorted(self._entries)
 
     def discover(self) -> None:
-        """Import every module of :attr:`package` (once), which registers what they define."""
+        """Import every module of :attr:`package` (once), which registers what they define; a
+        module that fails to import is skipped with a :class:`PluginSkipped` warning."""
         if self._discovered:
             return
         self._discovered = True  # first: a module imported below may look names up
         pkg = importlib.import_module(self.package)
         for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-            if not info.ispkg and not info.name.startswith("_"):
+            if info.ispkg or info.name.startswith("_"):
+                continue
+            try:
                 importlib.import_module(f"{self.package}.{info.name}")
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not hide the others
+                path = getattr(info.module_finder, "path", "?") + f"/{info.name}.py"
+                self.skipped[path] = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"{path}: skipped, every other {self.kind} still works: "
+                              f"{self.skipped[path]}", PluginSkipped, stacklevel=2)
 
     # --- the mapping ----------------------------------------------------------------------------
 

@@ -3,6 +3,9 @@ key (``model.attention`` -> ``model.mixer``, ``model.attn_dropout`` -> ``model.m
 ``task.name`` -> ``task.family``) is rewritten in overrides with one warning per override and
 process, saved configs holding an old key are upgraded when read, and digests that must outlive
 a rename (the workflow's rerun trigger, the timing cache) are taken under the old names.
+Keys added later (:data:`ADDED_KEYS`) are treated alike: a saved config that lacks one is read
+with the value that means what its run did, and digests leave such a key out at that value, so
+adding a setting changes no existing run's digest.
 :func:`hkt.config.compose` applies the first; readers of saved runs call the second. The
 model's state_dict keys of before the mixer rename (``blocks.N.attn.…``) are mapped where they
 load, by :class:`hkt.models.encoder.EncoderBlock`."""
@@ -15,7 +18,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "RENAMED_VALUES", "renamed_groups", "renamed_keys",
+__all__ = ["RENAMED_GROUPS", "RENAMED_KEYS", "RENAMED_VALUES", "ADDED_KEYS", "renamed_groups",
+           "renamed_keys",
            "new_name", "old_name", "new_value", "old_spelling", "upgrade_saved_config",
            "upgrade_saved_record", "digest_form"]
 
@@ -45,6 +49,19 @@ RENAMED_KEYS["doctor"] = {  # named as `hkt plan` names them (issue 40)
 # `variant=main` (config/variant/main.yaml changes nothing): one run, one label now, `main`.
 # Saved configs and records are upgraded when read (upgrade_saved_config, upgrade_saved_record).
 RENAMED_VALUES = {"train": {"variant": {"default": "main"}}}
+
+# config name -> {key added after runs were saved: (the value that means what those runs did,
+# the model name it belongs to or None for every model)}. upgrade_saved_config() fills a missing
+# one in; digest_form() leaves it out at that value (issue 53: the encoder's block options and
+# S4D's S4 settings)
+ADDED_KEYS = {"train": {
+    "model.norm": ("layer", None),
+    "model.norm_place": ("pre", None),
+    "model.mixer.n_ssm": (None, "s4d"),
+    "model.mixer.train_B": (False, "s4d"),
+    "model.mixer.dt_lr": (None, "s4d"),
+    "model.mixer.D_weight_decay": (None, "s4d"),
+}}
 _warned: set[str] = set()
 
 
@@ -155,6 +172,7 @@ def upgrade_saved_config(cfg: Any, config_name: str = "train") -> Any:
     for key in RENAMED_VALUES.get(config_name, {}):
         if key in cfg and new_value(key, cfg[key], config_name) != cfg[key]:
             cfg = {**cfg, key: new_value(key, cfg[key], config_name)}
+    cfg = _add_missing_keys(cfg, config_name)
     for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
         *parents, old_leaf = old.split(".")
         new_parents, new_leaf = new.split(".")[:-1], new.split(".")[-1]
@@ -196,13 +214,52 @@ def upgrade_saved_record(record: Any) -> Any:
     return record
 
 
+def _added_key_nodes(cfg: dict[str, Any], config_name: str):
+    """(key, value before it existed, parent path, leaf) of each :data:`ADDED_KEYS` entry whose
+    parent node ``cfg`` holds (for the model it belongs to)."""
+    for key, (before, model) in ADDED_KEYS.get(config_name, {}).items():
+        *parents, leaf = key.split(".")
+        node: Any = cfg
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        name = cfg.get("model", {}).get("name") if isinstance(cfg.get("model"), dict) else None
+        if isinstance(node, dict) and (model is None or name == model):
+            yield key, before, parents, leaf, node
+
+
+def _add_missing_keys(cfg: dict[str, Any], config_name: str) -> dict[str, Any]:
+    """``cfg`` with each added key it lacks at the value that means what its run did."""
+    for _key, before, parents, leaf, node in list(_added_key_nodes(cfg, config_name)):
+        if leaf not in node:
+            cfg = _copy_path(cfg, parents)
+            holder = cfg
+            for p in parents:
+                holder = holder[p]
+            holder[leaf] = before
+    return cfg
+
+
+def _drop_added_defaults(cfg: dict[str, Any], config_name: str) -> dict[str, Any]:
+    """``cfg`` without the added keys that hold the value of before they existed."""
+    for _key, before, parents, leaf, node in list(_added_key_nodes(cfg, config_name)):
+        if leaf in node and node[leaf] == before and type(node[leaf]) is type(before):
+            cfg = _copy_path(cfg, parents)
+            holder = cfg
+            for p in parents:
+                holder = holder[p]
+            holder.pop(leaf)
+    return cfg
+
+
 def digest_form(cfg: dict[str, Any], config_name: str = "train") -> dict[str, Any]:
     """``cfg`` (a plain mapping) with the keys of :data:`RENAMED_KEYS` under their old names,
+    and without the :data:`ADDED_KEYS` that hold the value of before they were added,
     for digests that must not change with a rename: the workflow's rerun trigger
     (:func:`hkt.workflow.configs.train_config_digest`) and the timing cache's shape key. Without
     it every finished training job of an existing results directory would rerun. Renamed values
     stay new: the workflow's runs were labelled ``main`` already (only a bare ``hkt train`` said
     ``default``), and a ``default`` run is the ``main`` run."""
+    cfg = _drop_added_defaults(cfg, config_name)
     for old, (new, _why) in RENAMED_KEYS.get(config_name, {}).items():
         *parents, new_leaf = new.split(".")
         old_leaf = old.split(".")[-1]

@@ -81,9 +81,12 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def handled() -> Iterator[None]:
+def handled(ending: bool = False) -> Iterator[None]:
     """Turn SIGINT/SIGTERM into :class:`Stopped` for the duration (main thread only; elsewhere,
-    e.g. a command run from a thread, nothing changes)."""
+    e.g. a command run from a thread, nothing changes). ``ending``: the process ends after the
+    block (``hkt``'s own entry point), so they are ignored from then on rather than restored: a
+    stop that comes once the command's work is done lets it exit with its own status, instead
+    of killing it on its way out (the workflow would then delete the outputs it wrote whole)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -96,7 +99,7 @@ def handled() -> Iterator[None]:
     finally:
         disarm()
         for s, h in saved.items():
-            signal.signal(s, h)
+            signal.signal(s, signal.SIG_IGN if ending and s in SIGNALS else h)
 
 
 @contextmanager

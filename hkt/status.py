@@ -43,7 +43,7 @@ from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
 __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule", "add_arguments",
-           "run"]
+           "results_arguments", "run"]
 
 HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
                     r"pid (?P<pid>\d+) =====$")
@@ -348,30 +348,34 @@ def format_status(s: SuiteStatus) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Where a suite stands: its jobs by state (done, running with step, "
-                           "accuracy and ETA, waiting, failed with the log's error line, stopped by a signal), the "
-                           "remaining wall time and when it should finish; read from the results "
-                           "directory (settings: config/status.yaml).")
-    parser.add_argument("results", nargs="?", default="results", metavar="RESULTS_DIR",
-                        help="the suite's results directory (default: results)")
+    parser.description = ("Where a suite stands: its jobs by state (done, running with step, accuracy "
+                           "and ETA, waiting, failed with the log's error line, stopped by a signal), the "
+                           "remaining wall time and when it should finish (settings: config/status.yaml).")
+    results_arguments(parser, "status.yaml", "watch_every_s=30")
     parser.add_argument("--watch", action="store_true", help="refresh until every job has "
                         "ended (watch_every_s of config/status.yaml); Ctrl-C stops watching")
+
+
+def results_arguments(parser: argparse.ArgumentParser, file: str, example: str) -> None:
+    """RESULTS_DIR and KEY=VALUE overrides of ``config/FILE`` (:func:`settings`): status, stop."""
+    parser.add_argument("results", nargs="?", default="results", metavar="RESULTS_DIR",
+                        help="the suite's results directory (default: results)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="overrides of config/status.yaml, e.g. watch_every_s=30")
+                        help=f"overrides of config/{file}, e.g. {example}")
 
 
-def settings(overrides: list[str]) -> dict[str, Any]:
-    """config/status.yaml with ``KEY=VALUE`` overrides (plain YAML: no Hydra, a fast start)."""
+def settings(overrides: list[str], file: str = "status.yaml") -> dict[str, Any]:
+    """config/status.yaml (or ``file``, ``hkt stop``'s) with ``KEY=VALUE`` overrides (plain YAML)."""
     import yaml
 
     from hkt.config import config_dir
 
-    cfg = yaml.safe_load((config_dir() / "status.yaml").read_text(encoding="utf-8"))
+    cfg = yaml.safe_load((config_dir() / file).read_text(encoding="utf-8"))
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or key not in cfg:
             raise HKTError(f"bad override {item!r}: give KEY=VALUE with KEY one of "
-                           f"{', '.join(sorted(cfg))} (config/status.yaml)")
+                           f"{', '.join(sorted(cfg))} (config/{file})")
         cfg[key] = yaml.safe_load(value)
     return cfg
 

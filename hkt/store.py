@@ -93,19 +93,24 @@ def _is_unwritable(exc: BaseException) -> bool:
 
 def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
                attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
-               also: tuple[str, ...] = (), **kwargs: Any) -> T:
+               also: tuple[str, ...] = (), within_s: float | None = None, **kwargs: Any) -> T:
     """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff;
     ``also``: more error texts (lower case) that are transient for this call.
 
     Delays grow as ``base_delay * 2**i`` (capped at ``max_delay``) with full jitter, so
-    contending processes spread out; about a minute in total before giving up.
+    contending processes spread out; about a minute in total before giving up, or, with
+    ``within_s``, no retry that would start more than ``within_s`` seconds after the first call
+    (a tracking server that does not answer must not hold a training run for a minute).
     """
+    start = time.monotonic()
     for i in range(attempts):
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - filtered by _is_transient
             transient = _is_transient(exc) or any(t in str(exc).lower() for t in also)
-            if not transient or i == attempts - 1:
+            delay = min(max_delay, base_delay * 2 ** i)
+            late = within_s is not None and time.monotonic() - start + delay > within_s
+            if not transient or i == attempts - 1 or late:
                 if _is_unwritable(exc):
                     raise TrackingError(f"{what} failed: the MLflow store is not writable "
                                         f"({_first_line(exc)}); free space or fix its permissions, "
@@ -116,11 +121,10 @@ def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
                     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                     if cause is not None:
                         why += f" ({str(cause).splitlines()[0]})"
-                    raise TrackingError(f"{what} failed after {attempts} attempts: {why}; "
+                    raise TrackingError(f"{what} failed after {i + 1} attempts: {why}; "
                                         "is another process holding the store?") from exc
                 raise
             RETRIES["count"] += 1
-            delay = min(max_delay, base_delay * 2 ** i)
             time.sleep(delay / 2 + random.random() * delay / 2)
     raise AssertionError("unreachable")
 

@@ -243,7 +243,7 @@ def _aggregate_inputs(name: str, results: Path, pending: list[str] = ()) -> list
     grid = load_suite(name, overrides={"results_dir": results.name}).grid
     analyses = ["--analyses", *grid.analyses()] if grid.analyses() else []
     reference = grid.sweep_reference_args()
-    for path in reference[1:]:  # repository paths, as the workflow (run from the root) reads them
+    for path in reference[1::2]:  # after each --reference: repository paths, as the workflow (run from the root) reads them
         if not Path(path).is_absolute():
             shutil.copytree(configs.parent / path, results.parent / path)
     records = [r for r in grid.records()

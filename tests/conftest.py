@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,7 +23,9 @@ import pytest
 # fill in around them. Only the order changes, never what runs.
 LONG_FIRST = ("test_slurm_e2e.py", "test_workflow_e2e.py", "test_workflow.py",
               "test_faults_signals.py", "test_doctor.py", "test_train_run.py",
-              "test_faults_workflow.py", "test_tile.py", "test_train_tracking.py", "test_plan.py")
+              "test_faults_workflow.py", "test_stop.py", "test_tile.py", "test_train_tracking.py",
+              "test_plan.py", "test_faults_gpu_memory.py", "test_faults_tracking.py",
+              "test_faults_disk.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -102,3 +113,57 @@ def isolated_results(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("HKT_SUITE", raising=False)  # a run of no suite, whatever the shell says
     return results
+
+
+# =============================================================================================
+# MLflow tracking servers (hkt/train/tracking.py, the Slurm tests): real ones, on 127.0.0.1
+# =============================================================================================
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def mlflow_server(root: Path, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A running `mlflow server` on 127.0.0.1 (SQLite store and artifacts under ``root``, which a
+    second server on the same ``root`` and port continues), and its process; stopped by PID
+    (its process group) at the end, unless stopped already (:func:`stop_server`)."""
+    port = port or free_port()
+    mlflow = Path(sys.executable).parent / "mlflow"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "server.log", "a") as log:
+        proc = subprocess.Popen(
+            [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+             "--artifacts-destination", str(root / "artifacts")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (root / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "mlflow server: no /health in 120 s"
+            time.sleep(0.5)
+        yield uri, proc
+    finally:
+        stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a server of :func:`mlflow_server` and its workers (SIGTERM, then SIGKILL)."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -6,6 +6,7 @@ root (as here and in CI); skipped elsewhere.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -89,3 +90,95 @@ def test_analyze_into_a_read_only_directory(mount, tmp_path, capsys):
     code, errors = _run(capsys, "analyze", str(run), "--out", str(ro / "analysis"), "examples=8")
     assert code == 2 and len(errors) == 1
     assert str(ro / "analysis") in errors[0] and "Read-only file system" in errors[0]
+
+
+def fill(point: Path) -> Path:
+    """Take every free page of the file system at ``point`` (a file of zeros, written in
+    ever smaller pieces until not one byte more fits); return the file, to delete for space."""
+    filler = point / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        for piece in (1 << 20, 1 << 16, 1 << 12, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * piece)
+            except OSError:
+                pass
+    return filler
+
+
+def test_every_writer_on_a_full_disk_leaves_the_previous_file_whole(mount, tmp_path):
+    """Checkpoint, history, record, figure bytes and a table: each written once, then again on
+    a full disk; the first version stays, byte for byte, with no temporary file beside it."""
+    import polars as pl
+    import torch
+
+    from hkt.fileio import atomic_write_bytes
+    from hkt.record import make_record, write_history, write_record
+    from hkt.report.writers import write_table
+    from hkt.train.checkpoint import save_checkpoint
+
+    disk = mount("disk", size_kb=256)
+    data = write_prepared_data(tmp_path / "data", "listops")
+    record = make_record(task="listops", model="mha", variant="main", seed=0, profile="smoke",
+                         config={}, n_params=1, steps=1, best_step=1, val_accuracy=0.5,
+                         test_accuracy=0.5, data_dir=data, git=(None, None))
+    table = pl.DataFrame({"model": ["mha"], "acc": [0.5]})
+    writers = {
+        "last.pt": lambda p, n: save_checkpoint({"w": torch.zeros(n)}, p),
+        "history.csv": lambda p, n: write_history([{"step": s, "train_loss": 1.0} for s in range(n)], p),
+        "record.json": lambda p, n: write_record({**record, "config": {"pad": "x" * n}}, p),
+        "curve.png": lambda p, n: atomic_write_bytes(p, b"\x89PNG" + b"\0" * n),
+        "main": lambda p, n: write_table(pl.concat([table] * n), (table.columns, [["mha", "0.50"]] * n),
+                                         p, "caption"),
+    }
+    for name, write in writers.items():
+        write(disk / name, 4)
+    before = {p.name: p.read_bytes() for p in disk.iterdir()}
+    filler = fill(disk)
+    for name, write in writers.items():
+        with pytest.raises(OSError) as caught:
+            write(disk / name, 50_000)
+        assert caught.value.errno == 28, name  # ENOSPC
+    assert {p.name: p.read_bytes() for p in disk.iterdir() if p != filler} == before
+    filler.unlink()
+
+
+def test_a_disk_filled_mid_run_stops_training_with_one_line_and_the_same_command_resumes(
+        mount, tmp_path, capsys, monkeypatch):
+    """Issue 51, 2: the run's disk fills after its second checkpoint. One `hkt: error:` line
+    names the file and the space; the last checkpoint loads; once space is freed, the same
+    command resumes from it and ends with the record of an uninterrupted run."""
+    from hkt.record import RECORD_NAME
+    from hkt.train.checkpoint import load_checkpoint
+    from hkt.train.checkpointing import Checkpointing
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    disk = mount("disk", size_kb=2048)
+    base = ["train", "--data", str(data), "task=listops", "model=mha", "profile=smoke",
+            "tracking.enabled=false", "--no-progress"]
+    save, saves, filler = Checkpointing._save_last, [], []
+
+    def fill_after_the_second(self, *a, **kw):
+        save(self, *a, **kw)
+        saves.append(self.state.step)
+        if len(saves) == 2:
+            filler.append(fill(disk))
+
+    monkeypatch.setattr(Checkpointing, "_save_last", fill_after_the_second)
+    run = disk / "run"
+    code, errors = _run(capsys, *base, "--out", str(run))
+    assert code == 2 and len(errors) == 1, errors
+    last = run / "checkpoints" / "last.pt"
+    assert errors[0].startswith(f"hkt: error: cannot write or read {last}: No space left on device (the write needed ")
+    assert " free there); free some space or choose another location, then run the same command again" in errors[0]
+    assert load_checkpoint(last)["step"] == saves[1] == 6
+    assert not [p for p in run.rglob("*.tmp")]
+
+    filler[0].unlink()
+    monkeypatch.setattr(Checkpointing, "_save_last", save)
+    assert main([*base, "--out", str(run)]) == 0
+    assert f"resuming from {last} at step 6/12" in capsys.readouterr().err
+    assert main([*base, "--out", str(tmp_path / "whole")]) == 0
+    resumed, whole = (json.loads((d / RECORD_NAME).read_text()) for d in (run, tmp_path / "whole"))
+    for key in ("steps", "best_step", "val_accuracy", "test_accuracy", "test_loss"):
+        assert resumed[key] == whole[key], key

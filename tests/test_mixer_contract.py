@@ -5,9 +5,13 @@ one without naming any: a mixer added as a file in ``hkt/mixers/`` is tested by 
   ``config_class``'s defaults or a given config; an unknown name is refused, listing the
   registered ones;
 * shape: ``forward(x[B, T, D], key_mask[B, T])`` returns ``[B, T, D]``;
-* key mask: a padded batch's real positions equal each sequence's unpadded run;
+* key mask: a padded batch's real positions equal each sequence's unpadded run, also at
+  200-600 tokens (past every internal chunk and tile);
 * causality: built with ``causal=True`` (unless the class says ``supports_causal = False``),
-  ∂y_i/∂x_j is zero for j > i, up to rounding (S4D's FFT convolution leaks ~1e-16 relative);
+  ∂y_i/∂x_j is zero for j > i, up to rounding (S4D's FFT convolution leaks ~1e-16 relative),
+  and at T = 600 a change from position k on leaves the outputs before k unchanged;
+* reach: at T = 600 an output depends on the farthest input the mixer claims to see (the
+  whole sequence, or its ``receptive_field``);
 * internals: a class with ``supports_internals`` returns ``(y, AttentionInternals)``;
 * bf16 autocast (the GPU's path) runs on CPU with finite outputs and gradients;
 * training: its ``config/model/NAME.yaml`` composes, and one optimizer step of a tiny model
@@ -89,6 +93,65 @@ def test_padding_changes_no_real_position(name: str, causal: bool) -> None:
         alone = m(batch[i : i + 1, :n])
         torch.testing.assert_close(y[i : i + 1, :n], alone, atol=1e-9, rtol=0,
                                    msg=lambda s: f"{name}, sequence {i} (length {n}): {s}")
+
+
+LONG = [600, 257, 200]  # longer than any internal chunk, block or tile (64, 128, 256), none a multiple
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_long_padded_sequences_give_what_each_gives_alone(name: str, causal: bool) -> None:
+    """The padding contract at 200-600 tokens: state carried across a chunk or tile boundary
+    (or lost there) shows here, not at the short lengths above."""
+    if causal and not getattr(MIXERS[name], "supports_causal", True):
+        pytest.skip(f"{name} has no causal mode")
+    m, t = mixer(name, causal=causal), 608
+    batch = 5.0 * inputs(len(LONG), t, seed=4)
+    mask = torch.arange(t)[None, :] < torch.tensor(LONG)[:, None]
+    with torch.no_grad():
+        y = m(batch, mask)
+        for i, n in enumerate(LONG):
+            alone = m(batch[i : i + 1, :n])
+            torch.testing.assert_close(y[i : i + 1, :n], alone, atol=1e-9, rtol=0,
+                                       msg=lambda s: f"{name}, sequence {i} (length {n}): {s}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_causal_mode_sees_no_future_across_long_sequences(name: str) -> None:
+    """Changing every input from position k on leaves the outputs before k as they were, for
+    cuts inside and at the edges of internal chunks, at T = 600."""
+    if not getattr(MIXERS[name], "supports_causal", True):
+        pytest.skip(f"{name} has no causal mode")
+    m, t = mixer(name, causal=True), 600
+    x = inputs(1, t, seed=5)
+    with torch.no_grad():
+        y = m(x)
+        for k in (63, 64, 65, 255, 256, 300, 599):
+            changed = x.clone()
+            changed[:, k:] += inputs(1, t - k, seed=k)
+            z = m(changed)
+            torch.testing.assert_close(z[:, :k], y[:, :k], atol=1e-9, rtol=0,
+                                       msg=lambda s: f"{name}, cut at {k}: {s}")
+            assert not torch.allclose(z[:, k:], y[:, k:])  # the change reaches the outputs after
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_an_output_sees_as_far_as_the_mixer_claims_at_long_lengths(name: str, causal: bool) -> None:
+    """A whole-sequence mixer's last output depends on its first input 599 positions back (and,
+    not causal, its first output on the last input); a local one (``receptive_field``, the
+    convolution's kernel) on the farthest input it claims. A chunked mixer that carries no state
+    past a chunk fails here."""
+    if causal and not getattr(MIXERS[name], "supports_causal", True):
+        pytest.skip(f"{name} has no causal mode")
+    m, t = mixer(name, causal=causal), 600
+    reach = getattr(m, "receptive_field", None) or t
+    x = inputs(1, t, seed=6).requires_grad_(True)
+    y = m(x)
+    pairs = [(t - 1, t - reach)] + ([] if causal or reach < t else [(0, t - 1)])
+    for out, far in pairs:
+        (grad,) = torch.autograd.grad(y[0, out].sum(), x, retain_graph=True)
+        assert grad[0, far].abs().max() > 1e-12, f"{name}: output {out} does not see input {far}"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -21,7 +21,7 @@ def model_cfg(name: str, **overrides) -> dict:
 
 @pytest.mark.parametrize("name", sorted(MIXERS))
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "none"])
 def test_logits_ignore_padding(name, pooling, positional):
     torch.manual_seed(0)
     model = build_model(model_cfg(name, pooling=pooling, positional=positional),

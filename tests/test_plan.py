@@ -213,7 +213,7 @@ def test_the_plan_of_each_cpu_suite_points_to_the_other():
         assert text.startswith(f"hkt plan: suite {suite}: jobs ")
         assert f"to see it now: `hkt plan --suite {suite}`" in text
         assert f"another suite: {other}, " in text
-        assert f"`--configfile config/suites/{other}.yaml`, `hkt plan --suite {other}`" in text
+        assert f"`--config suite={other}`, `hkt plan --suite {other}`" in text
     assert see_also(load_suite("smoke").config) == ""
     # config files that name no suite: the one stand-in, and how to plan such a file
     text = workflow_plan(load_suite(NO_SUITE), plan=None)
@@ -263,3 +263,49 @@ def test_runs_added_to_a_publication_are_reported_apart_from_its_planned_run(tmp
     line = published_line({"published": str(tmp_path)})
     assert "took 60 min over 1 runs of the workflow, 1.20x the 50 min planned then" in line
     assert "; 2 runs added later took 15 min" in line
+
+
+# --------------------------------------------------------------- the GPU line (issue 53)
+def _s4_recipe():
+    from hkt.config import compose
+    from hkt.plan import job_seconds
+    from hkt.workflow.configs import job_configs
+
+    cfg = compose("plan", [])
+    suite = load_suite("s4_recipe")
+    return (cfg, suite, job_configs(suite.grid),
+            lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost)))
+
+
+def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
+    """s4_recipe on a CPU: its one job's steps at S4D's published H200 step (config/plan.yaml
+    gpu_reference), times its step here over the published run's step here, plus evaluations."""
+    from hkt.plan import gpu_training_seconds
+
+    cfg, suite, configs, seconds_of = _s4_recipe()
+    reference = OmegaConf.to_container(cfg.gpu_reference)
+    assert reference["models"]["s4d"]["ms_per_step"] == 50  # docs/results/s4_recipe: 20 steps/s
+    # fake step times here: the recipe's 6 x 256 at batch 32 twice the published 8 x 128's
+    times = {"published s4d": 4.0, "listops/s4d/main": 8.0}
+    seconds, missing = gpu_training_seconds(suite.grid, configs, reference,
+                                            lambda c, shape: times[shape.label], seconds_of)
+    (job,) = suite.grid.train_jobs()
+    assert missing == [] and seconds == pytest.approx(seconds_of(configs[job], 0.050 * 8.0 / 4.0))
+    assert configs[job].train.max_steps * 0.1 < seconds < configs[job].train.max_steps * 0.11
+    # a model without a published GPU step is left out, and named
+    reference["models"].pop("s4d")
+    assert gpu_training_seconds(suite.grid, configs, reference, lambda c, s: 1.0, seconds_of) == \
+        (0.0, ["s4d"])
+
+
+def test_the_gpu_line_names_its_sources():
+    from hkt.plan import gpu_line
+
+    cfg, suite, configs, seconds_of = _s4_recipe()
+    reference = OmegaConf.to_container(cfg.gpu_reference)
+    line = gpu_line(reference, suite.grid, configs, lambda c, shape: 1.0, seconds_of)
+    assert line.startswith("  training on one H200: ")
+    assert line.endswith("from published step times (s4d 50 ms/step "
+                         "(docs/results/s4_recipe/README.md)) scaled by the step times here")
+    reference["models"].pop("s4d")
+    assert gpu_line(reference, suite.grid, configs, lambda c, shape: 1.0, seconds_of) == ""

@@ -1,6 +1,6 @@
 """The one registration mechanism for Python implementations (hkt.registry.Registry): a module
 dropped into the registry's package is found with no list to edit; unknown names list the
-registered ones."""
+registered ones; a module that fails to import is skipped with a warning naming its file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from hkt.registry import Registry, UnknownName
+from hkt.registry import PluginSkipped, Registry, UnknownName
 
 
 def _package(tmp_path, monkeypatch, name: str, modules: dict[str, str]) -> None:
@@ -56,6 +56,48 @@ def test_unknown_names_list_the_registered_ones(tmp_path, monkeypatch):
         hkt_toy_pkg2.THINGS["two"]
     assert isinstance(exc.value, KeyError) and isinstance(exc.value, ValueError)
     assert "two" not in hkt_toy_pkg2.THINGS and ["x"] not in hkt_toy_pkg2.THINGS  # unhashable
+
+
+def test_a_broken_module_is_skipped_with_a_warning_and_the_others_still_register(tmp_path,
+                                                                                 monkeypatch):
+    thing = "from hkt_toy_pkg3 import THINGS\nTHINGS.register({name!r})(len)\n"
+    _package(tmp_path, monkeypatch, "hkt_toy_pkg3", {
+        "alpha": thing.format(name="alpha"),
+        "broken": "def oops(:\n",                        # a syntax error
+        "needs": "import hkt_no_such_optional_package\n",  # a missing dependency
+        "zulu": thing.format(name="zulu"),               # after the broken ones
+    })
+    import hkt_toy_pkg3
+
+    with pytest.warns(PluginSkipped) as caught:
+        assert hkt_toy_pkg3.THINGS.names() == ["alpha", "zulu"]
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2
+    assert messages[0].startswith(str(tmp_path / "hkt_toy_pkg3" / "broken.py") + ": skipped, "
+                                  "every other thing still works: SyntaxError")
+    assert "needs.py: skipped" in messages[1] and "ModuleNotFoundError" in messages[1]
+    with pytest.raises(UnknownName, match=r"registered: alpha, zulu; .*broken\.py was skipped "
+                                          r"\(SyntaxError"):
+        hkt_toy_pkg3.THINGS["broken"]
+
+
+def test_a_syntax_error_in_a_new_mixer_file_leaves_mha_and_s4d_working(tmp_path):
+    """A fresh process, as a user's: a broken file sorted before every mixer module."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "aaa_broken_mixer.py").write_text("class Broken(:\n    pass\n")
+    code = textwrap.dedent(f"""
+        import hkt.mixers
+        hkt.mixers.__path__.append({str(extra)!r})
+        from hkt.mixers import build_mixer
+        print(type(build_mixer("mha", d_model=8, n_heads=2)).__name__)
+        print(type(build_mixer("s4d", d_model=8, n_heads=2)).__name__)
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["MultiHeadAttention", "S4DMixer"]
+    assert f"{extra / 'aaa_broken_mixer.py'}: skipped, every other mixer still works: " \
+           "SyntaxError" in r.stderr
 
 
 def test_a_second_object_under_one_name_is_refused():

@@ -12,6 +12,7 @@ import pytest
 from hkt.cli import main as hkt_main
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.sweep import EACH_AT_BEST, ONE_RATE
 from hkt.report.tables import ablation_table, gap_table, main_display, main_table
 from hkt.report.writers import write_table
 from hkt.runs import AggregateError, curves_from_records, load_records, most_common_length, runs_from_records
@@ -369,12 +370,41 @@ def test_learning_rate_tables_pick_each_models_best_rate_by_validation(tmp_path)
     assert set(table["source"]) == {"this suite", str(tmp_path / "published")}
     gap = pl.read_csv(out / "tables" / "sweep_gap.csv")
     assert gap.select("comparison", "lr_a", "lr_b").rows() == [
-        ("both at one rate", 1e-4, 1e-4), ("both at one rate", 3e-4, 3e-4),
-        ("both at one rate", 1e-3, 1e-3), ("each at its best rate (validation)", 1e-3, 3e-4)]
+        (ONE_RATE, 1e-4, 1e-4), (ONE_RATE, 3e-4, 3e-4),
+        (ONE_RATE, 1e-3, 1e-3), (EACH_AT_BEST, 1e-3, 3e-4)]
     assert gap["ours_pp"].to_list() == pytest.approx([5.0, 4.0, -6.0, -5.0])
     assert gap["seeds_a"].to_list() == [3, 1, 1, 1]
     # the reference runs stay out of every other table
     assert pl.read_csv(out / "tables" / "runs.csv").height == 4
+
+
+def test_a_longer_budget_at_a_published_rate_is_its_own_setting(tmp_path):
+    """The long suite: 1e-3 for 20k steps is not pooled with the published 1e-3 at 10k steps;
+    two reference paths join the table; the gap pairs settings both models share."""
+    def at(model, seed, lr, steps, val, test, variant):
+        rec = _lr_record(model, seed, lr, val, test, variant)
+        rec["steps"] = steps
+        return rec
+    write_records(tmp_path / "cpu", [at(m, 0, 1e-4, 10_000, 0.35, 0.33, "main")
+                                     for m in ("hkt", "mha")])
+    write_records(tmp_path / "sens", [at(m, 0, 1e-3, 10_000, 0.38, 0.35, "lr1e3")
+                                      for m in ("hkt", "mha")])
+    write_records(tmp_path / "runs", [at("hkt", 0, 1e-3, 20_000, 0.42, 0.40, "lr1e3_steps20k"),
+                                      at("mha", 0, 1e-3, 20_000, 0.37, 0.36, "lr1e3_steps20k")])
+    out = tmp_path / "results"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
+                     "--reference", str(tmp_path / "cpu"), "--reference", str(tmp_path / "sens")]) == 0
+    table = pl.read_csv(out / "tables" / "sweep.csv")
+    assert table.select("model", "lr", "steps", "seeds", "best").rows() == [
+        ("hkt", 1e-4, 10_000, 1, False), ("hkt", 1e-3, 10_000, 1, False),
+        ("hkt", 1e-3, 20_000, 1, True), ("mha", 1e-4, 10_000, 1, False),
+        ("mha", 1e-3, 10_000, 1, True), ("mha", 1e-3, 20_000, 1, False)]
+    gap = pl.read_csv(out / "tables" / "sweep_gap.csv")
+    assert gap.select("comparison", "lr_a", "steps_a", "lr_b", "steps_b").rows() == [
+        (ONE_RATE, 1e-4, 10_000, 1e-4, 10_000), (ONE_RATE, 1e-3, 10_000, 1e-3, 10_000),
+        (ONE_RATE, 1e-3, 20_000, 1e-3, 20_000), (EACH_AT_BEST, 1e-3, 20_000, 1e-3, 10_000)]
+    assert gap["ours_pp"].to_list() == pytest.approx([0.0, 0.0, 4.0, 5.0])
+    assert "| 0.001 | 20,000 |" in (out / "tables" / "sweep.md").read_text()
 
 
 def test_learning_rate_tables_say_why_they_are_empty(tmp_path):
@@ -382,7 +412,7 @@ def test_learning_rate_tables_say_why_they_are_empty(tmp_path):
     out = tmp_path / "results"
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
     assert pl.read_csv(out / "tables" / "sweep.csv").is_empty()
-    assert "No model of these runs was trained at more than one learning rate" in (
+    assert "No model of these runs was trained at more than one learning rate or budget" in (
         out / "tables" / "sweep_gap.md").read_text()
 
 

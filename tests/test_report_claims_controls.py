@@ -10,7 +10,7 @@ import pytest
 
 from hkt.report import claims
 from hkt.report.controls import CONTROLS_SCHEMA
-from hkt.report.sweep import SWEEP_GAP_SCHEMA, SWEEP_SCHEMA, THIS_SUITE
+from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SWEEP_GAP_SCHEMA, SWEEP_SCHEMA, THIS_SUITE
 
 REF = "docs/results/cpu/runs"
 
@@ -66,14 +66,20 @@ def test_a_control_read_at_another_budget_says_so_and_other_controls_give_no_row
     assert claims.control_claims(pl.DataFrame(schema=CONTROLS_SCHEMA), main_rows()) == []
 
 
-def sweep(model: str, rates: dict[float, tuple[float, float, float | None]],
-          best: float, reference: float = 1e-4) -> list[dict]:
-    """Learning-rate table rows of ``model`` on listops (T=512): per rate (val mean, test mean,
-    test std); ``reference`` read from the published runs, ``best`` the best by validation."""
-    return [{"task": "listops", "length": 512, "model": model, "lr": lr, "seeds": 3,
-             "val_mean": val, "val_std": 0.1, "test_mean": test, "test_std": std,
-             "source": REF if lr == reference else THIS_SUITE, "best": lr == best}
-            for lr, (val, test, std) in rates.items()]
+def sweep(model: str, rates: dict[float | tuple[float, int], tuple[float, float, float | None]],
+          best: float | tuple[float, int], reference: float | tuple[float, int] = 1e-4
+          ) -> list[dict]:
+    """Learning-rate table rows of ``model`` on listops (T=512): per setting (a rate at 10k
+    steps, or (rate, steps)) its (val mean, test mean, test std); ``reference`` read from the
+    published runs (a rate or a list of settings), ``best`` the best by validation."""
+    def setting(key):
+        return key if isinstance(key, tuple) else (key, 10_000)
+    refs = [setting(r) for r in (reference if isinstance(reference, list) else [reference])]
+    return [{"task": "listops", "length": 512, "model": model, "lr": setting(k)[0],
+             "steps": setting(k)[1], "seeds": 3, "val_mean": val, "val_std": 0.1,
+             "test_mean": test, "test_std": std,
+             "source": REF if setting(k) in refs else THIS_SUITE, "best": setting(k) == setting(best)}
+            for k, (val, test, std) in rates.items()]
 
 
 def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_stays():
@@ -106,6 +112,23 @@ def test_the_plateau_does_not_move_when_the_reference_rate_is_best_and_one_seed_
     assert row[3].startswith("cannot tell: one seed at 1e-3 or 1e-4 gives no seed spread;")
 
 
+def test_longer_training_is_read_as_a_setting_against_the_lowest_reference_rate():
+    """The long suite: 1e-3 for 20k steps beside published 1e-4 and 1e-3 at 10k steps; the
+    reference is the lowest published rate, every setting is named by its steps."""
+    table = pl.DataFrame(sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 35.4, 0.3),
+                                       (1e-3, 20_000): (41.0, 39.0, 0.5),
+                                       3e-3: (36.0, 34.0, 0.6)},
+                               best=(1e-3, 20_000), reference=[1e-4, 1e-3]), schema=SWEEP_SCHEMA)
+    (row,) = claims.learning_rate_claims(table)
+    assert row[0] == ("The Transformers' plateau on listops (T=512) is set by the learning rate "
+                      "or the budget (MHA)")
+    assert row[2] == (
+        f"best by validation 1e-3 for 20,000 steps: test 39.00 ± 0.50; reference 1e-4 for 10,000 "
+        f"steps ({REF}): 33.30 ± 0.40; difference +5.70 pp (settings: 1e-4 for 10,000 steps, "
+        "1e-3 for 10,000 steps, 1e-3 for 20,000 steps, 3e-3 for 10,000 steps)")
+    assert row[3].startswith("moves: 1e-3 for 20,000 steps − 1e-4 for 10,000 steps is +5.70 pp, "
+                             "more than the seed spread (0.50); at its best setting still")
+
 def test_no_plateau_row_without_reference_runs_or_a_learning_rate_table():
     own = pl.DataFrame(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)},
                              best=1e-3, reference=-1.0), schema=SWEEP_SCHEMA)
@@ -116,11 +139,12 @@ def test_no_plateau_row_without_reference_runs_or_a_learning_rate_table():
 def gap(low: float, high: float) -> pl.DataFrame:
     """The learning-rate gap table on listops: both at 1e-4 (+2.18), each at its best (1e-3)."""
     row = {"task": "listops", "length": 512, "p_value": 0.05, "significant": "no",
-           "seeds_a": 3, "seeds_b": 3, "test_examples": "2000"}
+           "seeds_a": 3, "seeds_b": 3, "test_examples": "2000", "steps_a": 10_000,
+           "steps_b": 10_000}
     return pl.DataFrame([
-        {**row, "comparison": "both at one rate", "lr_a": 1e-4, "lr_b": 1e-4, "ours_pp": 2.18,
+        {**row, "comparison": ONE_RATE, "lr_a": 1e-4, "lr_b": 1e-4, "ours_pp": 2.18,
          "ci_low_pp": 0.66, "ci_high_pp": 3.70},
-        {**row, "comparison": "each at its best rate (validation)", "lr_a": 1e-3, "lr_b": 3e-4,
+        {**row, "comparison": EACH_AT_BEST, "lr_a": 1e-3, "lr_b": 3e-4,
          "ours_pp": (low + high) / 2, "ci_low_pp": low, "ci_high_pp": high},
     ], schema=SWEEP_GAP_SCHEMA)
 

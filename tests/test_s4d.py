@@ -255,3 +255,119 @@ def test_trains_on_every_task(prepared_data, tmp_path, task):
     for name in ("log_dt", "log_A_real", "A_imag"):
         key = f"blocks.0.mixer.{name}"
         assert not torch.equal(trained[key], init[key]), f"{name} did not train"
+
+
+# --- S4's settings: shared A and B, trained B, S4's parameter groups (issue 53) ---------------
+
+
+def test_shared_copies_of_a_and_b_are_the_per_channel_model_with_a_and_b_repeated():
+    """n_ssm: channel h uses copy h mod n_ssm of (A, B), as S4 tiles them; dt stays per channel."""
+    torch.manual_seed(0)
+    shared = build_mixer("s4d", d_model=6, n_heads=2, state_size=8, n_ssm=2, train_B=True)
+    assert shared.log_A_real.shape == shared.A_imag.shape == (2, 4) and shared.B.shape == (2, 4, 2)
+    assert shared.log_dt.shape == (6,)
+    with torch.no_grad():
+        shared.log_A_real.add_(torch.randn(2, 4) * 0.1)
+        shared.B.copy_(torch.randn(2, 4, 2))
+    full = build_mixer("s4d", d_model=6, n_heads=2, state_size=8, train_B=True)
+    state = dict(shared.state_dict())
+    for name in ("log_A_real", "A_imag", "B"):
+        state[name] = state[name].repeat(3, *([1] * (state[name].ndim - 1)))
+    full.load_state_dict(state)
+    torch.testing.assert_close(shared.kernel(32), full.kernel(32), rtol=0, atol=0)
+
+
+def test_a_trained_b_starts_at_one_and_trains():
+    """train_B: B is a parameter at 1, so the kernel at the start is the fixed-B model's; it
+    then takes a gradient (S4 trains it)."""
+    torch.manual_seed(1)
+    fixed = build_mixer("s4d", d_model=4, n_heads=2, state_size=8)
+    torch.manual_seed(1)
+    trained = build_mixer("s4d", d_model=4, n_heads=2, state_size=8, train_B=True)
+    torch.testing.assert_close(trained.kernel(16), fixed.kernel(16), rtol=0, atol=0)
+    trained(torch.randn(2, 16, 4)).sum().backward()
+    assert trained.B.grad is not None and trained.B.grad.abs().sum() > 0
+
+
+def test_shared_copies_must_divide_the_channels():
+    with pytest.raises(ConfigValueError, match=r"'mixer.n_ssm' = 3: must divide d_model \(8\)"):
+        EncoderConfig(name="s4d", d_model=8, mixer={"n_ssm": 3})
+    with pytest.raises(ConfigValueError, match=r"'n_ssm' = 0: must be >= 1"):
+        build_mixer("s4d", d_model=8, n_heads=2, n_ssm=0)
+
+
+def recipe_config(*overrides: str):
+    return load_config(["model=s4d", "profile=s4_recipe", "task=listops", *overrides])
+
+
+def test_the_s4_recipe_composes_s4s_listops_layer_and_block():
+    """S4's configs/experiment/lra/s4-listops.yaml: 6 x 256, post-norm BatchNorm, no FFN, no
+    positions, d_state 4, n_ssm 1, B trained, dt in [1e-3, 1e-1], batch 32, 120k steps, 12k
+    warmup, cosine, AdamW (0.9, 0.999) at lr 0.01 and weight decay 0.05, no clipping, fp32."""
+    cfg = recipe_config()
+    m = cfg.model
+    assert (m.n_layers, m.d_model, m.d_ffn, m.norm, m.norm_place, m.positional, m.pooling) == \
+        (6, 256, 0, "batch", "post", "none", "mean")
+    assert (m.dropout, m.emb_dropout, m.mixer_dropout) == (0.0, 0.0, 0.0)
+    mx = m.mixer
+    assert (mx.state_size, mx.n_ssm, mx.train_B, mx.dt_min, mx.dt_max) == (4, 1, True, 1e-3, 0.1)
+    t, o = cfg.train, cfg.optim
+    assert (t.batch_size, t.max_steps, t.precision) == (32, 120000, "fp32")
+    assert t.max_steps * t.batch_size == 40 * cfg.task.prepare.splits.train  # their 40 epochs
+    assert (o.lr, o.weight_decay, list(o.betas), o.warmup_steps, o.schedule, o.min_lr_ratio,
+            o.grad_clip) == (0.01, 0.05, [0.9, 0.999], 12000, "cosine", 0.0, None)
+    # another model composes at the profile (S4's block), without S4D's layer settings
+    assert recipe_config("model=mha").model.d_ffn == 0
+
+
+def test_the_s4_recipe_optimizer_groups_read_back_as_s4_sets_them():
+    """Each parameter's AdamW learning rate and weight decay, read back from the optimizer:
+    A and B at 1e-3 without decay, dt at the global 0.01 without decay, D decayed at 0.05, C and
+    the weights at 0.01 and 0.05; biases, norms and the embedding not decayed."""
+    cfg = recipe_config("model.d_model=16", "model.n_layers=2")
+    model = build_model(OmegaConf.to_container(cfg.model), vocab_size=18, num_classes=10,
+                        max_length=512)
+    opt, _ = build_optimizer(model, cfg.optim, 1000, torch.device("cpu"))
+    got = {name: (g["initial_lr"], g["weight_decay"]) for g in opt.param_groups
+           for name, p in model.named_parameters() if any(p is q for q in g["params"])}
+    assert len(got) == len(list(model.parameters()))
+    want = {"log_A_real": (1e-3, 0.0), "A_imag": (1e-3, 0.0), "B": (1e-3, 0.0),
+            "log_dt": (0.01, 0.0), "D": (0.01, 0.05), "C": (0.01, 0.05),
+            "output_linear.weight": (0.01, 0.05), "output_linear.bias": (0.01, 0.0),
+            "norm1.weight": (0.01, 0.0), "norm1.bias": (0.01, 0.0)}
+    for i in range(2):
+        for name, setting in want.items():
+            key = f"blocks.{i}.{'mixer.' if not name.startswith('norm') else ''}{name}"
+            assert got.pop(key) == setting, key
+    assert got == {"embed.weight": (0.01, 0.0), "head.weight": (0.01, 0.05), "head.bias": (0.01, 0.0)}
+    # the declaration itself, as the mixer states it (None: the optimiser's own)
+    assert model.blocks[0].mixer.optimizer_settings == {
+        "log_dt": {"lr": 0.01, "weight_decay": 0.0}, "log_A_real": {"lr": 1e-3, "weight_decay": 0.0},
+        "A_imag": {"lr": 1e-3, "weight_decay": 0.0}, "B": {"lr": 1e-3, "weight_decay": 0.0},
+        "D": {"lr": None, "weight_decay": 0.05}}
+
+
+def test_the_default_s4d_declares_what_it_always_did():
+    """Without S4's settings: A and dt at ssm_lr without decay, in one group; B fixed; D
+    undeclared (a vector: not decayed), so S4D's earlier runs keep their optimizer."""
+    m = build_mixer("s4d", d_model=8, n_heads=2)
+    ssm = {"lr": 1e-3, "weight_decay": 0.0}
+    assert m.optimizer_settings == {"log_dt": ssm, "log_A_real": ssm, "A_imag": ssm}
+    assert m.B is None and "B" not in dict(m.named_parameters())
+
+
+@pytest.mark.parametrize("task", ["listops", "imdb", "cifar10"])
+def test_trains_on_every_task_in_s4s_block(prepared_data, tmp_path, task):
+    """`model=s4d` at the s4_recipe profile (S4's block and layer; tiny sizes, two steps)
+    trains on every task; A, B and dt move, and BatchNorm's running statistics are kept."""
+    from hkt.train.loop import train
+
+    cfg = recipe_config(f"task={task}", "model.d_model=8", "model.n_layers=1",
+                        "train.batch_size=4", "tracking.enabled=false", "train.max_steps=2",
+                        "train.eval_every=2", "train.checkpoint_every=2", "train.eval_batches=1",
+                        "train.test_batches=1", "optim.warmup_steps=0")
+    record = train(cfg, prepared_data(task), tmp_path / "run", stream=io.StringIO(), progress=False)
+    assert record["steps"] == 2 and record["config"]["model"]["norm"] == "batch"
+    trained = torch.load(tmp_path / "run/checkpoints/last.pt", weights_only=True)["model"]
+    assert int(trained["blocks.0.norm1.num_batches_tracked"]) == 2
+    assert not torch.equal(trained["blocks.0.mixer.B"][..., 0], torch.ones(1, 2))

@@ -233,3 +233,19 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
         assert (dest / "tables" / f.name).read_bytes() == f.read_bytes(), f.name
     with pytest.raises(SystemExit, match="holds no run of suite quick"):
         publish.add_runs(results, dest)
+
+
+def test_a_suite_with_two_reference_paths_lays_both_beside_its_records(tmp_path):
+    """The long suite sets its runs beside two publications (cpu and sensitivity): regenerating
+    its tables copies both reference trees where the aggregate (run from the root) reads them."""
+    publish = script("publish_results")
+    results = tmp_path / "results"
+    results.mkdir()
+    args = publish._aggregate_inputs("long", results)
+    refs = [args[i + 1] for i, word in enumerate(args) if word == "--reference"]
+    assert refs == ["docs/results/cpu/runs", "docs/results/sensitivity/runs"]
+    for ref in refs:
+        published = sorted(p.relative_to(ROOT / ref) for p in (ROOT / ref).rglob("record.json"))
+        assert published and published == sorted(
+            p.relative_to(tmp_path / ref) for p in (tmp_path / ref).rglob("record.json"))
+    assert sum(a.endswith("/record.json") for a in args) == 12  # the suite's own jobs

@@ -20,12 +20,11 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -33,6 +32,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import mlflow_server
 from hkt.references import RULE_REFERENCES
 from test_workflow import ROOT, job_stats, snakemake_cmd, user_env
 from test_workflow_e2e import CONFIG as E2E_CONFIG
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 CLUSTER = ROOT / "scripts" / "slurm-local.sh"
 PROFILE = ROOT / "workflow" / "executors" / "slurm-local"
 SUBMITTER = Path(__file__).parent / "slurm_snakemake.py"  # Snakemake, checking jobs each second
-LOCAL_RULES = {"all", "aggregate", "check_mlflow"}  # workflow/Snakefile `localrules`
+LOCAL_RULES = {"all", "aggregate", "check_mlflow", "bench_queue"}  # workflow/Snakefile `localrules`
 
 # The small smoke workflow of test_workflow_e2e (ListOps: MHA, HKT, the two shipped baselines),
 # without its ablation, its toy baseline and the benchmark; only HKT analysed. Tiny requests:
@@ -153,46 +153,11 @@ def test_up_replaces_the_link_of_a_killed_cluster_and_refuses_a_running_ones(tmp
     assert not ETC_CONF.is_symlink() or os.readlink(ETC_CONF) == before
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def tracking_server(tmp_path_factory):
     """A fresh `mlflow server` on 127.0.0.1 (SQLite, its own artifact store), stopped by PID."""
-    root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    mlflow = Path(sys.executable).parent / "mlflow"
-    log = open(root / "server.log", "w")
-    proc = subprocess.Popen(
-        [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--artifacts-destination", str(root / "artifacts")],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None, (root / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "mlflow server: no /health in 120 s"
-            time.sleep(0.5)
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as (uri, _):
         yield uri
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def _repo_copy(tmp: Path) -> Path:
@@ -306,7 +271,11 @@ def test_aggregate_from_the_server_rebuilds_the_record_tables(slurm_run, tmp_pat
     assert compared >= 4  # main, gap, ablation, runs at least
 
 
-# --- a cancelled job is resubmitted and resumes -------------------------------------------------
+# --- a training job stopped on the cluster: resubmitted, it resumes to the uninterrupted record --
+
+TARGET = "results/runs/listops/mha/main/seed0/record.json"
+SLOW_STEPS = Path(__file__).parent / "slow_steps"  # its sitecustomize: each step sleeps first
+
 
 def _checkpoint_step(path: Path) -> int:
     try:
@@ -315,75 +284,124 @@ def _checkpoint_step(path: Path) -> int:
         return -1
 
 
-def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_cluster,
-                                                                      tracking_server, tmp_path):
-    budget = ["train.test_batches=2", "train.max_steps=300", "train.checkpoint_every=10",
-              "train.eval_every=50", "train.log_every=10"]
+@contextmanager
+def _training_job(tmp_path: Path, uri: str, budget: list[str], *, runtime: int = 10,
+                  env: dict | None = None) -> Iterator[dict]:
+    """The MLflow-tracked MHA ListOps job of ``budget`` (train overrides) submitted to the
+    cluster (``runtime``: its time limit in minutes; ``env``: the submitting Snakemake's), and
+    beside it the same job run locally, uninterrupted: it shares nothing with the cluster's run
+    (its own directory, store and data) and takes no time of the test's own. Yields ``proc``
+    and ``reference`` (the two Snakemake processes), ``console`` (the first's output),
+    ``run_dir``, ``ref_dir`` and ``log`` (the job's); at the end, what still runs is killed and
+    the partition's jobs are cancelled. The caller stops the job and waits for both."""
     cfg = {**SMOKE, "train_overrides": budget, "main": {"tasks": ["listops"], "models": ["mha"]},
-           "external": {}, "analyze": {"enabled": False}}
+           "external": {}, "analyze": {"enabled": False},
+           "resources": {**SMOKE["resources"],
+                         "train": {"threads": 1, "mem_mb": 1000, "runtime": runtime}}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     repo = _repo_copy(tmp_path)
-    target = "results/runs/listops/mha/main/seed0/record.json"
     configfile = ["--configfile", str(tmp_path / "config.yaml")]
-
     work, ref = tmp_path / "work", tmp_path / "ref"  # on the cluster; the same job run locally
     work.mkdir()
     ref.mkdir()
-    run_dir = work / "results" / "runs" / "listops" / "mha" / "main" / "seed0"
-    console, ref_console = tmp_path / "snakemake.log", tmp_path / "reference.log"
-    with open(console, "w") as sink, open(ref_console, "w") as ref_sink:
-        # the uninterrupted reference runs beside the cluster's run: it shares nothing with it
-        # (its own directory, store and data) and takes no time of the test's own
-        reference = subprocess.Popen(
-            snakemake_cmd(target, "--cores", "2", "--config",
+    job = {"console": tmp_path / "snakemake.log", "ref_console": tmp_path / "reference.log",
+           "run_dir": work / TARGET.replace("/record.json", ""),
+           "ref_dir": ref / TARGET.replace("/record.json", ""),
+           "log": work / "results" / "logs" / "train" / "listops" / "mha" / "main" / "seed0.log"}
+    with open(job["console"], "w") as sink, open(job["ref_console"], "w") as ref_sink:
+        job["reference"] = subprocess.Popen(
+            snakemake_cmd(TARGET, "--cores", "2", "--config",
                           "tracking_uri=sqlite:///" + str(ref / "m.db"), *configfile,
                           cwd=ref, snakefile=repo / "workflow" / "Snakefile"),
             stdout=ref_sink, stderr=subprocess.STDOUT, text=True, env=user_env())
-        proc = subprocess.Popen(
-            _slurm_cmd(target, *configfile, repo=repo, work=work, uri=tracking_server),
-            stdout=sink, stderr=subprocess.STDOUT, text=True, env=user_env())
+        job["proc"] = subprocess.Popen(
+            _slurm_cmd(TARGET, *configfile, repo=repo, work=work, uri=uri),
+            stdout=sink, stderr=subprocess.STDOUT, text=True, env=env or user_env())
         try:
-            deadline = time.monotonic() + 240
-            while _checkpoint_step(run_dir / "checkpoints" / "last.pt") < 20:  # early: 20/300
-                assert proc.poll() is None, console.read_text()[-4000:]
-                assert time.monotonic() < deadline, "no checkpoint at step 20 within 240 s"
-                time.sleep(0.05)
-            jobs = subprocess.run(["squeue", "-h", "-p", "hkt", "-t", "RUNNING", "-o", "%i"],
-                                  capture_output=True, text=True, check=True).stdout.split()
-            assert len(jobs) == 1, jobs
-            subprocess.run(["scancel", jobs[0]], check=True)
-            state = ""
-            while state != "CANCELLED":  # it really ended cancelled, not finished first
-                state = subprocess.run(["squeue", "-h", "-t", "all", "-j", jobs[0], "-o", "%T"],
-                                       capture_output=True, text=True).stdout.strip()
-                assert state in {"RUNNING", "COMPLETING", "CANCELLED"}, state
-                assert time.monotonic() < deadline + 60, f"job {jobs[0]} still {state}"
-                time.sleep(0.1)
-            proc.wait(timeout=300)
-            reference.wait(timeout=300)
+            yield job
         finally:
-            for p in (proc, reference):
+            for p in (job["proc"], job["reference"]):
                 if p.poll() is None:
                     p.kill()
                     p.wait()
             subprocess.run(["scancel", "--quiet", "--partition", "hkt"], capture_output=True)
-    out = console.read_text()
-    assert proc.returncode == 0, out[-6000:]
-    submitted = _submitted(out)["train"]
-    assert len(submitted) == 2 and jobs[0] == submitted[0], out[-4000:]  # the retry
-    log = (work / "results" / "logs" / "train" / "listops" / "mha" / "main" / "seed0.log")
-    resumed = re.search(r"resuming from \S+last\.pt at step (\d+)", log.read_text())
-    assert resumed and 20 <= int(resumed.group(1)) < 300, log.read_text()[-3000:]
-    # Snakemake deleted the log before the retry; it still holds the cancelled attempt
-    assert log.read_text().count("===== hkt train ") == 2, log.read_text()[-3000:]
 
-    # the same job, uninterrupted
-    assert reference.returncode == 0, ref_console.read_text()[-4000:]
-    got = json.loads((run_dir / "record.json").read_text())
-    want = json.loads((ref / target).read_text())
+
+def _running_job_at(job: dict, step: int, deadline: float) -> str:
+    """The cluster's one running job, once the run has a checkpoint of ``step`` or later."""
+    while _checkpoint_step(job["run_dir"] / "checkpoints" / "last.pt") < step:
+        assert job["proc"].poll() is None, job["console"].read_text()[-4000:]
+        assert time.monotonic() < deadline, f"no checkpoint at step {step} in time"
+        time.sleep(0.05)
+    jobs = subprocess.run(["squeue", "-h", "-p", "hkt", "-t", "RUNNING", "-o", "%i"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert len(jobs) == 1, jobs
+    return jobs[0]
+
+
+def _resubmitted_to_the_uninterrupted_record(job: dict, stopped: str) -> str:
+    """Check that the cluster's run ended, its job ``stopped`` resubmitted once, with the
+    record and losses of the uninterrupted reference; return the job's log."""
+    out = job["console"].read_text()
+    assert job["proc"].returncode == 0, out[-6000:]
+    submitted = _submitted(out)["train"]
+    assert len(submitted) == 2 and stopped == submitted[0], out[-4000:]  # the retry
+    assert job["reference"].returncode == 0, job["ref_console"].read_text()[-4000:]
+    got = json.loads((job["run_dir"] / "record.json").read_text())
+    want = json.loads((job["ref_dir"] / "record.json").read_text())
     same = ("steps", "best_step", "val_accuracy", "test_accuracy", "val_loss", "test_loss",
             "test_examples", "n_params", "data_checksums")
     assert {k: got[k] for k in same} == {k: want[k] for k in same}
     losses = [pl.read_csv(d / "history.csv")["train_loss"].to_list()
-              for d in (run_dir, ref / "results" / "runs" / "listops" / "mha" / "main" / "seed0")]
+              for d in (job["run_dir"], job["ref_dir"])]
     assert losses[0] == losses[1]
+    return job["log"].read_text()
+
+
+def test_a_cancelled_training_job_resumes_to_the_uninterrupted_record(slurm_cluster,
+                                                                      tracking_server, tmp_path):
+    budget = ["train.test_batches=2", "train.max_steps=300", "train.checkpoint_every=10",
+              "train.eval_every=50", "train.log_every=10"]
+    with _training_job(tmp_path, tracking_server, budget) as job:
+        deadline = time.monotonic() + 240
+        cancelled = _running_job_at(job, 20, deadline)  # early: 20/300
+        subprocess.run(["scancel", cancelled], check=True)
+        state = ""
+        while state != "CANCELLED":  # it really ended cancelled, not finished first
+            state = subprocess.run(["squeue", "-h", "-t", "all", "-j", cancelled, "-o", "%T"],
+                                   capture_output=True, text=True).stdout.strip()
+            assert state in {"RUNNING", "COMPLETING", "CANCELLED"}, state
+            assert time.monotonic() < deadline + 60, f"job {cancelled} still {state}"
+            time.sleep(0.1)
+        job["proc"].wait(timeout=300)
+        job["reference"].wait(timeout=300)
+    log = _resubmitted_to_the_uninterrupted_record(job, cancelled)
+    resumed = re.search(r"resuming from \S+last\.pt at step (\d+)", log)
+    assert resumed and 20 <= int(resumed.group(1)) < 300, log[-3000:]
+    # Snakemake deleted the log before the retry; it still holds the cancelled attempt
+    assert log.count("===== hkt train ") == 2, log[-3000:]
+
+
+def test_a_training_job_at_its_time_limit_checkpoints_at_the_signal_and_resumes(
+        slurm_cluster, tracking_server, tmp_path):
+    """Issue 51, 3: the executor settings as shipped (SIGTERM 120 s before the limit, one retry).
+    Once training is under way, the job's time limit is cut to one minute (`scontrol update`), so
+    Slurm's next check of limits (every 30 s) finds it within 120 s of its end and sends the
+    signal: the job writes a checkpoint of its step and stops, the retry resumes from that step,
+    and the record is that of the same job run uninterrupted. Each step sleeps 0.05 s
+    (tests/slow_steps), so the run lasts longer than the wait for Slurm's check in wall time,
+    not in CPU; the reference runs without the sleep."""
+    budget = ["train.test_batches=2", "train.max_steps=800", "train.checkpoint_every=50",
+              "train.eval_every=400", "train.log_every=50"]
+    slow = {**user_env(), "PYTHONPATH": str(SLOW_STEPS), "HKT_TEST_STEP_SLEEP": "0.05"}
+    with _training_job(tmp_path, tracking_server, budget, runtime=5, env=slow) as job:
+        limited = _running_job_at(job, 50, time.monotonic() + 240)
+        subprocess.run(["scontrol", "update", f"JobId={limited}", "TimeLimit=1"], check=True)
+        job["proc"].wait(timeout=400)
+        job["reference"].wait(timeout=300)
+    log = _resubmitted_to_the_uninterrupted_record(job, limited)
+    stopped = re.findall(r"hkt: stopped by SIGTERM at step (\d+)/800: checkpoint written at step "
+                         r"(\d+) \(\S+last\.pt\); the same command resumes it", log)
+    resumed = re.findall(r"resuming from \S+last\.pt at step (\d+)/800", log)
+    assert len(stopped) == 1 and len(resumed) == 1, log[-4000:]
+    assert int(stopped[0][0]) == int(stopped[0][1]) == int(resumed[0]) > 50  # its own step

@@ -82,12 +82,15 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or interpreting(),
-                    reason="needs a CUDA device (the compiled kernels, not the interpreter)")
-@pytest.mark.parametrize("case", [(3, 2, True, True, "dynamic", 300, 64, 64, 2),
-                                  (4, 4, False, True, "static", 300, 64, 32, 2),
-                                  (2, 2, False, False, "dynamic", 1000, 64, 64, 1)],
-                         ids=lambda case: "-".join(map(str, case)))
+# on a GPU: causal and masked, masked only, neither; a key tile narrower than the query tile
+CUDA_CASES = [(3, 2, True, True, "dynamic", 300, 64, 64, 2),
+              (4, 4, False, True, "static", 300, 64, 32, 2),
+              (2, 2, False, False, "dynamic", 1000, 64, 64, 1)]
+NEEDS_CUDA = "needs a CUDA device (the compiled kernels, not the interpreter)"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or interpreting(), reason=NEEDS_CUDA)
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda case: "-".join(map(str, case)))
 def test_compiled_tile_equals_reference_on_cuda(case):
     """The compiled kernels on a GPU, float32 (IEEE dot products, as torch's default)."""
     pytest.importorskip("triton", reason=NEEDS_TRITON)
@@ -95,6 +98,24 @@ def test_compiled_tile_equals_reference_on_cuda(case):
 
     assert_same({impl: {k: v.cpu() for k, v in out.items()}
                  for impl, out in run_case(*case, device="cuda").items()})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or interpreting(), reason=NEEDS_CUDA)
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda case: "-".join(map(str, case)))
+def test_compiled_tile_in_bf16_is_as_close_to_float32_as_the_reference_in_bf16(case):
+    """Under bf16 autocast (how training runs on CUDA), the tile kernel's output and gradients
+    are no further from the float32 answer than the reference path's own bf16 ones, within 2x."""
+    pytest.importorskip("triton", reason=NEEDS_TRITON)
+    from tile_interpreter import run_case  # tests/ is on sys.path under pytest
+
+    exact = run_case(*case, device="cuda")["reference"]
+    low = run_case(*case, device="cuda", autocast=torch.bfloat16)
+    assert low["tile"].keys() == exact.keys()
+    for name, want in exact.items():
+        ref_err = (low["reference"][name].float() - want).abs().max().item()
+        tile_err = (low["tile"][name].float() - want).abs().max().item()
+        assert tile_err <= 2 * ref_err + 1e-3 * want.abs().max().item(), (
+            f"{name}: tile in bf16 is {tile_err:.3g} from float32, the reference {ref_err:.3g}")
 
 
 @pytest.mark.skipif(torch.cuda.is_available() or interpreting(),

@@ -18,7 +18,7 @@ def groups(name: str) -> list[str]:
 
 @pytest.mark.parametrize("profile", groups("profile"))
 @pytest.mark.parametrize("task", TASKS)
-@pytest.mark.parametrize("model", ["mha", "hkt", "s4d"])
+@pytest.mark.parametrize("model", groups("model"))
 def test_every_profile_task_model_composes(profile, task, model):
     cfg = load_config([f"profile={profile}", f"task={task}", f"model={model}"])
     assert cfg.train.profile == profile
@@ -197,12 +197,16 @@ def test_digests_keep_the_old_key_name_so_a_rename_reruns_nothing():
     assert old == {"seed": 0, "model": {"name": "hkt", "attention": {"levels": 2}, "d_model": 8}}
     assert list(old["model"]) == ["name", "attention", "d_model"]
     assert cfg["model"]["mixer"] == {"levels": 2}  # the input untouched
-    assert upgrade_saved_config(old) == cfg and list(upgrade_saved_config(old)["model"]) == [
-        "name", "mixer", "d_model"]
-    assert upgrade_saved_config(cfg) == cfg and upgrade_saved_config(None) is None
+    # read, the keys added since (hkt.renames.ADDED_KEYS) hold what the run did without them
+    now = {**cfg, "model": {**cfg["model"], "norm": "layer", "norm_place": "pre"}}
+    assert upgrade_saved_config(old) == now and list(upgrade_saved_config(old)["model"]) == [
+        "name", "mixer", "d_model", "norm", "norm_place"]
+    assert upgrade_saved_config(cfg) == now and upgrade_saved_config(None) is None
+    assert digest_form(now) == old
     both = {"model": {"name": "mha", "attention": {}, "attn_dropout": 0.1, "d_model": 8}}
     assert upgrade_saved_config(both) == {"model": {"name": "mha", "mixer": {},
-                                                    "mixer_dropout": 0.1, "d_model": 8}}
+                                                    "mixer_dropout": 0.1, "d_model": 8,
+                                                    "norm": "layer", "norm_place": "pre"}}
     assert digest_form(upgrade_saved_config(both)) == both
 
 

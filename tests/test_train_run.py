@@ -112,7 +112,7 @@ def test_data_of_another_task_is_refused(prepared_data, tmp_path):
 def test_divergence_stops_and_keeps_last_good_checkpoint(prepared_data, tmp_path, monkeypatch):
     import hkt.train.loop as loop
 
-    real = loop.build_model
+    real = loop.model_for
 
     class NaNAfter(torch.nn.Module):
         def __init__(self, inner, n):
@@ -127,7 +127,7 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(prepared_data, tmp_path
                     out = out * float("nan")
             return out
 
-    monkeypatch.setattr(loop, "build_model", lambda *a, **k: NaNAfter(real(*a, **k), 7))
+    monkeypatch.setattr(loop, "model_for", lambda *a, **k: NaNAfter(real(*a, **k), 7))
     with pytest.raises(TrainingError, match="non-finite loss") as err:
         run(prepared_data("listops"), tmp_path / "r")
     assert "step 8" in str(err.value) and "last.pt" in str(err.value)

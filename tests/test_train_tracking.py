@@ -43,6 +43,37 @@ def test_retry_wraps_cause_and_gives_up():
         with_retry(locked, attempts=3, base_delay=0.001)
 
 
+def test_no_retry_starts_later_than_within_s_after_the_first_call(monkeypatch):
+    """A server that refuses connections while training: retried with backoff, but no retry
+    begins more than ``within_s`` after the first call (a fake clock: each sleep advances it)."""
+    import hkt.store
+
+    class Clock:
+        now = 0.0
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, s):
+            self.now += s
+
+    clock = Clock()
+    monkeypatch.setattr(hkt.store, "time", clock)
+    starts = []
+
+    def refused():
+        starts.append(clock.now)
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    with pytest.raises(TrackingError, match=r"after \d+ attempts: \[Errno 111\] Connection refused"):
+        with_retry(refused, base_delay=0.1, max_delay=1.0, within_s=2.0)
+    assert len(starts) > 2 and max(starts) <= 2.0  # retried, never after the bound
+    starts.clear()
+    with pytest.raises(TrackingError, match="after 12 attempts"):  # without it: the full policy
+        with_retry(refused, base_delay=0.1, max_delay=1.0)
+    assert len(starts) == 12
+
+
 def test_other_errors_are_not_retried():
     calls = []
 

@@ -264,6 +264,23 @@ def test_editing_one_model_config_reruns_only_its_jobs(workflow_run):
     assert "prepare" not in stats and "external" not in stats
 
 
+def test_adding_an_external_baseline_reruns_only_what_reads_its_record(workflow_run, tmp_path):
+    """A new baseline adds its job, the MLflow audit and the aggregate; the benchmark, which
+    only waits for the records, stays (it reran for every new record before)."""
+    w = workflow_run
+    cfg = yaml.safe_load(w["cfg"].read_text())
+    cfg["external"]["toy2"] = {**cfg["external"]["toy"]}
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump(cfg))
+    r = snakemake("-n", "--configfile", str(more), cwd=w["work"], snakefile=w["snakefile"])
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    stats = job_stats(out)
+    assert stats.get("external") == 1 and "runs/listops/toy2/main/seed0/record.json" in out
+    assert "bench_attention" not in stats and "train" not in stats and "analyze" not in stats
+    assert stats.get("aggregate") == 1
+
+
 def test_report_has_the_captions(workflow_run):
     w = workflow_run
     r = snakemake("--configfile", str(w["cfg"]), "--report", f"{RESULTS}/report.html",

@@ -31,7 +31,10 @@ def grid(cpus: int = 64, **changes) -> Grid:
 def test_default_grid_is_the_paper_suite():
     g = grid()
     jobs = g.train_jobs()
-    assert len(jobs) == len(set(jobs)) == 3 * 4 * 3 + 7 * 3  # tasks x models x seeds + 7 ablations x 3 seeds
+    main, abl = CONFIG["main"], CONFIG["ablation"]
+    n_main = len(main["tasks"]) * len(main["models"]) * len(CONFIG["seeds"])
+    n_abl = len(abl["include"]) * len(abl["seeds"] or CONFIG["seeds"])
+    assert len(jobs) == len(set(jobs)) == n_main + n_abl  # from the config: a new model adds 3
     assert jobs[0] == Job("listops", "mha", MAIN, 0)
     ablations = {j.variant: j.model for j in jobs if j.variant != MAIN}
     assert ablations == {"levels1": "hkt", "levels2": "hkt", "levels4": "hkt",

@@ -1,6 +1,7 @@
 """The workflow's `sweep` (variants that select no model, trained with every model listed) and the
-two suites of issue 39 built on it: sensitivity (MHA and HKT at lr 3e-4 and 1e-3) and s4_recipe
-(S4D at the S4 family's ListOps recipe). Their jobs, and what their composed configs train."""
+suites built on it: sensitivity (MHA and HKT at lr 3e-4 and 1e-3, issue 39), long (at 1e-3 for
+20k steps and at 3e-3, issue 50) and s4_recipe (S4D at the S4 family's ListOps recipe). Their
+jobs, and what their composed configs train."""
 
 from __future__ import annotations
 
@@ -104,15 +105,84 @@ def test_the_sensitivity_runs_are_the_published_cpu_runs_but_for_the_learning_ra
         assert got == ref  # same model, data, budget, warmup, schedule and threads
 
 
-# ------------------------------------------------------------------------- the s4_recipe suite
-def test_the_s4_recipe_suite_is_one_s4d_run_at_s5_s_listops_recipe_on_our_listops():
+# ------------------------------------------------------------------------------ the long suite
+def test_the_long_suite_is_mha_and_hkt_at_20k_steps_and_at_the_grid_s_edge_three_seeds():
+    g = suite_grid("long")
+    assert set(g.train_jobs()) == {Job("listops", m, v, s) for m in ("mha", "hkt")
+                                   for v in ("lr1e3_steps20k", "lr3e3") for s in (0, 1, 2)}
+    assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
+    # its tables set the runs beside both publications they extend
+    assert g.sweep_reference_args() == ["--reference", "docs/results/cpu/runs",
+                                        "--reference", "docs/results/sensitivity/runs"]
+    for ref in ("docs/results/cpu/runs", "docs/results/sensitivity/runs"):
+        assert (ROOT / ref).is_dir()
+
+
+def test_the_long_runs_are_the_published_sensitivity_runs_but_for_rate_and_steps():
+    """lr1e3_steps20k is lr1e3 (published) with twice the steps, the cosine over all of them;
+    lr3e3 is lr1e3 with three times the rate: nothing else of model, data or budget differs."""
+    from hkt.train.optim import lr_factor
+    from hkt.workflow.configs import job_configs
+
+    mine = job_configs(suite_grid("long"))
+    published = job_configs(suite_grid("sensitivity"))
+    for job, cfg in mine.items():
+        ref = _plain(published[Job("listops", job.model, "lr1e3", job.seed)])
+        got = _plain(cfg)
+        if job.variant == "lr1e3_steps20k":
+            assert (cfg.train.max_steps, cfg.optim.lr) == (20_000, pytest.approx(1e-3))
+            got["train"]["max_steps"] = ref["train"]["max_steps"]
+        else:
+            assert (cfg.train.max_steps, cfg.optim.lr) == (10_000, pytest.approx(3e-3))
+            got["optim"]["lr"] = ref["optim"]["lr"]
+        assert got == ref
+    # the schedule is stretched, not cut: half the peak rate at step 10k, zero only at 20k
+    cfg = mine[Job("listops", "mha", "lr1e3_steps20k", 0)]
+    at = {step: lr_factor(step, warmup=cfg.optim.warmup_steps, total=cfg.train.max_steps,
+                          schedule=cfg.optim.schedule, min_ratio=cfg.optim.min_lr_ratio)
+          for step in (10_500, 20_000)}
+    assert at[10_500] == pytest.approx(0.5, abs=0.05) and at[20_000] == pytest.approx(
+        cfg.optim.min_lr_ratio)
+
+
+def test_a_sweep_takes_one_reference_path_or_a_list():
+    assert sweep_grid(variants=["lr3e4"], reference="a/runs").sweep_reference_args() == [
+        "--reference", "a/runs"]
+    assert sweep_grid(variants=["lr3e4"], reference=["a/runs", "b/runs"]).sweep_reference_args() \
+        == ["--reference", "a/runs", "--reference", "b/runs"]
+    assert sweep_grid(variants=["lr3e4"], reference=None).sweep_reference_args() == []
+    with pytest.raises(GridError, match="reference"):
+        sweep_grid(variants=["lr3e4"], reference=[])
+
+
+# ------------------------------------------------------------------------- the recipe suites
+def test_the_s4_recipe_suite_is_one_s4d_run_in_s4s_listops_experiment_on_our_listops():
+    """S4's block, layer and optimiser (config/profile/s4_recipe.yaml and
+    config/profile_model/s4_recipe_s4d.yaml; tests/test_s4d.py checks each value)."""
     from hkt.workflow.configs import job_configs
 
     g = suite_grid("s4_recipe")
     assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]
     assert g.external_jobs() == [] and g.analysis_jobs() == []
+    assert g.config["train_overrides"] == []  # the recipe is in its files, not in overrides
     cfg = job_configs(g)[Job("listops", "s4d", MAIN, 0)]
     assert cfg.task.id == "listops" and cfg.task.max_length == 512  # ours, not LRA's T = 2000
+    assert (cfg.model.name, cfg.model.n_layers, cfg.model.d_model, cfg.model.d_ffn) == ("s4d", 6, 256, 0)
+    assert (cfg.model.norm, cfg.model.norm_place, cfg.model.positional) == ("batch", "post", "none")
+    assert (cfg.train.batch_size, cfg.train.max_steps, cfg.optim.warmup_steps) == (32, 120000, 12000)
+    assert cfg.optim.lr == pytest.approx(0.01) and cfg.optim.weight_decay == pytest.approx(0.05)
+    assert cfg.model.mixer.ssm_lr == pytest.approx(1e-3) and cfg.model.mixer.dt_lr == pytest.approx(0.01)
+    assert cfg.train.checkpoint_every <= cfg.train.max_steps // 40  # resumable in pieces
+
+
+def test_the_s5_recipe_suite_is_s5s_listops_sizes_in_our_block():
+    """The recipe that made docs/results/s4_recipe/'s partial curve (issue 39), renamed: it
+    composes that run's config but for the profile's name."""
+    from hkt.workflow.configs import job_configs
+
+    g = suite_grid("s5_recipe")
+    assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]
+    cfg = job_configs(g)[Job("listops", "s4d", MAIN, 0)]
     assert (cfg.model.name, cfg.model.n_layers, cfg.model.d_model) == ("s4d", 8, 128)
     assert cfg.model.dropout == 0.0
     epochs = cfg.train.max_steps * cfg.train.batch_size / cfg.task.prepare.splits.train
@@ -120,7 +190,14 @@ def test_the_s4_recipe_suite_is_one_s4d_run_at_s5_s_listops_recipe_on_our_listop
     assert cfg.optim.warmup_steps * cfg.train.batch_size == cfg.task.prepare.splits.train
     assert cfg.optim.lr == pytest.approx(3e-3) and cfg.model.mixer.ssm_lr == pytest.approx(1e-3)
     assert cfg.optim.weight_decay == pytest.approx(0.04)
-    assert cfg.train.checkpoint_every <= cfg.train.max_steps // 40  # resumable in pieces
+    published = yaml.safe_load((ROOT / "docs/results/s4_recipe/runs/listops/s4d/main/seed0/"
+                                "config.yaml").read_text())
+    assert published["train"].pop("profile") == "s4_recipe" and cfg.train.profile == "s5_recipe"
+    from hkt.train.config import strip_for_compare
+
+    now = strip_for_compare(cfg)
+    now["train"].pop("profile")
+    assert strip_for_compare(published) == now
 
 
 # ------------------------------------------------------------------------------- the table

@@ -35,8 +35,10 @@ def layers(tile: TileSizes, **settings) -> tuple[HKTAttention, HKTAttention]:
     return ref, tile
 
 
-def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, device="cpu") -> dict:
-    """{impl: {"output", "input", "param.<name>": gradient…}} for one case, float32."""
+def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, device="cpu",
+             autocast: torch.dtype | None = None) -> dict:
+    """{impl: {"output", "input", "param.<name>": gradient…}} for one case, float32 (or the
+    forward under autocast to ``autocast``, as training with precision bf16 runs it)."""
     ref, tile = layers(levels=levels, stride=stride, kernel_size=stride + 1, fusion=fusion,
                        causal=causal, tile=TileSizes(tile_q, tile_k))
     ref, tile = ref.to(device), tile.to(device)
@@ -47,9 +49,11 @@ def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, d
     out = {}
     for name, layer in (("reference", ref), ("tile", tile)):
         x.grad = None
-        y = layer(x, mask)
-        (y * torch.randn(y.shape, generator=torch.Generator().manual_seed(3)).to(device)).sum().backward()
-        out[name] = {"output": y.detach(), "input": x.grad.clone(),
+        with torch.autocast(device_type=torch.device(device).type, dtype=autocast,
+                            enabled=autocast is not None):
+            y = layer(x, mask)
+        (y.float() * torch.randn(y.shape, generator=torch.Generator().manual_seed(3)).to(device)).sum().backward()
+        out[name] = {"output": y.detach().float(), "input": x.grad.clone(),
                      **{f"param.{n}": p.grad for n, p in layer.named_parameters() if p.grad is not None}}
     return out
 

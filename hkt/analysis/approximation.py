@@ -1,5 +1,5 @@
 """The paper's approximation claim, measured: does truncating HKT's levels cost geometrically less
-as levels are added (issue 16, DESIGN.md sections 2-3)?
+as levels are added (issue 16, docs/design.md §2 and §4)?
 
 For one layer, head and example, keeping levels < L′ with λ renormalised over them (what level
 truncation does to the model) gives the fused scores

@@ -1,6 +1,6 @@
 """``hkt analyze``: the paper's analyses of one trained run, as one tidy table plus figures.
 
-Sections (DESIGN.md section 3), each a set of rows ``(section, layer, head, level, quantity,
+Sections (docs/design.md §4), each a set of rows ``(section, layer, head, level, quantity,
 metric, value)``:
 
 - ``kurtosis``: Mardia's κ and test of the per-level score entries (d = 1) and of the

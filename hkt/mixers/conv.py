@@ -145,6 +145,8 @@ class CausalConvMixer(nn.Module):
         self.config = config
         self.d_model, self.n_heads, self.causal = d_model, n_heads, causal
         self.kernel_size, self.activation, self.dropout = config.kernel_size, config.activation, dropout
+        #: how many positions back (self included) an output sees; None for a whole-sequence mixer
+        self.receptive_field: int | None = self.kernel_size
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.conv = nn.Conv1d(d_model, d_model, self.kernel_size, groups=d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)

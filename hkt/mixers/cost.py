@@ -1,4 +1,4 @@
-"""Analytic score-computation cost of HKT relative to standard attention (DESIGN.md section 2)."""
+"""Analytic score-computation cost of HKT relative to standard attention (docs/design.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hierarchical Kernel Transformer attention (arXiv 2604.08829), DESIGN.md section 2.
+"""Hierarchical Kernel Transformer attention (arXiv 2604.08829), docs/design.md §2.
 
 Levels l = 0..L-1. X^(0) = X; X^(l) = GELU(LayerNorm(DWConv_l(X^(l-1)))), a causal depthwise
 convolution with stride s. Each level has its own query/key projections; values stay at full

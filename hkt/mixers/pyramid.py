@@ -1,4 +1,4 @@
-"""HKT's pyramid and fusion weights (DESIGN.md section 2, steps 1 and 4): the levels
+"""HKT's pyramid and fusion weights (docs/design.md §2, steps 1 and 4): the levels
 X^(l) = GELU(LayerNorm(DWConv(X^(l-1)))) and the convex weights λ that fuse their scores.
 :class:`hkt.mixers.hkt.HKTAttention` holds them (their parameter names are its state_dict's)."""
 

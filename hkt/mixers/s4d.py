@@ -24,8 +24,12 @@ Choices (S4D's own, each stated in ``config/model/s4d.yaml``):
 
 - Initialisation S4D-Lin: A_n = −1/2 + iπn, n = 0 … N/2−1, stored as ``log_A_real`` (Re A =
   −exp(log_A_real) stays negative: a stable SSM) and ``A_imag``; log dt uniform in
-  [log dt_min, log dt_max] per channel; C complex standard normal; D standard normal; B = 1 and
-  not trained (K depends on the products C_n B_n only, so a trained B would add nothing).
+  [log dt_min, log dt_max] per channel; C complex standard normal; D standard normal; B = 1.
+- A and B per channel (``n_ssm: null``), or ``n_ssm`` copies shared by the channels, channel h
+  using copy h mod n_ssm (S4's ``n_ssm``; its LRA models share one: ``n_ssm: 1``). dt is per
+  channel either way.
+- B is fixed at 1 unless ``train_B`` (S4 trains it). With A per channel a trained B adds no
+  function (K depends on the products C_n B_n only), but it changes how the model trains.
 - Bidirectional unless the model is causal: a second kernel K← (its own C, the same A and dt)
   runs the SSM over the reversed sequence, and the two outputs are summed:
   y_t = Σ_ℓ K→_ℓ u_{t−ℓ} + Σ_ℓ K←_ℓ u_{t+ℓ} + D u_t (both sums over ℓ = 0 … T−1 within the
@@ -36,9 +40,12 @@ Choices (S4D's own, each stated in ``config/model/s4d.yaml``):
   batch (right or left padding) equal the unpadded sequence's outputs, in both directions.
 - Output map: GELU, dropout, then a position-wise Linear(H, 2H) and GLU (S4D's and S4's LRA
   models: ``postact: glu``).
-- Optimiser: A and dt (``log_A_real``, ``A_imag``, ``log_dt``) take their own learning rate
-  (``ssm_lr``) and weight decay (``ssm_weight_decay``), as in S4; the module declares them in
-  :attr:`S4DMixer.optimizer_settings`, which :func:`hkt.train.optim.build_optimizer` reads.
+- Optimiser: the module declares its parameter groups in :attr:`S4DMixer.optimizer_settings`
+  (what S4's ``register`` sets on each tensor), which :func:`hkt.train.optim.build_optimizer`
+  reads: A (``log_A_real``, ``A_imag``) and B at ``ssm_lr`` and ``ssm_weight_decay``; dt
+  (``log_dt``) at ``dt_lr`` (null: ``ssm_lr``) and ``ssm_weight_decay``; D at the optimiser's
+  learning rate, decayed at ``D_weight_decay`` when it is set (null: D is a vector like any
+  other, not decayed). C and the output map follow the optimiser's own rule.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ from torch import Tensor, nn
 
 from hkt.mixers.base import AttentionInternals, check_dropout, check_heads, check_key_mask
 from hkt.mixers.registry import register
-from hkt.checks import integer, number
+from hkt.checks import boolean, integer, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
 
@@ -65,8 +72,16 @@ class S4DConfig:
         state_size: N, the state size of each channel's SSM: N/2 complex modes (conjugate pairs).
         dt_min: smallest initial step dt (log dt is drawn uniformly in [log dt_min, log dt_max]).
         dt_max: largest initial step dt.
-        ssm_lr: learning rate of A and dt (peak; the schedule of ``optim`` applies to it).
-        ssm_weight_decay: weight decay of A and dt.
+        ssm_lr: learning rate of A and B, and of dt unless ``dt_lr`` (peak; the schedule of
+            ``optim`` applies to it).
+        ssm_weight_decay: weight decay of A, B and dt.
+        n_ssm: independent copies of (A, B) shared by the channels (must divide d_model);
+            null: one per channel.
+        train_B: B is a parameter (initialised to 1) rather than the constant 1.
+        dt_lr: learning rate of dt; null: ``ssm_lr`` (S4's ListOps: the optimiser's,
+            ``${optim.lr}``).
+        D_weight_decay: weight decay of D (at the optimiser's learning rate); null: none, D is
+            a vector like the biases (S4 decays it: ``${optim.weight_decay}``).
     """
 
     state_size: int = 64
@@ -74,6 +89,10 @@ class S4DConfig:
     dt_max: float = 1e-1
     ssm_lr: float = 1e-3
     ssm_weight_decay: float = 0.0
+    n_ssm: int | None = None
+    train_B: bool = False
+    dt_lr: float | None = None
+    D_weight_decay: float | None = None
 
     def __post_init__(self) -> None:
         integer(self.state_size, "state_size", 2)
@@ -87,6 +106,32 @@ class S4DConfig:
                                    f"must be >= dt_min ({self.dt_min}); swap them")
         number(self.ssm_lr, "ssm_lr", 0, lo_open=True)
         number(self.ssm_weight_decay, "ssm_weight_decay", 0)
+        if self.n_ssm is not None:
+            integer(self.n_ssm, "n_ssm", 1)
+        boolean(self.train_B, "train_B")
+        if self.dt_lr is not None:
+            number(self.dt_lr, "dt_lr", 0, lo_open=True)
+        if self.D_weight_decay is not None:
+            number(self.D_weight_decay, "D_weight_decay", 0)
+
+    def check_width(self, d_model: int) -> None:
+        """Refuse an ``n_ssm`` that does not divide the model's channels."""
+        if self.n_ssm is not None and d_model % self.n_ssm:
+            raise ConfigValueError("n_ssm", self.n_ssm, f"must divide d_model ({d_model}): "
+                                   "the channels share the copies of (A, B) evenly")
+
+    def optimizer_settings(self) -> dict[str, dict[str, float | None]]:
+        """Parameter name -> its AdamW ``lr`` and ``weight_decay`` (None: the optimiser's), as
+        S4's ``register`` sets them; parameters not named follow the optimiser's own rule."""
+        ssm = {"lr": self.ssm_lr, "weight_decay": self.ssm_weight_decay}
+        dt = {"lr": self.ssm_lr if self.dt_lr is None else self.dt_lr,
+              "weight_decay": self.ssm_weight_decay}
+        out: dict[str, dict[str, float | None]] = {"log_dt": dt, "log_A_real": ssm, "A_imag": ssm}
+        if self.train_B:
+            out["B"] = ssm
+        if self.D_weight_decay is not None:
+            out["D"] = {"lr": None, "weight_decay": self.D_weight_decay}
+        return out
 
 
 @register("s4d")
@@ -120,12 +165,17 @@ class S4DMixer(nn.Module):
         check_heads(d_model, n_heads)
         check_dropout(dropout)
         self.config, self.d_model, self.n_heads, self.causal = config, d_model, n_heads, causal
+        config.check_width(d_model)
         h, modes = d_model, config.state_size // 2
+        copies = h if config.n_ssm is None else config.n_ssm  # of (A, B)
         directions = 1 if causal else 2
         log_dt = torch.rand(h) * (math.log(config.dt_max) - math.log(config.dt_min))
         self.log_dt = nn.Parameter(log_dt + math.log(config.dt_min))  # (H,)
-        self.log_A_real = nn.Parameter(torch.full((h, modes), math.log(0.5)))  # Re A = −1/2
-        self.A_imag = nn.Parameter(math.pi * torch.arange(modes, dtype=torch.float32).repeat(h, 1))
+        self.log_A_real = nn.Parameter(torch.full((copies, modes), math.log(0.5)))  # Re A = −1/2
+        self.A_imag = nn.Parameter(math.pi * torch.arange(modes, dtype=torch.float32).repeat(copies, 1))
+        # B (copies, N/2) complex as (re, im), 1 at the start; the constant 1 unless trained
+        self.B = nn.Parameter(torch.view_as_real(torch.ones(copies, modes, dtype=torch.cfloat))) \
+            if config.train_B else None
         # C[c, h, n]: one C per direction c (forward, backward), complex, stored as (re, im)
         C = torch.randn(directions, h, modes, dtype=torch.cfloat)
         self.C = nn.Parameter(torch.view_as_real(C))
@@ -133,16 +183,21 @@ class S4DMixer(nn.Module):
         self.drop = Dropout(dropout)
         self.output_linear = nn.Linear(h, 2 * h)  # then GLU: back to H
         # read by hkt.train.optim.build_optimizer: these parameters' own AdamW settings
-        ssm = {"lr": config.ssm_lr, "weight_decay": config.ssm_weight_decay}
-        self.optimizer_settings = {"log_dt": ssm, "log_A_real": ssm, "A_imag": ssm}
+        self.optimizer_settings = config.optimizer_settings()
 
     def kernel(self, length: int) -> Tensor:
         """K[c, h, ℓ] = 2 Re(Σ_n C[c,h,n] B̄[h,n] exp(ℓ dt[h] A[h,n])), ℓ = 0 … length−1:
         (directions, H, length), in the parameters' dtype."""
         dt = self.log_dt.exp().unsqueeze(-1)  # (H, 1)
-        A = torch.complex(-self.log_A_real.exp(), self.A_imag)  # (H, N/2)
+        A = torch.complex(-self.log_A_real.exp(), self.A_imag)  # (copies, N/2)
+        B = None if self.B is None else torch.view_as_complex(self.B)
+        if A.shape[0] != dt.shape[0]:  # shared copies: channel h uses copy h mod n_ssm (S4's)
+            A = A.repeat(dt.shape[0] // A.shape[0], 1)
+            B = None if B is None else B.repeat(dt.shape[0] // B.shape[0], 1)
         dtA = dt * A
-        B_bar = (dtA.exp() - 1) / A  # ZOH, with B = 1
+        B_bar = (dtA.exp() - 1) / A  # ZOH, with B = 1 ...
+        if B is not None:
+            B_bar = B_bar * B  # ... or the trained B
         C = torch.view_as_complex(self.C)  # (directions, H, N/2)
         ell = torch.arange(length, device=dt.device, dtype=dt.dtype)
         # Ā^ℓ = exp(ℓ dt A) = exp(ℓ dt Re A) (cos(ℓ dt Im A) + i sin(ℓ dt Im A)): (H, N/2, length);
@@ -183,5 +238,7 @@ class S4DMixer(nn.Module):
 
     def extra_repr(self) -> str:
         c = self.config
-        return (f"d_model={self.d_model}, state_size={c.state_size}, "
-                f"{'causal' if self.causal else 'bidirectional'}, dt=[{c.dt_min}, {c.dt_max}]")
+        shared = "" if c.n_ssm is None else f", n_ssm={c.n_ssm}"
+        return (f"d_model={self.d_model}, state_size={c.state_size}{shared}, "
+                f"{'causal' if self.causal else 'bidirectional'}, dt=[{c.dt_min}, {c.dt_max}]"
+                f"{', B trained' if c.train_B else ''}")

@@ -1,6 +1,6 @@
 """Which ``scaled_dot_product_attention`` calls need V zero-padded to the query/key width.
 
-HKT's fused path (DESIGN.md section 2) is one SDPA call with query/key width L·d and value width
+HKT's fused path (docs/design.md §2) is one SDPA call with query/key width L·d and value width
 d. Zero-padding V to L·d is exact (zero columns of V give zero output columns), but it multiplies
 the P·V, dP and dV work and the output width by L. It pays only where it lets a fused kernel run
 that would not run on the narrow V. PyTorch's backend filters (``aten/src/ATen/native/

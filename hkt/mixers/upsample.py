@@ -1,4 +1,4 @@
-"""The 1-D upsampling matrices U_l of HKT (DESIGN.md section 2), applied along time.
+"""The 1-D upsampling matrices U_l of HKT (docs/design.md §2), applied along time.
 
 U_l ∈ R^{T×T_l} maps level l's T_l = T_pad / s^l positions to the T tokens: nearest
 (U[i, ⌊i/s^l⌋] = 1) or linear interpolation (``F.interpolate``, ``align_corners=False``).

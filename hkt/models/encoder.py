@@ -1,10 +1,15 @@
-"""Encoder classifier for sequence classification: embed, pre-norm blocks, pool, classify.
+"""Encoder classifier for sequence classification: embed, residual blocks, pool, classify.
 
 The token mixer is chosen by registry name (:data:`hkt.mixers.MIXERS`), so MHA, HKT and every
 other registered mixer share every other part of the model and differ only where the paper says
 they differ. The whole model is described by one :class:`EncoderConfig` (``config/model/*.yaml``),
 which holds the mixer's own config (``HKTConfig``, ``MHAConfig``, ``ConvConfig``, …) under
 ``mixer`` (a convolution or a state space model is not attention, hence not ``attention``).
+
+The block is a Transformer's by default (pre-norm LayerNorm, an FFN after the mixer, learned
+positions, a final LayerNorm). Its parts are settings, so that a model family's own block can be
+composed from config: S4's LRA block is ``norm: batch``, ``norm_place: post``, ``d_ffn: 0``,
+``positional: none`` (``x = BN(x + S4(x))``, no position embedding, no final norm).
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from hkt.mixers import MIXERS, build_mixer, mixer_class
 from hkt.checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
+from hkt.models.norms import NORMS, apply_norm, make_norm
 from hkt.renames import new_name
 
-POSITIONALS = ("learned", "sinusoidal")
+POSITIONALS = ("learned", "sinusoidal", "none")
+NORM_PLACES = ("pre", "post")
 POOLINGS = ("mean", "cls")
 
 
@@ -39,15 +46,20 @@ class EncoderConfig:
         d_model: model width D.
         n_layers: encoder blocks.
         n_heads: heads H; head width d = D / H (D must be a multiple of H).
-        d_ffn: feed-forward hidden width.
+        d_ffn: feed-forward hidden width; 0: no FFN (the block is the mixer alone, as S4's).
         dropout: residual and FFN dropout.
         mixer_dropout: the mixer's own dropout (an attention's on its probabilities, the conv
             mixer's on its output). Called ``attn_dropout`` before (:mod:`hkt.renames`).
         emb_dropout: dropout after embedding + positions.
-        positional: ``learned`` or ``sinusoidal`` positions.
+        positional: ``learned`` or ``sinusoidal`` positions, or ``none`` (the token embedding
+            alone: an SSM or a convolution knows order without them).
         pooling: ``mean`` over real tokens, or ``cls`` (a learned token prepended).
         causal: a causal mixer in every block (no position sees a later one).
-        norm_eps: LayerNorm epsilon.
+        norm: ``layer`` (LayerNorm) or ``batch`` (BatchNorm, statistics over real positions
+            only: :class:`hkt.models.norms.MaskedBatchNorm`).
+        norm_place: ``pre`` (``x + f(norm(x))``, and a final norm after the last block) or
+            ``post`` (``norm(x + f(x))``, no final norm), for the mixer and the FFN alike.
+        norm_eps: the norm's epsilon.
         mixer: the token mixer's own config, an instance of its registered class's
             ``config_class`` (a mapping of its fields is converted; null/absent means its
             defaults). Called ``attention`` before; saved configs that say so are read through
@@ -68,6 +80,8 @@ class EncoderConfig:
     positional: str = "learned"
     pooling: str = "mean"
     causal: bool = False
+    norm: str = "layer"
+    norm_place: str = "pre"
     norm_eps: float = 1e-5
     mixer: Any = None
     match_params_of: str | None = None
@@ -77,8 +91,9 @@ class EncoderConfig:
         if self.name not in MIXERS:
             raise ConfigValueError("name", self.name, "no mixer registered under this name "
                                                   f"(known: {', '.join(sorted(MIXERS))})")
-        for key in ("d_model", "n_layers", "n_heads", "d_ffn"):
+        for key in ("d_model", "n_layers", "n_heads"):
             integer(getattr(self, key), key, 1)
+        integer(self.d_ffn, "d_ffn", 0)
         if self.d_model % self.n_heads:
             raise ConfigValueError("d_model", self.d_model,
                                    f"must be a multiple of n_heads ({self.n_heads}): each head "
@@ -88,15 +103,25 @@ class EncoderConfig:
         choice(self.positional, "positional", POSITIONALS)
         choice(self.pooling, "pooling", POOLINGS)
         boolean(self.causal, "causal")
+        choice(self.norm, "norm", NORMS)
+        choice(self.norm_place, "norm_place", NORM_PLACES)
         number(self.norm_eps, "norm_eps", 0, lo_open=True)
         if self.match_params_of is not None and self.match_params_of not in MIXERS:
             raise ConfigValueError("match_params_of", self.match_params_of,
                                    f"must be null or a mixer name ({', '.join(sorted(MIXERS))})")
+        if self.match_params_of is not None and self.d_ffn == 0:
+            raise ConfigValueError("match_params_of", self.match_params_of,
+                                   "widens the FFN to match a size, and d_ffn: 0 has none; "
+                                   "set d_ffn >= 1 or match_params_of: null")
         self.mixer = _mixer_config(self.name, self.mixer)
         try:
             getattr(self.mixer, "check_causal", lambda causal: None)(self.causal)
         except ConfigValueError as exc:
             raise (exc.under("mixer") if exc.key != "causal" else exc) from None
+        try:  # a mixer whose settings depend on the width (S4D's n_ssm must divide it)
+            getattr(self.mixer, "check_width", lambda d_model: None)(self.d_model)
+        except ConfigValueError as exc:
+            raise exc.under("mixer") from None
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | DictConfig) -> EncoderConfig:
@@ -183,23 +208,34 @@ OLD_MIXER_NAME = "attn"
 
 
 class EncoderBlock(nn.Module):
-    """Pre-norm block: x + Mixer(LN(x)), then x + FFN(LN(x)).
+    """Residual block. Pre-norm (the default): x + Mixer(N(x)), then x + FFN(N(x)). Post-norm:
+    N(x + Mixer(x)), then N(x + FFN(x)). N is LayerNorm or BatchNorm over real positions; with
+    ``d_ffn`` 0 there is no FFN (nor its norm).
 
     Its mixer's state_dict keys start ``mixer.``; a state_dict saved when they started ``attn.``
     (a checkpoint written before the rename) loads all the same, so old runs resume and are
     analysed as they were."""
 
-    def __init__(self, mixer: nn.Module, d_model: int, d_ffn: int, dropout: float, norm_eps: float) -> None:
+    def __init__(self, mixer: nn.Module, d_model: int, d_ffn: int, dropout: float, norm_eps: float,
+                 norm: str = "layer", norm_place: str = "pre") -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.pre = norm_place == "pre"
+        self.norm1 = make_norm(norm, d_model, norm_eps)
         self.mixer = mixer
-        self.norm2 = nn.LayerNorm(d_model, eps=norm_eps)
-        self.ffn = FeedForward(d_model, d_ffn, dropout)
+        self.norm2 = make_norm(norm, d_model, norm_eps) if d_ffn else None
+        self.ffn = FeedForward(d_model, d_ffn, dropout) if d_ffn else None
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, key_mask: Tensor | None) -> Tensor:
-        x = x + self.dropout(self.mixer(self.norm1(x), key_mask))
-        return x + self.dropout(self.ffn(self.norm2(x)))
+        if self.pre:
+            x = x + self.dropout(self.mixer(apply_norm(self.norm1, x, key_mask), key_mask))
+            if self.ffn is None:
+                return x
+            return x + self.dropout(self.ffn(apply_norm(self.norm2, x, key_mask)))
+        x = apply_norm(self.norm1, x + self.dropout(self.mixer(x, key_mask)), key_mask)
+        if self.ffn is None:
+            return x
+        return apply_norm(self.norm2, x + self.dropout(self.ffn(x)), key_mask)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         # PyTorch's hook for loading a layout of other names: runs before this block's children
@@ -212,7 +248,7 @@ class EncoderBlock(nn.Module):
 
 
 class EncoderClassifier(nn.Module):
-    """Token embedding + positions -> N pre-norm blocks -> final LayerNorm -> pooling -> head.
+    """Token embedding (+ positions) -> N blocks -> final norm (pre-norm only) -> pooling -> head.
 
     Args:
         config: the model's settings (:class:`EncoderConfig`, or a mapping of its fields).
@@ -239,22 +275,26 @@ class EncoderClassifier(nn.Module):
         # no gradient anyway, and for CIFAR-10 id 0 is a real pixel value that must learn.
         self.embed = nn.Embedding(vocab_size, d_model)
         n_positions = max_length + (1 if pooling == "cls" else 0)
+        self.pos: Tensor | None
         if c.positional == "learned":
             self.pos = nn.Parameter(torch.zeros(n_positions, d_model))
             nn.init.normal_(self.pos, std=0.02)
-        else:
+        elif c.positional == "sinusoidal":
             self.register_buffer("pos", sinusoidal_table(n_positions, d_model), persistent=False)
+        else:
+            self.pos = None
         self.cls = nn.Parameter(torch.zeros(1, 1, d_model)) if pooling == "cls" else None
         self.emb_dropout = Dropout(c.emb_dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 build_mixer(c.name, d_model=d_model, n_heads=c.n_heads, causal=c.causal,
                             dropout=c.mixer_dropout, config=c.mixer),
-                d_model, c.d_ffn, c.dropout, c.norm_eps,
+                d_model, c.d_ffn, c.dropout, c.norm_eps, c.norm, c.norm_place,
             )
             for _ in range(c.n_layers)
         )
-        self.norm = nn.LayerNorm(d_model, eps=c.norm_eps)
+        # pre-norm leaves the residual stream unnormalised: one norm after the last block
+        self.norm = make_norm(c.norm, d_model, c.norm_eps) if c.norm_place == "pre" else None
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -267,10 +307,13 @@ class EncoderClassifier(nn.Module):
             x = torch.cat([self.cls.expand(b, 1, -1).to(x.dtype), x], dim=1)
             if mask is not None:
                 mask = F.pad(mask, (1, 0), value=True)
-        x = self.emb_dropout(x + self.pos[: x.shape[1]].to(x.dtype))
+        if self.pos is not None:
+            x = x + self.pos[: x.shape[1]].to(x.dtype)
+        x = self.emb_dropout(x)
         for block in self.blocks:
             x = block(x, mask)
-        x = self.norm(x)
+        if self.norm is not None:
+            x = apply_norm(self.norm, x, mask)
         if self.cls is not None:
             pooled = x[:, 0]
         elif mask is None:

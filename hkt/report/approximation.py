@@ -25,7 +25,7 @@ SECTION = APPROXIMATION_SECTION
 STATES = APPROXIMATION_STATES
 BY = ["task", "length", "variant"]
 
-#: What the paper says (DESIGN.md section 3; arXiv 2604.08829's abstract).
+#: What the paper says (docs/design.md §4; arXiv 2604.08829's abstract).
 CLAIM = ("The paper claims that HKT's approximation error splits into hierarchical, quantisation "
          "and optimisation terms and decays geometrically with the number of levels, provided "
          "each new level reduces the residual.")

@@ -261,17 +261,18 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
     swept = swept_runs(both)
     table, caveats = sweep_table(swept), notes(swept)
     gap = sweep_gap_table(swept, table)
-    none = "No model of these runs was trained at more than one learning rate."
+    none = "No model of these runs was trained at more than one learning rate or budget."
     written = write_table(table, sweep_display(table), tables / "sweep",
-                          "Learning rates: each model's validation and test accuracy (%) at every "
-                          "learning rate it was trained with; its best rate by mean validation "
-                          "accuracy. " + (" ".join(filter(None, (caveats, refs)))
-                                           if len(table) else none))
+                          "Learning rates and budgets: each model's validation and test accuracy "
+                          "(%) at every setting (peak learning rate, steps) it was trained with; "
+                          "its best setting by mean validation accuracy. "
+                          + (" ".join(filter(None, (caveats, refs))) if len(table) else none))
     written += write_table(gap, sweep_gap_display(gap), tables / "sweep_gap",
-                           "HKT − MHA test accuracy (pp) at each learning rate both were trained "
-                           "with, and with each model at its own best rate (by validation), "
-                           "Welch's test over seeds. " + (" ".join(filter(None, (
-                               caveats, TEST_SET_NOTE, refs))) if len(gap) else none))
+                           "HKT − MHA test accuracy (pp) at each setting (peak learning rate, "
+                           "steps) both were trained with, and with each model at its own best "
+                           "setting (by validation), Welch's test over seeds. "
+                           + (" ".join(filter(None, (caveats, TEST_SET_NOTE, refs)))
+                              if len(gap) else none))
     return written, {"sweep": table, "sweep_gap": gap}
 
 

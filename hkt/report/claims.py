@@ -43,14 +43,16 @@ Three further kinds of row read what limits our values against the paper's (issu
   says nothing about the data (it needs its own recipe); no interval → *cannot tell*. The
   same reading with the test set's error added is given beside it where it differs. A row at
   a budget other than the paper's says so;
-- the learning rate, from the learning-rate tables (present when the aggregate has runs at
-  several rates): a model's plateau *moves* when its best rate by validation is not the
-  reference rate (that of the runs read from ``--reference`` records: the profile's rate) and
-  its test mean there exceeds the reference rate's by more than the larger of the two seed
-  stds; else it *does not move*; *cannot tell* when a side has one seed (no std). Either way
-  the row says how far the best rate's mean stays from the paper's figure for that model.
-  Without reference runs there is no such row. HKT − MHA with each model at its best rate is
-  read as an accuracy difference above, against the paper's gap.
+- the learning rate (and the budget), from the learning-rate tables (present when the
+  aggregate has runs at several settings: a peak rate and a number of steps): a model's
+  plateau *moves* when its best setting by validation is not the reference setting (the lowest
+  rate, then the fewest steps, of the runs read from ``--reference`` records: the profile's
+  rate and budget) and its test mean there exceeds the reference's by more than the larger of
+  the two seed stds; else it *does not move*; *cannot tell* when a side has one seed (no std).
+  Either way the row says how far the best setting's mean stays from the paper's figure for
+  that model. A setting is named by its steps too where the model was trained for more than
+  one budget. Without reference runs there is no such row. HKT − MHA with each model at its
+  best setting is read as an accuracy difference above, against the paper's gap.
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ import polars as pl
 
 from hkt import paper
 from hkt.references import RULE_REFERENCES, Line, reading
-from hkt.runs import EXTERNAL_BUDGETS
 from hkt.report.stats import binomial_variance
-from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, THIS_SUITE
+from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
+from hkt.runs import EXTERNAL_BUDGETS
 from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
@@ -308,12 +310,21 @@ def control_claims(controls: pl.DataFrame, main: pl.DataFrame) -> list[list[str]
     return rows
 
 
-def _moves(best: dict[str, Any], ref: dict[str, Any]) -> str:
-    """Whether a model's plateau moves from the reference rate ``ref`` to its best ``best``
+def _setting(row: dict[str, Any], steps: bool, suffix: str = "") -> str:
+    """A learning-rate table row's setting in words: its rate, with its steps where ``steps``
+    (the model was trained for more than one budget). ``suffix`` picks the gap table's columns
+    (``_a``, ``_b``)."""
+    rate = learning_rate(row["lr" + suffix])
+    return f"{rate} for {row['steps' + suffix]:,} steps" if steps else rate
+
+
+def _moves(best: dict[str, Any], ref: dict[str, Any], steps: bool = False) -> str:
+    """Whether a model's plateau moves from the reference setting ``ref`` to its best ``best``
     (rows of the learning-rate table; the rule above)."""
-    rate, at = learning_rate(best["lr"]), learning_rate(ref["lr"])
-    if best["lr"] == ref["lr"]:
-        return f"does not move: the reference rate {at} is the best by validation"
+    rate, at = _setting(best, steps), _setting(ref, steps)
+    kind = "setting" if steps else "rate"
+    if (best["lr"], best["steps"]) == (ref["lr"], ref["steps"]):
+        return f"does not move: the reference {kind} {at} is the best by validation"
     if best["test_std"] is None or ref["test_std"] is None:
         return f"{CANNOT_TELL}: one seed at {rate} or {at} gives no seed spread"
     gain, spread = best["test_mean"] - ref["test_mean"], max(best["test_std"], ref["test_std"])
@@ -323,13 +334,17 @@ def _moves(best: dict[str, Any], ref: dict[str, Any]) -> str:
 
 
 def _reference_rows(sweep: pl.DataFrame) -> dict[tuple[str, int, str], dict[str, Any]]:
-    """The learning-rate table's row of each (task, T, model) read from reference records (the
-    profile's rate), where it has exactly one."""
-    refs = sweep.filter(pl.col("source") != THIS_SUITE)
-    once = refs.group_by("task", "length", "model").len().filter(pl.col("len") == 1)
-    return {(r["task"], r["length"], r["model"]): r
-            for r in refs.join(once, on=["task", "length", "model"], how="semi")
-            .iter_rows(named=True)}
+    """The learning-rate table's reference row of each (task, T, model): of those read from
+    reference records, the one at the lowest rate, then the fewest steps (the profile's)."""
+    refs = sweep.filter(pl.col("source") != THIS_SUITE).sort(["task", "length", "model", *SETTING])
+    return {key: rows.row(0, named=True) for key, rows in
+            refs.group_by("task", "length", "model", maintain_order=True)}
+
+
+def _budgets_vary(sweep: pl.DataFrame, task: str, length: int) -> bool:
+    """Whether a task's learning-rate table holds more than one budget (steps)."""
+    here = sweep.filter((pl.col("task") == task) & (pl.col("length") == length))
+    return here["steps"].n_unique() > 1
 
 
 def learning_rate_claims(sweep: pl.DataFrame) -> list[list[str]]:
@@ -345,28 +360,31 @@ def learning_rate_claims(sweep: pl.DataFrame) -> list[list[str]]:
         ref = refs.get((task, length, model))
         if ref is None or bests.is_empty():
             continue
-        best = bests.sort("lr").row(0, named=True)
-        rates = ", ".join(learning_rate(v) for v in group["lr"].sort().to_list())
-        ours = (f"best by validation {learning_rate(best['lr'])}: test "
-                f"{pm(best['test_mean'], best['test_std'])}; reference {learning_rate(ref['lr'])} "
+        steps = _budgets_vary(sweep, task, length)
+        best = bests.sort(SETTING).row(0, named=True)
+        tried = ", ".join(_setting(r, steps) for r in group.sort(SETTING).iter_rows(named=True))
+        ours = (f"best by validation {_setting(best, steps)}: test "
+                f"{pm(best['test_mean'], best['test_std'])}; reference {_setting(ref, steps)} "
                 f"({ref['source']}): {pm(ref['test_mean'], ref['test_std'])}; "
-                f"difference {best['test_mean'] - ref['test_mean']:+.2f} pp (rates: {rates})")
+                f"difference {best['test_mean'] - ref['test_mean']:+.2f} pp "
+                f"({'settings' if steps else 'rates'}: {tried})")
         figure = paper.paper_accuracy(task, length, model)
         far = "" if figure is None else _from_paper(best["test_mean"], ref["test_mean"],
-                                                    figure.mean)
+                                                    figure.mean, steps)
+        what = "rate or the budget" if steps else "rate"
         rows.append([f"The Transformers' plateau on {task} (T={length}) is set by the learning "
-                     f"rate ({model.upper()})",
+                     f"{what} ({model.upper()})",
                      "no figure" if figure is None else f"{model.upper()} {figure.mean:.2f}",
-                     ours, _moves(best, ref) + far])
+                     ours, _moves(best, ref, steps) + far])
     return rows
 
 
-def _from_paper(best: float, ref: float, figure: float) -> str:
-    """How far the best rate's test mean stays from the paper's ``figure``, and how much of the
-    reference rate's distance to it the best rate closes."""
-    side = "below" if best < figure else "above"
-    return (f"; at its best rate still {abs(best - figure):.2f} pp {side} the paper's "
-            f"{figure:.2f} (it closes {best - ref:+.2f} of the reference rate's "
+def _from_paper(best: float, ref: float, figure: float, steps: bool = False) -> str:
+    """How far the best setting's test mean stays from the paper's ``figure``, and how much of
+    the reference setting's distance to it the best one closes."""
+    side, kind = ("below" if best < figure else "above"), ("setting" if steps else "rate")
+    return (f"; at its best {kind} still {abs(best - figure):.2f} pp {side} the paper's "
+            f"{figure:.2f} (it closes {best - ref:+.2f} of the reference {kind}'s "
             f"{abs(ref - figure):.2f} pp)")
 
 
@@ -384,17 +402,20 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[
         if pa is None or pb is None:
             continue
         claimed = pa.mean - pb.mean
-        rates = (f" ({a.upper()} at {learning_rate(r['lr_a'])}, {b.upper()} at "
-                 f"{learning_rate(r['lr_b'])})")
+        steps = not sweep.is_empty() and _budgets_vary(sweep, r["task"], r["length"])
+        rates = (f" ({a.upper()} at {_setting(r, steps, '_a')}, {b.upper()} at "
+                 f"{_setting(r, steps, '_b')})")
         ref_a, ref_b = (refs.get((r["task"], r["length"], m)) for m in (a, b))
         shared = pl.DataFrame() if ref_a is None or ref_b is None else sweep_gap.filter(
             (pl.col("task") == r["task"]) & (pl.col("length") == r["length"])
             & (pl.col("comparison") == ONE_RATE) & (pl.col("lr_a") == ref_a["lr"])
-            & (pl.col("lr_b") == ref_b["lr"]))
+            & (pl.col("steps_a") == ref_a["steps"]) & (pl.col("lr_b") == ref_b["lr"])
+            & (pl.col("steps_b") == ref_b["steps"]))
         beside = "" if shared.is_empty() else (
-            f"; both at the reference rate {learning_rate(ref_a['lr'])}: "
+            f"; both at the reference {'setting' if steps else 'rate'} {_setting(ref_a, steps)}: "
             + _interval(shared.row(0, named=True)))
-        rows.append([f"{a.upper()} beats {b.upper()} with each model at its best learning rate "
+        what = "setting (learning rate, steps)" if steps else "learning rate"
+        rows.append([f"{a.upper()} beats {b.upper()} with each model at its best {what} "
                      f"({r['task']}, T={r['length']})", f"{claimed:+.2f} pp",
                      _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
                                                   r.get("ci_high_pp"), r) + beside

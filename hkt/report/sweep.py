@@ -1,10 +1,13 @@
-"""The learning-rate tables: each model's accuracy at every learning rate it was trained with,
-and HKT − MHA at each model's best learning rate beside the gap at a rate both share.
+"""The learning-rate tables: each model's accuracy at every setting it was trained with (a
+peak learning rate and a budget in steps), and HKT − MHA with each model at its best setting
+beside the gap at each setting both share.
 
 A fair comparison tunes each model (issue 39): one learning rate for both may favour the
-model that learns faster at it. The best rate is chosen by validation accuracy, never by test.
-Runs may come from the suite itself (the ``sweep`` variants) and from reference records
-(``hkt aggregate --reference``: the published runs at the profile's rate), read once here.
+model that learns faster at it. The best setting is chosen by validation accuracy, never by
+test. A setting is the pair (learning rate, steps): the long suite (issue 50) trains the same
+rate for twice the steps, whose runs must not be pooled with the shorter ones. Runs may come
+from the suite itself (the ``sweep`` variants) and from reference records (``hkt aggregate
+--reference``: the published runs at the profile's rate and at other settings), read once here.
 """
 
 from __future__ import annotations
@@ -24,29 +27,34 @@ __all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE", "EACH_A
 #: The ``source`` of the aggregated suite's own runs; any other source names the reference
 #: records they are set beside (``--reference``: the runs at the profile's rate).
 THIS_SUITE = "this suite"
-#: The learning-rate gap table's comparisons: both models at one shared rate, each at its own best.
-ONE_RATE, EACH_AT_BEST = "both at one rate", "each at its best rate (validation)"
-GROUP = ["task", "length", "model", "lr"]
+#: The learning-rate gap table's comparisons: both models at one shared setting (rate and steps),
+#: each at its own best.
+ONE_RATE, EACH_AT_BEST = "both at one setting", "each at its best setting (validation)"
+SETTING = ["lr", "steps"]  # what a sweep varies: the peak learning rate and the budget
+GROUP = ["task", "length", "model", *SETTING]
 SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr": pl.Float64,
-                "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
+                "steps": pl.Int64, "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
                 "test_mean": pl.Float64, "test_std": pl.Float64, "source": pl.String,
                 "best": pl.Boolean}
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
-                    "lr_a": pl.Float64, "lr_b": pl.Float64, "ours_pp": pl.Float64, **DIFF_SCHEMA}
+                    "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
+                    "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA}
 
 
 def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
-    """The trained runs of every (task, T, model) trained at more than one learning rate."""
+    """The trained runs of every (task, T, model) trained at more than one setting (learning
+    rate, steps)."""
     trained = runs.filter(pl.col("external").is_null() & pl.col("lr").is_not_null())
-    several = (trained.group_by("task", "length", "model").agg(pl.col("lr").n_unique().alias("n"))
+    several = (trained.group_by("task", "length", "model")
+               .agg(pl.struct(SETTING).n_unique().alias("n"))
                .filter(pl.col("n") > 1).drop("n"))
     return trained.join(several, on=["task", "length", "model"], how="semi")
 
 
 def sweep_table(sel: pl.DataFrame) -> pl.DataFrame:
-    """Per task, T, model and learning rate of the runs ``sel`` (:func:`swept_runs`): seeds,
-    validation and test accuracy (mean ± std, %), where the runs come from (``source``) and
-    whether it is the model's best rate by mean validation accuracy."""
+    """Per task, T, model and setting (learning rate, steps) of the runs ``sel``
+    (:func:`swept_runs`): seeds, validation and test accuracy (mean ± std, %), where the runs come
+    from (``source``) and whether it is the model's best setting by mean validation accuracy."""
     if sel.is_empty():
         return pl.DataFrame(schema=SWEEP_SCHEMA)
     t = seed_stats(sel.sort("seed"), GROUP).select(
@@ -57,40 +65,48 @@ def sweep_table(sel: pl.DataFrame) -> pl.DataFrame:
     return t.with_columns(best.alias("best")).select(*SWEEP_SCHEMA).sort(GROUP)
 
 
-def _best_lr(table: pl.DataFrame, task: str, length: int, model: str) -> float | None:
+Setting = tuple[float, int]  # (learning rate, steps)
+
+
+def _best_setting(table: pl.DataFrame, task: str, length: int, model: str) -> Setting | None:
+    """The model's best setting by validation (the lowest rate, then the fewest steps, of a tie)."""
     rows = table.filter((pl.col("task") == task) & (pl.col("length") == length)
                         & (pl.col("model") == model) & pl.col("best"))
-    return None if rows.is_empty() else rows["lr"].min()
+    return None if rows.is_empty() else rows.sort(SETTING).select(SETTING).row(0)
 
 
 def sweep_gap_table(sel: pl.DataFrame, table: pl.DataFrame,
                     pair: Sequence[str] = paper.COMPARED_MODELS) -> pl.DataFrame:
     """Per task and T of the runs ``sel`` (:func:`swept_runs`): ``pair[0] − pair[1]`` (pp,
-    Welch over seeds) at each learning rate both were trained with, and with each at its own
-    best rate (``table``: :func:`sweep_table`)."""
+    Welch over seeds) at each setting (learning rate, steps) both were trained with, and with
+    each at its own best setting (``table``: :func:`sweep_table`)."""
     a, b = pair
     rows = []
     for task, length in table.select("task", "length").unique().sort("task", "length").rows():
         here = sel.filter((pl.col("task") == task) & (pl.col("length") == length))
-        lrs_a = set(here.filter(pl.col("model") == a)["lr"].to_list())
-        lrs_b = set(here.filter(pl.col("model") == b)["lr"].to_list())
-        pairs = [(ONE_RATE, lr, lr) for lr in sorted(lrs_a & lrs_b)]
-        best_a, best_b = _best_lr(table, task, length, a), _best_lr(table, task, length, b)
+        set_a, set_b = (set(here.filter(pl.col("model") == m).select(SETTING).rows())
+                        for m in (a, b))
+        pairs = [(ONE_RATE, s, s) for s in sorted(set_a & set_b)]
+        best_a, best_b = (_best_setting(table, task, length, m) for m in (a, b))
         if best_a is not None and best_b is not None:
             pairs.append((EACH_AT_BEST, best_a, best_b))
-        for label, lr_a, lr_b in pairs:
-            ra = here.filter((pl.col("model") == a) & (pl.col("lr") == lr_a))
-            rb = here.filter((pl.col("model") == b) & (pl.col("lr") == lr_b))
+        for label, (lr_a, steps_a), (lr_b, steps_b) in pairs:
+            ra = here.filter((pl.col("model") == a) & (pl.col("lr") == lr_a)
+                             & (pl.col("steps") == steps_a))
+            rb = here.filter((pl.col("model") == b) & (pl.col("lr") == lr_b)
+                             & (pl.col("steps") == steps_b))
             ours = (ra["test_accuracy"].mean() - rb["test_accuracy"].mean()) * 100
             rows.append({"task": task, "length": length, "comparison": label, "lr_a": lr_a,
-                         "lr_b": lr_b, "ours_pp": ours, **difference_columns(ra, rb)})
+                         "steps_a": steps_a, "lr_b": lr_b, "steps_b": steps_b, "ours_pp": ours,
+                         **difference_columns(ra, rb)})
     return pl.DataFrame(rows, schema=SWEEP_GAP_SCHEMA)
 
 
 def sweep_display(table: pl.DataFrame) -> Display:
-    header = ["task", "T", "model", "learning rate", "seeds", "val acc (%)", "test acc (%)",
-              "runs from", "best by validation"]
-    rows = [[r["task"], str(r["length"]), r["model"], f"{r['lr']:g}", str(r["seeds"]),
+    header = ["task", "T", "model", "learning rate", "steps", "seeds", "val acc (%)",
+              "test acc (%)", "runs from", "best by validation"]
+    rows = [[r["task"], str(r["length"]), r["model"], f"{r['lr']:g}", f"{r['steps']:,}",
+             str(r["seeds"]),
              pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]), r["source"] or "",
              "yes" if r["best"] else ""] for r in table.iter_rows(named=True)]
     return header, rows
@@ -98,10 +114,11 @@ def sweep_display(table: pl.DataFrame) -> Display:
 
 def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MODELS) -> Display:
     a, b = (m.upper() for m in pair)
-    header = ["task", "T", "comparison", f"{a} learning rate", f"{b} learning rate",
-              f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
+    header = ["task", "T", "comparison", f"{a} learning rate", f"{a} steps", f"{b} learning rate",
+              f"{b} steps", f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
               *TEST_SET_HEADER, "seeds"]
-    rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['lr_b']:g}",
-             signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]), r["significant"] or "",
-             *test_set_cells(r), f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
+    rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['steps_a']:,}",
+             f"{r['lr_b']:g}", f"{r['steps_b']:,}", signed(r["ours_pp"]), ci_text(r),
+             p_text(r["p_value"]), r["significant"] or "", *test_set_cells(r),
+             f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows

@@ -91,11 +91,15 @@ class Checkpointing:
         if saved:
             return (f"{at}: checkpoint written at step {self.state.step} ({self.last_path}); "
                     "the same command resumes it")
+        return f"{at}: {self._then()}"
+
+    def _then(self) -> str:
+        """What the same command does after a run that stopped without a checkpoint of its step."""
         if self.last_path.exists():
             kept = load_checkpoint(self.last_path)["step"]
-            return (f"{at}: kept the checkpoint of step {kept} ({self.last_path}); the same "
+            return (f"kept the checkpoint of step {kept} ({self.last_path}); the same "
                     "command resumes from there")
-        return f"{at}: no checkpoint yet; the same command starts the run again"
+        return "no checkpoint yet; the same command starts the run again"
 
     def _wall(self) -> float:
         """Wall time of the run so far: earlier sessions plus this one."""

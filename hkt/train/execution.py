@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["precision_label", "gpu_sharing", "execution", "execution_tags", "sample_sharing"]
+__all__ = ["precision_label", "gpu_sharing", "execution", "execution_tags", "sample_sharing",
+           "out_of_memory"]
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 
@@ -59,3 +60,25 @@ def execution_tags(fields: dict[str, Any]) -> dict[str, str]:
     tags = {k: str(fields[k]) for k in ("precision", "threads") if k in fields}
     tags.update({f"gpu_sharing.{k}": str(v) for k, v in (fields.get("gpu_sharing") or {}).items()})
     return tags
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def out_of_memory(device: str, memory: tuple[int, int, int] | None, claim: Any,
+                  batch_size: int, then: str) -> str:
+    """The one line of a job that ran out of GPU memory: the ``device``, its ``memory`` in use
+    (all processes, the total, this job's: :func:`hkt.device.cuda_memory`), the workflow slot
+    it held (``claim``) and what to change; ``then``: what the same command does next."""
+    used = (f"{_gib(memory[0])} of {_gib(memory[1])} in use, {_gib(memory[2])} of it this job's"
+            if memory is not None else "memory in use unknown")
+    if claim is not None and claim.layout is not None:
+        now = claim.held_now()
+        slot = (f"slot {claim.slots[0] + 1} of {claim.layout.per_gpu} on GPU {claim.gpu}"
+                + (f", {now} of them held" if now is not None else ""))
+        change = (f"lower jobs_per_gpu (now {claim.layout.per_gpu}: --config jobs_per_gpu=N) "
+                  f"or train.batch_size (now {batch_size})")
+    else:
+        slot, change = "a GPU of its own", f"lower train.batch_size (now {batch_size})"
+    return f"CUDA out of memory on {device} ({used}; {slot}): {change}; {then}"

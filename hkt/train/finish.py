@@ -7,13 +7,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hkt.record import RECORD_NAME, make_record, write_record
+from hkt.models.serving import served_tokens
+from hkt.record import HISTORY_NAME, RECORD_NAME, make_record, write_record
 from hkt.train.checkpoint import TrainState
 from hkt.train.execution import execution_tags
 from hkt.train.progress import format_duration
+from hkt.train.rundir import CONFIG_NAME
 from hkt.train.tracking import NullTracker, suite_run
 
-__all__ = ["training_record", "log_final", "summary_line"]
+__all__ = ["training_record", "log_final", "publish", "summary_line", "GAP_FIELD"]
+
+#: The record's field naming what its MLflow run lacks (hkt.train.tracking.Tracker.gap)
+GAP_FIELD = "mlflow_gap"
 
 
 def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best: dict[str, Any],
@@ -65,6 +70,24 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
         for path in (*artifacts, staged):
             tracker.log_artifact(path)
     tracker.finish("FINISHED")
+
+
+def publish(tracker: NullTracker, record: dict[str, Any], run_dir: Path, *, model: Any,
+            data: Any, cfg: Any) -> dict[str, Any]:
+    """Send a finished run to MLflow: the model (the best checkpoint, loaded in ``model``, with
+    an input example of ``data``'s test split; None: not sent), the final metrics, the
+    artifacts and the record (:func:`log_final`). Returns ``record``, with :data:`GAP_FIELD`
+    where the store stopped answering (what the record then says), without it where the MLflow
+    run is whole."""
+    record = {k: v for k, v in record.items() if k != GAP_FIELD}
+    if model is not None and cfg.tracking.log_model and tracker.enabled and tracker.gap is None:
+        example = next(iter(data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
+        tracker.log_model(model, served_tokens(example["tokens"], example["mask"]))
+    artifacts = [run_dir / CONFIG_NAME, run_dir / "learning_curve.png", run_dir / HISTORY_NAME]
+    log_final(tracker, record, [p for p in artifacts if p.exists()])
+    if tracker.gap is not None:
+        record[GAP_FIELD] = {**tracker.gap, "model_logged": tracker.model_logged}
+    return record
 
 
 def summary_line(record: dict[str, Any], run_dir: Path | str) -> str:

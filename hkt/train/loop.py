@@ -26,23 +26,22 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from hkt import environment, signals
-from hkt.device import describe_device, resolve_device
-from hkt.errors import ConfigError, RunMismatch
+from hkt.device import cuda_memory, describe_device, resolve_device
+from hkt.errors import RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
 from hkt.data.layout import SPLITS
-from hkt.models import build_model
-from hkt.models.serving import served_tokens
 from hkt.provenance import code_digest, git_state
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
 from hkt.train.checkpoint import TrainState, load_checkpoint, rng_state
 from hkt.train.checkpointing import Checkpointing
 from hkt.train.config import validate
-from hkt.train.data import RunData
-from hkt.train.finish import log_final, summary_line, training_record
+from hkt.train.data import RunData, model_for
+from hkt.train.backfill import complete_tracking
+from hkt.train.finish import GAP_FIELD, publish, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
-from hkt.train.execution import execution, execution_tags, sample_sharing
+from hkt.train.execution import execution, execution_tags, out_of_memory, sample_sharing
 from hkt.workflow.gpuslots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
@@ -77,7 +76,7 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
 
         def attempt() -> dict[str, Any]:
             if (run_dir / RECORD_NAME).exists():
-                return _report_finished(cfg, data, run_dir, stream)
+                return _report_finished(cfg, data, data_dir, run_dir, stream)
             run_data = data or RunData(data_dir, cfg.task)  # the record vanished meanwhile
             return _Run(cfg, data_dir, run_data, run_dir, stream, progress).run()
 
@@ -95,14 +94,18 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
         torch.use_deterministic_algorithms(det, warn_only=det_warn)
 
 
-def _report_finished(cfg: DictConfig, data: RunData | None, run_dir: Path,
+def _report_finished(cfg: DictConfig, data: RunData | None, data_dir: Path, run_dir: Path,
                      stream: TextIO) -> dict[str, Any]:
-    """A finished run: check it is this config's (and data's), say so, return its record."""
+    """A finished run: check it is this config's (and data's), say so, return its record; one
+    whose MLflow run has a gap (its record's ``mlflow_gap``) gets it completed first."""
     path = run_dir / RECORD_NAME
     record = load_record(path)
     rundir.check_same_config(record["config"], cfg, path)
     if data is not None:
         rundir.check_same_data(record.get("data_checksums"), data, path)
+    if record.get(GAP_FIELD) and cfg.tracking.enabled:
+        return complete_tracking(cfg, record, data or RunData(data_dir, cfg.task),
+                                 run_dir, stream)
     print("run already finished; nothing to do.", file=stream, flush=True)
     print(summary_line(record, run_dir), file=stream, flush=True)
     return record
@@ -132,12 +135,7 @@ class _Run(Checkpointing):
         if self.device.type == "cpu" and tc.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         seed_everything(int(cfg.seed))
-        try:
-            self.model = build_model(
-                OmegaConf.to_container(cfg.model, resolve=True), vocab_size=data.vocab_size,
-                num_classes=data.num_classes, max_length=int(cfg.task.max_length))
-        except ValueError as exc:  # the config is valid (load_config): the data do not fit it
-            raise ConfigError(f"the model cannot be built for the data in {self.data_dir}: {exc}") from None
+        self.model = model_for(cfg, data)
         self.model.to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.forward = self.model
@@ -159,7 +157,8 @@ class _Run(Checkpointing):
     def run(self) -> dict[str, Any]:
         """Resume or start, train to the end, write the record; the MLflow run ends as FAILED
         or KILLED if training does not get there."""
-        self.tracker = make_tracker(self.cfg)  # a broken store stops here, before any write
+        # a broken store stops here, before any write
+        self.tracker = make_tracker(self.cfg, say=self.say)
         if self.last_path.exists():
             self._resume()
         else:
@@ -176,6 +175,10 @@ class _Run(Checkpointing):
         except Exception as exc:  # noqa: BLE001 - any crash ends the MLflow run, then propagates
             self.tracker.set_tags({"hkt.error": f"{type(exc).__name__}: {exc}"[:5000]})
             self.tracker.finish("FAILED")
+            if isinstance(exc, torch.cuda.OutOfMemoryError):  # one line; the slot goes with us
+                raise TrainingError(out_of_memory(
+                    describe_device(self.device), cuda_memory(self.device), held(),
+                    int(self.cfg.train.batch_size), self._then())) from None
             raise
 
     def _start_tracking(self) -> None:
@@ -191,6 +194,7 @@ class _Run(Checkpointing):
             self.state.mlflow_run_id, params=params, tags=tags, start_time=self.session_epoch)
         self.tracker.log_dataset(self.cfg.task.family, self.data_dir, self.data.checksums,
                                  {s: self.data.size(s) for s in SPLITS})
+        self.tracker.backfill(self.state.history)  # what a gap in an earlier session kept from it
         rundir.write_mlflow_info(self.run_dir, self.state.mlflow_run_id, self.tracker.uri,
                                  self.tracker.experiment)
 
@@ -362,8 +366,8 @@ class _Run(Checkpointing):
                             self.state.step, "testing", b, n_test, n, since=since))
         self.during = ""
         title = f"{cfg.task.id} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
-        curve = learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
-        history = write_history(self.state.history, self.run_dir / HISTORY_NAME)
+        learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
+        write_history(self.state.history, self.run_dir / HISTORY_NAME)
         record = training_record(
             cfg, self.cfg_dict, self.state, best, test, n_params=self.n_params,
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
@@ -371,10 +375,8 @@ class _Run(Checkpointing):
             env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
             train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
             execution=execution(self.device.type, self.amp, self.execution["threads"], held()))
-        if cfg.tracking.log_model and self.tracker.enabled:  # the best checkpoint, loaded above
-            example = next(iter(self.data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
-            self.tracker.log_model(self.model, served_tokens(example["tokens"], example["mask"]))
-        log_final(self.tracker, record, [self.run_dir / rundir.CONFIG_NAME, curve, history])
+        record = publish(self.tracker, record, self.run_dir, model=self.model,  # the best, loaded above
+                         data=self.data, cfg=cfg)
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"
         self.say(summary_line(record, self.run_dir))
         return record

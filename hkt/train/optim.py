@@ -6,10 +6,11 @@ weight decay ``optim.weight_decay`` (matrices) or none (biases, norms, embedding
 both at ``optim.lr``. A module may give some of its own parameters other AdamW settings (what
 S4 does with a ``_optim`` attribute on the tensor, declared here per module, which survives
 copies): an attribute ``optimizer_settings`` mapping a parameter's attribute name to
-``{"lr": …, "weight_decay": …}`` (both keys). Such parameters leave the two default groups and
-form one more group per distinct setting, appended after them in order of first appearance;
-the values come from the module's config (S4D's: ``model.mixer.ssm_lr`` and
-``ssm_weight_decay``). The schedule scales every group's peak learning rate alike. A model
+``{"lr": …, "weight_decay": …}`` (both keys; a value None is the optimiser's own,
+``optim.lr`` or ``optim.weight_decay``, as a key S4 leaves out of ``_optim``). Such parameters
+leave the two default groups and form one more group per distinct setting, appended after
+them in order of first appearance; the values come from the module's config (S4D's:
+``model.mixer.ssm_lr``, ``ssm_weight_decay``, ``dt_lr``, ``D_weight_decay``). The schedule scales every group's peak learning rate alike. A model
 that declares none (MHA, HKT, conv) gets exactly the two groups it always had, so its runs are
 unchanged.
 """
@@ -40,8 +41,9 @@ def lr_factor(step: int, *, warmup: int, total: int, schedule: str, min_ratio: f
 SETTINGS = ("lr", "weight_decay")  # what a module's ``optimizer_settings`` sets per parameter
 
 
-def declared_settings(model: nn.Module) -> dict[int, dict[str, float]]:
-    """id(parameter) -> the AdamW settings its module declares for it (``optimizer_settings``)."""
+def declared_settings(model: nn.Module, optim_cfg: Any) -> dict[int, dict[str, float]]:
+    """id(parameter) -> the AdamW settings its module declares for it (``optimizer_settings``),
+    a None there read as ``optim_cfg``'s."""
     out: dict[int, dict[str, float]] = {}
     for module_name, module in model.named_modules():
         for name, settings in getattr(module, "optimizer_settings", {}).items():
@@ -54,7 +56,8 @@ def declared_settings(model: nn.Module) -> dict[int, dict[str, float]]:
                 raise ValueError(f"{where}.optimizer_settings[{name!r}] sets "
                                  f"{', '.join(sorted(settings)) or 'nothing'}; it must set exactly "
                                  f"{', '.join(SETTINGS)}")
-            out[id(param)] = {k: float(v) for k, v in settings.items()}
+            out[id(param)] = {k: float(optim_cfg[k] if v is None else v)
+                              for k, v in settings.items()}
     return out
 
 
@@ -64,7 +67,7 @@ def parameter_groups(model: nn.Module, optim_cfg: Any) -> list[dict[str, Any]]:
     for module in model.modules():
         if isinstance(module, (nn.Embedding, nn.LayerNorm)):
             no_decay.update(id(p) for p in module.parameters(recurse=False))
-    declared = declared_settings(model)
+    declared = declared_settings(model, optim_cfg)
     decay, other = [], []
     extra: dict[tuple[tuple[str, float], ...], list[nn.Parameter]] = {}
     for _, p in model.named_parameters():

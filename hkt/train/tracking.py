@@ -12,6 +12,8 @@ for the SQLite lock. A resumed run reuses its MLflow run (the id is kept in
 ``RUN_DIR/mlflow_run.json`` and in the checkpoint) and does not log again the per-step values
 that run already holds: the replayed steps are skipped by a per-metric step watermark read from
 the store at resume (the replay is deterministic, so the values would be the same).
+
+A tracking server that stops answering never stalls training (:mod:`hkt.train.tracking_gap`).
 """
 
 from __future__ import annotations
@@ -19,21 +21,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
+import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import hkt
-from hkt.config import flatten
-from hkt.data.provenance import provenance_warning
-from hkt.provenance import SuiteRun, code_digest
 from hkt import store
 from hkt.store import (DATASET_RACE, EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
 from hkt.record import STEP_METRICS
+from hkt.train.run_facts import _results_dir, data_tags, run_params, run_tags, suite_run
+from hkt.train.tracking_gap import GapKeeping
 
 T = TypeVar("T")
 
@@ -44,9 +44,6 @@ __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking
 
 # STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
 # is logged as given
-
-
-
 
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
@@ -60,17 +57,6 @@ def tracking_uri(tracking_cfg: Any) -> str:
     """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
     return store.tracking_uri(uri, _results_dir(tracking_cfg))
-
-
-def _results_dir(tracking_cfg: Any) -> str:
-    return str(tracking_cfg.get("results_dir") or "results")
-
-
-def suite_run(tracking_cfg: Any) -> SuiteRun:
-    """The suite run of a training run: ``$HKT_SUITE`` (the one channel by which a job learns
-    its suite) and ``tracking.results_dir`` (made absolute). Its tags and record fields tell the
-    run from those of other suite runs on one tracking server."""
-    return SuiteRun.of_job(_results_dir(tracking_cfg))
 
 
 def _chunks(items: list[T], n: int) -> Iterable[list[T]]:
@@ -90,7 +76,12 @@ class NullTracker:
               tags: dict[str, str] | None = None, start_time: float | None = None) -> str | None:
         return None
 
+    gap: dict[str, Any] | None = None  # what MLflow lacks of this run (Tracker.gap)
+    model_logged = False  # whether log_model reached the store
+
     def log_metrics(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def backfill(self, rows: Sequence[dict[str, Any]]) -> None: ...
 
     def log_final(self, metrics: dict[str, float], step: int) -> None: ...
 
@@ -109,15 +100,29 @@ class NullTracker:
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
-class Tracker(NullTracker):
+class Tracker(GapKeeping, NullTracker):
     """One MLflow run, created or resumed, written through batched, retried calls."""
 
     enabled = True
 
-    def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200):
+    def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200,
+                 server_timeout_s: float | None = None, server_wait_s: float | None = None,
+                 keep_going: bool = False, say: Callable[[str], None] | None = None):
+        """``server_timeout_s`` and ``server_wait_s`` bound a tracking server's calls
+        (:mod:`hkt.train.tracking_gap`; None: MLflow's and :func:`with_retry`'s own policy, as
+        for a SQLite store, whose only transient fault is a lock held by a live process);
+        ``keep_going``: a logging call that still fails leaves a gap, and the caller goes on
+        (training), instead of raising; ``say`` prints the warning line of a gap (default:
+        stderr)."""
         self.uri, self.experiment, self.run_name = uri, experiment, run_name
+        self.keep_going = keep_going
         self.flush_every = flush_every
-        self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
+        self.timeout_s, self.wait_s = server_timeout_s, server_wait_s
+        self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.gap = None
+        self._logged_to = -1  # the last step whose per-step metrics the store holds
+        with self._bounded():
+            self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
         self._buffer: list[Any] = []
         self._watermark: dict[str, int] = {}
         self._resumed = False  # a run of an earlier session: it may already hold final metrics
@@ -155,7 +160,7 @@ class Tracker(NullTracker):
                 return found
 
         with store_lock(self.uri):
-            return with_retry(get_or_create, what=f"creating experiment '{self.experiment}'")
+            return self._retry(get_or_create, what=f"creating experiment '{self.experiment}'")
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None, start_time: float | None = None) -> str:
@@ -171,17 +176,18 @@ class Tracker(NullTracker):
         run = None
         if run_id:
             try:
-                run = with_retry(self.client.get_run, run_id, what="reading the MLflow run")
+                run = self._retry(self.client.get_run, run_id, what="reading the MLflow run")
             except MlflowException:
                 run = None  # not in this store (e.g. a different tracking URI): start afresh
         if run is not None and run.info.lifecycle_stage != "deleted":
             self.run_id = run.info.run_id
-            with_retry(self.client.update_run, self.run_id, status="RUNNING",
+            self._retry(self.client.update_run, self.run_id, status="RUNNING",
                        what="resuming the MLflow run")
             self._watermark = self._read_watermark()
+            self._logged_to = max(self._watermark.values(), default=-1)
             self._resumed = True
         else:
-            run = with_retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
+            run = self._retry(self.client.create_run, self.experiment_id, run_name=self.run_name,
                              tags=dict(tags or {}),
                              start_time=None if start_time is None else int(start_time * 1000),
                              what="creating the MLflow run")
@@ -192,7 +198,7 @@ class Tracker(NullTracker):
         # same); MLflow refuses to change one, so a key it has is not logged again
         items = [p for p in items if p.key not in existing]
         for chunk in _chunks(items, 100):
-            with_retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
+            self._retry(self.client.log_batch, self.run_id, params=chunk, what="logging params")
         if tags:
             self.set_tags(tags)
         self._log_environment()
@@ -209,7 +215,7 @@ class Tracker(NullTracker):
     def _read_watermark(self) -> dict[str, int]:
         marks = {}
         for key in STEP_METRICS:
-            hist = with_retry(self.client.get_metric_history, self.run_id, key,
+            hist = self._retry(self.client.get_metric_history, self.run_id, key,
                               what="reading metric history")
             if hist:
                 marks[key] = max(m.step for m in hist)
@@ -221,12 +227,14 @@ class Tracker(NullTracker):
 
         items = [RunTag(k, str(v)[:8000]) for k, v in tags.items()]
         for chunk in _chunks(items, 100):
-            with_retry(self.client.log_batch, self.run_id, tags=chunk, what="logging tags")
+            self._send(self.client.log_batch, self.run_id, tags=chunk, what="logging tags")
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         """Buffer per-step metrics; steps already in the store (replay after resume) are skipped."""
         from mlflow.entities import Metric  # mlflow: see __init__
 
+        if self.gap is not None:
+            return
         now = int(time.time() * 1000)
         for k, v in metrics.items():
             if v is None or step <= self._watermark.get(k, -1):
@@ -235,6 +243,13 @@ class Tracker(NullTracker):
         if len(self._buffer) >= self.flush_every:
             self.flush()
 
+    def backfill(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Send the per-step metrics of ``rows`` (``history.csv``'s) that the store lacks: those
+        past each metric's watermark, as a gap in an earlier session left them."""
+        for row in rows:
+            self.log_metrics({k: row.get(k) for k in STEP_METRICS}, int(row["step"]))
+        self.flush()
+
     def log_final(self, metrics: dict[str, float], step: int) -> None:
         """Summary metrics (final accuracies, parameter count, timings), once per run: a final
         phase that was killed before the record and is run again does not log them twice."""
@@ -242,9 +257,13 @@ class Tracker(NullTracker):
 
         logged: set[str] = set()
         if self._resumed:
-            logged = {k for k in metrics if any(
-                m.step == int(step) for m in with_retry(self.client.get_metric_history, self.run_id,
-                                                       k, what="reading metric history"))}
+            for k in metrics:
+                history = self._send(self.client.get_metric_history, self.run_id, k,
+                                     what="reading metric history")
+                if history is None:
+                    return  # the store is gone: the gap says so
+                if any(m.step == int(step) for m in history):
+                    logged.add(k)
         now = int(time.time() * 1000)
         self._buffer.extend(Metric(k, float(v), now, int(step))
                             for k, v in metrics.items() if v is not None and k not in logged)
@@ -253,17 +272,21 @@ class Tracker(NullTracker):
     def flush(self) -> None:
         buf, self._buffer = self._buffer, []
         for chunk in _chunks(buf, 1000):
-            with_retry(self.client.log_batch, self.run_id, metrics=chunk,
-                       what="logging metrics")
+            if self._send(self.client.log_batch, self.run_id, metrics=chunk,
+                          what="logging metrics") is None and self.gap is not None:
+                return
+            self._logged_to = max([self._logged_to, *(m.step for m in chunk
+                                                      if m.key in STEP_METRICS)])
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        with_retry(self.client.log_artifact, self.run_id, str(path), artifact_path,
+        self._send(self.client.log_artifact, self.run_id, str(path), artifact_path,
                    what=f"logging artifact {Path(path).name}")
 
     def log_dataset(self, family: str, data_dir: Path, checksums: dict[str, str],
                     sizes: dict[str, int], context: str = "training") -> None:
         """The prepared data as this run's MLflow dataset input (:func:`log_dataset`)."""
-        log_dataset(self.client, self.run_id, family, data_dir, checksums, sizes, context)
+        self._send(log_dataset, self.client, self.run_id, family, data_dir, checksums, sizes,
+                   context, within_s=self.wait_s, what="logging the dataset", retried=True)
 
     def log_model(self, model: Any, example: Any) -> str:
         """The trained model as an MLflow model of this run (``runs:/<run>/model``, the runs
@@ -292,21 +315,24 @@ class Tracker(NullTracker):
         # both are put back afterwards (an in-process caller keeps its own)
         previous = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(self.uri)
-        try:
+
+        def log() -> Any:
             with mlflow.start_run(run_id=self.run_id):
-                info = with_retry(mlflow.pytorch.log_model, served, name=MODEL_NAME,
-                                  signature=signature, input_example=example.numpy(),
-                                  serialization_format="pickle",  # torch.export would fix T
-                                  pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
-                                  what="logging the model")
+                return mlflow.pytorch.log_model(
+                    served, name=MODEL_NAME, signature=signature, input_example=example.numpy(),
+                    serialization_format="pickle",  # torch.export would fix T
+                    pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
+
+        try:
+            info = None if self.gap is not None else self._send(log, what="logging the model")
         finally:
             mlflow.set_tracking_uri(previous)
+        self.model_logged = self.model_logged or info is not None
         return f"runs:/{self.run_id}/{MODEL_NAME}" if info is not None else ""
 
     def finish(self, status: str = "FINISHED") -> None:
         self.flush()
-        with_retry(self.client.set_terminated, self.run_id, status,
-                   what="closing the MLflow run")
+        self._send(self.client.set_terminated, self.run_id, status, what="closing the MLflow run")
 
 
 MODEL_NAME = "model"  # runs:/<run id>/model
@@ -321,10 +347,11 @@ def dataset_digest(checksums: dict[str, str]) -> str:
 
 def log_dataset(client: Any, run_id: str, family: str, data_dir: str | Path,
                 checksums: dict[str, str], sizes: dict[str, int] | None,
-                context: str = "training") -> None:
+                context: str = "training", within_s: float | None = None) -> None:
     """A run's prepared data as its MLflow dataset input (the runs table's Dataset column): name =
     the data family, digest = :func:`dataset_digest`, source = the data directory, and each split's
-    size and SHA-256 in MLflow's ``profile`` field (its summary, not a budget); ``context`` a tag."""
+    size and SHA-256 in MLflow's ``profile`` field (its summary, not a budget); ``context`` a tag;
+    ``within_s`` bounds the retries (:func:`with_retry`)."""
     from mlflow.entities import Dataset, DatasetInput, InputTag  # seconds to import: when used
 
     summary = {"sha256": checksums, **({"num_rows": sizes} if sizes else {})}
@@ -333,7 +360,7 @@ def log_dataset(client: Any, run_id: str, family: str, data_dir: str | Path,
                       profile=json.dumps(summary))
     tag = InputTag(key="mlflow.data.context", value=context)
     with_retry(client.log_inputs, run_id, datasets=[DatasetInput(dataset, [tag])],
-               what="logging the dataset", also=(DATASET_RACE,))
+               what="logging the dataset", also=(DATASET_RACE,), within_s=within_s)
 
 
 def _param_value(v: Any) -> str:
@@ -341,60 +368,16 @@ def _param_value(v: Any) -> str:
     return text[:6000]
 
 
-def make_tracker(cfg: Any) -> NullTracker:
-    """A :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when disabled)."""
+def make_tracker(cfg: Any, say: Callable[[str], None] | None = None) -> NullTracker:
+    """A training run's :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when
+    disabled): it keeps going past a store that stops answering, whose calls are bounded by
+    ``tracking.server_timeout_s`` and ``server_wait_s`` where it is a server."""
     t = cfg.tracking
     if not t.enabled:
         return NullTracker()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    return Tracker(tracking_uri(t), str(t.experiment), str(t.run_name))
-
-
-def data_tags(meta: dict[str, Any]) -> dict[str, str]:
-    """Tags on the provenance of a run's data, from its Parquet metadata (``meta``, the train
-    split's): ``data_official`` where the source says, and ``data_warning`` when the data was
-    prepared from an alternative to the official archive (:func:`provenance_warning`)."""
-    src = meta.get("source") if isinstance(meta.get("source"), dict) else {}
-    tags = {} if "official" not in src else {"data_official": str(bool(src["official"])).lower()}
-    warning = provenance_warning(meta)
-    if warning:
-        tags["data_warning"] = warning
-    return tags
-
-
-def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
-             data_dir: Path, checksums: dict[str, str],
-             data_meta: dict[str, Any] | None = None, execution: dict[str, str] | None = None
-             ) -> dict[str, str]:
-    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile), its
-    suite run (:func:`suite_run`), where and from what it ran (device, host, versions, git state,
-    directories, data SHA-256, the data's provenance from its metadata ``data_meta``) and how
-    (``execution``: precision, threads, GPU sharing; :func:`hkt.train.execution.execution_tags`)."""
-    import torch  # loaded already when a run starts; this module itself stays torch-free
-
-    git_commit, git_dirty = git
-    return {
-        "task": cfg.task.family, "model": cfg.model.name, "variant": cfg.variant,
-        "seed": str(cfg.seed), "profile": cfg.train.profile, **suite_run(cfg.tracking).tags(),
-        "device": device, "hostname": socket.gethostname(),
-        "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
-        "hkt_version": hkt.__version__, "git_commit": str(git_commit),
-        "git_dirty": str(git_dirty), "code_digest": code_digest(), "run_dir": str(run_dir.resolve()),
-        "data_dir": str(data_dir.resolve()), **{f"data_sha256.{s}": h for s, h in checksums.items()},
-        **data_tags(data_meta or {}), **(execution or {}),
-    }
-
-
-def run_params(cfg_dict: dict[str, Any], n_params: int,
-               data_params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The MLflow params of a training run: its flattened config (tracking settings aside) and
-    its parameter count. ``data_params`` (the ``params`` of the data's Parquet metadata: how
-    ``hkt prepare`` made it) replace the task config's ``task.prepare.*`` defaults, so that the
-    params describe the data actually used (smoke data has 2000 training examples, not the
-    config's 96000)."""
-    params = {k: v for k, v in flatten(cfg_dict).items() if not k.startswith("tracking.")}
-    if data_params is not None:
-        params = {k: v for k, v in params.items() if not k.startswith("task.prepare.")}
-        params.update(flatten({"task": {"prepare": data_params}}))
-    params["n_params"] = n_params
-    return params
+    uri = tracking_uri(t)
+    server = uri.startswith(("http://", "https://"))
+    return Tracker(uri, str(t.experiment), str(t.run_name), say=say, keep_going=True,
+                   server_timeout_s=float(t.server_timeout_s) if server else None,
+                   server_wait_s=float(t.server_wait_s) if server else None)

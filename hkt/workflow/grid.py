@@ -375,9 +375,11 @@ class Grid(Placement):
         return ["--ablation-task", family, "--ablation-length", str(length), *derived]
 
     def sweep_reference_args(self) -> list[str]:
-        """``hkt aggregate --reference`` with the sweep's reference records, when it has one."""
+        """``hkt aggregate --reference`` for each of the sweep's reference record paths (one path
+        or a list), when it has any."""
         ref = self._sweep.get("reference") if self.sweep_enabled else None
-        return ["--reference", str(ref)] if ref else []
+        paths = [ref] if isinstance(ref, str) else list(ref or [])
+        return [word for path in paths for word in ("--reference", str(path))]
 
     def analyze_args(self) -> list[str]:
         return [str(a) for a in self._analyze.get("args", [])]

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from hkt.errors import HKTError
 
-__all__ = ["LOCK_NAME", "ResultsInUse", "claim_results_dir", "holder"]
+__all__ = ["LOCK_NAME", "ResultsInUse", "claim_results_dir", "holder", "is_held"]
 
 LOCK_NAME = ".workflow.lock"
 
@@ -66,6 +66,23 @@ def holder(path: str | Path) -> dict[str, Any]:
     except (OSError, ValueError):
         info = {}
     return info if isinstance(info, dict) else {}
+
+
+def is_held(results_dir: str | Path) -> bool:
+    """Whether a live process holds ``results_dir``'s lock now (its holder is a running
+    workflow). Asks the OS, not the pid the file names: a process that has exited, a zombie not
+    yet reaped too, holds no lock. A free lock is taken and let go at once."""
+    try:
+        fh = open(Path(results_dir) / LOCK_NAME, encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
 
 
 def _in_use(results: Path, other: dict[str, Any]) -> str:

@@ -5,9 +5,10 @@ A night-long suite is often run in pieces: paused for other work, preempted, end
 login session, and resumed by the same command from its checkpoints. Its wall time is then the
 sum of those pieces, which no single log holds. When it starts executing, the workflow appends a
 session to ``RESULTS_DIR/plan/sessions.json`` (host, pid, the checkout's commit, the plan's
-estimate of the whole suite) and, from a background thread, writes the session's ``last_seen``
-every ``heartbeat_s`` (config/status.yaml), so that a session killed without a word (SIGKILL, a
-lost node) still has an end, to within that. One that ends by itself also writes ``ended``
+estimate of the whole suite; the command and directory it ran from, which ``hkt stop`` gives
+back as the way to resume, and whether its jobs go to a cluster) and, from a background
+thread, writes the session's ``last_seen`` every ``heartbeat_s`` (config/status.yaml), so that
+a session killed without a word (SIGKILL, a lost node) still has an end, to within that. One that ends by itself also writes ``ended``
 and whether it succeeded. ``hkt status`` sums them and sets the total beside the estimate.
 """
 
@@ -24,8 +25,8 @@ from typing import Any
 
 from hkt.fileio import atomic_write_text, pid_alive
 
-__all__ = ["SESSIONS_FILE", "start_session", "end_session", "load_sessions", "session_seconds",
-           "wall_line", "duration"]
+__all__ = ["SESSIONS_FILE", "command_line", "start_session", "end_session", "load_sessions",
+           "session_seconds", "wall_line", "duration"]
 
 SESSIONS_FILE = "plan/sessions.json"  # under results_dir
 
@@ -80,18 +81,29 @@ def _update(results_dir: str | Path, change: dict[str, Any], *, new: bool = Fals
         atomic_write_text(path, json.dumps({"sessions": sessions}, indent=1) + "\n")
 
 
-def start_session(results_dir: str | Path, *, estimate_s: float,
-                  heartbeat_s: float) -> threading.Thread:
+def command_line() -> list[str]:
+    """This process's command as its user typed it: ``snakemake …`` for the script, ``python -m
+    snakemake …`` for the module (whose ``sys.argv[0]`` is a file inside the package) and
+    ``python -c …``."""
+    script = Path(sys.argv[0])
+    if script.name != "__main__.py" and script.is_file():
+        return list(sys.argv)
+    return list(sys.orig_argv)
+
+
+def start_session(results_dir: str | Path, *, estimate_s: float, heartbeat_s: float,
+                  cluster: bool = False) -> threading.Thread:
     """Record that this process (the workflow, holding the results directory's lock) starts a
-    session of the suite its plan estimates at ``estimate_s``, and keep its ``last_seen`` fresh
-    until the process ends; returns the thread."""
+    session of the suite its plan estimates at ``estimate_s`` (its jobs on a ``cluster`` or
+    here), and keep its ``last_seen`` fresh until the process ends; returns the thread."""
     from hkt.provenance import git_state
 
     commit, dirty = git_state()
     now = time.time()
     _update(results_dir, {"started": now, "last_seen": now, "host": socket.gethostname(),
                           "pid": os.getpid(), "commit": commit, "dirty": dirty,
-                          "estimate_s": float(estimate_s)}, new=True)
+                          "estimate_s": float(estimate_s), "argv": command_line(),
+                          "cwd": os.getcwd(), "cluster": bool(cluster)}, new=True)
 
     stop = _heartbeats[Path(results_dir).resolve()] = threading.Event()
 

@@ -116,7 +116,7 @@ def _locate(choice: str, config_dir: Path, cuda: Callable[[], bool],
     if choice == AUTO:
         name, why = choose(cuda, env)
         return (_read(suite_file(name, config_dir)), name,
-                f"suite: {AUTO}, {why}; ${SUITE_ENV} or --configfile config/suites/NAME.yaml "
+                f"suite: {AUTO}, {why}; ${SUITE_ENV} or --config suite=NAME "
                 "chooses another")
     if choice == NO_SUITE:
         return {}, NO_SUITE, f"{NO_SUITE}: config/config.yaml alone"

@@ -23,8 +23,10 @@ try:
     SUITE = workflow_suite(
         config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
         files=bool(workflow.config_settings.configfiles))
-except ConfigError as exc:
-    raise WorkflowError(f"workflow config (config/config.yaml + --configfile/--config): {exc}")
+except ConfigError as exc:  # one line, not a traceback: often a suite's name mistyped
+    print(f"hkt: error: workflow config (config/config.yaml + --configfile/--config): {exc}",
+          file=sys.stderr, flush=True)
+    sys.exit(1)
 config.clear()
 config.update(SUITE.config)
 GRID = SUITE.grid
@@ -146,13 +148,30 @@ def start_session():
 
     plan = suite_plan()
     start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0,
-          heartbeat_s=float(settings([])["heartbeat_s"]))
+          heartbeat_s=float(settings([])["heartbeat_s"]), cluster=bool(workflow.non_local_exec))
 
 
 def end_session(ok):
     from hkt.workflow.sessions import end_session as end
 
     end(R, ok=ok)
+
+
+def say_if_stopped():
+    """After a stop (`hkt stop`, Ctrl-C, SIGTERM) that failed no job, the run's last line says
+    it is resumable, and how (hkt/stop.py): printed as the process exits, after Snakemake's own
+    closing lines. Snakemake's exit status (1: the suite is not complete) is kept."""
+    import atexit
+
+    from hkt.stop import resumable_line
+
+    try:
+        line = resumable_line(R)
+    except Exception as exc:  # a note on the way out, never a second error
+        print(f"hkt: warning: could not tell whether this was a stop ({exc})", file=sys.stderr)
+        return
+    if line is not None:
+        atexit.register(lambda: print(line, file=sys.stderr, flush=True))
 
 
 @lru_cache(maxsize=None)
