@@ -33,7 +33,7 @@ STRIDE = 2
 
 #: The two models the paper compares (our model names): HKT against standard attention.
 COMPARED_MODELS = ("hkt", "mha")
-#: Seeds behind each of the paper's accuracies (mean ± std over 3 seeds, DESIGN.md): their
+#: Seeds behind each of the paper's accuracies (mean ± std over 3 seeds, docs/design.md §1): their
 #: standard error is std / sqrt(SEEDS).
 SEEDS = 3
 

@@ -115,7 +115,7 @@ workflow() {  # bootstrap from the whole wheelhouse, then the suite, stopped bef
     step resume tar xzf "$resume" || exit 1
   fi
   local left=$(( budget - reserve - ($(date +%s) - start) ))
-  local args=(--cores all --keep-going --configfile "config/suites/$suite.yaml" --config "results_dir=$results")
+  local args=(--cores all --keep-going --config "suite=$suite" "results_dir=$results")
   if [ "$dry" = 1 ]; then  # here the project's own .venv runs snakemake
     always=1 step workflow .venv/bin/snakemake -n --quiet rules "${args[@]}" || exit 1
     return

@@ -62,9 +62,11 @@ def test_a_mistyped_suite_name_stops_the_workflow_with_one_line(tmp_path):
 
 
 def test_the_readme_chooses_suites_by_name():
-    """Each snakemake command of the README picks its suite with `--config suite=NAME` (one clear
-    line for a typo), never with `--configfile config/suites/…` (Snakemake's traceback)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Each snakemake command of the README and the docs pages picks its suite with
+    `--config suite=NAME` (one clear line for a typo), never with `--configfile config/suites/…`
+    (Snakemake's traceback)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in pages)
     commands = re.findall(r"^\S*snakemake .*$", text, re.M)
     assert commands
     assert not re.search(r"--configfile\s+config/suites/", text)

@@ -1,4 +1,4 @@
-"""The README's three recipes ("Adding a mixer, a baseline or a task"), followed as written in a
+"""The three recipes of docs/extending.md ("Adding a mixer, a baseline or a task"), followed as written in a
 temporary copy of the repository: a throwaway mixer, baseline of ours and task, each added by
 the files and config lines its recipe names and nothing more, reach the CPU suite. Its dry run
 trains the mixer on every task and every model on the task, and runs the baseline on every
@@ -178,7 +178,7 @@ def run_in(copy: Path, *args: str, timeout: int = 300) -> subprocess.CompletedPr
 
 
 def follow_recipes(copy: Path) -> None:
-    """The three recipes, step by step, as the README gives them."""
+    """The three recipes, step by step, as docs/extending.md gives them."""
     (copy / "hkt" / "mixers" / f"{MIXER}.py").write_text(MIXER_SOURCE)  # (a) 1
     (copy / "config" / "model" / f"{MIXER}.yaml").write_text(MODEL_YAML)  # (a) 2
     (copy / "hkt" / "baselines" / f"{BASELINE}.py").write_text(BASELINE_SOURCE)  # (b) 1
@@ -220,7 +220,7 @@ def copy(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def dry_run(copy: Path) -> tuple[Path, str]:
-    """The CPU suite's dry run in the copy, as the README runs it (-p: the jobs' commands)."""
+    """The CPU suite's dry run in the copy, as docs/extending.md runs it (-p: the jobs' commands)."""
     results = copy.parent / "results"
     r = run_in(copy, str(BIN / "snakemake"), "-n", "-p", "--configfile", "config/suites/cpu.yaml",
                "--config", f"results_dir={results}")

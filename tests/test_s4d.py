@@ -1,5 +1,5 @@
 """The S4D mixer (hkt/mixers/s4d.py), its optimiser groups and its config: a baseline that is not
-an attention, made by recipe (a) of the README."""
+an attention, made by recipe (a) of docs/extending.md."""
 
 from __future__ import annotations
 

@@ -186,7 +186,7 @@ def test_dry_run_with_the_slurm_local_profile(tmp_path):
 def test_dry_run_with_the_slurm_profile_resolves_every_job(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm",
                         reason="the SLURM executor plugin is an optional extra: hkt-bench[slurm]")
-    node = tmp_path / "node.yaml"  # a cluster's GPU node, as README "On a cluster" says to give
+    node = tmp_path / "node.yaml"  # a cluster's GPU node, as docs/clusters.md says to give
     node.write_text("node: {cpus: 32, mem_mb: 256000, gpus: 4}\n")
     r = snakemake("-n", "--profile", str(ROOT / "workflow" / "executors" / "slurm"), "--configfile",
                   str(ROOT / "config" / "suites" / "paper.yaml"), str(node), cwd=tmp_path)

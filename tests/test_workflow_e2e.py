@@ -1,7 +1,7 @@
 """The real workflow end to end on the smoke profile, in a temporary directory.
 
 ListOps (generated, small counts), MHA and HKT, one seed, a two-point ablation (L=1 against the
-main L=3), the shipped external baselines, and one more external baseline added by the README's
+main L=3), the shipped external baselines, and one more external baseline added by docs/extending.md's
 recipe (b) (a program that is not ours: its config entry and command alone). Checks the tables, figures,
 summary, MLflow runs and audit, that an up-to-date tree does nothing, and that editing one
 model's config re-runs only that model's jobs. The workflow, config and environment file are

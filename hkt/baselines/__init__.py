@@ -13,8 +13,8 @@ whose ``fit`` is decorated with ``@register("NAME")``. ``hkt baseline NAME`` run
 
 What every baseline shares (its arguments, the data read, the record and MLflow run written) is
 :mod:`hkt.baselines.run`. A program that is not ours needs no module: its ``command`` under
-``external:`` in ``config/config.yaml`` is its whole registration (README "Adding a mixer, a
-baseline or a task", (b)).
+``external:`` in ``config/config.yaml`` is its whole registration (docs/extending.md,
+recipe (b)).
 
 Modules here import torch only inside their functions: ``hkt baseline --help`` imports them all.
 """

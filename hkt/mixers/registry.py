@@ -13,7 +13,7 @@ add ``config/model/name.yaml``, which selects the structured config ``/schema/mo
 (registered with Hydra for every registered mixer) and overrides what it needs. Parameters with
 their own learning rate or weight decay are declared by the module's ``optimizer_settings``
 (:mod:`hkt.train.optim`); a model's own ``optim.lr`` lives in ``config/model_optim/name.yaml``.
-The whole recipe: the README's recipe (a), "A new token mixer".
+The whole recipe: docs/extending.md, recipe (a), "A new token mixer".
 """
 
 from __future__ import annotations

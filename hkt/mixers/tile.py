@@ -22,8 +22,7 @@ Work per query tile (QK products, multiply-adds, T keys, no causal mask): level 
 MHA; level l max(BM/f, 1)·max(T/f, T/BN)·d, which is BM·T·d / f² while f <= min(BM, BN).
 So the scores cost Σ_l s^(-2l) of MHA's (1.3125 for L = 3, s = 2), the paper's ratio, as long
 as s^(L-1) <= the tile sizes; deeper levels are recomputed per tile (f/BM and f/BN times).
-Per fine score the kernel adds L multiply-adds to apply λ. P V is MHA's. See README.md, "HKT
-attention".
+Per fine score the kernel adds L multiply-adds to apply λ. P V is MHA's. See docs/attention.md.
 
 Limits (each refused with a clear error, by :func:`config_problem` and :func:`unavailable`):
 nearest upsampling only, a power-of-two stride, at most :data:`MAX_LEVELS` levels (the kernels

@@ -114,8 +114,9 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     figures = sorted(p.stem for p in (out / "figures").glob("*.png"))
     ordered = [f for f in FIGURES if f in figures] + [f for f in figures if f not in FIGURES]
     lines.append("- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in ordered))
-    lines.append(f"- Report (after `snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
-                 "repository): [report.html](report.html)")
+    lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
+                 f"`snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
+                 "repository, writes it: every table and figure with its caption, in one HTML file")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path

@@ -79,8 +79,8 @@ class External:
             raise GridError(
                 f"{where}: no `command` given, and hkt/baselines/ has no baseline "
                 f"'{self.name}' (registered: {', '.join(registered) or 'none'}); give the "
-                f"program's command, or add hkt/baselines/{self.name}.py (README 'Adding a "
-                "mixer, a baseline or a task', (b))")
+                f"program's command, or add hkt/baselines/{self.name}.py (docs/extending.md, "
+                "recipe (b))")
         try:
             names = {f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None}
         except ValueError as exc:

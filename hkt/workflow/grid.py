@@ -195,8 +195,8 @@ class Grid(Placement):
     def _check_model(self, model: str, where: str) -> None:
         if model not in self.models:
             self._fail(f"{where} names model '{model}', which has no config/model/{model}.yaml "
-                       f"(models: {', '.join(self.models)}); add one (README 'Adding a mixer, "
-                       "a baseline or a task', (a))")
+                       f"(models: {', '.join(self.models)}); add one (docs/extending.md, "
+                       "recipe (a))")
 
     def _check_variant(self, name: str, where: str) -> None:
         path = self.config_dir / "variant" / f"{name}.yaml"

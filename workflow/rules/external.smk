@@ -1,6 +1,6 @@
 # external: every external baseline, one job per task and seed of each entry of `external:` in
 # the config. Its command is the entry's `command`, or `hkt baseline NAME` for a baseline of ours
-# (hkt/workflow/external.py fills it in). README "Adding a mixer, a baseline or a task", (b).
+# (hkt/workflow/external.py fills it in). docs/extending.md, recipe (b).
 
 
 rule external:
