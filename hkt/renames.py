@@ -216,14 +216,17 @@ def upgrade_saved_record(record: Any) -> Any:
 
 def _added_key_nodes(cfg: dict[str, Any], config_name: str):
     """(key, value before it existed, parent path, leaf) of each :data:`ADDED_KEYS` entry whose
-    parent node ``cfg`` holds (for the model it belongs to)."""
+    parent node ``cfg`` holds, for an encoder's config (it has ``model.d_model``; an external
+    baseline's record names a model with none of the encoder's keys) and the model the key
+    belongs to."""
     for key, (before, model) in ADDED_KEYS.get(config_name, {}).items():
         *parents, leaf = key.split(".")
         node: Any = cfg
         for p in parents:
             node = node.get(p) if isinstance(node, dict) else None
-        name = cfg.get("model", {}).get("name") if isinstance(cfg.get("model"), dict) else None
-        if isinstance(node, dict) and (model is None or name == model):
+        spec = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+        encoder = "d_model" in spec  # a trained encoder's config; a baseline's record has none
+        if isinstance(node, dict) and encoder and (model is None or spec.get("name") == model):
             yield key, before, parents, leaf, node
 
 

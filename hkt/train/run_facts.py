@@ -13,10 +13,10 @@ from hkt.config import flatten
 from hkt.data.provenance import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
 
-__all__ = ["suite_run", "data_tags", "run_tags", "run_params"]
+__all__ = ["results_dir_of", "suite_run", "data_tags", "run_tags", "run_params"]
 
 
-def _results_dir(tracking_cfg: Any) -> str:
+def results_dir_of(tracking_cfg: Any) -> str:
     return str(tracking_cfg.get("results_dir") or "results")
 
 
@@ -24,7 +24,7 @@ def suite_run(tracking_cfg: Any) -> SuiteRun:
     """The suite run of a training run: ``$HKT_SUITE`` (the one channel by which a job learns
     its suite) and ``tracking.results_dir`` (made absolute). Its tags and record fields tell the
     run from those of other suite runs on one tracking server."""
-    return SuiteRun.of_job(_results_dir(tracking_cfg))
+    return SuiteRun.of_job(results_dir_of(tracking_cfg))
 
 
 def data_tags(meta: dict[str, Any]) -> dict[str, str]:

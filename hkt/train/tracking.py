@@ -32,7 +32,7 @@ from hkt import store
 from hkt.store import (DATASET_RACE, EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
                        store_lock, with_retry)
 from hkt.record import STEP_METRICS
-from hkt.train.run_facts import _results_dir, data_tags, run_params, run_tags, suite_run
+from hkt.train.run_facts import data_tags, results_dir_of, run_params, run_tags, suite_run
 from hkt.train.tracking_gap import GapKeeping
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ RESULTS_ENV = "HKT_RESULTS_DIR"
 def tracking_uri(tracking_cfg: Any) -> str:
     """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
-    return store.tracking_uri(uri, _results_dir(tracking_cfg))
+    return store.tracking_uri(uri, results_dir_of(tracking_cfg))
 
 
 def _chunks(items: list[T], n: int) -> Iterable[list[T]]:

@@ -75,7 +75,6 @@ class GapKeeping:
         (:meth:`_lose`) and return None, and after a gap send nothing this session; without,
         raise as :func:`with_retry` does."""
         from mlflow.exceptions import MlflowException  # mlflow: see __init__
-        from requests import RequestException
 
         if self.gap is not None:
             return None
@@ -90,7 +89,7 @@ class GapKeeping:
                 with self._bounded():
                     return fn(*args, **kwargs)
             return self._retry(fn, *args, what=what, within_s=self.wait_s, **kwargs)
-        except (TrackingError, MlflowException, RequestException, OSError) as exc:
+        except (TrackingError, MlflowException, OSError) as exc:  # requests' errors are OSErrors
             self._lose(what, exc, time.monotonic() - since)
             return None
 
