@@ -182,6 +182,8 @@ def test_a_config_saved_before_the_options_reads_and_digests_as_the_defaults():
     assert config_digest(saved) == config_digest(now)
     other = {**now, "model": {**now["model"], "norm": "batch"}}
     assert config_digest(other) != config_digest(saved)
-    mha = {"model": {"name": "mha", "mixer": {}}}  # S4D's keys belong to S4D only
-    assert upgrade_saved_config(mha)["model"] == {"name": "mha", "mixer": {}, "norm": "layer",
-                                                  "norm_place": "pre"}
+    mha = {"model": {"name": "mha", "d_model": 8, "mixer": {}}}  # S4D's keys belong to S4D only
+    assert upgrade_saved_config(mha)["model"] == {"name": "mha", "d_model": 8, "mixer": {},
+                                                  "norm": "layer", "norm_place": "pre"}
+    baseline = {"model": {"name": "majority"}}  # a baseline's record: no encoder, no block keys
+    assert upgrade_saved_config(baseline) == baseline
