@@ -3,7 +3,7 @@ sub-expressions ignored.
 
     hkt baseline depth3_rule --data DATA_DIR --out RUN_DIR [...]
 
-A reference line of the ListOps tables (docs/listops_rules.md): a model at or above it reads
+A reference line of the ListOps tables (docs/listops.md): a model at or above it reads
 the expression to depth 3. An operator left with no argument is dropped from its parent's;
 where the root keeps none, the root-operator prior answers (counted in ``prior_fallbacks``).
 The arguments every baseline takes, and what it writes: :mod:`hkt.baselines.run`.

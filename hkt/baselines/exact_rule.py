@@ -3,7 +3,7 @@ get every label right (it stops with an error naming the first label that differ
 
     hkt baseline exact_rule --data DATA_DIR --out RUN_DIR [...]
 
-The ceiling line of the ListOps tables (docs/listops_rules.md). It checks the train split too
+The ceiling line of the ListOps tables (docs/listops.md). It checks the train split too
 (``checked_examples``). The arguments every baseline takes, and what it writes:
 :mod:`hkt.baselines.run`.
 """
