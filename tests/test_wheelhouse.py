@@ -3,7 +3,7 @@ and scripts/bootstrap.sh installs from it with pip --no-index, the lock's hashes
 altered or foreign file stops the install in one line before the venv is touched.
 
 The bootstrap tests run the real scripts on a small project of the same layout (copies of
-scripts/bootstrap.sh, wheelhouse.py and hashed_lock.py, a lock of a few tiny pure-Python wheels built
+scripts/bootstrap.sh and wheelhouse.py, a lock of a few tiny pure-Python wheels built
 here, a stand-in torch): nothing is downloaded."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def project(tmp_path, sources) -> Path:
     (root / "scripts").mkdir(parents=True)
     (root / "requirements").mkdir()
     (root / "hkt").mkdir()
-    for name in ("bootstrap.sh", "wheelhouse.py", "hashed_lock.py"):
+    for name in ("bootstrap.sh", "wheelhouse.py"):
         shutil.copy(ROOT / "scripts" / name, root / "scripts" / name)
     (root / "requirements" / "lock.txt").write_text(_lock_text(sources))
     (root / "requirements" / "torch.txt").write_text("torch==2.13.0\n")
