@@ -29,7 +29,7 @@ from hkt.mixers import MIXERS, build_mixer, mixer_class
 from hkt.checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
-from hkt.models.norms import NORMS, apply_norm, make_norm
+from hkt.models.norms import NORMS, make_norm
 from hkt.renames import new_name
 
 POSITIONALS = ("learned", "sinusoidal", "none")
@@ -228,14 +228,14 @@ class EncoderBlock(nn.Module):
 
     def forward(self, x: Tensor, key_mask: Tensor | None) -> Tensor:
         if self.pre:
-            x = x + self.dropout(self.mixer(apply_norm(self.norm1, x, key_mask), key_mask))
+            x = x + self.dropout(self.mixer(self.norm1(x, key_mask), key_mask))
             if self.ffn is None:
                 return x
-            return x + self.dropout(self.ffn(apply_norm(self.norm2, x, key_mask)))
-        x = apply_norm(self.norm1, x + self.dropout(self.mixer(x, key_mask)), key_mask)
+            return x + self.dropout(self.ffn(self.norm2(x, key_mask)))
+        x = self.norm1(x + self.dropout(self.mixer(x, key_mask)), key_mask)
         if self.ffn is None:
             return x
-        return apply_norm(self.norm2, x + self.dropout(self.ffn(x)), key_mask)
+        return self.norm2(x + self.dropout(self.ffn(x)), key_mask)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         # PyTorch's hook for loading a layout of other names: runs before this block's children
@@ -313,7 +313,7 @@ class EncoderClassifier(nn.Module):
         for block in self.blocks:
             x = block(x, mask)
         if self.norm is not None:
-            x = apply_norm(self.norm, x, mask)
+            x = self.norm(x, mask)
         if self.cls is not None:
             pooled = x[:, 0]
         elif mask is None:

@@ -37,15 +37,19 @@ class MaskedBatchNorm(nn.BatchNorm1d):
         return out
 
 
+class LayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` with the norms' one signature, ``norm(x, mask)``: a LayerNorm is per
+    position, so the padding mask changes nothing (same parameters and state_dict keys)."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:  # type: ignore[override]
+        return super().forward(x)
+
+
 def make_norm(kind: str, d_model: int, eps: float) -> nn.Module:
-    """The norm of kind ``layer`` (``nn.LayerNorm``) or ``batch`` (:class:`MaskedBatchNorm`)."""
+    """The norm of kind ``layer`` (:class:`LayerNorm`) or ``batch`` (:class:`MaskedBatchNorm`),
+    each called as ``norm(x, mask)``."""
     if kind == "layer":
-        return nn.LayerNorm(d_model, eps=eps)
+        return LayerNorm(d_model, eps=eps)
     if kind == "batch":
         return MaskedBatchNorm(d_model, eps=eps)
     raise ValueError(f"norm must be one of {', '.join(NORMS)}, got {kind!r}")
-
-
-def apply_norm(norm: nn.Module, x: Tensor, mask: Tensor | None) -> Tensor:
-    """``norm`` on x; a BatchNorm is given the padding mask (a LayerNorm is per position)."""
-    return norm(x, mask) if isinstance(norm, MaskedBatchNorm) else norm(x)
