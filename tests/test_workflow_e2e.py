@@ -200,6 +200,25 @@ def test_tables_figures_and_summary(workflow_run):
         assert (res / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_smoke_summary_reads_every_claim_at_its_budget_and_links_only_files(workflow_run):
+    """12 smoke steps on one seed (issue 52): every claim read from runs, kurtosis and
+    approximation among them, reads "cannot tell at this budget"; every link of summary.md
+    reaches a file the workflow wrote."""
+    from test_report_budget import COST_CLAIM, LINK, claim_rows
+
+    res = workflow_run["results"]
+    summary = (res / "summary.md").read_text()
+    readings = {claim: reading for claim, _, _, reading in claim_rows(summary)
+                if not claim.startswith(COST_CLAIM)}  # an operation count: any budget
+    assert any("Mardia" in c for c in readings) and any("geometrically" in c for c in readings)
+    assert any(c.startswith("HKT beats MHA") for c in readings), readings
+    wrong = {c: r for c, r in readings.items()
+             if not r.startswith("cannot tell at this budget (12 steps, 1 seed)")}
+    assert not wrong
+    links = LINK.findall(summary)
+    assert len(links) > 10 and [t for t in links if not (res / t).is_file()] == []
+
+
 def test_mlflow_holds_every_run(workflow_run):
     from mlflow.tracking import MlflowClient
 

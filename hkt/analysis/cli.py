@@ -96,14 +96,16 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / ANALYSIS_FILE) as tmp:
         table.write_parquet(tmp, compression="zstd")
-    title = f"{rec['task']} / {rec['model']} / {rec['variant']} / seed {rec['seed']}"
+    # the budget too (profile, steps): a figure read alone says what the run trained for
+    title = (f"{rec['task']} / {rec['model']} / {rec['variant']} / seed {rec['seed']}"
+             + (f" ({row['budget']})" if row.get("budget") else ""))
     figures.kappa_per_level(table, out / "kappa_per_level.png", title)
     if extra["example_lambdas"] is not None:
         figures.lambda_distribution(extra["lambda_samples"], out / "lambda_distribution.png", title)
         figures.lambda_example(extra["example_lambdas"], out / "lambda_example.png",
                                       f"{title}: λ per token, layer 0, test example {cfg.figure_example}")
         figures.truncation_curve(table, out / "truncation.png", title)
-        figures.approximation_residuals(table, out / "approximation.png")
+        figures.approximation_residuals(table, out / "approximation.png", row.get("budget") or "")
     summary = summarise(table)
     atomic_write_text(out / "summary.md", f"# Analysis of {title}\n\n```\n{summary}\n```\n\n"
                       f"Settings:\n\n```yaml\n{OmegaConf.to_yaml(cfg)}```\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hkt.figures.common import empty, pyplot, save
+from hkt.figures.common import empty, legend_outside, pyplot, save, title_budget
 from hkt.paper import KURTOSIS as PAPER_KAPPA
 from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 from hkt.runs import task_keys
@@ -35,7 +35,7 @@ def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:
     ax.set_ylabel("normalised Mardia kurtosis κ")
     ax.set_xticks(sorted(set(kurt["level"].to_list())))
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    legend_outside(ax, fontsize=7)
     return save(fig, path)
 
 
@@ -62,7 +62,7 @@ def lambda_example(lam: np.ndarray, path: Path, title: str) -> Path:
         ax.stackplot(np.arange(t), *[lam[h, :, l] for l in range(levels)], labels=[f"level {l}" for l in range(levels)])
         ax.set_ylim(0, 1)
         ax.set_ylabel(f"head {h}")
-    axes[0, 0].legend(fontsize=7, loc="upper right", ncol=levels)
+    legend_outside(axes[0, 0], fontsize=7)  # the stacked areas fill the panel: none is free
     axes[-1, 0].set_xlabel("token position i")
     fig.suptitle(title, fontsize=9)
     return save(fig, path)
@@ -80,9 +80,10 @@ def truncation_curve(table: pl.DataFrame, path: Path, title: str) -> Path:
     return save(fig, path)
 
 
-def approximation_residuals(analyses: pl.DataFrame, path: Path) -> Path:
+def approximation_residuals(analyses: pl.DataFrame, path: Path, budget: str = "") -> Path:
     """Score residual vs L′ (log scale), one line per layer, trained solid, initialisation dashed;
-    one panel per task, T and variant; points are geometric means over heads and seeds."""
+    one panel per task, T and variant; points are geometric means over heads and seeds;
+    ``budget``: the analysed runs' (:func:`hkt.figures.common.budget_title`), in the title."""
     res = analyses.filter((pl.col("section") == APPROXIMATION_SECTION) & (pl.col("metric") == "score_residual")
                           & (pl.col("value") > 0))
     if res.is_empty():
@@ -107,5 +108,6 @@ def approximation_residuals(analyses: pl.DataFrame, path: Path) -> Path:
         ax.set_xlabel("levels kept L′ (L′ = L is exactly 0)")
         ax.set_ylabel("‖S_L′ − S_L‖ / ‖S_L‖")
         ax.set_title(f"{task} (T={length}), {variant}", fontsize=9)
-        ax.legend(fontsize=7)
+        legend_outside(ax, fontsize=7)
+    title_budget(fig, budget)
     return save(fig, Path(path))

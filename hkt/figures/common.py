@@ -57,13 +57,57 @@ def min_span(ax: Any, span: float) -> None:
         ax.set_ylim(mid - span / 2, mid + span / 2)
 
 
+def budget_title(runs: pl.DataFrame | None) -> str:
+    """The budget of the trained runs a figure shows, for its title: profile, steps and seeds
+    per model ("smoke profile, 12 steps, 1 seed"; ranges where the runs differ). External
+    baselines have no profile's budget and are left out; empty without trained runs."""
+    if runs is None or runs.is_empty():
+        return ""
+    trained = runs.filter(pl.col("external").is_null()) if "external" in runs.columns else runs
+    if trained.is_empty():
+        return ""
+    profiles = sorted({p for p in trained["profile"].to_list() if p}) \
+        if "profile" in trained.columns else []
+    steps = sorted({s for s in trained["steps"].to_list() if s is not None}) \
+        if "steps" in trained.columns else []
+    keys = [c for c in ("task", "length", "model", "variant") if c in trained.columns]
+    seeds = sorted(set(trained.group_by(keys).agg(pl.col("seed").n_unique())["seed"].to_list())) \
+        if keys and "seed" in trained.columns else []
+    parts = [f"{'/'.join(profiles)} profile"] if profiles else []
+    if steps:
+        parts.append(f"{_span(steps)} steps")
+    if seeds:
+        parts.append(f"{_span(seeds)} seed{'' if seeds == [1] else 's'}")
+    return ", ".join(parts)
+
+
+def _span(values: list[int]) -> str:
+    """``1,000`` for one value, ``1,000–10,000`` for several (sorted)."""
+    return f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}–{values[-1]:,}"
+
+
+def title_budget(fig: Any, budget: str) -> None:
+    """State the figure's budget (:func:`budget_title`) above its panels."""
+    if budget:
+        fig.suptitle(f"budget: {budget}", fontsize=8)
+
+
+def legend_outside(ax: Any, **kwargs: Any) -> None:
+    """The axis' legend to the right of its panel, where it covers no line or point (``loc=
+    "best"`` still lays it over curves that fill the panel); :func:`save` keeps it in the
+    image."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
+              **kwargs)
+
+
 def save(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     """Lay out, write ``fig`` as PNG to ``path`` (directories created) and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     with atomic_path(path) as tmp:  # whole or not at all
-        fig.savefig(tmp, dpi=dpi, format="png")
+        # "tight": a legend placed outside the axes (legend_outside) stays in the image
+        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight")
     pyplot().close(fig)
     return path
 

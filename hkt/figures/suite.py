@@ -21,8 +21,9 @@ from pathlib import Path
 import polars as pl
 
 from hkt import paper
-from hkt.figures.common import (color, empty, integer_ticks, pyplot, reference_lines, save, style,
-                                task_panels, min_span)
+from hkt.figures.common import (budget_title, color, empty, integer_ticks, legend_outside,
+                                min_span, pyplot, reference_lines, save, style, task_panels,
+                                title_budget)
 from hkt.references import is_reference, lines
 from hkt.runs import MODEL_ORDER, most_common_length, ordered, task_keys
 
@@ -59,7 +60,9 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
         ax.set_xlabel("step")
         ax.set_ylabel("validation accuracy (%)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        legend_outside(ax, fontsize=8)
+    shown = None if runs is None else runs.filter(pl.col("variant").is_in(list(variants)))
+    title_budget(fig, budget_title(shown))
     return save(fig, path)
 
 
@@ -109,7 +112,8 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.A
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"{task} (T={length}): accuracy vs levels")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, fontsize=8)
+    title_budget(fig, budget_title(pl.concat([sel, base], how="diagonal_relaxed")))
     return save(fig, path)
 
 
@@ -155,12 +159,14 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     # below the axes: inside, it hid the paper's marks (drawn high, above every bar)
     ax.legend(uniq.values(), uniq.keys(), fontsize=8, ncol=min(6, len(uniq)), frameon=False,
               loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    title_budget(fig, budget_title(sel))
     return save(fig, path)
 
 
-def kappa_by_level(kurtosis: pl.DataFrame, path: Path) -> Path:
+def kappa_by_level(kurtosis: pl.DataFrame, path: Path, budget: str = "") -> Path:
     """κ of the score entries per level, one panel per (task, T), each model beside 1 and the
-    paper; ``kurtosis`` is :func:`hkt.report.analysis_tables.kurtosis_table`'s output."""
+    paper; ``kurtosis`` is :func:`hkt.report.analysis_tables.kurtosis_table`'s output;
+    ``budget``: the analysed runs' (:func:`hkt.figures.common.budget_title`), in the title."""
     t = kurtosis.filter(pl.col("quantity") == "scores") if not kurtosis.is_empty() else kurtosis
     if t.is_empty():
         return empty(path, "no kurtosis measurements (no analysed run exposes its scores)")
@@ -178,13 +184,15 @@ def kappa_by_level(kurtosis: pl.DataFrame, path: Path) -> Path:
         ax.set_title(f"{task} (T={length})", fontsize=9)
         ax.set_xlabel("level l")
         ax.set_ylabel("κ of scores (d = 1)")
-        ax.legend(fontsize=7)
+        legend_outside(ax, fontsize=7)
+    title_budget(fig, budget)
     return save(fig, path)
 
 
-def truncation_by_task(analyses: pl.DataFrame, path: Path) -> Path:
+def truncation_by_task(analyses: pl.DataFrame, path: Path, budget: str = "") -> Path:
     """Accuracy vs levels kept L′ per (task, T) and variant, mean over seeds with the seed
-    range; ``analyses`` holds the runs' analysis tables (its truncation accuracy rows are used)."""
+    range; ``analyses`` holds the runs' analysis tables (its truncation accuracy rows are used);
+    ``budget``: the analysed runs', in the title."""
     rows = analyses.filter(pl.col("section") == "truncation")
     acc = rows.filter(pl.col("metric") == "accuracy")
     examples = rows.filter(pl.col("metric") == "examples")
@@ -208,5 +216,6 @@ def truncation_by_task(analyses: pl.DataFrame, path: Path) -> Path:
         ax.set_title(f"{task} (T={length}){sample}", fontsize=9)
         ax.set_xlabel("levels kept L′")
         ax.set_ylabel("test accuracy (%)")
-        ax.legend(fontsize=7)
+        legend_outside(ax, fontsize=7)
+    title_budget(fig, budget)
     return save(fig, path)

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from hkt.figures.common import pyplot
+from hkt.figures.common import legend_outside, pyplot
 from hkt.fileio import atomic_write_bytes
 
 
@@ -30,11 +30,11 @@ def learning_curve(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     ax2.set(xlabel="step", ylabel="accuracy", title="accuracy")
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
-        ax.legend()
+        legend_outside(ax)
     fig.suptitle(title)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")  # keeps the outside legends
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
     return Path(path)

@@ -124,19 +124,21 @@ def findings(analyses: pl.DataFrame) -> str:
     return "\n".join(out)
 
 
-def write_approximation(analyses: pl.DataFrame, out: Path
+def write_approximation(analyses: pl.DataFrame, out: Path, budget: str = ""
                         ) -> tuple[list[Path], list[str], pl.DataFrame]:
     """``out/tables/approximation.{md,csv,tex}`` and ``out/figures/approximation.png``, and the
     section of ``summary.md`` (the claim, how to read ρ, what the numbers say, the table and the
     figure), from one table and one reading. Written even without HKT analyses (saying so), so
-    that a workflow can declare them. Returns the paths, the section and the table."""
+    that a workflow can declare them. ``budget``: the analysed runs'
+    (:func:`hkt.figures.common.budget_title`), in the figure's title. Returns the paths, the
+    section and the table."""
     out = Path(out)
     table, said = approximation_table(analyses), findings(analyses)
     display = approximation_display(table)
     caption = (f"Approximation: per-level decay ratio ρ of the level-truncation residual. {CLAIM} "
                f"Measured: {' '.join(said.splitlines())}")
     written = write_table(table, display, out / "tables" / SECTION, caption)
-    written.append(approximation_residuals(analyses, out / "figures" / f"{SECTION}.png"))
+    written.append(approximation_residuals(analyses, out / "figures" / f"{SECTION}.png", budget))
     section = ["## Approximation: does the truncation error decay geometrically in L?", "",
                CLAIM, "", READING, "", "What the numbers say:", "", said, "", markdown(*display),
                f"![residual vs levels kept](figures/{SECTION}.png) "

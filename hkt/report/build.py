@@ -13,13 +13,14 @@ from typing import Any
 import polars as pl
 
 from hkt.figures import suite as figures
+from hkt.figures.common import budget_title
 from hkt.paper import ABLATION_TASK
 from hkt.fileio import atomic_path
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
 from hkt.report import analysis_tables, environments
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
-from hkt.report.claims import claims_section
+from hkt.report.claims import Budget, claims_section, load_minimum
 from hkt.report.controls import controls_display, controls_table
 from hkt.report.convergence import convergence_display, convergence_table, time_display, time_table
 from hkt.report.mlflow_runs import runs_from_mlflow
@@ -31,7 +32,7 @@ from hkt.report.sweep import (THIS_SUITE, swept_runs, sweep_display, sweep_gap_d
                               sweep_gap_table, sweep_table)
 from hkt.references import lines_note
 from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, derived_runs,
-                               gap_display, gap_table, main_display, main_table,
+                               gap_display, gap_table, main_display, main_notes, main_table,
                                with_test_interval)
 from hkt.report.writers import learning_rate, write_table
 from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
@@ -58,8 +59,9 @@ def aggregate(args: argparse.Namespace) -> int:
         written += made
         made, sections, frames = _write_analyses(args, runs, out)
         written += made
-        sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read}),
-                    *sections]
+        budget = Budget(runs, load_minimum(), args.main_variant)
+        sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
+                                    budget=budget), *sections]
         # last: it links every table and figure written above
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
@@ -157,10 +159,13 @@ def _write_analyses(args: argparse.Namespace, runs: pl.DataFrame, out: Path
         analyses, runs, args.bench, out / "tables", main_variant=args.main_variant)
     sections: list[str] = []
     if not analyses.is_empty():
+        keys = [k for k in KEY if k in analyses.columns]
+        budget = budget_title(runs.join(analyses.select(keys).unique(), on=keys))
         written.append(figures.kappa_by_level(frames["kurtosis"],
-                                              out / "figures" / "kappa_by_level.png"))
-        written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png"))
-        files, sections, frames["approximation"] = write_approximation(analyses, out)
+                                              out / "figures" / "kappa_by_level.png", budget))
+        written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png",
+                                                  budget))
+        files, sections, frames["approximation"] = write_approximation(analyses, out, budget)
         written += files
     return written, sections, frames
 
@@ -315,7 +320,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     side_by_side = " ".join(filter(None, (notes(main_runs), learning_rate_note(main_runs))))
     written += write_table(main, main_display(main), tables / "main",
                            "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                           "figure beside ours; Δ = ours − paper (test). " + side_by_side)
+                           "figure beside ours; Δ = ours − paper (test). "
+                           + " ".join(filter(None, (side_by_side, main_notes(main)))))
     refs = lines_note(runs)  # the ListOps rule references, which every table reads against
 
     def with_refs(*parts: str) -> str:

@@ -23,6 +23,12 @@ recomputed here), so that a reader can check each one:
 - the kernel theory (a PSD sufficient condition, a rank bound): theorems, which runs cannot
   refute; we report how often their premises hold in trained heads.
 
+Every verdict drawn from runs is read against a minimum budget first (:class:`Minimum`,
+``verdict_min_steps`` and ``verdict_min_seeds`` of config/report.yaml): where the runs a row
+reads trained for fewer steps or on fewer seeds, the row reads *cannot tell at this budget*
+(what falls short in brackets), whatever its interval says. The cost row is an operation count,
+which no run's budget changes.
+
 Every difference is read twice: over seeds (Welch), and with the test set's own sampling error
 added (the ``ts_*`` columns of hkt.report.tables.DIFF_SCHEMA); where the two readings differ, the
 row says so ("the verdict changes").
@@ -58,19 +64,120 @@ Three further kinds of row read what limits our values against the paper's (issu
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
+import yaml
 
 from hkt import paper
 from hkt.references import RULE_REFERENCES, Line, reading
 from hkt.report.stats import binomial_variance
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
-from hkt.runs import EXTERNAL_BUDGETS
+from hkt.runs import EXTERNAL_BUDGETS, AggregateError
 from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
                                                   "cannot tell")
+#: The one reading of a claim whose runs lie below the minimum budget (:class:`Minimum`).
+AT_THIS_BUDGET = "cannot tell at this budget"
+#: Where the minima live (beside the other configs).
+REPORT_CONFIG = "report.yaml"
+
+
+@dataclass(frozen=True)
+class Minimum:
+    """The least training (steps) and seeds a claim's runs need before the summary reads a
+    verdict from them (config/report.yaml): below either, the claim reads
+    :data:`AT_THIS_BUDGET`, since 12 smoke steps on one seed test the pipeline, not the paper."""
+
+    steps: int
+    seeds: int
+
+    def shortfall(self, steps: Iterable[int | None] = (), seeds: Iterable[int | None] = ()) -> str:
+        """What falls short, in words ("12 steps, 1 seed"); empty when the runs suffice.
+        Unknown values (None) are not held against the runs."""
+        fewest_steps = min((s for s in steps if s is not None), default=None)
+        fewest_seeds = min((int(s) for s in seeds if s is not None), default=None)
+        short = []
+        if fewest_steps is not None and fewest_steps < self.steps:
+            short.append(f"{fewest_steps:,} steps")
+        if fewest_seeds is not None and fewest_seeds < self.seeds:
+            short.append(f"{fewest_seeds} seed{'' if fewest_seeds == 1 else 's'}")
+        return ", ".join(short)
+
+    def note(self) -> str:
+        """The claims table's note: both minima and where they are set."""
+        return (f"A claim whose runs trained for fewer than {self.steps:,} steps or on fewer "
+                f"than {self.seeds} seeds reads \"{AT_THIS_BUDGET}\", whatever its interval "
+                f"says (the minima: verdict_min_steps, verdict_min_seeds of "
+                f"config/{REPORT_CONFIG}).")
+
+
+def load_minimum(path: Path | None = None) -> Minimum:
+    """The minima of config/report.yaml (or ``path``), or an :class:`AggregateError` naming the
+    key that is missing or not a positive whole number."""
+    from hkt.config import config_dir
+
+    path = path or config_dir() / REPORT_CONFIG
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise AggregateError(f"cannot read the report's settings {path}: {e}") from e
+    values = {}
+    for key in ("verdict_min_steps", "verdict_min_seeds"):
+        v = cfg.get(key) if isinstance(cfg, dict) else None
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise AggregateError(f"{path}: {key} must be a whole number of at least 1, not "
+                                 f"{v!r}; set it (e.g. {key}: 2)")
+        values[key] = v
+    return Minimum(steps=values["verdict_min_steps"], seeds=values["verdict_min_seeds"])
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Reads each claim's verdict against the :class:`Minimum`: the runs frame gives the steps
+    a claim's trained runs took (the tables carry their seeds). Without a minimum (the
+    default), every verdict stands as its rule reads it."""
+
+    runs: pl.DataFrame | None = None
+    minimum: Minimum | None = None
+    main_variant: str | None = None
+
+    def steps(self, task: str | Iterable[str] | None, length: int | Iterable[int] | None,
+              models: Iterable[str], variants: Iterable[str] | None = None) -> list[int | None]:
+        """The steps of the trained runs of ``models`` on ``task`` (one or several) at T =
+        ``length`` (one or several), of ``variants`` (all when None)."""
+        if self.runs is None or self.runs.is_empty():
+            return []
+        tasks = [task] if isinstance(task, str) else list(task or [])
+        lengths = [length] if isinstance(length, int) else list(length or [])
+        sel = self.runs.filter(pl.col("external").is_null() & pl.col("model").is_in(list(models)))
+        if tasks:
+            sel = sel.filter(pl.col("task").is_in(tasks))
+        if lengths:
+            sel = sel.filter(pl.col("length").is_in(lengths))
+        if variants is not None:
+            sel = sel.filter(pl.col("variant").is_in(list(variants)))
+        return sel["steps"].to_list()
+
+    def main_steps(self, task: str, length: int, models: Iterable[str]) -> list[int | None]:
+        """The steps of the main-variant runs of ``models`` on a task (every variant when the
+        main one is not known)."""
+        variants = None if self.main_variant is None else [self.main_variant]
+        return self.steps(task, length, models, variants)
+
+    def read(self, verdict: str, *, steps: Iterable[int | None] = (),
+             seeds: Iterable[int | None] = ()) -> str:
+        """``verdict``, or :data:`AT_THIS_BUDGET` with what falls short where the runs lie
+        below the minimum."""
+        short = "" if self.minimum is None else self.minimum.shortfall(steps, seeds)
+        return f"{AT_THIS_BUDGET} ({short})" if short else verdict
+
+
+NO_BUDGET = Budget()
 
 
 def _interval(r: dict[str, Any], key: str = "ours_pp") -> str:
@@ -142,7 +249,8 @@ def _budget(main: pl.DataFrame, task: str, length: int) -> str:
             "budget, not the paper's value")
 
 
-def accuracy_claims(gap: pl.DataFrame, main: pl.DataFrame) -> list[list[str]]:
+def accuracy_claims(gap: pl.DataFrame, main: pl.DataFrame,
+                    budget: Budget = NO_BUDGET) -> list[list[str]]:
     """One row per task of the gap table: HKT − MHA, ours against the paper's."""
     rows = []
     for r in gap.iter_rows(named=True):
@@ -150,13 +258,17 @@ def accuracy_claims(gap: pl.DataFrame, main: pl.DataFrame) -> list[list[str]]:
             continue
         verdict = _both(r, r["paper_pp"])
         why = _interval(r) + _size(r["paper_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"), r)
-        budget = _budget(main, r["task"], r["length"])
+        said = _budget(main, r["task"], r["length"])
+        verdict += f" ({said})" if said else ""
         rows.append([f"HKT beats MHA on {r['task']} (T={r['length']})",
-                     f"{r['paper_pp']:+.2f} pp", why, verdict + (f" ({budget})" if budget else "")])
+                     f"{r['paper_pp']:+.2f} pp", why,
+                     budget.read(verdict, seeds=(r.get("seeds_a"), r.get("seeds_b")),
+                                 steps=budget.main_steps(r["task"], r["length"],
+                                                         paper.COMPARED_MODELS))])
     return rows
 
 
-def hierarchy_claim(abl: pl.DataFrame) -> list[list[str]]:
+def hierarchy_claim(abl: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """The ablation: removing the hierarchy (L = 1) costs −18.4 pp on ListOps."""
     nh = paper.ABLATION_NO_HIERARCHY
     if abl.is_empty():
@@ -169,8 +281,10 @@ def hierarchy_claim(abl: pl.DataFrame) -> list[list[str]]:
     why = _interval({**r, "ours_pp": r["delta_pp"]}, "ours_pp") + _size(
         nh["delta_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"), r)
     how = f"; {r['setting']}" if "derived" in (r.get("setting") or "") else ""
+    steps = budget.steps(r.get("task"), r.get("length"), paper.COMPARED_MODELS)
     return [[f"Removing the hierarchy (L = 1) hurts on {nh['task']} (T={nh['length']})",
-             f"{nh['delta_pp']:+.1f} pp", why + how, verdict]]
+             f"{nh['delta_pp']:+.1f} pp", why + how,
+             budget.read(verdict, steps=steps, seeds=(r.get("seeds_a"), r.get("seeds_b")))]]
 
 
 def cost_claim(cost: pl.DataFrame) -> list[list[str]]:
@@ -192,7 +306,7 @@ def cost_claim(cost: pl.DataFrame) -> list[list[str]]:
              f"{verdict} (as an operation count)"]]
 
 
-def kurtosis_claim(kurt: pl.DataFrame) -> list[list[str]]:
+def kurtosis_claim(kurt: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """κ ≈ 33 for trained score distributions (d = 1 kurtosis of the score entries)."""
     if kurt.is_empty():
         return []
@@ -209,10 +323,26 @@ def kurtosis_claim(kurt: pl.DataFrame) -> list[list[str]]:
              f"κ ≈ {claimed:.0f}",
              f"trained HKT score κ {lo:.2f}–{hi:.2f} over layers, heads, levels and seeds "
              f"({tasks}): {gaussian}",
-             f"{verdict} the value; the scores are {gaussian}"]]
+             budget.read(f"{verdict} the value; the scores are {gaussian}",
+                         steps=_analysed_steps(sel, budget), seeds=_column(sel, "seeds"))]]
 
 
-def decay_claim(approx: pl.DataFrame) -> list[list[str]]:
+def _column(table: pl.DataFrame, name: str) -> list[Any]:
+    """A table's column as a list; empty where the table lacks it."""
+    return table[name].to_list() if name in table.columns else []
+
+
+def _analysed_steps(table: pl.DataFrame, budget: Budget) -> list[int | None]:
+    """The steps of the trained HKT runs an analysis table's rows read (by task, T, variant)."""
+    steps: list[int | None] = []
+    for row in table.select(c for c in ("task", "length", "variant") if c in table.columns) \
+            .unique().iter_rows(named=True):
+        steps += budget.steps(row.get("task"), row.get("length"), ["hkt"],
+                              [row["variant"]] if row.get("variant") else None)
+    return steps
+
+
+def decay_claim(approx: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """Geometric decay of the truncation residual: the trained rows of the approximation table."""
     if approx.is_empty():
         return []
@@ -236,10 +366,11 @@ def decay_claim(approx: pl.DataFrame) -> list[list[str]]:
              "ρ < 1",
              f"trained ρ per layer {float(means.min()):.2f}–{float(means.max()):.2f} (mean over "
              f"heads and seeds), up to {float(highs.max()):.2f} in one head.{caveat}",
-             verdict]]
+             budget.read(verdict, steps=_analysed_steps(trained, budget),
+                         seeds=_column(trained, "seeds"))]]
 
 
-def kernel_claim(kernel: pl.DataFrame) -> list[list[str]]:
+def kernel_claim(kernel: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """The kernel theorems: how often their premises hold in trained heads."""
     if kernel.is_empty() or "psd_condition_share" not in kernel.columns:
         return []
@@ -255,8 +386,19 @@ def kernel_claim(kernel: pl.DataFrame) -> list[list[str]]:
              "theorem",
              f"the PSD condition holds in {100 * share:.0f}% of trained HKT (run, layer, head) "
              f"cases{rank}",
-             f"{CANNOT_TELL} (a theorem: runs cannot refute it; its premise holds in "
-             f"{100 * share:.0f}% of the trained cases)"]]
+             budget.read(f"{CANNOT_TELL} (a theorem: runs cannot refute it; its premise holds "
+                         f"in {100 * share:.0f}% of the trained cases)",
+                         steps=_analysed_steps(sel, budget), seeds=_analysed_seeds(sel, budget))]]
+
+
+def _analysed_seeds(table: pl.DataFrame, budget: Budget) -> list[int]:
+    """The seeds of the trained HKT runs an analysis table without a seeds column reads."""
+    if budget.runs is None or budget.runs.is_empty():
+        return []
+    keys = [c for c in ("task", "length", "variant") if c in table.columns]
+    sel = budget.runs.filter(pl.col("external").is_null() & (pl.col("model") == "hkt"))
+    sel = sel.join(table.select(keys).unique(), on=keys) if keys else sel
+    return sel.group_by(keys or ["model"]).agg(pl.col("seed").n_unique())["seed"].to_list()
 
 
 def _stop(low: float | None, high: float | None, control: str, better: str = "") -> str:
@@ -275,7 +417,8 @@ def _stop(low: float | None, high: float | None, control: str, better: str = "")
             "budget (the runs cannot tell which)")
 
 
-def control_claims(controls: pl.DataFrame, main: pl.DataFrame) -> list[list[str]]:
+def control_claims(controls: pl.DataFrame, main: pl.DataFrame,
+                   budget: Budget = NO_BUDGET) -> list[list[str]]:
     """Per task, T and control known to learn the task: the control against the better of HKT
     and MHA (the controls table's rows), and against the paper's figures."""
     if controls.is_empty():
@@ -298,15 +441,20 @@ def control_claims(controls: pl.DataFrame, main: pl.DataFrame) -> list[list[str]
                 + f"; {name} − {other} (the better): "
                 + _interval({**best, "ours_pp": best["difference_pp"]})
                 + (f"; {behind}" if behind else ""))
-        budget = _budget(main, task, length)
+        said = _budget(main, task, length)
         stop = _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name, other)
         if best.get("ts_ci_low_pp") is not None:
             ts = _stop(best["ts_ci_low_pp"], best["ts_ci_high_pp"], name, other)
             stop += ("" if ts == stop else
                      f" over seeds; with the test set's error: {ts} (the verdict changes)")
+        stop += f"; {said}" if said else ""
+        steps = budget.main_steps(task, length, [model, *(r["versus"] for r in versus)])
         rows.append([f"Our data allow more than the Transformers reach on {task} (T={length}): "
                      f"a control known to learn it ({name}) climbs past them",
-                     figures or "no figure", ours, stop + (f"; {budget}" if budget else "")])
+                     figures or "no figure", ours,
+                     budget.read(stop, steps=steps,
+                                 seeds=[n for r in versus
+                                        for n in (r.get("seeds_a"), r.get("seeds_b"))])])
     return rows
 
 
@@ -347,7 +495,7 @@ def _budgets_vary(sweep: pl.DataFrame, task: str, length: int) -> bool:
     return here["steps"].n_unique() > 1
 
 
-def learning_rate_claims(sweep: pl.DataFrame) -> list[list[str]]:
+def learning_rate_claims(sweep: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """Per task, T and Transformer of the learning-rate table that has reference runs: whether
     its plateau moves with the rate, and how far its best rate stays from the paper."""
     if sweep.is_empty():
@@ -375,7 +523,9 @@ def learning_rate_claims(sweep: pl.DataFrame) -> list[list[str]]:
         rows.append([f"The Transformers' plateau on {task} (T={length}) is set by the learning "
                      f"{what} ({model.upper()})",
                      "no figure" if figure is None else f"{model.upper()} {figure.mean:.2f}",
-                     ours, _moves(best, ref, steps) + far])
+                     ours, budget.read(_moves(best, ref, steps),
+                                       steps=(best["steps"], ref["steps"]),
+                                       seeds=(best.get("seeds"), ref.get("seeds"))) + far])
     return rows
 
 
@@ -388,7 +538,8 @@ def _from_paper(best: float, ref: float, figure: float, steps: bool = False) -> 
             f"{abs(ref - figure):.2f} pp)")
 
 
-def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[str]]:
+def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame,
+                     budget: Budget = NO_BUDGET) -> list[list[str]]:
     """HKT − MHA with each model at its best rate by validation (the learning-rate gap table),
     read against the paper's gap as an accuracy difference; beside it, the gap with both at the
     reference rate where the learning-rate table ``sweep`` has one for both."""
@@ -420,7 +571,8 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame) -> list[list[
                      _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
                                                   r.get("ci_high_pp"), r) + beside
                      + _grid_edge(sweep, r["task"], r["length"]),
-                     _both(r, claimed)])
+                     budget.read(_both(r, claimed), steps=(r["steps_a"], r["steps_b"]),
+                                 seeds=(r.get("seeds_a"), r.get("seeds_b")))])
     return rows
 
 
@@ -446,7 +598,7 @@ def _main_error(r: dict[str, Any]) -> float:
     return math.sqrt(seeds + binomial_variance(r["test_mean"], int(n) if n.isdigit() else None))
 
 
-def reference_claims(main: pl.DataFrame) -> list[list[str]]:
+def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """Per task, T and trained model with rule references (:mod:`hkt.references`): which rule
     its test accuracy reaches, with its seed and test-set errors and the rule's test-set error;
     the paper's figure for the model read the same way (its error: its std over the paper's
@@ -475,26 +627,34 @@ def reference_claims(main: pl.DataFrame) -> list[list[str]]:
             rows.append([f"Which rule reference {r['model'].upper()} reaches on {task} "
                          f"(T={length})", theirs,
                          f"{pm(r['test_mean'], r['test_std'])} ({r['seeds']} seeds): {ours}",
-                         ours.split(" (")[0]])
+                         budget.read(ours.split(" (")[0], seeds=[r["seeds"]],
+                                     steps=budget.main_steps(task, length, [r["model"]]))])
     return rows
 
 
 def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
-                   tables: dict[str, pl.DataFrame]) -> list[str]:
+                   tables: dict[str, pl.DataFrame], budget: Budget = NO_BUDGET) -> list[str]:
     """The summary's section: one row per claim the tables can speak to. ``tables`` holds the
     analysis tables (kurtosis, kernel, approximation, cost), the controls table (controls) and
-    the learning-rate tables (sweep, sweep_gap) by name, any of them absent."""
+    the learning-rate tables (sweep, sweep_gap) by name, any of them absent. ``budget`` reads
+    every verdict drawn from runs against the minimum budget (the cost row is an operation
+    count, which no run's budget changes)."""
     empty = pl.DataFrame()
-    paper_rows = [*accuracy_claims(gap, main), *hierarchy_claim(abl),
+    paper_rows = [*accuracy_claims(gap, main, budget), *hierarchy_claim(abl, budget),
                   *cost_claim(tables.get("cost", empty)),
-                  *kurtosis_claim(tables.get("kurtosis", empty)),
-                  *decay_claim(tables.get("approximation", empty)),
-                  *kernel_claim(tables.get("kernel", empty))]
-    limit_rows = [*reference_claims(main), *control_claims(tables.get("controls", empty), main),
-                  *learning_rate_claims(tables.get("sweep", empty)),
-                  *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty))]
+                  *kurtosis_claim(tables.get("kurtosis", empty), budget),
+                  *decay_claim(tables.get("approximation", empty), budget),
+                  *kernel_claim(tables.get("kernel", empty), budget)]
+    limit_rows = [*reference_claims(main, budget),
+                  *control_claims(tables.get("controls", empty), main, budget),
+                  *learning_rate_claims(tables.get("sweep", empty), budget),
+                  *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty),
+                                    budget)]
     if not paper_rows and not limit_rows:
         return []
+    minimum = "" if budget.minimum is None else (
+        f" {budget.minimum.note()} The score-cost row is an operation count, which reads the "
+        "same at any budget.")
     limits = (" The rows on a control known to learn the task and on the learning rate read what "
               "limits our values (the data, the budget or the Transformers' recipe) by their own "
               "rules, in the same file." if limit_rows else "")
@@ -502,5 +662,5 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
             "For each claim: the paper's figure, ours, and whether our runs support it (direction "
             "and size), support its direction only (the paper's size lies outside our interval), "
             "refute it or cannot tell (the rules: `hkt/report/claims.py`). A claim read at a CPU "
-            "budget speaks of that budget only." + limits, "",
+            "budget speaks of that budget only." + minimum + limits, "",
             markdown(["claim", "paper", "ours", "reading"], paper_rows + limit_rows), ""]

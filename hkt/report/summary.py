@@ -19,7 +19,7 @@ from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.report import environments
 from hkt.report.controls import controls_display
 from hkt.report.products import PRODUCTS
-from hkt.report.tables import ablation_display, gap_display, main_display
+from hkt.report.tables import ablation_display, gap_display, main_display, main_notes
 from hkt.report.writers import markdown
 from hkt.runs import KEY, examples_note, paper_caveat
 
@@ -96,7 +96,7 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         "Bars: mean over seeds; error bars: standard deviation; black dots: single seeds; red "
         "marks: the paper's figures. " + " ".join(filter(None, (
             paper_caveat(runs.filter(pl.col("variant") == "main")),
-            examples_note(runs.filter(pl.col("variant") == "main"))))), "",
+            examples_note(runs.filter(pl.col("variant") == "main")), main_notes(main)))), "",
         "## HKT − MHA", "", markdown(*gap_display(gap)),
         *(["## Controls against HKT and MHA", "", markdown(*controls_display(controls))]
           if controls is not None and len(controls) else []),

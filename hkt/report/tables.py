@@ -24,8 +24,8 @@ from hkt import paper
 from hkt.references import RULE_REFERENCES
 from hkt.report.stats import difference_with_test_set, welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
-from hkt.runs import (MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError, most_common_length,
-                      order_key)
+from hkt.runs import (EXTERNAL_BUDGETS, MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError,
+                      most_common_length, order_key)
 
 #: How an ablation row states its token-mixer settings (model.mixer): field -> format (in this order).
 SETTING_FORMAT = {"levels": "L={}", "stride": "s={}", "fusion": "{}", "upsample": "{}"}
@@ -71,6 +71,10 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
         pl.col("steps").max().alias("steps"),
         (pl.col("steps") * pl.col("batch_size") / pl.col("train_examples")).mean().alias("epochs"))
     t = t.join(budget, on=["task", "length", "model"], how="left")
+    # an external baseline's "step" is its own (an n-gram pass, nothing for a rule): no time per
+    # step of a training step to set beside the trained models'
+    t = t.with_columns(pl.when(_external(pl.col("budget"))).then(None)
+                       .otherwise(pl.col("ms_per_step")).alias("ms_per_step"))
     pm_, ps, lra = [], [], []
     for task, length, model in t.select("task", "length", "model").iter_rows():
         ref = paper.paper_accuracy(task, length or -1, model)
@@ -268,19 +272,85 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
     return t.select(*ABLATION_SCHEMA)
 
 
+def _external(budget: pl.Expr) -> pl.Expr:
+    """Whether a main-table row's budget is an external baseline's (:data:`EXTERNAL_BUDGETS`)."""
+    return pl.any_horizontal(*(budget.str.starts_with(b) for b in EXTERNAL_BUDGETS)).fill_null(False)
+
+
+#: Where a step means nothing (an external baseline: no training step of a profile's budget).
+NO_STEP = "—"
+#: The mark on a row whose test set is smaller than another row's of the same table
+#: (:func:`smaller_test_sets`); the table's notes name the sizes (:func:`test_sets_note`).
+FEWER_EXAMPLES = "†"
+
+
+def _fewest(examples: str | None) -> int | None:
+    """The fewest test examples of a row's ``test_examples`` ("2000", "32–2000", "?")."""
+    first = str(examples or "").split("–")[0]
+    return int(first) if first.isdigit() else None
+
+
+def _most(examples: str | None) -> int | None:
+    """The most test examples of a row's ``test_examples``."""
+    last = str(examples or "").split("–")[-1]
+    return int(last) if last.isdigit() else None
+
+
+def smaller_test_sets(table: pl.DataFrame) -> list[bool]:
+    """Per row of a table with ``test_examples``: whether its accuracies rest on fewer test
+    examples than another row's (so a larger test-set error): the rows :data:`FEWER_EXAMPLES`
+    marks. All False where every row tested on as many."""
+    if "test_examples" not in table.columns:
+        return [False] * len(table)
+    sizes = table["test_examples"].to_list()
+    most = max((m for m in map(_most, sizes) if m is not None), default=None)
+    return [most is not None and (n := _fewest(v)) is not None and n < most for v in sizes]
+
+
+def test_sets_note(table: pl.DataFrame, label: str = "model") -> str:
+    """The table's note where its rows tested on test sets of different sizes: the sizes, the
+    rows (by ``label``) on the smaller ones, marked :data:`FEWER_EXAMPLES`; empty otherwise."""
+    marked = smaller_test_sets(table)
+    if not any(marked):
+        return ""
+    sizes = sorted({n for v in table["test_examples"].to_list()
+                    for n in (_fewest(v), _most(v)) if n is not None})
+    rows = ", ".join(dict.fromkeys(str(r) for r, m in zip(table[label].to_list(), marked) if m))
+    return (f"{FEWER_EXAMPLES} Test sets differ in size between rows ({', '.join(map(str, sizes))} "
+            f"examples): the rows marked {FEWER_EXAMPLES} ({rows}) rest on fewer, so their "
+            "accuracies carry a larger test-set error than the others'; set them side by side "
+            "with that in mind.")
+
+
+def main_notes(main: pl.DataFrame) -> str:
+    """What the main table's rows need said beside them: test sets of different sizes
+    (:func:`test_sets_note`), and why an external baseline has no time per step."""
+    external = main.filter(_external(pl.col("budget"))) if len(main) else main
+    names = ", ".join(dict.fromkeys(RULE_REFERENCES.get(m, m) for m in external["model"]))
+    step = (f"ms/step {NO_STEP}: an external baseline ({names}), whose steps, if any, are not "
+            "a profile's training steps." if len(external) else "")
+    return " ".join(filter(None, (test_sets_note(main), step)))
+
+
+def _examples_cell(examples: str | None, marked: bool) -> str:
+    return (examples or "") + (f" {FEWER_EXAMPLES}" if marked else "")
+
+
 def main_display(main: pl.DataFrame) -> Display:
     header = ["task", "T", "model", "seeds", "budget", "val acc (%)", "test acc (%)",
               "test examples", "paper (%)", "Δ vs paper (pp)", "params", "ms/step"]
     rows = []
-    for r in main.iter_rows(named=True):
+    for r, marked in zip(main.iter_rows(named=True), smaller_test_sets(main)):
+        external = (r["budget"] or "").startswith(EXTERNAL_BUDGETS)
         rows.append([r["task"], str(r["length"]), RULE_REFERENCES.get(r["model"], r["model"]),
                      str(r["seeds"]),
                      r["budget"] or "",
                      pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]),
-                     r["test_examples"] or "",
+                     _examples_cell(r["test_examples"], marked),
                      pm(r["paper_mean"], r["paper_std"]) if r["paper_mean"] is not None else
                      (f"({r['lra_transformer']:.2f} LRA)" if r["lra_transformer"] is not None else ""),
-                     signed(r["delta_vs_paper"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)])
+                     signed(r["delta_vs_paper"]), fmt(r["n_params"]),
+                     NO_STEP if external else fmt(r["ms_per_step"], 1)])
     return header, rows
 
 
@@ -317,11 +387,17 @@ def gap_display(gap: pl.DataFrame) -> Display:
     return header, rows
 
 
+def ablation_label(row: dict[str, Any]) -> str:
+    """An ablation row's name: its model and variant (``hkt/main``, ``mha/main``): two models'
+    ``main`` variants are two rows."""
+    return f"{row['model']}/{row['variant']}"
+
+
 def ablation_display(abl: pl.DataFrame) -> Display:
-    header = ["variant", "setting", "seeds", "val acc (%)", "test acc (%)",
+    header = ["model/variant", "setting", "seeds", "val acc (%)", "test acc (%)",
               "Δ vs HKT (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", *TEST_SET_HEADER,
               "test examples", "paper Δ (pp)", "params", "ms/step"]
-    rows = [[r["variant"], r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
+    rows = [[ablation_label(r), r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
              pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), ci_text(r), p_text(r["p_value"]),
              r["significant"] or "", *test_set_cells(r), r["test_examples"] or "",
              signed(r["paper_delta_pp"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)]
