@@ -171,3 +171,17 @@ def test_every_link_of_a_summary_reaches_a_file(tmp_path):
     links = LINK.findall((out / "summary.md").read_text())
     assert len(links) > 10
     assert [t for t in links if not (out / t).is_file()] == []
+
+
+def test_a_figure_of_tasks_at_different_budgets_names_each_tasks():
+    from hkt.figures.common import budget_title
+
+    runs = pl.DataFrame({"task": ["listops", "listops", "imdb"], "length": [512, 512, 1024],
+                         "model": ["hkt", "mha", "hkt"], "variant": ["main"] * 3,
+                         "seed": [0, 0, 0], "profile": ["paper", "paper", "cpu"],
+                         "steps": [10000, 10000, 1000], "external": [None, None, None]})
+    assert budget_title(runs) == ("listops T=512: paper profile, 10,000 steps, 1 seed; "
+                                  "imdb T=1024: cpu profile, 1,000 steps, 1 seed")
+    assert budget_title(runs.filter(pl.col("task") == "listops")) == \
+        "paper profile, 10,000 steps, 1 seed"
+    assert budget_title(runs.with_columns(pl.lit("x").alias("external"))) == ""

@@ -59,13 +59,26 @@ def min_span(ax: Any, span: float) -> None:
 
 def budget_title(runs: pl.DataFrame | None) -> str:
     """The budget of the trained runs a figure shows, for its title: profile, steps and seeds
-    per model ("smoke profile, 12 steps, 1 seed"; ranges where the runs differ). External
-    baselines have no profile's budget and are left out; empty without trained runs."""
+    per model ("smoke profile, 12 steps, 1 seed"; ranges where the runs differ), per task and
+    T where their budgets differ ("listops T=512: paper profile, …; imdb T=1024: cpu profile,
+    …"). External baselines have no profile's budget and are left out; empty without trained
+    runs."""
     if runs is None or runs.is_empty():
         return ""
     trained = runs.filter(pl.col("external").is_null()) if "external" in runs.columns else runs
     if trained.is_empty():
         return ""
+    if {"task", "length"} <= set(trained.columns):
+        per = {(task, length): _budget(trained.filter((pl.col("task") == task)
+                                                      & (pl.col("length") == length)))
+               for task, length in task_keys(trained)}
+        if len(set(per.values())) > 1:
+            return "; ".join(f"{task} T={length}: {b}" for (task, length), b in per.items())
+    return _budget(trained)
+
+
+def _budget(trained: pl.DataFrame) -> str:
+    """:func:`budget_title` of trained runs read as one."""
     profiles = sorted({p for p in trained["profile"].to_list() if p}) \
         if "profile" in trained.columns else []
     steps = sorted({s for s in trained["steps"].to_list() if s is not None}) \
