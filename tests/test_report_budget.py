@@ -119,7 +119,12 @@ def test_rows_on_smaller_test_sets_are_marked_and_the_note_names_the_sizes(tmp_p
     assert cells == {"mha": f"32 {FEWER_EXAMPLES}", "hkt": f"2000 {FEWER_EXAMPLES}",
                      "majority": "25000"}
     note = main_notes(main)
-    assert "(32, 2000, 25000 examples)" in note and "(mha, hkt)" in note
+    assert "(listops T=512: 32, 2000, 25000 examples, the rows marked † (mha, hkt) on fewer)" \
+        in note
+    other_task = main.with_columns(pl.when(pl.col("model") == "majority").then(pl.lit("imdb"))
+                                   .otherwise(pl.col("task")).alias("task"))
+    cells = [row[7] for row in main_display(other_task)[1]]
+    assert cells.count(f"32 {FEWER_EXAMPLES}") == 1 and "2000" in cells  # each task by itself
     same = main.with_columns(pl.lit("2000").alias("test_examples"))
     assert FEWER_EXAMPLES not in main_notes(same)
     assert all(FEWER_EXAMPLES not in row[7] for row in main_display(same)[1])

@@ -296,30 +296,48 @@ def _most(examples: str | None) -> int | None:
     return int(last) if last.isdigit() else None
 
 
+def _groups(table: pl.DataFrame) -> list[tuple[Any, ...]]:
+    """Each row's (task, T): the rows whose test sets are set side by side (one task's)."""
+    keys = [c for c in ("task", "length") if c in table.columns]
+    return list(table.select(keys).iter_rows()) if keys else [()] * len(table)
+
+
 def smaller_test_sets(table: pl.DataFrame) -> list[bool]:
     """Per row of a table with ``test_examples``: whether its accuracies rest on fewer test
-    examples than another row's (so a larger test-set error): the rows :data:`FEWER_EXAMPLES`
-    marks. All False where every row tested on as many."""
+    examples than another row's of the same task and T (so a larger test-set error): the rows
+    :data:`FEWER_EXAMPLES` marks. All False where every row of a task tested on as many."""
     if "test_examples" not in table.columns:
         return [False] * len(table)
-    sizes = table["test_examples"].to_list()
-    most = max((m for m in map(_most, sizes) if m is not None), default=None)
-    return [most is not None and (n := _fewest(v)) is not None and n < most for v in sizes]
+    sizes, groups = table["test_examples"].to_list(), _groups(table)
+    most: dict[tuple[Any, ...], int] = {}
+    for g, v in zip(groups, sizes):
+        if (m := _most(v)) is not None:
+            most[g] = max(m, most.get(g, m))
+    return [g in most and (n := _fewest(v)) is not None and n < most[g]
+            for g, v in zip(groups, sizes)]
 
 
 def test_sets_note(table: pl.DataFrame, label: str = "model") -> str:
-    """The table's note where its rows tested on test sets of different sizes: the sizes, the
-    rows (by ``label``) on the smaller ones, marked :data:`FEWER_EXAMPLES`; empty otherwise."""
+    """The table's note where rows of one task tested on test sets of different sizes: per
+    task and T, the sizes and the rows (by ``label``) on the smaller ones, marked
+    :data:`FEWER_EXAMPLES`; empty otherwise."""
     marked = smaller_test_sets(table)
     if not any(marked):
         return ""
-    sizes = sorted({n for v in table["test_examples"].to_list()
-                    for n in (_fewest(v), _most(v)) if n is not None})
-    rows = ", ".join(dict.fromkeys(str(r) for r, m in zip(table[label].to_list(), marked) if m))
-    return (f"{FEWER_EXAMPLES} Test sets differ in size between rows ({', '.join(map(str, sizes))} "
-            f"examples): the rows marked {FEWER_EXAMPLES} ({rows}) rest on fewer, so their "
-            "accuracies carry a larger test-set error than the others'; set them side by side "
-            "with that in mind.")
+    parts = []
+    groups = _groups(table)
+    for g in dict.fromkeys(g for g, m in zip(groups, marked) if m):
+        here = [i for i, h in enumerate(groups) if h == g]
+        sizes = sorted({n for i in here for n in (_fewest(table["test_examples"][i]),
+                                                   _most(table["test_examples"][i]))
+                        if n is not None})
+        rows = ", ".join(dict.fromkeys(str(table[label][i]) for i in here if marked[i]))
+        where = f"{g[0]} T={g[1]}: " if len(g) == 2 else ""
+        parts.append(f"{where}{', '.join(map(str, sizes))} examples, the rows marked "
+                     f"{FEWER_EXAMPLES} ({rows}) on fewer")
+    return (f"{FEWER_EXAMPLES} Test sets differ in size between rows of one task ("
+            + "; ".join(parts) + "): the marked rows' accuracies carry a larger test-set error "
+            "than the others'; set them side by side with that in mind.")
 
 
 def main_notes(main: pl.DataFrame) -> str:
