@@ -27,6 +27,8 @@ COST_CLAIM = "Score computation costs"
 def claim_rows(summary: str) -> list[list[str]]:
     """The claims table of a summary.md: its rows' cells (header and rule left out)."""
     section = summary[summary.index("## The paper's claims"):]
+    end = section.find("\n## ", 1)  # the next section holds other tables
+    section = section if end < 0 else section[:end]
     table = [line for line in section.splitlines() if line.startswith("| ")]
     return [[c.strip() for c in line.strip("|").split(" | ")] for line in table[2:]
             if not line.startswith("| ---")]

@@ -212,9 +212,11 @@ def test_the_smoke_summary_reads_every_claim_at_its_budget_and_links_only_files(
                 if not claim.startswith(COST_CLAIM)}  # an operation count: any budget
     assert any("Mardia" in c for c in readings) and any("geometrically" in c for c in readings)
     assert any(c.startswith("HKT beats MHA") for c in readings), readings
-    wrong = {c: r for c, r in readings.items()
-             if not r.startswith("cannot tell at this budget (12 steps, 1 seed)")}
+    wrong = {c: r for c, r in readings.items() if not r.startswith("cannot tell at this budget (")}
     assert not wrong
+    # the trained models' rows name what falls short (the toy baseline's record says 0 steps)
+    assert all(r == "cannot tell at this budget (12 steps, 1 seed)"
+               for c, r in readings.items() if "TOY" not in c)
     links = LINK.findall(summary)
     assert len(links) > 10 and [t for t in links if not (res / t).is_file()] == []
 

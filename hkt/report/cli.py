@@ -12,7 +12,9 @@ warning; ``--suite-run`` logs the run of that suite (it needs ``--suite``). Writ
 ``DIR/tables/{main,gap,ablation}.{md,csv,tex}``, ``DIR/tables/runs.csv``,
 ``DIR/figures/{val_curves,accuracy_vs_levels,main_bar}.png`` and ``DIR/summary.md``.
 ``--check-mlflow`` also checks that every record's MLflow run exists and holds the same final
-metrics (``DIR/tables/mlflow_check.{md,csv}``) and fails when one does not.
+metrics (``DIR/tables/mlflow_check.{md,csv}``) and fails when one does not. The summary's
+claims read "cannot tell at this budget" below the minimum steps and seeds of
+``config/report.yaml``.
 """
 
 from __future__ import annotations
