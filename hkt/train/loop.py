@@ -33,8 +33,7 @@ from hkt.data.layout import SPLITS
 from hkt.provenance import code_digest, git_state
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
-from hkt.train.checkpoint import TrainState, load_checkpoint, rng_state
-from hkt.train.checkpointing import Checkpointing
+from hkt.train.checkpoint import Checkpointing, TrainState, load_checkpoint, rng_state
 from hkt.train.config import validate
 from hkt.train.data import RunData, model_for
 from hkt.train.backfill import complete_tracking
