@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from hkt.checks import number
+from hkt.mixers.base import TokenMixer
 from hkt.mixers.registry import register
 
 
@@ -54,18 +55,14 @@ class MeanMixConfig:
 
 
 @register("meanmix")
-class MeanMixer(nn.Module):
+class MeanMixer(TokenMixer):
     config_class = MeanMixConfig
     supports_internals = False
 
-    def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
-                 config: MeanMixConfig | None = None) -> None:
-        super().__init__()
-        self.config = MeanMixConfig() if config is None else config
-        self.causal = causal
-        self.value = nn.Linear(d_model, d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.drop = nn.Dropout(dropout)
+    def build(self, config: MeanMixConfig) -> None:
+        self.value = nn.Linear(self.d_model, self.d_model)
+        self.out = nn.Linear(self.d_model, self.d_model)
+        self.drop = nn.Dropout(self.dropout)
 
     def forward(self, x: Tensor, key_mask: Tensor | None = None, *,
                 return_internals: bool = False) -> Tensor:

@@ -43,15 +43,8 @@ from torch.utils.checkpoint import checkpoint
 
 from hkt.checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
-from hkt.mixers.base import (
-    AttentionInternals,
-    check_dropout,
-    check_heads,
-    check_key_mask,
-    merge_heads,
-    sdpa_mask,
-    split_heads,
-)
+from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, merge_heads,
+                             sdpa_mask, split_heads)
 from hkt.mixers.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.mixers.pyramid import DynamicFusion, PyramidLevel, StaticFusion
 from hkt.mixers.registry import register
@@ -163,7 +156,7 @@ def score_cost_limit(stride: int) -> float:
 
 
 @register("hkt")
-class HKTAttention(nn.Module):
+class HKTAttention(TokenMixer):
     """Multi-scale HKT attention.
 
     Args:
@@ -180,34 +173,18 @@ class HKTAttention(nn.Module):
     config_class = HKTConfig
     supports_internals: bool = True  # per-level queries, keys, scores and λ for `hkt analyze`
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        causal: bool = False,
-        dropout: float = 0.0,
-        config: HKTConfig | None = None,
-        *,
-        bias: bool = True,
-        norm_eps: float = 1e-5,
-        tile: TileSizes | None = None,
-        **settings: object,
-    ) -> None:
-        super().__init__()
-        if config is not None and settings:
-            raise TypeError("give HKTAttention a config or its fields as keywords, not both")
-        config = HKTConfig(**settings) if config is None else config  # type: ignore[arg-type]
-        config.check_causal(causal)
-        self.head_dim = check_heads(d_model, n_heads)
-        check_dropout(dropout)
-        if config.impl == "tile" and dropout > 0:
-            raise ValueError(f"dropout ({dropout}) on the attention probabilities is not computed "
-                             "by impl='tile'; set the attention dropout to 0 or use impl='fused'")
+    def build(self, config: HKTConfig, *, bias: bool = True, norm_eps: float = 1e-5,
+              tile: TileSizes | None = None) -> None:
+        config.check_causal(self.causal)
+        if config.impl == "tile" and self.dropout > 0:
+            raise ValueError(f"dropout ({self.dropout}) on the attention probabilities is not "
+                             "computed by impl='tile'; set the attention dropout to 0 or use "
+                             "impl='fused'")
+        d_model, n_heads = self.d_model, self.n_heads
         levels, stride, kernel_size = config.levels, config.stride, config.kernel_size
-        self.config = config
-        self.d_model, self.n_heads, self.levels, self.stride = d_model, n_heads, levels, stride
+        self.levels, self.stride = levels, stride
         self.kernel_size, self.fusion_kind, self.upsample = kernel_size, config.fusion, config.upsample
-        self.causal, self.impl, self.dropout = causal, config.impl, dropout
+        self.impl = config.impl
         self.chunk_bytes = config.chunk_mib * 2**20
         self.tile = TileSizes() if tile is None else tile
         self._levels_in_use = levels  # changed only inside truncate_levels()
