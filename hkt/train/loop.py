@@ -364,7 +364,7 @@ class _Run(Checkpointing):
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
                             self.state.step, "testing", b, n_test, n, since=since))
         self.during = ""
-        title = f"{cfg.task.id} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
+        title = f"{cfg.task.id} / {cfg.tracking.model} / {cfg.variant} / seed {cfg.seed}"
         learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         write_history(self.state.history, self.run_dir / HISTORY_NAME)
         record = training_record(

@@ -38,7 +38,7 @@ from hkt.workflow.placement import Placement
 from hkt.workflow.resources import Node
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "RULE_ORDER", "suite_plan_file",
-           "read_variant_model"]
+           "read_variant_model", "read_model_mixer"]
 
 MAIN = "main"  # the variant (config/variant/main.yaml, and label) of the main-table runs
 # Where each kind of file goes, relative to results_dir: the one statement of the layout.
@@ -71,6 +71,17 @@ def read_variant_model(path: Path) -> str | None:
                 if key.replace(" ", "") in ("override/model", "/model"):
                     model = str(value)
     return model
+
+
+@lru_cache(maxsize=None)
+def read_model_mixer(path: Path) -> str:
+    """The token mixer a model file builds, the ``M`` of its ``/schema/model/M@_here_`` default
+    (a copy of ``mha.yaml`` builds ``mha``); the file's name if it names none or is missing."""
+    cfg = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    for entry in cfg.get("defaults") or []:
+        if isinstance(entry, str) and entry.startswith("/schema/model/"):
+            return entry.removeprefix("/schema/model/").partition("@")[0]
+    return path.stem
 
 
 @dataclass(frozen=True)
