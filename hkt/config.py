@@ -23,7 +23,8 @@ of the reference value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hk
 ``hkt prepare`` check every key against their schemas instead and turn it off.
 
 A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
-``variant`` to ``levels1``, the file's name, so no variant file repeats its own name. A renamed
+``variant`` to ``levels1``, the file's name, so no variant file repeats its own name; likewise
+``model=NAME`` sets ``tracking.model``, the label of the run's records. A renamed
 group keeps its old name as a deprecated alias (:mod:`hkt.renames`):
 ``experiment=levels1`` composes what ``variant=levels1`` does, with one warning on stderr. A
 renamed key does the same (:mod:`hkt.renames`): ``model.attention.levels=2``
@@ -51,10 +52,13 @@ OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 __all__ = ["config_dir", "compose", "flatten", "describe_type"]
 
 
-# config name -> {group: top-level key}: the key holds the name of the option chosen in the
+# config name -> {group: key (dotted)}: the key holds the name of the option chosen in the
 # group (the file's name is the label; the files do not repeat it), or keeps its default when
-# the group is left unset. A run's variant label is the name of its config/variant/ file.
-LABELS = {"train": {"variant": "variant"}}
+# the group is left unset. A run's variant label is the name of its config/variant/ file, its
+# model label the name of its config/model/ file (a copy of mha.yaml as mine.yaml labels its
+# runs "mine", while model.name, the token mixer it builds, stays "mha"; the label is a
+# tracking key, so it is in no config comparison and no rerun digest).
+LABELS = {"train": {"variant": "variant", "model": "tracking.model"}}
 
 
 
@@ -145,8 +149,8 @@ def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> D
         with open_dict(cfg):
             del cfg["hydra"]
         for group, key in LABELS.get(config_name, {}).items():
-            if choices.get(group) is not None and key in cfg:
-                cfg[key] = choices[group]
+            if choices.get(group) is not None and OmegaConf.select(cfg, key) is not None:
+                OmegaConf.update(cfg, key, choices[group])
         return cfg
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None

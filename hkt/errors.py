@@ -24,6 +24,12 @@ class ConfigValueError(ConfigError, ValueError):
         return ConfigValueError(f"{prefix}.{self.key}" if prefix else self.key, self.value, self.why)
 
 
+class GridError(ConfigError):
+    """A workflow config that names something that does not exist; the message names the key.
+    Raised by every part of the workflow's job grid (:mod:`hkt.workflow.grid`, its resources,
+    its external commands, the config's schema check)."""
+
+
 class DataError(HKTError):
     """Missing, corrupt or wrongly laid out data (checksums, archives, layouts)."""
 

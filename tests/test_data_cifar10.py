@@ -11,7 +11,7 @@ import pytest
 
 from fixtures_data import (CIFAR_CLASSES, add_bytes, cifar_images, md5, read_rows, tar_directory,
                            write_cifar_folder, write_cifar_python_archive)
-from hkt.data import cifar10
+from hkt.data.families import cifar10
 from hkt.data.parquet import read_metadata
 from hkt.data.prepare import prepare_task
 from hkt.errors import DataError

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures_data import FileServer, imdb_reviews, read_rows, sha256, write_imdb_archive, write_imdb_tree
-from hkt.data import imdb
+from hkt.data.families import imdb
 from hkt.data.parquet import read_metadata
 from hkt.data.prepare import prepare_task
 from hkt.errors import DataError

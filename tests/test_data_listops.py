@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fixtures_data import read_rows
-from hkt.data import listops
+from hkt.data.families import listops
 from hkt.data.config import load_task_config
 from hkt.data.parquet import read_metadata
 from hkt.data.prepare import prepare_task

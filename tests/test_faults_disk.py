@@ -150,7 +150,7 @@ def test_a_disk_filled_mid_run_stops_training_with_one_line_and_the_same_command
     command resumes from it and ends with the record of an uninterrupted run."""
     from hkt.record import RECORD_NAME
     from hkt.train.checkpoint import load_checkpoint
-    from hkt.train.checkpointing import Checkpointing
+    from hkt.train.checkpoint import Checkpointing
 
     data = write_prepared_data(tmp_path / "data", "listops")
     disk = mount("disk", size_kb=2048)

@@ -61,7 +61,7 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
     run: every history.csv step, the test metrics, the model, the record."""
     from conftest import mlflow_server, stop_server
     from hkt.record import RECORD_NAME, read_history
-    from hkt.train.checkpointing import Checkpointing
+    from hkt.train.checkpoint import Checkpointing
 
     data = write_prepared_data(tmp_path / "data", "listops")
     run, root = tmp_path / "run", tmp_path / "server"
@@ -126,7 +126,7 @@ def test_a_run_stopped_during_a_gap_sends_the_missing_steps_when_it_resumes(
     from mlflow.exceptions import MlflowException
 
     from hkt.record import RECORD_NAME, read_history
-    from hkt.train.checkpointing import Checkpointing
+    from hkt.train.checkpoint import Checkpointing
 
     data = write_prepared_data(tmp_path / "data", "listops")
     run = tmp_path / "run"

@@ -4,6 +4,8 @@ one without naming any: a mixer added as a file in ``hkt/mixers/`` is tested by 
 * registry: ``build_mixer(name, …)`` gives an instance of the registered class, from its
   ``config_class``'s defaults or a given config; an unknown name is refused, listing the
   registered ones;
+* constructor (a :class:`~hkt.mixers.base.TokenMixer`): the config's fields as keywords make
+  the config given whole, both at once or an unknown keyword is refused by name;
 * shape: ``forward(x[B, T, D], key_mask[B, T])`` returns ``[B, T, D]``;
 * key mask: a padded batch's real positions equal each sequence's unpadded run, also at
   200-600 tokens (past every internal chunk and tile);
@@ -28,7 +30,7 @@ import torch
 from omegaconf import OmegaConf
 
 from hkt.mixers import MIXERS, build_mixer
-from hkt.mixers.base import AttentionInternals
+from hkt.mixers.base import AttentionInternals, TokenMixer
 
 D, H = 16, 2
 NAMES = sorted(MIXERS)
@@ -59,6 +61,21 @@ def test_the_registry_builds_each_mixer_by_name(name: str) -> None:
     cls = MIXERS[name]
     assert type(build_mixer(name, d_model=D, n_heads=H)) is cls
     assert type(build_mixer(name, d_model=D, n_heads=H, config=cls.config_class())) is cls
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if issubclass(MIXERS[n], TokenMixer)])
+def test_a_mixer_takes_its_config_or_its_fields_and_names_a_wrong_argument(name: str) -> None:
+    cls = MIXERS[name]
+    config = cls.config_class()
+    fields = dict(vars(config))
+    assert cls(D, H, **fields).config == config == cls(D, H, config=config).config
+    if fields:
+        with pytest.raises(TypeError, match=f"give {cls.__name__} a config or its fields as "
+                                            "keywords, not both"):
+            cls(D, H, config=config, **fields)
+    with pytest.raises(TypeError, match=f"{cls.__name__} takes no argument nope "
+                                        rf"\(settings of {cls.config_class.__name__}: "):
+        cls(D, H, nope=1)
 
 
 def test_an_unknown_mixer_is_refused_naming_the_registered_ones() -> None:

@@ -1,9 +1,13 @@
-"""The three recipes of docs/extending.md ("Adding a mixer, a baseline or a task"), followed as written in a
+"""The recipes of docs/extending.md ("Adding a mixer, a baseline or a task"), followed as written in a
 temporary copy of the repository: a throwaway mixer, baseline of ours and task, each added by
 the files and config lines its recipe names and nothing more, reach the CPU suite. Its dry run
 trains the mixer on every task and every model on the task, and runs the baseline on every
 task; `hkt baseline --help` lists the baseline, `hkt baseline NAME` runs it; the mixer builds by
-name and takes a forward and backward step; `hkt train --print-config` composes both."""
+name and takes a forward and backward step; `hkt train --print-config` composes both.
+
+Recipe (a′), a new model as a copy of ``config/model/mha.yaml`` in ``main.models``, as a new
+user follows it: every suite's grid gains exactly that model's jobs, and a run of it is
+labelled with the file's name while it builds (and digests as) the original."""
 
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import yaml
 
 from conftest import write_prepared_data
 from test_workflow import ROOT, suite
+
+from hkt.workflow.grid import MAIN, Job
 
 BIN = Path(sys.executable).parent  # the environment's `snakemake` and `hkt`, as in CI's .venv
 COPIED = ("hkt", "config", "workflow", "pyproject.toml", "environment.yml")
@@ -40,6 +46,7 @@ import torch
 from torch import Tensor, nn
 
 from hkt.checks import number
+from hkt.mixers.base import TokenMixer
 from hkt.mixers.registry import register
 
 
@@ -54,18 +61,14 @@ class MeanMixConfig:
 
 
 @register("meanmix")
-class MeanMixer(nn.Module):
+class MeanMixer(TokenMixer):
     config_class = MeanMixConfig
     supports_internals = False
 
-    def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
-                 config: MeanMixConfig | None = None) -> None:
-        super().__init__()
-        self.config = MeanMixConfig() if config is None else config
-        self.causal = causal
-        self.value = nn.Linear(d_model, d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.drop = nn.Dropout(dropout)
+    def build(self, config: MeanMixConfig) -> None:
+        self.value = nn.Linear(self.d_model, self.d_model)
+        self.out = nn.Linear(self.d_model, self.d_model)
+        self.drop = nn.Dropout(self.dropout)
 
     def forward(self, x: Tensor, key_mask: Tensor | None = None, *,
                 return_internals: bool = False) -> Tensor:
@@ -281,3 +284,66 @@ def test_the_new_mixer_builds_by_name_and_composes_with_the_new_task(copy):
     assert (probe["model"]["name"], probe["model"]["mixer"]) == (MIXER, {"scale": 0.5})
     assert (probe["task"]["id"], probe["task"]["family"], probe["task"]["max_length"]) \
         == (TASK, "listops", 256)
+
+
+
+# recipe (a′): a copy of config/model/mha.yaml as a new model
+COPIED_MODEL = "mha_copy"
+CONFIG_MAIN_MODELS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["main"]["models"]
+
+
+def copy_model(tmp_path: Path) -> Path:
+    """A copy of ``config/`` with recipe (a′) followed: ``config/model/mha.yaml`` copied to
+    ``config/model/COPIED_MODEL.yaml``, that name added to ``main.models``."""
+    cdir = tmp_path / "config"
+    shutil.copytree(ROOT / "config", cdir)
+    shutil.copy(cdir / "model" / "mha.yaml", cdir / "model" / f"{COPIED_MODEL}.yaml")
+    path = cdir / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["main"]["models"].append(COPIED_MODEL)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return cdir
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "config" / "suites").glob("*.yaml")))
+def test_a_copied_model_adds_exactly_its_own_jobs_to_each_suite(tmp_path, name):
+    from hkt.workflow.suites import load_suite
+
+    before = load_suite(name, config_dir=ROOT / "config")
+    after = load_suite(name, config_dir=copy_model(tmp_path))
+    # a suite that takes config.yaml's main.models takes the new model; one with its own does not
+    inherits = before.config["main"]["models"] == CONFIG_MAIN_MODELS
+    assert (COPIED_MODEL in after.config["main"]["models"]) == inherits
+    gained = {Job(task, COPIED_MODEL, MAIN, seed) for task in after.config["main"]["tasks"]
+              for seed in after.grid.seeds} if inherits else set()
+    old, new = before.grid.train_jobs(), after.grid.train_jobs()
+    assert len(new) == len(set(new)) and set(new) == set(old) | gained and gained.isdisjoint(old)
+    assert set(after.grid.records()) == set(before.grid.records()) | {after.grid.record(j)
+                                                                      for j in gained}
+    for jobs in ("external_jobs", "analysis_jobs"):
+        assert getattr(after.grid, jobs)() == getattr(before.grid, jobs)(), jobs
+
+
+def test_a_copied_model_trains_under_its_own_name(tmp_path, monkeypatch, prepared_data):
+    import io
+
+    from hkt.train.config import load_config
+    from hkt.train.loop import train
+    from hkt.train.run_facts import run_tags
+    from hkt.workflow.configs import check_analysable, config_digest
+
+    monkeypatch.setenv("HKT_CONFIG_DIR", str(copy_model(tmp_path)))
+    overrides = ["task=listops", "profile=smoke", "tracking.enabled=false"]
+    cfg = load_config([f"model={COPIED_MODEL}", *overrides])
+    record = train(cfg, prepared_data("listops"), tmp_path / "run", stream=io.StringIO(),
+                   progress=False)
+    assert record["model"] == COPIED_MODEL and record["variant"] == MAIN
+    assert record["config"]["tracking"]["run_name"] == f"listops-{COPIED_MODEL}-main-s0"
+    assert record["config"]["model"]["name"] == "mha"  # the mixer it builds
+    tags = run_tags(cfg, device="cpu", git=(None, None), run_dir=tmp_path, data_dir=tmp_path,
+                    checksums={})
+    assert tags["model"] == COPIED_MODEL  # MLflow's model tag, as the record's
+    # the same computation as mha's: the label is in no config digest
+    assert config_digest(cfg) == config_digest(load_config(["model=mha", *overrides]))
+    # analyze.models may name it: its mixer is the one its file builds (mha, which has internals)
+    check_analysable([COPIED_MODEL])

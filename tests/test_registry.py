@@ -200,15 +200,6 @@ def test_a_mixer_without_its_config_class_is_refused():
         register("no_config")(type("NoConfig", (nn.Module,), {}))
 
 
-def test_the_old_family_import_paths_are_the_same_modules():
-    import hkt.data.families.listops
-    from hkt.data import cifar10, imdb, listops
-    from hkt.data.config import family_module
-
-    assert listops is hkt.data.families.listops is family_module("listops")
-    assert imdb is family_module("imdb") and cifar10 is family_module("cifar10")
-
-
 def test_the_registries_do_not_import_torch_where_it_is_not_needed():
     code = ("import sys, hkt.registry, hkt.data.families, hkt.data.config, hkt.cli;"
             "hkt.data.config.family_module('listops');"

@@ -1,7 +1,15 @@
 """The package's shape: no import circle among ``hkt`` modules (function-level imports count),
 and layer 0 imports only layer 0 (docs/contracts.md). A circle held by a function-level import
 still ties two modules together. There is no line cap: a module holds one concept, however long
-(a cap split modules by size, not by idea)."""
+(a cap split modules by size, not by idea).
+
+Nor many small modules: at most :data:`MOST_SMALL` modules have fewer than :data:`SMALL_LINES`
+lines, since a crowd of small files is usually one idea split in pieces. Counted: every
+``hkt/**/*.py`` except (1) a package's ``__init__.py``, which holds its package's docstring and
+re-exports, not a concept of its own, and (2) a plugin file, a module that registers a plugin at
+its top level (``@register("NAME")`` on a function or class): a registry's convention is one file
+per plugin (a baseline is one file, as in benchopt), so its size is the plugin's own, and
+merging plugins would undo "a file in the right place is the whole registration"."""
 
 from __future__ import annotations
 
@@ -166,3 +174,41 @@ def test_layer0_imports_only_layer0(name: str) -> None:
     mods = _modules()
     above = _imports(name, mods[name], mods) - LAYER0 - {"hkt", "hkt.data", "hkt.workflow"}
     assert not above, f"{name} (layer 0) imports {sorted(above)}"
+
+
+SMALL_LINES = 40
+MOST_SMALL = 8
+
+
+def _is_plugin(path: Path) -> bool:
+    """Whether the module registers a plugin at its top level: a function or class decorated
+    with ``register(…)`` or ``X.register(…)``."""
+    def registers(decorator: ast.expr) -> bool:
+        func = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return (isinstance(func, ast.Name) and func.id == "register") or (
+            isinstance(func, ast.Attribute) and func.attr == "register")
+
+    return any(isinstance(node, (ast.FunctionDef, ast.ClassDef))
+               and any(registers(d) for d in node.decorator_list)
+               for node in ast.parse(path.read_text(), str(path)).body)
+
+
+def _small_modules() -> dict[str, int]:
+    """Module -> line count, for the counted modules under :data:`SMALL_LINES` lines."""
+    counts = {name: len(path.read_text().splitlines()) for name, path in _modules().items()
+              if path.name != "__init__.py" and not _is_plugin(path)}
+    return {name: n for name, n in sorted(counts.items()) if n < SMALL_LINES}
+
+
+def test_the_small_module_count_sees_what_it_counts() -> None:
+    mods = _modules()
+    assert _is_plugin(mods["hkt.baselines.majority"]) and _is_plugin(mods["hkt.mixers.mha"])
+    assert not _is_plugin(mods["hkt.data.layout"]) and not _is_plugin(mods["hkt.mixers.base"])
+    assert "hkt.data.layout" in _small_modules()
+
+
+def test_few_small_modules() -> None:
+    small = _small_modules()
+    assert len(small) <= MOST_SMALL, (
+        f"{len(small)} modules have fewer than {SMALL_LINES} lines (at most {MOST_SMALL}): "
+        f"{small}; merge the ones that hold one idea with the module of that idea")

@@ -302,12 +302,12 @@ def test_a_checkpoint_saved_before_the_mixer_rename_resumes_exactly(prepared_dat
     same steps, losses and metrics as the run that was never stopped."""
     import shutil
 
-    import hkt.train.checkpointing as checkpointing
+    import hkt.train.checkpoint as checkpoint
     from hkt.train.checkpoint import save_checkpoint
 
     data, out, stop = prepared_data("listops"), tmp_path / "run", 9
     saved_at: dict[int, Path] = {}
-    save = checkpointing.save_checkpoint
+    save = checkpoint.save_checkpoint
 
     def save_and_keep(state: dict, path: Path) -> None:  # the files as a stop at `stop` leaves them
         save(state, path)
@@ -315,7 +315,7 @@ def test_a_checkpoint_saved_before_the_mixer_rename_resumes_exactly(prepared_dat
             saved_at[stop] = tmp_path / "at_stop"
             shutil.copytree(Path(path).parent, saved_at[stop])
 
-    monkeypatch.setattr(checkpointing, "save_checkpoint", save_and_keep)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", save_and_keep)
     reference = run(data, out, "model=hkt")
     monkeypatch.undo()
     assert set(saved_at) == {stop} and (saved_at[stop] / "best.pt").exists()

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from hkt.workflow.gpuslots import Slots
-from hkt.workflow.grid import MAIN, Grid, GridError, Job, check_config
+from hkt.workflow.grid import MAIN, Grid, GridError, Job
+from hkt.workflow.suites import check_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
@@ -273,7 +274,7 @@ def test_jobs_find_hkt_beside_the_python_that_runs_snakemake(monkeypatch):
     import os
     import sys
 
-    from hkt.workflow.jobenv import put_interpreter_first
+    from hkt.workflow.suites import put_interpreter_first
 
     here = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", here, "/bin"]))

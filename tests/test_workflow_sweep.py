@@ -13,7 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.workflow.grid import MAIN, Grid, GridError, Job, check_config
+from hkt.workflow.grid import MAIN, Grid, GridError, Job
+from hkt.workflow.suites import check_config
 from hkt.workflow.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]

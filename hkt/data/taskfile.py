@@ -1,18 +1,20 @@
-"""A task file's ``id`` is its file name: ``config/task/NAME.yaml`` says ``id: NAME``.
+"""A task file, ``config/task/NAME.yaml``, read as plain YAML (no Hydra, no torch), so that the
+workflow's dry run stays fast: its ``id`` check and what the job grid needs of it.
 
-The id names the MLflow experiment and the runs (``hkt-<profile>-<id>``), so a copied task file
-that keeps its original's ``id`` would log into the original's experiment without a word. Read
-as plain YAML (no Hydra, no torch), so the workflow's dry run checks it too. A file that builds
+A task file's ``id`` is its file name: ``config/task/NAME.yaml`` says ``id: NAME``. The id names
+the MLflow experiment and the runs (``hkt-<profile>-<id>``), so a copied task file that keeps its
+original's ``id`` would log into the original's experiment without a word. A file that builds
 on another (``defaults: [listops, _self_]``) states its own ``id``: the inherited one is stale.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-__all__ = ["task_id_problem"]
+__all__ = ["task_id_problem", "read_task_info"]
 
 
 def task_id_problem(path: str | Path) -> str | None:
@@ -26,3 +28,11 @@ def task_id_problem(path: str | Path) -> str | None:
     said = "has no key `id`" if got is None else f"has `id: {got}`"
     return (f"task config {path} {said}; a task's id must be its file name (`id: {path.stem}`): "
             "it names the MLflow experiment and the runs")
+
+
+@lru_cache(maxsize=None)
+def read_task_info(path: Path, task: str) -> tuple[str, int]:
+    """A task file's data family (``family``, else ``task``) and ``max_length`` (0 if unset);
+    cached per path (the grid asks once per job)."""
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return str(cfg.get("family", task)), int(cfg.get("max_length", 0))

@@ -7,11 +7,11 @@ below only re-export names.
 """
 
 from hkt.mixers.base import AttentionInternals
-from hkt.mixers.cost import score_cost_limit, score_cost_ratio
 from hkt.mixers.registry import MIXERS, build_mixer, mixer_class, register
 
 from hkt.mixers.mha import MHAConfig, MultiHeadAttention  # noqa: E402  (registration order)
-from hkt.mixers.hkt import HKTAttention, HKTConfig, truncate_levels  # noqa: E402
+from hkt.mixers.hkt import (  # noqa: E402
+    HKTAttention, HKTConfig, score_cost_limit, score_cost_ratio, truncate_levels)
 from hkt.mixers.conv import CausalConvMixer, ConvConfig  # noqa: E402
 
 __all__ = [

@@ -1,12 +1,16 @@
-"""What every token mixer shares: argument checks, masks, and the record of an attention's
-internals (what ``return_internals=True`` gives, for analysis)."""
+"""What every token mixer shares: its constructor (:class:`TokenMixer`), argument checks, masks,
+and the record of an attention's internals (what ``return_internals=True`` gives, for
+analysis)."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 @dataclass
@@ -88,3 +92,54 @@ def merge_heads(x: Tensor) -> Tensor:
     """(B, H, T, d) -> (B, T, H*d)."""
     b, h, t, d = x.shape
     return x.transpose(1, 2).reshape(b, t, h * d)
+
+
+def mixer_config(cls: type, config: Any, settings: dict[str, Any]) -> Any:
+    """A mixer's settings: ``config`` (an instance of ``cls.config_class``) as given, or made from
+    its fields given as keywords (``settings``); not both."""
+    if config is None:
+        return cls.config_class(**settings)  # type: ignore[attr-defined]
+    if settings:
+        raise TypeError(f"give {cls.__name__} a config or its fields as keywords, not both "
+                        f"(got config and {', '.join(sorted(settings))})")
+    return config
+
+
+class TokenMixer(nn.Module):
+    """The constructor every token mixer shares: ``Mixer(d_model, n_heads, causal=False,
+    dropout=0.0, config=None, **keywords)``.
+
+    ``config`` is an instance of the class's ``config_class`` (the mixer's own settings), or its
+    fields are given as keywords; the other keywords are the mixer's construction options, the
+    keyword-only parameters of its :meth:`build` (``bias``, …: not settings, so not in
+    ``config``). The constructor checks the shared arguments, sets ``config``, ``d_model``,
+    ``n_heads``, ``head_dim`` (d_model / n_heads), ``causal`` and ``dropout`` (registering no
+    module), then calls :meth:`build`, which makes the mixer's own layers.
+    """
+
+    config_class: ClassVar[type]
+    #: whether ``return_internals=True`` gives queries, keys and scores (``hkt analyze``)
+    supports_internals: ClassVar[bool] = False
+
+    def __init__(self, d_model: int, n_heads: int, causal: bool = False, dropout: float = 0.0,
+                 config: Any = None, **keywords: Any) -> None:
+        super().__init__()
+        fields = {f.name for f in dataclasses.fields(self.config_class)}
+        options = [name for name, p in inspect.signature(self.build).parameters.items()
+                   if p.kind is p.KEYWORD_ONLY]
+        if unknown := sorted(set(keywords) - fields - set(options)):
+            raise TypeError(f"{type(self).__name__} takes no argument {', '.join(unknown)} "
+                            f"(settings of {self.config_class.__name__}: "
+                            f"{', '.join(sorted(fields)) or 'none'}; options: "
+                            f"{', '.join(options) or 'none'})")
+        settings = {k: v for k, v in keywords.items() if k in fields}
+        self.config = mixer_config(type(self), config, settings)
+        self.head_dim = check_heads(d_model, n_heads)
+        check_dropout(dropout)
+        self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
+        self.build(self.config, **{k: v for k, v in keywords.items() if k not in fields})
+
+    def build(self, config: Any) -> None:
+        """Make the mixer's own layers from its settings ``config``; keyword-only parameters
+        after it are the mixer's construction options."""
+        raise NotImplementedError

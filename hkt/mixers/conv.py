@@ -32,13 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.mixers.base import (
-    AttentionInternals,
-    check_dropout,
-    check_heads,
-    check_key_mask,
-    cpu_float,
-)
+from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask, cpu_float
 from hkt.mixers.registry import register
 from hkt.checks import choice, integer
 from hkt.dropout import Dropout
@@ -110,7 +104,7 @@ class _DepthwiseConv(torch.autograd.Function):
 
 
 @register("conv")
-class CausalConvMixer(nn.Module):
+class CausalConvMixer(TokenMixer):
     """Token mixing by a causal depthwise 1-D convolution per channel.
 
     Args:
@@ -125,32 +119,15 @@ class CausalConvMixer(nn.Module):
     config_class = ConvConfig
     supports_internals: bool = False  # no queries, keys or scores: `hkt analyze` does not apply
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        causal: bool = False,
-        dropout: float = 0.0,
-        config: ConvConfig | None = None,
-        *,
-        bias: bool = True,
-        **settings: object,
-    ) -> None:
-        super().__init__()
-        if config is not None and settings:
-            raise TypeError("give CausalConvMixer a config or its fields as keywords, not both")
-        config = ConvConfig(**settings) if config is None else config  # type: ignore[arg-type]
-        check_heads(d_model, n_heads)
-        check_dropout(dropout)
-        self.config = config
-        self.d_model, self.n_heads, self.causal = d_model, n_heads, causal
-        self.kernel_size, self.activation, self.dropout = config.kernel_size, config.activation, dropout
+    def build(self, config: ConvConfig, *, bias: bool = True) -> None:
+        d_model = self.d_model
+        self.kernel_size, self.activation = config.kernel_size, config.activation
         #: how many positions back (self included) an output sees; None for a whole-sequence mixer
         self.receptive_field: int | None = self.kernel_size
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.conv = nn.Conv1d(d_model, d_model, self.kernel_size, groups=d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.drop = Dropout(dropout)
+        self.drop = Dropout(self.dropout)
 
     def forward(
         self, x: Tensor, key_mask: Tensor | None = None, *, return_internals: bool = False

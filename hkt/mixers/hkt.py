@@ -8,7 +8,7 @@ resolution. Per-level scores S^(l) = Q^(l) K^(l)^T / sqrt(d) are upsampled to T�
     Y = softmax(Σ_l λ_l ⊙ Ŝ^(l) + mask) V.
 
 Three computations of the same function with the same parameters (``impl``, chosen per call
-by :func:`hkt.mixers.kernel_choice.choose_kernel`):
+by :func:`choose_kernel`):
 
 * ``impl="reference"`` materialises every S^(l), interpolates it and fuses: the paper, line by
   line. O(T²) memory; for correctness checks and analysis.
@@ -23,6 +23,10 @@ by :func:`hkt.mixers.kernel_choice.choose_kernel`):
   (``tile.py``, Triton; CUDA, or Triton's CPU interpreter for tests): the paper's score cost.
 
 :func:`truncate_levels` keeps only the first levels for a while (the level-truncation analysis).
+
+This module is the whole mixer: its typed settings (:class:`HKTConfig`, ``model.mixer`` when the
+model is HKT), the per-call kernel choice (:func:`choose_kernel`), the analytic score cost
+(:func:`score_cost_ratio`, docs/design.md §2) and the layer (:class:`HKTAttention`).
 """
 
 from __future__ import annotations
@@ -30,32 +34,129 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from hkt.mixers.base import (
-    AttentionInternals,
-    check_dropout,
-    check_heads,
-    check_key_mask,
-    merge_heads,
-    sdpa_mask,
-    split_heads,
-)
-from hkt.mixers.fused_cpu import hkt_flash_cpu
-from hkt.mixers.hkt_config import FUSIONS, IMPLS, UPSAMPLES, HKTConfig  # noqa: F401  (re-exported)
-from hkt.mixers.kernel_choice import choose_kernel
+from hkt.checks import boolean, choice, integer, number
+from hkt.errors import ConfigValueError
+from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, merge_heads,
+                             sdpa_mask, split_heads)
+from hkt.mixers.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.mixers.pyramid import DynamicFusion, PyramidLevel, StaticFusion
 from hkt.mixers.registry import register
 from hkt.mixers.sdpa import call_of, pad_value
-from hkt.mixers.tile import TileGeometry, TileSizes, tile_attention
+from hkt.mixers.tile import TileGeometry, TileSizes, config_problem, tile_attention, unavailable
 from hkt.mixers.upsample import Upsampler
 
+__all__ = ["FUSIONS", "UPSAMPLES", "IMPLS", "HKTConfig", "choose_kernel", "score_cost_ratio",
+           "score_cost_limit", "HKTAttention", "truncate_levels"]
+
+FUSIONS = ("dynamic", "static")
+UPSAMPLES = ("nearest", "linear")
+IMPLS = ("fused", "sdpa", "reference", "tile")
+
+
+@dataclass
+class HKTConfig:
+    """HKT's own settings (``model.mixer`` when ``model.name`` is ``hkt``).
+
+    Attributes:
+        levels: L >= 1 pyramid levels (1 = standard attention).
+        stride: s >= 2, downsampling factor between consecutive levels.
+        kernel_size: k >= s, width of the depthwise pyramid convolutions (k = s: disjoint
+            blocks; k > s: overlapping).
+        fusion: ``dynamic`` (λ per query token and head) or ``static`` (λ per head).
+        upsample: ``nearest`` or ``linear`` interpolation of the coarse scores (linear mixes
+            later positions into earlier ones, so causal mode needs ``nearest``).
+        impl: ``fused`` (one SDPA call; blockwise CPU kernel on CPU), ``sdpa`` (one SDPA call on
+            every device), ``reference`` (materialised scores; slow) or ``tile`` (the Triton tile
+            kernel: CUDA only; nearest upsampling, power-of-two stride, levels <= 4, no
+            attention dropout). Same numbers.
+        chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
+            this many MiB (smaller saves memory, larger saves per-block overhead).
+
+    The tile kernel's tile sizes are not here: they change no number (beyond rounding), and
+    every field here is part of a run's identity (config comparisons, the workflow's rerun
+    digest). They are :class:`hkt.mixers.tile.TileSizes`, given to :class:`HKTAttention`.
+    """
+
+    levels: int = 3
+    stride: int = 2
+    kernel_size: int = 2
+    fusion: str = "dynamic"
+    upsample: str = "nearest"
+    impl: str = "fused"
+    chunk_mib: float = 32.0
+
+    def __post_init__(self) -> None:
+        integer(self.levels, "levels", 1)
+        integer(self.stride, "stride", 2)
+        integer(self.kernel_size, "kernel_size", 1)
+        if self.kernel_size < self.stride:
+            raise ConfigValueError("kernel_size", self.kernel_size,
+                                   f"must be >= stride ({self.stride}), otherwise the "
+                                   "convolution skips tokens")
+        choice(self.fusion, "fusion", FUSIONS)
+        choice(self.upsample, "upsample", UPSAMPLES)
+        choice(self.impl, "impl", IMPLS)
+        number(self.chunk_mib, "chunk_mib", 0, lo_open=True)
+        if self.impl == "tile" and (problem := config_problem(self.levels, self.stride, self.upsample)):
+            raise ConfigValueError(*problem)
+
+    def check_causal(self, causal: bool) -> None:
+        """The one cross-module rule: linear upsampling is not causal."""
+        if boolean(causal, "causal") and self.upsample == "linear":
+            raise ConfigValueError("upsample", self.upsample,
+                                   "linear upsampling mixes later positions into earlier ones; "
+                                   "causal mode (causal=true) needs 'nearest'")
+
+
+def choose_kernel(impl: str, v: Tensor, dropout_p: float, return_internals: bool) -> str:
+    """Which computation of the layer runs: ``"cpu_blocks"``, ``"sdpa"``, ``"reference"`` or
+    ``"tile"``.
+
+    All give the same numbers (tests/test_attention.py, tests/test_tile.py); they differ in
+    memory and speed. ``tile`` runs only where asked for, and raises where it cannot run.
+    """
+    if impl == "reference":
+        return "reference"  # asked for: the paper's materialised scores
+    if impl == "tile":
+        if reason := unavailable(v):
+            raise ConfigValueError("impl", impl, reason)
+        return "tile"
+    if impl == "fused" and not return_internals and cpu_kernel_applies(v, dropout_p):
+        # On CPU (fp32/64, no dropout, no autocast) the blockwise wrapper projects Q^(l), K^(l)
+        # per block, so they never exist whole: far less memory than one big SDPA call.
+        return "cpu_blocks"
+    # GPU, autocast, dropout, impl="sdpa", or internals requested (they need whole Q^(l), K^(l))
+    return "sdpa"
+
+
+def score_cost_ratio(levels: int, stride: int) -> float:
+    """Σ_l T_l² d / (T² d) = Σ_{l<L} s^(-2l) for T divisible by s^(L-1).
+
+    1.3125 for (levels=3, stride=2); tends to s²/(s²-1) = 4/3 for stride 2 as levels grow.
+    """
+    if levels < 1:
+        raise ValueError(f"levels must be >= 1, got {levels}")
+    if stride < 2:
+        raise ValueError(f"stride must be >= 2, got {stride}")
+    return sum(float(stride) ** (-2 * level) for level in range(levels))
+
+
+def score_cost_limit(stride: int) -> float:
+    """The bound of ``score_cost_ratio`` over all levels: s² / (s² - 1)."""
+    if stride < 2:
+        raise ValueError(f"stride must be >= 2, got {stride}")
+    return stride**2 / (stride**2 - 1)
+
+
 @register("hkt")
-class HKTAttention(nn.Module):
+class HKTAttention(TokenMixer):
     """Multi-scale HKT attention.
 
     Args:
@@ -72,34 +173,18 @@ class HKTAttention(nn.Module):
     config_class = HKTConfig
     supports_internals: bool = True  # per-level queries, keys, scores and λ for `hkt analyze`
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        causal: bool = False,
-        dropout: float = 0.0,
-        config: HKTConfig | None = None,
-        *,
-        bias: bool = True,
-        norm_eps: float = 1e-5,
-        tile: TileSizes | None = None,
-        **settings: object,
-    ) -> None:
-        super().__init__()
-        if config is not None and settings:
-            raise TypeError("give HKTAttention a config or its fields as keywords, not both")
-        config = HKTConfig(**settings) if config is None else config  # type: ignore[arg-type]
-        config.check_causal(causal)
-        self.head_dim = check_heads(d_model, n_heads)
-        check_dropout(dropout)
-        if config.impl == "tile" and dropout > 0:
-            raise ValueError(f"dropout ({dropout}) on the attention probabilities is not computed "
-                             "by impl='tile'; set the attention dropout to 0 or use impl='fused'")
+    def build(self, config: HKTConfig, *, bias: bool = True, norm_eps: float = 1e-5,
+              tile: TileSizes | None = None) -> None:
+        config.check_causal(self.causal)
+        if config.impl == "tile" and self.dropout > 0:
+            raise ValueError(f"dropout ({self.dropout}) on the attention probabilities is not "
+                             "computed by impl='tile'; set the attention dropout to 0 or use "
+                             "impl='fused'")
+        d_model, n_heads = self.d_model, self.n_heads
         levels, stride, kernel_size = config.levels, config.stride, config.kernel_size
-        self.config = config
-        self.d_model, self.n_heads, self.levels, self.stride = d_model, n_heads, levels, stride
+        self.levels, self.stride = levels, stride
         self.kernel_size, self.fusion_kind, self.upsample = kernel_size, config.fusion, config.upsample
-        self.causal, self.impl, self.dropout = causal, config.impl, dropout
+        self.impl = config.impl
         self.chunk_bytes = config.chunk_mib * 2**20
         self.tile = TileSizes() if tile is None else tile
         self._levels_in_use = levels  # changed only inside truncate_levels()

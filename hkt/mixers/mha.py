@@ -9,15 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.mixers.base import (
-    AttentionInternals,
-    check_dropout,
-    check_heads,
-    check_key_mask,
-    merge_heads,
-    sdpa_mask,
-    split_heads,
-)
+from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, merge_heads,
+                             sdpa_mask, split_heads)
 from hkt.mixers.registry import register
 
 
@@ -28,7 +21,7 @@ class MHAConfig:
 
 
 @register("mha")
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(TokenMixer):
     """Multi-head self-attention through ``scaled_dot_product_attention`` (fused kernels).
 
     Args:
@@ -43,21 +36,8 @@ class MultiHeadAttention(nn.Module):
     config_class = MHAConfig
     supports_internals: bool = True  # per-level queries, keys and scores for `hkt analyze`
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        causal: bool = False,
-        dropout: float = 0.0,
-        config: MHAConfig | None = None,
-        *,
-        bias: bool = True,
-    ) -> None:
-        super().__init__()
-        self.config = MHAConfig() if config is None else config
-        self.head_dim = check_heads(d_model, n_heads)
-        check_dropout(dropout)
-        self.d_model, self.n_heads, self.causal, self.dropout = d_model, n_heads, causal, dropout
+    def build(self, config: MHAConfig, *, bias: bool = True) -> None:
+        d_model = self.d_model
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)

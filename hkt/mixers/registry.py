@@ -7,7 +7,8 @@
 Adding a mixer: write ``hkt/mixers/name.py`` with a module whose constructor takes ``d_model``,
 ``n_heads``, ``causal``, ``dropout`` and ``config``, an instance of its own settings dataclass
 named by the class attribute ``config_class`` (defaults and checks in the dataclass:
-``hkt.mixers.hkt``'s ``HKTConfig`` is the example), and whose forward is
+``hkt.mixers.hkt``'s ``HKTConfig`` is the example): a subclass of
+:class:`hkt.mixers.base.TokenMixer` has that constructor and writes only ``build``; its forward is
 ``forward(x, key_mask=None, *, return_internals=False)``; decorate it with ``@register("name")``;
 add ``config/model/name.yaml``, which selects the structured config ``/schema/model/name``
 (registered with Hydra for every registered mixer) and overrides what it needs. Parameters with
@@ -22,6 +23,7 @@ from typing import Any
 
 from torch import nn
 
+from hkt.mixers.base import mixer_config
 from hkt.registry import Registry
 
 
@@ -50,8 +52,5 @@ def build_mixer(
     """Instantiate the mixer registered as ``name`` with its ``config`` (its ``config_class``),
     or with that config's fields given as keywords."""
     cls = mixer_class(name)
-    if config is None:
-        config = cls.config_class(**settings)  # type: ignore[attr-defined]
-    elif settings:
-        raise TypeError("build_mixer: give a config or its fields as keywords, not both")
-    return cls(d_model=d_model, n_heads=n_heads, causal=causal, dropout=dropout, config=config)
+    return cls(d_model=d_model, n_heads=n_heads, causal=causal, dropout=dropout,
+               config=mixer_config(cls, config, settings))

@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hkt.mixers.base import AttentionInternals, check_dropout, check_heads, check_key_mask
+from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask
 from hkt.mixers.registry import register
 from hkt.checks import boolean, integer, number
 from hkt.dropout import Dropout
@@ -135,7 +135,7 @@ class S4DConfig:
 
 
 @register("s4d")
-class S4DMixer(nn.Module):
+class S4DMixer(TokenMixer):
     """Token mixing by H independent diagonal SSMs, one per channel, as an FFT convolution.
 
     Args:
@@ -149,22 +149,8 @@ class S4DMixer(nn.Module):
     config_class = S4DConfig
     supports_internals: bool = False  # no queries, keys or scores: `hkt analyze` does not apply
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        causal: bool = False,
-        dropout: float = 0.0,
-        config: S4DConfig | None = None,
-        **settings: object,
-    ) -> None:
-        super().__init__()
-        if config is not None and settings:
-            raise TypeError("give S4DMixer a config or its fields as keywords, not both")
-        config = S4DConfig(**settings) if config is None else config  # type: ignore[arg-type]
-        check_heads(d_model, n_heads)
-        check_dropout(dropout)
-        self.config, self.d_model, self.n_heads, self.causal = config, d_model, n_heads, causal
+    def build(self, config: S4DConfig) -> None:
+        d_model, causal = self.d_model, self.causal
         config.check_width(d_model)
         h, modes = d_model, config.state_size // 2
         copies = h if config.n_ssm is None else config.n_ssm  # of (A, B)
@@ -180,7 +166,7 @@ class S4DMixer(nn.Module):
         C = torch.randn(directions, h, modes, dtype=torch.cfloat)
         self.C = nn.Parameter(torch.view_as_real(C))
         self.D = nn.Parameter(torch.randn(h))
-        self.drop = Dropout(dropout)
+        self.drop = Dropout(self.dropout)
         self.output_linear = nn.Linear(h, 2 * h)  # then GLU: back to H
         # read by hkt.train.optim.build_optimizer: these parameters' own AdamW settings
         self.optimizer_settings = config.optimizer_settings()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hkt.mixers.cost import score_cost_limit, score_cost_ratio
+from hkt.mixers.hkt import score_cost_limit, score_cost_ratio
 from hkt.paper import KURTOSIS as PAPER_KAPPA
 from hkt.paper import LEVELS as PAPER_LEVELS
 from hkt.paper import SCORE_COST

@@ -6,7 +6,8 @@ and trains one model (:mod:`hkt.train.loop`, the session) from its parts:
 - :mod:`hkt.train.data`: the prepared data a run reads; :mod:`hkt.train.optim`: AdamW and the
   learning-rate schedule; :mod:`hkt.train.step`: the training step (shared with ``hkt bench``)
   and evaluation;
-- :mod:`hkt.train.checkpoint`: atomic, ``weights_only``-safe checkpoints and the loop's state;
+- :mod:`hkt.train.checkpoint`: atomic, ``weights_only``-safe checkpoints, the loop's state,
+  and a run's resume and saves;
   :mod:`hkt.train.rundir`: one process per run directory, a run continues only with its own
   config and data;
 - :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.progress`: the progress line;

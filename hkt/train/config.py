@@ -89,7 +89,7 @@ SCHEMA: dict[str, Any] = {
     },
     "tracking": {
         "enabled": boolean, "uri": _tracking_uri,
-        "results_dir": text, "experiment": text, "run_name": text,
+        "results_dir": text, "experiment": text, "model": label, "run_name": text,
         "log_model": boolean, "model_examples": pos_int,
         "server_timeout_s": spec(number, lo=0, lo_open=True),
         "server_wait_s": spec(number, lo=0),

@@ -33,7 +33,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
     threads and GPU sharing (:mod:`hkt.train.execution`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
-        task=cfg.task.family, model=cfg.model.name, variant=cfg.variant, seed=cfg.seed,
+        task=cfg.task.family, model=cfg.tracking.model, variant=cfg.variant, seed=cfg.seed,
         profile=cfg.train.profile, config=cfg_dict, n_params=n_params, steps=steps,
         best_step=best["step"], val_accuracy=best["val_accuracy"],
         test_accuracy=test["acc"], val_loss=best["val_loss"], test_loss=test["loss"],

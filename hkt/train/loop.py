@@ -33,8 +33,7 @@ from hkt.data.layout import SPLITS
 from hkt.provenance import code_digest, git_state
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
-from hkt.train.checkpoint import TrainState, load_checkpoint, rng_state
-from hkt.train.checkpointing import Checkpointing
+from hkt.train.checkpoint import Checkpointing, TrainState, load_checkpoint, rng_state
 from hkt.train.config import validate
 from hkt.train.data import RunData, model_for
 from hkt.train.backfill import complete_tracking
@@ -365,7 +364,7 @@ class _Run(Checkpointing):
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
                             self.state.step, "testing", b, n_test, n, since=since))
         self.during = ""
-        title = f"{cfg.task.id} / {cfg.model.name} / {cfg.variant} / seed {cfg.seed}"
+        title = f"{cfg.task.id} / {cfg.tracking.model} / {cfg.variant} / seed {cfg.seed}"
         learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         write_history(self.state.history, self.run_dir / HISTORY_NAME)
         record = training_record(

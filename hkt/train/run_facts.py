@@ -51,7 +51,7 @@ def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_
 
     git_commit, git_dirty = git
     return {
-        "task": cfg.task.family, "model": cfg.model.name, "variant": cfg.variant,
+        "task": cfg.task.family, "model": cfg.tracking.model, "variant": cfg.variant,
         "seed": str(cfg.seed), "profile": cfg.train.profile, **suite_run(cfg.tracking).tags(),
         "device": device, "hostname": socket.gethostname(),
         "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),

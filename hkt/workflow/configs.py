@@ -104,13 +104,19 @@ def train_config_digests(override_sets: Iterable[Sequence[str]]) -> dict[tuple[s
 
 def check_analysable(models: Iterable[str]) -> None:
     """Refuse, before any job runs, an ``analyze.models`` entry whose mixer exposes no
-    queries, keys or scores (``supports_internals``): ``hkt analyze`` could not read it."""
+    queries, keys or scores (``supports_internals``): ``hkt analyze`` could not read it. A model
+    is a model file's name; its mixer is the one that file builds (a copy of ``mha.yaml``
+    builds ``mha``)."""
+    from hkt.config import config_dir
     from hkt.mixers.registry import mixer_class
+    from hkt.workflow.grid import read_model_mixer
 
     for model in models:
-        if not getattr(mixer_class(model), "supports_internals", False):
-            raise ConfigError(f"analyze.models names '{model}', whose token mixer exposes no "
-                              "queries, keys or scores, so `hkt analyze` cannot analyse it; "
+        mixer = read_model_mixer(config_dir() / "model" / f"{model}.yaml")
+        if not getattr(mixer_class(mixer), "supports_internals", False):
+            builds = f" ({mixer})" if mixer != model else ""
+            raise ConfigError(f"analyze.models names '{model}', whose token mixer{builds} exposes "
+                              "no queries, keys or scores, so `hkt analyze` cannot analyse it; "
                               "remove it from analyze.models")
 
 

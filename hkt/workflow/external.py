@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hkt.workflow.errors import GridError
+from hkt.errors import GridError
 
 __all__ = ["PLACEHOLDERS", "OURS", "External", "externals"]
 

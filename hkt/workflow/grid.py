@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +29,16 @@ import yaml
 
 from hkt.baselines import BASELINES
 from hkt.data.layout import MANIFEST, SPLITS, split_file
-from hkt.data.taskfile import task_id_problem
+from hkt.data.taskfile import read_task_info, task_id_problem
+from hkt.errors import GridError
 from hkt.paper import ABLATION_TASK
 from hkt.store import experiment_name
-from hkt.workflow.configfiles import read_task_info, read_variant_model
-from hkt.workflow.errors import GridError
 from hkt.workflow.external import externals
 from hkt.workflow.placement import Placement
 from hkt.workflow.resources import Node
-from hkt.workflow.schema import check_config
 
-__all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "check_config", "RULE_ORDER",
-           "suite_plan_file"]
+__all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "RULE_ORDER", "suite_plan_file",
+           "read_variant_model", "read_model_mixer"]
 
 MAIN = "main"  # the variant (config/variant/main.yaml, and label) of the main-table runs
 # Where each kind of file goes, relative to results_dir: the one statement of the layout.
@@ -59,6 +57,31 @@ PLAN_FILE = "plan/suite.json"  # under results_dir: the plan the workflow writes
 def suite_plan_file(results_dir: str | Path) -> Path:
     """Where the workflow's plan of a results directory is (``hkt status`` reads it)."""
     return Path(results_dir) / PLAN_FILE
+
+
+@lru_cache(maxsize=None)
+def read_variant_model(path: Path) -> str | None:
+    """The model a variant file selects by ``override /model: M``, or None (read as plain YAML,
+    cached per path)."""
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    model = None
+    for entry in cfg.get("defaults") or []:
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if key.replace(" ", "") in ("override/model", "/model"):
+                    model = str(value)
+    return model
+
+
+@lru_cache(maxsize=None)
+def read_model_mixer(path: Path) -> str:
+    """The token mixer a model file builds, the ``M`` of its ``/schema/model/M@_here_`` default
+    (a copy of ``mha.yaml`` builds ``mha``); the file's name if it names none or is missing."""
+    cfg = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    for entry in cfg.get("defaults") or []:
+        if isinstance(entry, str) and entry.startswith("/schema/model/"):
+            return entry.removeprefix("/schema/model/").partition("@")[0]
+    return path.stem
 
 
 @dataclass(frozen=True)
@@ -82,7 +105,7 @@ class Grid(Placement):
     """The jobs, paths and command arguments of one workflow config.
 
     ``config`` is the merged workflow config (``config/config.yaml`` + ``--configfile`` +
-    ``--config``), already checked by :func:`check_config`; ``config_dir`` the Hydra config
+    ``--config``), already checked by :func:`hkt.workflow.suites.check_config`; ``config_dir`` the Hydra config
     directory its names refer to. The constructor checks every name (task, model, profile,
     variant) and raises :class:`GridError` naming the key.
     """

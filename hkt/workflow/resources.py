@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hkt.workflow.errors import GridError
+from hkt.errors import GridError
 
 __all__ = ["Node", "available_cpus", "machine_memory_mb", "machine_gpus"]
 

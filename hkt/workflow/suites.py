@@ -22,6 +22,8 @@ chose.
 from __future__ import annotations
 
 import copy
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +31,13 @@ from typing import Any
 
 import yaml
 
-from hkt.errors import ConfigError
+from hkt.errors import ConfigError, GridError
 from hkt.provenance import NO_SUITE, SUITE_ENV
 from hkt.workflow.grid import Grid
-from hkt.workflow.schema import check_config
 
 __all__ = ["AUTO", "NO_SUITE", "SUITE_ENV", "GPU_SUITE", "CPU_SUITE", "Suite", "load_suite",
-           "workflow_suite", "choose", "cuda_available", "merge", "suite_file", "SCHEMA_FILE"]
+           "workflow_suite", "choose", "cuda_available", "merge", "suite_file", "SCHEMA_FILE",
+           "check_config", "put_interpreter_first"]
 
 AUTO = "auto"
 GPU_SUITE = "paper"  # sized for a GPU (config/suites/paper.yaml)
@@ -184,3 +186,35 @@ def _made(name: str, config: dict[str, Any], reason: str, config_dir: Path) -> S
     if schema.is_file():
         check_config(config, _read(schema))
     return Suite(name, config, Grid(config, config_dir), reason)
+
+
+def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+    """Validate the workflow config against its JSON schema (:data:`SCHEMA_FILE`); raise
+    :class:`GridError` naming the first bad key, and for an unknown key the keys allowed there
+    (not the whole schema)."""
+    import jsonschema
+
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(dict(config)),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    err = errors[0]
+    where = ".".join(map(str, err.absolute_path))
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = sorted(err.schema.get("properties") or {})
+        unknown = sorted(k for k in err.instance if k not in allowed)
+        keys = ", ".join(f"{where}.{k}" if where else k for k in unknown)
+        raise GridError(f"unknown key {keys} (allowed{' under ' + where if where else ''}: "
+                        f"{', '.join(allowed)})")
+    raise GridError(f"key {where or '(top level)'}: {err.message}")
+
+
+def put_interpreter_first() -> str:
+    """Put the ``bin/`` of the Python that runs Snakemake first on this process's PATH, which
+    the suite's jobs inherit (as they do ``$HKT_SUITE``): rules call ``hkt``, and
+    `.venv/bin/snakemake` must find the venv's without an activated venv (the README's main
+    command). Returns the new PATH."""
+    here = str(Path(sys.executable).parent)
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != here]
+    os.environ["PATH"] = os.pathsep.join([here, *rest])
+    return os.environ["PATH"]

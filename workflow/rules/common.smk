@@ -13,8 +13,7 @@ from hkt.store import tracking_uri
 from hkt.workflow.configs import TrackedOverrides, check_analysable, seedless, train_config_digests
 from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
-from hkt.workflow.jobenv import put_interpreter_first
-from hkt.workflow.suites import workflow_suite
+from hkt.workflow.suites import put_interpreter_first, workflow_suite
 
 # The suite, made once (hkt.workflow.suites): `suite: auto` (config.yaml's default) is the paper
 # suite with CUDA, else the CPU suite; the command line's --configfile/--config keys still win.
