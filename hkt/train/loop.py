@@ -364,7 +364,9 @@ class _Run(Checkpointing):
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
                             self.state.step, "testing", b, n_test, n, since=since))
         self.during = ""
-        title = f"{cfg.task.id} / {cfg.tracking.model} / {cfg.variant} / seed {cfg.seed}"
+        # the budget in the title: a curve read alone says what the run trained for
+        title = (f"{cfg.task.id} / {cfg.tracking.model} / {cfg.variant} / seed {cfg.seed}\n"
+                 f"budget: {cfg.train.profile}, {int(cfg.train.max_steps):,} steps of batch {bs}")
         learning_curve(self.state.history, self.run_dir / "learning_curve.png", title)
         write_history(self.state.history, self.run_dir / HISTORY_NAME)
         record = training_record(
