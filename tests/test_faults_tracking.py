@@ -106,8 +106,8 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
         assert mlflow_run.info.status == "FINISHED"
         assert mlflow_run.data.metrics["test_accuracy"] == record["test_accuracy"]
         history = read_history(run)
-        for key in ("train_loss", "val_acc"):
-            logged = sorted((m.step, m.value) for m in client.get_metric_history(mlflow_run.info.run_id, key))
+        for key, metric in (("train_loss", "train_loss"), ("val_acc", "val_accuracy")):
+            logged = sorted((m.step, m.value) for m in client.get_metric_history(mlflow_run.info.run_id, metric))
             assert logged == [(r["step"], r[key]) for r in history if r[key] is not None], key
         assert {m.source_run_id for m in client.search_logged_models(
             [mlflow_run.info.experiment_id])} == {mlflow_run.info.run_id}
