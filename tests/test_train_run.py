@@ -154,6 +154,10 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert float(r.data.tags["best_val_accuracy"]) == rec["val_accuracy"]
     assert m["n_params"] == rec["n_params"]
     assert [k for k in m if "val" in k and "acc" in k] == ["val_accuracy"]  # one, not two
+    from hkt.train.tracking import COMPARISON_VIEW  # the runs list's view: each column is there
+
+    for kind, name in COMPARISON_VIEW["columns"]:
+        assert name in {"metrics": m, "tags": r.data.tags}[kind], (kind, name)
     curve = {x.step: x.value for x in client.get_metric_history(r.info.run_id, "val_accuracy")}
     assert curve[rec["best_step"]] == rec["val_accuracy"] == max(curve.values())
     assert r.data.params["model.d_model"] == str(rec["config"]["model"]["d_model"])

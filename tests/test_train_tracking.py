@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -161,6 +162,37 @@ def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):
         exp = client.get_experiment_by_name(name)
         assert exp.tags.get("mlflow.experimentKind") == "custom_model_development", name
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_store_we_create_lists_only_the_experiments_runs_went_to(tmp_path, monkeypatch):
+    """MLflow's schema makes an empty `Default` experiment (id 0) in every new store: one that
+    hkt creates has it deleted, and it stays so; runs are still created and found. Each
+    experiment holds the runs list's comparison view, as MLflow's UI reads a shared view."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from hkt.store import DEFAULT_EXPERIMENT_ID, open_client
+    from hkt.train.tracking import COMPARISON_VIEW, Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert open_client(uri).search_experiments() == []
+    t = Tracker(uri, "hkt-smoke-listops", "listops-mha-main-s0")
+    t.start()
+    t.log_final({"test_accuracy": 0.5}, 12)
+    t.finish()
+    client = MlflowClient(uri)  # a new client: MLflow makes experiment 0 only where none is
+    assert [e.name for e in client.search_experiments()] == ["hkt-smoke-listops"]
+    assert client.get_experiment(DEFAULT_EXPERIMENT_ID).lifecycle_stage == "deleted"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    found = mlflow.search_runs(search_all_experiments=True)
+    assert found["tags.mlflow.runName"].tolist() == ["listops-mha-main-s0"]
+    assert found["metrics.test_accuracy"].tolist() == [0.5]
+
+    view = json.loads(client.get_experiment(t.experiment_id).tags[
+        f"mlflow.sharedViewState.{COMPARISON_VIEW['key']}"])
+    assert view["selectedColumns"][:3] == [
+        "metrics.`test_accuracy`", "tags.`best_val_accuracy`", "metrics.`best_step`"]
+    assert view["orderByKey"] == "metrics.`test_accuracy`" and view["orderByAsc"] is False
 
 
 def test_an_experiment_another_job_creates_meanwhile_is_used(tmp_path):

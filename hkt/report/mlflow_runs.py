@@ -105,11 +105,7 @@ def best_val_accuracy(run: Any) -> float | None:
     """A run's best validation accuracy: tag ``best_val_accuracy``; in a run logged before the
     tag, its metric ``val_accuracy``, then logged once, as the best (not yet the curve)."""
     tag = run.data.tags.get(BEST_VAL_TAG)
-    if tag is not None:
-        return as_float(tag)
-    if OLD_CURVE_METRIC in run.data.metrics or CURVE_METRIC not in run.data.metrics:
-        return as_float(run.data.metrics.get(CURVE_METRIC))
-    return None  # the curve's latest value, not the best: not a value to report
+    return as_float(tag if tag is not None else run.data.metrics.get(CURVE_METRIC))
 
 
 def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
