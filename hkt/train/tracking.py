@@ -80,12 +80,13 @@ _HTTP_TIMEOUT, _HTTP_RETRIES = "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUE
 #: The view of an experiment's runs list that a comparison needs, opened by the address
 #: ``#/experiments/<id>/runs?viewStateShareKey=<key>`` (docs/tracking.md): MLflow 3.17 has no
 #: default columns per experiment, but its "share view" state is an experiment tag,
-#: ``mlflow.sharedViewState.<key>``, which this module writes. ``columns``: (kind, name) in the
-#: UI's order, kind one of metrics, tags, params, attributes; ``order_by``: the sort, descending.
+#: ``mlflow.sharedViewState.<key>``, which this module writes. ``columns``: (kind, name), kind
+#: one of attributes (the UI's own columns: Dataset, Models, Source), metrics, tags, params; the
+#: UI groups them by kind, each group in alphabetical order; ``order_by``: the sort, descending.
 COMPARISON_VIEW = {
     "key": "hkt-compare",
-    "columns": (("metrics", "test_accuracy"), ("tags", BEST_VAL_TAG), ("metrics", "best_step"),
-                ("metrics", "steps"), ("metrics", "n_params"), ("metrics", "wall_time_s")),
+    "columns": (("attributes", "Models"), ("metrics", "test_accuracy"), ("tags", BEST_VAL_TAG),
+                ("metrics", "best_step"), ("metrics", "n_params")),
     "order_by": ("metrics", "test_accuracy"),
 }
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."  # MLflow UI's tag of a shared view
