@@ -10,7 +10,7 @@
 # `mlflow ui` on 127.0.0.1 (a free port), waits for /health (about 30 s on a small machine),
 # takes the screenshots, and stops the server by its PID. Needs Chromium (Debian: apt-get install
 # chromium). Environment: HKT_VENV (default .venv), HKT_SCREEN and HKT_SCREEN_RUN (the window
-# sizes of the two screenshots, default 1600,800 and 1600,1400).
+# sizes of the two screenshots, default 1600,800 and 1600,1850).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: bash scripts/screenshot_mlflow.sh RESULTS_DIR RUNS.png [RUN.png [EXPERIMENT]]" >&2; exit 2; }
 results=$(cd "$1" && pwd); out=$(realpath -m "$2")
@@ -67,6 +67,6 @@ shot() {  # shot URL OUT.png SIZE: a fresh profile each time, so no remembered v
 # workflowType=machine_learning; viewStateShareKey opens the comparison view's columns
 base="http://$host:$port/#/experiments/$exp_id"
 shot "$base/runs?workflowType=machine_learning&viewStateShareKey=$view" "$out" "${HKT_SCREEN:-1600,800}"
-if [ -n "$run_out" ] && [ "$run_id" != "-" ]; then  # taller: the run's tags, metrics and model
-  shot "$base/runs/$run_id?workflowType=machine_learning" "$run_out" "${HKT_SCREEN_RUN:-1600,1400}"
+if [ -n "$run_out" ] && [ "$run_id" != "-" ]; then  # taller: down to its logged model, below the params
+  shot "$base/runs/$run_id?workflowType=machine_learning" "$run_out" "${HKT_SCREEN_RUN:-1600,1850}"
 fi

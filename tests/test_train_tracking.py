@@ -187,6 +187,13 @@ def test_a_store_we_create_lists_only_the_experiments_runs_went_to(tmp_path, mon
     found = mlflow.search_runs(search_all_experiments=True)
     assert found["tags.mlflow.runName"].tolist() == ["listops-mha-main-s0"]
     assert found["metrics.test_accuracy"].tolist() == [0.5]
+    assert mlflow.search_runs().empty  # the deleted Default's, as MLflow searches by default
+    with pytest.raises(Exception, match="experiment 0 must be in the 'active' state"):
+        mlflow.start_run()  # docs/tracking.md: choose an experiment first
+    mlflow.set_experiment("by-hand")
+    with mlflow.start_run():
+        mlflow.log_metric("x", 1.0)
+    assert len(mlflow.search_runs(experiment_names=["by-hand"])) == 1
 
     view = json.loads(client.get_experiment(t.experiment_id).tags[
         f"mlflow.sharedViewState.{COMPARISON_VIEW['key']}"])
