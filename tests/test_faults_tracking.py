@@ -49,8 +49,10 @@ def test_a_final_phase_killed_before_the_record_logs_each_summary_metric_once(tm
     run_id = json.loads((run / "mlflow_run.json").read_text())["run_id"]
     client = MlflowClient(f"sqlite:///{isolated_results}/mlflow.db")
     assert client.get_run(run_id).info.status == "FINISHED"
-    for key in ("val_accuracy", "test_accuracy", "test_loss", "n_params", "wall_time_s", "best_step"):
+    for key in ("test_accuracy", "test_loss", "n_params", "wall_time_s", "best_step"):
         assert len(client.get_metric_history(run_id, key)) == 1, key
+    # the validation curve: each evaluation once (the best is the tag best_val_accuracy)
+    assert [m.step for m in client.get_metric_history(run_id, "val_accuracy")] == [6, 12]
 
 
 def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes_its_run(

@@ -190,8 +190,9 @@ def test_a_store_we_create_lists_only_the_experiments_runs_went_to(tmp_path, mon
     assert mlflow.search_runs().empty  # the deleted Default's, as MLflow searches by default
     with pytest.raises(Exception, match="experiment 0 must be in the 'active' state"):
         mlflow.start_run()  # docs/tracking.md: choose an experiment first
-    mlflow.set_experiment("by-hand")
-    with mlflow.start_run():
+    # (an experiment chosen by id: mlflow.set_experiment would stay set for later tests)
+    mine = client.create_experiment("by-hand", artifact_location=(tmp_path / "art").as_uri())
+    with mlflow.start_run(experiment_id=mine):
         mlflow.log_metric("x", 1.0)
     assert len(mlflow.search_runs(experiment_names=["by-hand"])) == 1
 
