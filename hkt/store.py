@@ -1,11 +1,13 @@
-"""The MLflow store: where it is by default, the lock under which it is created, and opening it
-with one clear error per fault.
+"""The MLflow store: where it is by default, the lock under which it is created, opening it
+with one clear error per fault, and the names a run's MLflow run shares with its readers.
 
 Default store: ``sqlite:///<results_dir>/mlflow.db``, artifacts beside it in ``mlartifacts/``.
 A fresh SQLite store is created under a file lock beside it (two processes must not both run
 MLflow's schema migrations on one file), in a temporary file that is renamed into place once
 its schema is complete: a creation stopped half-way (Ctrl-C, SIGTERM, a full disk) leaves no
-half-migrated store behind.
+half-migrated store behind. MLflow's empty ``Default`` experiment (id 0, which its schema
+creates) is deleted there (soft-deleted: MLflow does not make it again), so that the UI lists
+only the experiments runs were logged to.
 
 :func:`open_client` is the one way this package opens a store. Anything that goes wrong opening
 or migrating it (a file that is not a database, a schema from another MLflow version, a store
@@ -32,11 +34,24 @@ T = TypeVar("T")
 
 __all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "tracking_uri",
            "experiment_name", "default_tracking_uri", "sqlite_path", "artifact_root", "store_lock",
-           "open_client"]
+           "open_client", "EXPERIMENT_TAGS", "DEFAULT_EXPERIMENT_ID", "SERIES_METRICS",
+           "BEST_VAL_TAG"]
 
 # MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
 # this value makes it open on its runs, as a model-training experiment.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+
+#: A run's MLflow metric for each ``history.csv`` series (:data:`hkt.record.STEP_METRICS`) whose
+#: name there differs: validation accuracy has one metric, under the records' and tables' name,
+#: logged at every evaluation.
+SERIES_METRICS = {"val_acc": "val_accuracy"}
+#: A run's best validation accuracy (the record's ``val_accuracy``, at metric ``best_step``), as
+#: a tag: the ``val_accuracy`` metric's value in the runs list is its latest, the last evaluation.
+BEST_VAL_TAG = "best_val_accuracy"
+
+#: The experiment MLflow's schema creates in every new store (``Default``): no run of ours goes
+#: there, so a store this module creates has it deleted.
+DEFAULT_EXPERIMENT_ID = "0"
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database
 ELSEWHERE = ("point MLFLOW_TRACKING_URI or tracking.uri at another store, or set "
@@ -233,10 +248,13 @@ def _check_sqlite_file(db: Path, uri: str, create: bool) -> None:
 
 
 def _create_sqlite(db: Path) -> None:
-    """A complete new store at ``db``: migrated in a temporary file, then renamed into place."""
+    """A complete new store at ``db``: migrated in a temporary file, its empty ``Default``
+    experiment deleted (:data:`DEFAULT_EXPERIMENT_ID`), then renamed into place."""
     with atomic_path(db) as tmp:
         tmp.unlink()  # SQLite makes its own file; an empty one is not a database
-        _reached_client(f"sqlite:///{tmp}")
+        client = _reached_client(f"sqlite:///{tmp}")
+        # soft-deleted, not removed: MLflow makes experiment 0 again where it finds none at all
+        client.delete_experiment(DEFAULT_EXPERIMENT_ID)
         _dispose_engines(tmp)
 
 

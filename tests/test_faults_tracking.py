@@ -49,8 +49,10 @@ def test_a_final_phase_killed_before_the_record_logs_each_summary_metric_once(tm
     run_id = json.loads((run / "mlflow_run.json").read_text())["run_id"]
     client = MlflowClient(f"sqlite:///{isolated_results}/mlflow.db")
     assert client.get_run(run_id).info.status == "FINISHED"
-    for key in ("val_accuracy", "test_accuracy", "test_loss", "n_params", "wall_time_s", "best_step"):
+    for key in ("test_accuracy", "test_loss", "n_params", "wall_time_s", "best_step"):
         assert len(client.get_metric_history(run_id, key)) == 1, key
+    # the validation curve: each evaluation once (the best is the tag best_val_accuracy)
+    assert [m.step for m in client.get_metric_history(run_id, "val_accuracy")] == [6, 12]
 
 
 def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes_its_run(
@@ -106,8 +108,8 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
         assert mlflow_run.info.status == "FINISHED"
         assert mlflow_run.data.metrics["test_accuracy"] == record["test_accuracy"]
         history = read_history(run)
-        for key in ("train_loss", "val_acc"):
-            logged = sorted((m.step, m.value) for m in client.get_metric_history(mlflow_run.info.run_id, key))
+        for key, metric in (("train_loss", "train_loss"), ("val_acc", "val_accuracy")):
+            logged = sorted((m.step, m.value) for m in client.get_metric_history(mlflow_run.info.run_id, metric))
             assert logged == [(r["step"], r[key]) for r in history if r[key] is not None], key
         assert {m.source_run_id for m in client.search_logged_models(
             [mlflow_run.info.experiment_id])} == {mlflow_run.info.run_id}

@@ -1,6 +1,6 @@
 """What an auditor finds in MLflow (issue 24, items 2-4): every run's data as a dataset input
-(two runs on other data of one task differ), every training run's best model loadable from
-`runs:/<id>/model` and reproducing the run's test accuracy, and the suite as one MLflow run
+(two runs on other data of one task differ), every training run's best model, named after its
+run, loadable from `runs:/<id>/<run name>` and reproducing the run's test accuracy, and the suite as one MLflow run
 that holds the summary, tables and figures and to which every run links."""
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def test_runs_log_their_data_and_a_loadable_model(tmp_path, store, monkeypatch):
 
     assert "MLFLOW_TRACKING_URI" not in os.environ  # hkt train left it as it was
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)  # where runs:/ is looked up
-    model = mlflow.pytorch.load_model(f"runs:/{rec['mlflow_run_id']}/model")
+    run_name = client.get_run(rec["mlflow_run_id"]).info.run_name
+    assert run_name == "listops-hkt-main-s0"
+    model = mlflow.pytorch.load_model(f"runs:/{rec['mlflow_run_id']}/{run_name}")
     test = RunData(data).eval_batches("test", rec["config"]["train"]["batch_size"],
                                       rec["config"]["train"]["test_batches"])
     correct = n = 0
@@ -64,6 +66,7 @@ def test_runs_log_their_data_and_a_loadable_model(tmp_path, store, monkeypatch):
     models = client.search_logged_models(
         experiment_ids=[client.get_experiment_by_name("hkt-smoke-listops").experiment_id])
     assert [m.source_run_id for m in models] == [rec["mlflow_run_id"]]  # not the switched-off one
+    assert [m.name for m in models] == [run_name]  # the Models column names the run's model
 
 
 def test_a_baseline_logs_its_data(tmp_path, store):

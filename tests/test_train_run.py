@@ -147,8 +147,19 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-main-s0"
     assert client.get_experiment(r.info.experiment_id).name == rec["mlflow_experiment"] == "hkt-smoke-listops"
     m = r.data.metrics
-    assert m["val_accuracy"] == rec["val_accuracy"] and m["test_accuracy"] == rec["test_accuracy"]
-    assert m["n_params"] == rec["n_params"] and m["best_step"] == rec["best_step"]
+    # the comparison of runs (the runs list's view, hkt.train.tracking.COMPARISON_VIEW): test
+    # accuracy, the best validation accuracy (a tag: the one validation-accuracy metric is the
+    # curve) and its step
+    assert m["test_accuracy"] == rec["test_accuracy"] and m["best_step"] == rec["best_step"]
+    assert float(r.data.tags["best_val_accuracy"]) == rec["val_accuracy"]
+    assert m["n_params"] == rec["n_params"]
+    assert [k for k in m if "val" in k and "acc" in k] == ["val_accuracy"]  # one, not two
+    from hkt.train.tracking import COMPARISON_VIEW  # the runs list's view: each column is there
+
+    for kind, name in COMPARISON_VIEW["columns"]:
+        assert kind == "attributes" or name in {"metrics": m, "tags": r.data.tags}[kind], name
+    curve = {x.step: x.value for x in client.get_metric_history(r.info.run_id, "val_accuracy")}
+    assert curve[rec["best_step"]] == rec["val_accuracy"] == max(curve.values())
     assert r.data.params["model.d_model"] == str(rec["config"]["model"]["d_model"])
     assert r.data.params["seed"] == "0" and "tracking.uri" not in r.data.params
     tags = r.data.tags
@@ -170,7 +181,7 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert tags["env_digest"] == rec["env_digest"] == saved["digest"]
     steps = [x.step for x in client.get_metric_history(r.info.run_id, "train_loss")]
     assert steps == list(range(1, 13))
-    assert len(client.get_metric_history(r.info.run_id, "val_acc")) == 2
+    assert sorted(curve) == [6, 12]  # every evaluation (eval_every 6, and the last step)
     local = client.download_artifacts(r.info.run_id, "record.json", str(tmp_path))
     assert json.loads(Path(local).read_text())["test_accuracy"] == rec["test_accuracy"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -161,6 +162,45 @@ def test_experiments_open_on_their_runs_in_the_mlflow_ui(tmp_path):
         exp = client.get_experiment_by_name(name)
         assert exp.tags.get("mlflow.experimentKind") == "custom_model_development", name
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_store_we_create_lists_only_the_experiments_runs_went_to(tmp_path, monkeypatch):
+    """MLflow's schema makes an empty `Default` experiment (id 0) in every new store: one that
+    hkt creates has it deleted, and it stays so; runs are still created and found. Each
+    experiment holds the runs list's comparison view, as MLflow's UI reads a shared view."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from hkt.store import DEFAULT_EXPERIMENT_ID, open_client
+    from hkt.train.tracking import COMPARISON_VIEW, Tracker
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert open_client(uri).search_experiments() == []
+    t = Tracker(uri, "hkt-smoke-listops", "listops-mha-main-s0")
+    t.start()
+    t.log_final({"test_accuracy": 0.5}, 12)
+    t.finish()
+    client = MlflowClient(uri)  # a new client: MLflow makes experiment 0 only where none is
+    assert [e.name for e in client.search_experiments()] == ["hkt-smoke-listops"]
+    assert client.get_experiment(DEFAULT_EXPERIMENT_ID).lifecycle_stage == "deleted"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    found = mlflow.search_runs(search_all_experiments=True)
+    assert found["tags.mlflow.runName"].tolist() == ["listops-mha-main-s0"]
+    assert found["metrics.test_accuracy"].tolist() == [0.5]
+    assert mlflow.search_runs().empty  # the deleted Default's, as MLflow searches by default
+    with pytest.raises(Exception, match="experiment 0 must be in the 'active' state"):
+        mlflow.start_run()  # docs/tracking.md: choose an experiment first
+    # (an experiment chosen by id: mlflow.set_experiment would stay set for later tests)
+    mine = client.create_experiment("by-hand", artifact_location=(tmp_path / "art").as_uri())
+    with mlflow.start_run(experiment_id=mine):
+        mlflow.log_metric("x", 1.0)
+    assert len(mlflow.search_runs(experiment_names=["by-hand"])) == 1
+
+    view = json.loads(client.get_experiment(t.experiment_id).tags[
+        f"mlflow.sharedViewState.{COMPARISON_VIEW['key']}"])
+    assert {"attributes.`Models`", "metrics.`test_accuracy`", "tags.`best_val_accuracy`",
+            "metrics.`best_step`"} <= set(view["selectedColumns"])
+    assert view["orderByKey"] == "metrics.`test_accuracy`" and view["orderByAsc"] is False
 
 
 def test_an_experiment_another_job_creates_meanwhile_is_used(tmp_path):

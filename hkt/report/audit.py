@@ -10,14 +10,16 @@ from typing import Any
 import polars as pl
 
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
-from hkt.report.mlflow_runs import client as mlflow_client
+from hkt.report.mlflow_runs import best_val_accuracy, client as mlflow_client
 
 
 def check_mlflow(records: Sequence[dict[str, Any]], tracking_uri: str | None = None,
                  tol: float = 1e-9) -> pl.DataFrame:
     """Check that every record's MLflow run exists and holds the record's final metrics.
 
-    Compares ``val_accuracy``, ``test_accuracy`` and ``n_params``, and the suite run (``suite``,
+    Compares ``val_accuracy`` (the run's tag ``best_val_accuracy``:
+    :func:`~hkt.report.mlflow_runs.best_val_accuracy`), ``test_accuracy`` and ``n_params``, and
+    the suite run (``suite``,
     ``results_dir``) where the record names it: a run directory copied from another results
     directory resumes, and re-tags, that directory's MLflow run. ``tracking_uri`` overrides
     the URI stored in the records (runs moved to another store). Status per record: ``ok``,
@@ -50,7 +52,8 @@ def check_mlflow(records: Sequence[dict[str, Any]], tracking_uri: str | None = N
         if run.info.lifecycle_stage == "deleted":
             problems.append("run is deleted")
         for key in ("val_accuracy", "test_accuracy", "n_params"):
-            want, got = rec.get(key), run.data.metrics.get(key)
+            want = rec.get(key)
+            got = best_val_accuracy(run) if key == "val_accuracy" else run.data.metrics.get(key)
             if want is None:
                 continue
             if got is None:

@@ -15,6 +15,11 @@ Runs logged before ``hkt.train.finish.log_final`` logged what makes the rest equ
 to what MLflow has: ``steps`` the configured ``train.max_steps`` (an external baseline's:
 none), ``created_at`` the start of the run (not the writing of its record), an external
 baseline's ``wall_time_s`` none, and ``results_dir`` none (:mod:`hkt.report.suite_choice`).
+
+Validation accuracy is one metric, ``val_accuracy``, logged at every evaluation (the curves),
+and the best of it, the record's ``val_accuracy``, is the tag ``best_val_accuracy``
+(:data:`hkt.store.BEST_VAL_TAG`). Stores written before that hold the curve as metric
+``val_acc`` and the best as metric ``val_accuracy`` (:data:`OLD_CURVE_METRIC`); both read.
 """
 
 from __future__ import annotations
@@ -30,10 +35,16 @@ import polars as pl
 from hkt.renames import new_value, old_name
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
+from hkt.store import BEST_VAL_TAG, SERIES_METRICS
 from hkt.report.suite_choice import SuiteChoice, choose
 from hkt.report.suite_run import EXPERIMENT_PREFIX
 from hkt.runs import (CURVE_COLUMNS, KEY, MIXER_FIELDS, RUN_COLUMNS, AggregateError, as_column,
                       as_float, as_int, as_str, frame, latest, run_budget)
+
+
+#: The validation curve's metric, and the one runs logged before it was renamed hold it under
+CURVE_METRIC = SERIES_METRICS["val_acc"]
+OLD_CURVE_METRIC = "val_acc"
 
 
 def client(uri: str) -> Any:
@@ -90,6 +101,13 @@ def _param_value(text: str) -> Any:
         return text
 
 
+def best_val_accuracy(run: Any) -> float | None:
+    """A run's best validation accuracy: tag ``best_val_accuracy``; in a run logged before the
+    tag, its metric ``val_accuracy``, then logged once, as the best (not yet the curve)."""
+    tag = run.data.tags.get(BEST_VAL_TAG)
+    return as_float(tag if tag is not None else run.data.metrics.get(CURVE_METRIC))
+
+
 def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
     """One runs-frame row from a finished MLflow run (None if it lacks the final metrics)."""
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
@@ -114,7 +132,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "n_params": as_int(metrics.get("n_params", p("n_params"))),
         "steps": steps,
         "best_step": as_int(metrics.get("best_step")),
-        "val_accuracy": as_float(metrics.get("val_accuracy")),
+        "val_accuracy": best_val_accuracy(run),
         "test_accuracy": as_float(metrics.get("test_accuracy")),
         "test_examples": as_int(metrics.get("test_examples")),
         "train_examples": as_int(metrics.get("train_examples")),
@@ -131,6 +149,13 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "env_digest": tags.get(DIGEST_TAG), "git_commit": as_str(tags.get("git_commit")),
         "data_warning": tags.get("data_warning"),
     }
+
+
+def curve(mlflow: Any, run: Any) -> list[Any]:
+    """The validation accuracy at every evaluation of ``run``: metric ``val_accuracy``, or in a
+    run logged before the rename, ``val_acc``."""
+    key = OLD_CURVE_METRIC if OLD_CURVE_METRIC in run.data.metrics else CURVE_METRIC
+    return mlflow.get_metric_history(run.info.run_id, key)
 
 
 def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
@@ -165,7 +190,7 @@ def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
     curve_rows = []
     for run, row, _ in found:
         if curves and not run.data.tags.get("external"):
-            for m in mlflow.get_metric_history(run.info.run_id, "val_acc"):
+            for m in curve(mlflow, run):
                 curve_rows.append({**{k: row[k] for k in (*KEY, "source")},
                                    "step": int(m.step), "val_accuracy": float(m.value)})
     runs = latest(frame([row for _, row, _ in found], RUN_COLUMNS))

@@ -9,6 +9,7 @@ from typing import Any
 
 from hkt.models.serving import served_tokens
 from hkt.record import HISTORY_NAME, RECORD_NAME, make_record, write_record
+from hkt.store import BEST_VAL_TAG
 from hkt.train.checkpoint import TrainState
 from hkt.train.execution import execution_tags
 from hkt.train.progress import format_duration
@@ -51,11 +52,13 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     baselines alike, so that the runs frame read from MLflow is the one read from the records
     (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
     ``created_at`` (which of two reruns is the latest); the execution tags again, with the GPU
-    sharing as the run ended (:mod:`hkt.train.execution`)."""
+    sharing as the run ended (:mod:`hkt.train.execution`). The best validation accuracy is tag
+    :data:`~hkt.store.BEST_VAL_TAG`, not a second metric: metric ``val_accuracy`` is the curve
+    (every evaluation), whose latest value the runs list shows."""
     if not tracker.enabled:
         return
     tracker.log_final({
-        "val_accuracy": record["val_accuracy"], "test_accuracy": record["test_accuracy"],
+        "test_accuracy": record["test_accuracy"],
         "test_loss": record["test_loss"], "best_step": record["best_step"],
         "test_examples": record["test_examples"], "steps": record["steps"],
         **({"train_examples": record["train_examples"]}
@@ -64,7 +67,9 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
         "ms_per_step": record["ms_per_step"],
         "throughput_samples_per_s": record["samples_per_s"],
     }, record["steps"])
-    tracker.set_tags({"created_at": record["created_at"], **execution_tags(record)})  # final
+    best_val = record.get("val_accuracy")
+    tracker.set_tags({"created_at": record["created_at"], **execution_tags(record),  # final
+                      **({BEST_VAL_TAG: repr(float(best_val))} if best_val is not None else {})})
     with tempfile.TemporaryDirectory() as tmp:
         staged = write_record(record, Path(tmp) / RECORD_NAME)
         for path in (*artifacts, staged):

@@ -1,4 +1,5 @@
-"""MLflow tracking for training runs, safe with many processes on one SQLite store.
+"""MLflow tracking for training runs, safe with many processes on one SQLite store: what a
+run's MLflow run holds, and how it gets there.
 
 Default store: ``sqlite:///<results_dir>/mlflow.db`` with artifacts beside it in
 ``<results_dir>/mlartifacts``; ``tracking.uri`` (default ``$MLFLOW_TRACKING_URI``) points runs
@@ -7,43 +8,65 @@ retry policy :func:`~hkt.store.with_retry` of every call, one error line per fau
 :mod:`hkt.store`'s; this module is a training run's use of it. The workflow runs jobs in
 parallel, so each experiment is also created under the store's lock.
 
-Metrics are buffered and written in batches (one transaction each): fewer writers contending
-for the SQLite lock. A resumed run reuses its MLflow run (the id is kept in
-``RUN_DIR/mlflow_run.json`` and in the checkpoint) and does not log again the per-step values
-that run already holds: the replayed steps are skipped by a per-metric step watermark read from
-the store at resume (the replay is deterministic, so the values would be the same).
+**What a run says of itself** beside its metrics: its tags (what it is, where and from what it
+ran: :func:`run_tags`, :func:`data_tags`), its params (its config, the data actually used:
+:func:`run_params`) and its suite run (:func:`suite_run`); pure functions of the config and the
+run's facts. Its model is named after the run (:func:`model_name`), and its experiment carries a
+view of the runs list with the columns a comparison needs (:data:`COMPARISON_VIEW`).
 
-A tracking server that stops answering never stalls training (:mod:`hkt.train.tracking_gap`).
+**Batched, resumable logging.** Metrics are buffered and written in batches (one transaction
+each): fewer writers contending for the SQLite lock. A resumed run reuses its MLflow run (the id
+is kept in ``RUN_DIR/mlflow_run.json`` and in the checkpoint) and does not log again the
+per-step values that run already holds: the replayed steps are skipped by a per-metric step
+watermark read from the store at resume (the replay is deterministic, so the values would be
+the same).
+
+**A tracking server that stops answering never stalls training.** Its HTTP requests time out
+after ``tracking.server_timeout_s`` (MLflow's own retries off), a call is retried for at most
+``tracking.server_wait_s``, and the first call that still fails puts the tracker out of use for
+the rest of the session (:attr:`Tracker.gap`): one warning line, nothing more sent, and the
+record names the gap (``mlflow_gap``). :mod:`hkt.train.backfill` completes the MLflow run later
+from ``history.csv`` and the record; a resumed session sends the history rows the store lacks
+(:meth:`Tracker.backfill`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
+import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+import hkt
 from hkt import store
-from hkt.store import (DATASET_RACE, EXPERIMENT_TAGS, RETRIES, experiment_name, TrackingError, artifact_root, default_tracking_uri, open_client,
-                       store_lock, with_retry)
+from hkt.config import flatten
+from hkt.data.provenance import provenance_warning
+from hkt.provenance import SuiteRun, code_digest
 from hkt.record import STEP_METRICS
-from hkt.train.run_facts import data_tags, results_dir_of, run_params, run_tags, suite_run
-from hkt.train.tracking_gap import GapKeeping
+from hkt.store import (BEST_VAL_TAG, DATASET_RACE, EXPERIMENT_TAGS, RETRIES, SERIES_METRICS,
+                       TrackingError, artifact_root, default_tracking_uri, experiment_name,
+                       open_client, store_lock, with_retry)
 
 T = TypeVar("T")
 
 __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "suite_run",
            "artifact_root", "with_retry", "Tracker", "NullTracker", "make_tracker", "data_tags",
            "run_tags", "run_params", "STEP_METRICS", "RETRIES", "TrackingError", "log_dataset",
-           "dataset_digest", "MODEL_NAME"]
+           "dataset_digest", "model_name", "metric_name", "COMPARISON_VIEW", "comparison_view_tags",
+           "results_dir_of"]
 
-# STEP_METRICS (the history.csv series) are skipped on replay after a resume; anything else
-# is logged as given
+# STEP_METRICS (the history.csv series, as MLflow names them: metric_name) are skipped on replay
+# after a resume; anything else is logged as given
 
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
@@ -51,6 +74,106 @@ EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
 # The results directory of a suite's runs: the workflow sets it (absolute) for every job;
 # config/train.yaml reads it into tracking.results_dir, external commands read it here.
 RESULTS_ENV = "HKT_RESULTS_DIR"
+# MLflow's settings of its HTTP requests (mlflow.environment_variables), read at each request
+_HTTP_TIMEOUT, _HTTP_RETRIES = "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
+
+#: The view of an experiment's runs list that a comparison needs, opened by the address
+#: ``#/experiments/<id>/runs?viewStateShareKey=<key>`` (docs/tracking.md): MLflow 3.17 has no
+#: default columns per experiment, but its "share view" state is an experiment tag,
+#: ``mlflow.sharedViewState.<key>``, which this module writes. ``columns``: (kind, name), kind
+#: one of attributes (the UI's own columns: Dataset, Models, Source), metrics, tags, params; the
+#: UI groups them by kind, each group in alphabetical order; ``order_by``: the sort, descending.
+COMPARISON_VIEW = {
+    "key": "hkt-compare",
+    "columns": (("attributes", "Models"), ("metrics", "test_accuracy"), ("tags", BEST_VAL_TAG),
+                ("metrics", "best_step"), ("metrics", "n_params")),
+    "order_by": ("metrics", "test_accuracy"),
+}
+SHARED_VIEW_PREFIX = "mlflow.sharedViewState."  # MLflow UI's tag of a shared view
+
+
+def _column(kind: str, name: str) -> str:
+    """A runs-table column as the MLflow UI names it (its ``makeCanonicalSortKey``)."""
+    return f"{kind}.`{name}`"
+
+
+def comparison_view_tags() -> dict[str, str]:
+    """The experiment tag that holds :data:`COMPARISON_VIEW` as MLflow's UI reads a shared view:
+    JSON of its search facets (the sort) and UI state (the chosen columns)."""
+    state = {"selectedColumns": [_column(*c) for c in COMPARISON_VIEW["columns"]],
+             "orderByKey": _column(*COMPARISON_VIEW["order_by"]), "orderByAsc": False}
+    return {SHARED_VIEW_PREFIX + COMPARISON_VIEW["key"]: json.dumps(state)}
+
+
+def metric_name(series: str) -> str:
+    """The MLflow metric of a ``history.csv`` series (:data:`hkt.store.SERIES_METRICS`)."""
+    return SERIES_METRICS.get(series, series)
+
+
+_SERIES = frozenset(map(metric_name, STEP_METRICS))  # the per-step metrics, as MLflow names them
+
+
+def results_dir_of(tracking_cfg: Any) -> str:
+    """``tracking.results_dir``, where the workflow put it (else ``results``)."""
+    return str(tracking_cfg.get("results_dir") or "results")
+
+
+def suite_run(tracking_cfg: Any) -> SuiteRun:
+    """The suite run of a training run: ``$HKT_SUITE`` (the one channel by which a job learns
+    its suite) and ``tracking.results_dir`` (made absolute). Its tags and record fields tell the
+    run from those of other suite runs on one tracking server."""
+    return SuiteRun.of_job(results_dir_of(tracking_cfg))
+
+
+def data_tags(meta: dict[str, Any]) -> dict[str, str]:
+    """Tags on the provenance of a run's data, from its Parquet metadata (``meta``, the train
+    split's): ``data_official`` where the source says, and ``data_warning`` when the data was
+    prepared from an alternative to the official archive (:func:`provenance_warning`)."""
+    src = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+    tags = {} if "official" not in src else {"data_official": str(bool(src["official"])).lower()}
+    warning = provenance_warning(meta)
+    if warning:
+        tags["data_warning"] = warning
+    return tags
+
+
+def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_dir: Path,
+             data_dir: Path, checksums: dict[str, str],
+             data_meta: dict[str, Any] | None = None, execution: dict[str, str] | None = None
+             ) -> dict[str, str]:
+    """The MLflow tags of a training run: what it is (task, model, variant, seed, profile), its
+    suite run (:func:`suite_run`), where and from what it ran (device, host, versions, git state,
+    directories, data SHA-256, the data's provenance from its metadata ``data_meta``) and how
+    (``execution``: precision, threads, GPU sharing; :func:`hkt.train.execution.execution_tags`)."""
+    import torch  # loaded already when a run starts; this module itself stays torch-free
+
+    git_commit, git_dirty = git
+    return {
+        "task": cfg.task.family, "model": cfg.tracking.model, "variant": cfg.variant,
+        "seed": str(cfg.seed), "profile": cfg.train.profile, **suite_run(cfg.tracking).tags(),
+        "device": device, "hostname": socket.gethostname(),
+        "torch_version": torch.__version__, "cuda_version": str(torch.version.cuda),
+        "hkt_version": hkt.__version__, "git_commit": str(git_commit),
+        "git_dirty": str(git_dirty), "code_digest": code_digest(), "run_dir": str(run_dir.resolve()),
+        "data_dir": str(data_dir.resolve()), **{f"data_sha256.{s}": h for s, h in checksums.items()},
+        **data_tags(data_meta or {}), **(execution or {}),
+    }
+
+
+def run_params(cfg_dict: dict[str, Any], n_params: int,
+               data_params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The MLflow params of a training run: its flattened config (tracking settings aside) and
+    its parameter count. ``data_params`` (the ``params`` of the data's Parquet metadata: how
+    ``hkt prepare`` made it) replace the task config's ``task.prepare.*`` defaults, so that the
+    params describe the data actually used (smoke data has 2000 training examples, not the
+    config's 96000)."""
+    params = {k: v for k, v in flatten(cfg_dict).items() if not k.startswith("tracking.")}
+    if data_params is not None:
+        params = {k: v for k, v in params.items() if not k.startswith("task.prepare.")}
+        params.update(flatten({"task": {"prepare": data_params}}))
+    params["n_params"] = n_params
+    return params
+
 
 
 def tracking_uri(tracking_cfg: Any) -> str:
@@ -100,7 +223,7 @@ class NullTracker:
     def finish(self, status: str = "FINISHED") -> None: ...
 
 
-class Tracker(GapKeeping, NullTracker):
+class Tracker(NullTracker):
     """One MLflow run, created or resumed, written through batched, retried calls."""
 
     enabled = True
@@ -109,7 +232,7 @@ class Tracker(GapKeeping, NullTracker):
                  server_timeout_s: float | None = None, server_wait_s: float | None = None,
                  keep_going: bool = False, say: Callable[[str], None] | None = None):
         """``server_timeout_s`` and ``server_wait_s`` bound a tracking server's calls
-        (:mod:`hkt.train.tracking_gap`; None: MLflow's and :func:`with_retry`'s own policy, as
+        (a server that stops answering: the module's docstring; None: MLflow's and :func:`with_retry`'s own policy, as
         for a SQLite store, whose only transient fault is a lock held by a live process);
         ``keep_going``: a logging call that still fails leaves a gap, and the caller goes on
         (training), instead of raising; ``say`` prints the warning line of a gap (default:
@@ -129,6 +252,74 @@ class Tracker(GapKeeping, NullTracker):
         self.run_id = None
         self.experiment_id = None
 
+    # -- bounded calls and the gap they may leave ------------------------------------------
+    @contextmanager
+    def _bounded(self) -> Iterator[None]:
+        """MLflow's HTTP requests within this block: ``server_timeout_s`` each, no retries of
+        its own (:meth:`_retry`'s are bounded in time); nothing changes without a bound."""
+        if self.timeout_s is None:
+            yield
+            return
+        bound = {_HTTP_TIMEOUT: str(max(1, math.ceil(self.timeout_s))), _HTTP_RETRIES: "0"}
+        saved = {k: os.environ.get(k) for k in bound}
+        os.environ.update(bound)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def _retry(self, fn: Callable[..., T], *args: Any, what: str, within_s: float | None = None,
+               **kwargs: Any) -> T:
+        """:func:`with_retry` of ``fn``, each request bounded (:meth:`_bounded`); ``within_s``:
+        no retry starts later than this after the first call (None: the full policy, as at a
+        run's start, before there is training to stall)."""
+        with self._bounded():
+            return with_retry(fn, *args, what=what, within_s=within_s, **kwargs)
+
+    def _send(self, fn: Callable[..., T], *args: Any, what: str, retried: bool = False,
+              **kwargs: Any) -> T | None:
+        """A call made while training (:meth:`_retry`; ``retried``: ``fn`` retries itself,
+        within :attr:`wait_s`): with :attr:`keep_going`, if the store still fails, note the gap
+        (:meth:`_lose`) and return None, and after a gap send nothing this session; without,
+        raise as :func:`with_retry` does."""
+        from mlflow.exceptions import MlflowException  # mlflow: see __init__
+
+        if self.gap is not None:
+            return None
+        if not self.keep_going:  # a check or a baseline: the caller wants the error
+            if retried:
+                with self._bounded():
+                    return fn(*args, **kwargs)
+            return self._retry(fn, *args, what=what, **kwargs)
+        since = time.monotonic()
+        try:
+            if retried:
+                with self._bounded():
+                    return fn(*args, **kwargs)
+            return self._retry(fn, *args, what=what, within_s=self.wait_s, **kwargs)
+        except (TrackingError, MlflowException, OSError) as exc:  # requests' errors are OSErrors
+            self._lose(what, exc, time.monotonic() - since)
+            return None
+
+    def _lose(self, what: str, exc: BaseException, waited_s: float) -> None:
+        """Stop tracking for this session: keep what is lost in :attr:`gap`, say it once."""
+        self._buffer = []  # in history.csv, which the backfill reads
+        if isinstance(exc, TrackingError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # the store's own words, not the retry's
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        self.gap = {"logged_to_step": self._logged_to, "reason": f"{what}: {reason}"[:500],
+                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "waited_s": round(waited_s, 1)}
+        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({reason[:200]}; "
+                  f"gave up after {waited_s:.1f} s): training goes on without it. MLflow holds "
+                  f"this run's steps up to {max(self._logged_to, 0)}; the rest is in history.csv "
+                  "and the record (mlflow_gap). Once the server answers, the same command "
+                  "completes the MLflow run")
+
     # -- setup -----------------------------------------------------------------------------
     def _experiment_id(self) -> str:
         from mlflow.exceptions import MlflowException  # mlflow: see __init__
@@ -140,7 +331,7 @@ class Tracker(GapKeeping, NullTracker):
             if exp.lifecycle_stage == "deleted":
                 raise TrackingError(f"MLflow experiment '{self.experiment}' is deleted in "
                                     f"{self.uri}; restore it or set tracking.experiment")
-            for key, value in EXPERIMENT_TAGS.items():
+            for key, value in {**EXPERIMENT_TAGS, **comparison_view_tags()}.items():
                 if exp.tags.get(key) != value:
                     self.client.set_experiment_tag(exp.experiment_id, key, value)
             return exp.experiment_id
@@ -150,8 +341,9 @@ class Tracker(GapKeeping, NullTracker):
             if found is not None:
                 return found
             try:
-                return self.client.create_experiment(self.experiment, tags=EXPERIMENT_TAGS,
-                                                     artifact_location=artifact_root(self.uri))
+                return self.client.create_experiment(
+                    self.experiment, tags={**EXPERIMENT_TAGS, **comparison_view_tags()},
+                    artifact_location=artifact_root(self.uri))
             except MlflowException as exc:
                 # another job created it since we looked (jobs start together on a tracking
                 # server, which the store lock below does not cover): use theirs
@@ -180,7 +372,7 @@ class Tracker(GapKeeping, NullTracker):
             except MlflowException:
                 run = None  # not in this store (e.g. a different tracking URI): start afresh
         if run is not None and run.info.lifecycle_stage != "deleted":
-            self.run_id = run.info.run_id
+            self.run_id, self.run_name = run.info.run_id, run.info.run_name or self.run_name
             self._retry(self.client.update_run, self.run_id, status="RUNNING",
                        what="resuming the MLflow run")
             self._watermark = self._read_watermark()
@@ -214,7 +406,7 @@ class Tracker(GapKeeping, NullTracker):
 
     def _read_watermark(self) -> dict[str, int]:
         marks = {}
-        for key in STEP_METRICS:
+        for key in map(metric_name, STEP_METRICS):
             hist = self._retry(self.client.get_metric_history, self.run_id, key,
                               what="reading metric history")
             if hist:
@@ -230,13 +422,15 @@ class Tracker(GapKeeping, NullTracker):
             self._send(self.client.log_batch, self.run_id, tags=chunk, what="logging tags")
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        """Buffer per-step metrics; steps already in the store (replay after resume) are skipped."""
+        """Buffer per-step metrics (keyed as in ``history.csv``, logged as :func:`metric_name`
+        names them); steps already in the store (replay after resume) are skipped."""
         from mlflow.entities import Metric  # mlflow: see __init__
 
         if self.gap is not None:
             return
         now = int(time.time() * 1000)
         for k, v in metrics.items():
+            k = metric_name(k)
             if v is None or step <= self._watermark.get(k, -1):
                 continue
             self._buffer.append(Metric(k, float(v), now, int(step)))
@@ -276,7 +470,7 @@ class Tracker(GapKeeping, NullTracker):
                           what="logging metrics") is None and self.gap is not None:
                 return
             self._logged_to = max([self._logged_to, *(m.step for m in chunk
-                                                      if m.key in STEP_METRICS)])
+                                                      if m.key in _SERIES)])
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._send(self.client.log_artifact, self.run_id, str(path), artifact_path,
@@ -289,9 +483,10 @@ class Tracker(GapKeeping, NullTracker):
                    context, within_s=self.wait_s, what="logging the dataset", retried=True)
 
     def log_model(self, model: Any, example: Any) -> str:
-        """The trained model as an MLflow model of this run (``runs:/<run>/model``, the runs
-        table's Models column): :class:`~hkt.models.serving.TokenClassifier` around ``model``,
-        with the signature and input ``example`` (token ids padded with -1). Returns its URI."""
+        """The trained model as an MLflow model of this run, named after it (:func:`model_name`:
+        the runs table's Models column, ``runs:/<run id>/<name>``):
+        :class:`~hkt.models.serving.TokenClassifier` around ``model``, with the signature and
+        input ``example`` (token ids padded with -1). Returns its URI."""
         import copy
 
         import mlflow
@@ -315,11 +510,12 @@ class Tracker(GapKeeping, NullTracker):
         # both are put back afterwards (an in-process caller keeps its own)
         previous = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(self.uri)
+        name = model_name(self.run_name)
 
         def log() -> Any:
             with mlflow.start_run(run_id=self.run_id):
                 return mlflow.pytorch.log_model(
-                    served, name=MODEL_NAME, signature=signature, input_example=example.numpy(),
+                    served, name=name, signature=signature, input_example=example.numpy(),
                     serialization_format="pickle",  # torch.export would fix T
                     pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"])
 
@@ -328,14 +524,21 @@ class Tracker(GapKeeping, NullTracker):
         finally:
             mlflow.set_tracking_uri(previous)
         self.model_logged = self.model_logged or info is not None
-        return f"runs:/{self.run_id}/{MODEL_NAME}" if info is not None else ""
+        return f"runs:/{self.run_id}/{name}" if info is not None else ""
 
     def finish(self, status: str = "FINISHED") -> None:
         self.flush()
         self._send(self.client.set_terminated, self.run_id, status, what="closing the MLflow run")
 
 
-MODEL_NAME = "model"  # runs:/<run id>/model
+#: What MLflow 3 refuses in a logged model's name (mlflow.utils.validation)
+_NOT_IN_MODEL_NAME = re.compile(r"""[/:.%"']""")
+
+
+def model_name(run_name: str) -> str:
+    """The name of a run's logged model: its run's name (``listops-hkt-main-s0``), each
+    character MLflow refuses in a model name (``/:.%"'``) as ``_``; ``model`` for no name."""
+    return _NOT_IN_MODEL_NAME.sub("_", run_name) or "model"
 
 
 def dataset_digest(checksums: dict[str, str]) -> str:
