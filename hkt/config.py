@@ -236,11 +236,11 @@ def _check_types(cfg: DictConfig, reference: DictConfig, key_overrides: list[str
     full, ref = flatten(cfg), flatten(reference)
     keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
     for key in sorted(keys):
-        # an override of a whole node (model.attention={...}) checks each leaf below it
+        # an override of a whole node (model.mixer={...}) checks each leaf below it
         leaves = [k for k in full if k == key or k.startswith(key + ".")]
         for leaf in leaves:
             if leaf not in ref and full[leaf] is None and any(k.startswith(leaf + ".") for k in ref):
-                continue  # a node set to null (model.attention=null): its owner's check says why
+                continue  # a node set to null (model.mixer=null): its owner's check says why
             if leaf not in ref:
                 raise ConfigError(f"unknown config key '{leaf}' (from override "
                                   f"'{_override_for(key, key_overrides)}'); check the spelling, "

@@ -5,8 +5,7 @@ sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
 (:data:`RUN_COLUMNS`), :func:`curves_from_records` the validation curves
 (:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's mixer columns
 (:data:`MIXER_FIELDS`: levels, stride, …) come from the fields of its token-mixer config present
-in the record (``config.model.mixer``; ``config.model.attention`` in records written before the
-rename), whatever the model: a field the model lacks is null. The MLflow reader
+in the record (``config.model.mixer``), whatever the model: a field the model lacks is null. The MLflow reader
 (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are fractions here
 and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
 what a table or figure of runs must tell its reader (which rows are not at the paper's budget;
