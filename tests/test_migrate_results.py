@@ -195,3 +195,10 @@ def test_snakemakes_record_of_a_finished_training_job_takes_the_current_spelling
     assert json.loads(same.read_text())["params"] == want
     assert {p: p.read_text() for p in untouched} == untouched
     assert migrate.main(["--check", str(results)]) == 0  # once
+
+
+def test_the_publications_hold_the_current_names(migrate, capsys):
+    """docs/results/ was migrated (0.2.0): nothing in a publication is left to change."""
+    pubs = sorted(str(p) for p in (ROOT / "docs" / "results").iterdir() if p.is_dir())
+    assert migrate.main(["--check", "--snakemake-dir", str(ROOT / "docs"), *pubs]) == 0, \
+        capsys.readouterr().out
