@@ -20,7 +20,8 @@ run config (``config.yaml``) and checkpoint (``*.pt``: its ``config`` and its mo
   training job whose config is unchanged but for the names is recorded under the current
   spelling, so the workflow sees it as up to date instead of rerunning it.
 
-Idempotent (a migrated directory has nothing left to change); each file is replaced atomically
+Idempotent (a migrated directory has nothing left to change); a results directory a workflow is
+running in is refused (its ``.workflow.lock`` is held while migrating); each file is replaced atomically
 (:mod:`hkt.fileio`), and every file is read and checked before any is written, so a file that
 cannot be read stops the script with one line naming it and nothing changed. Exit status: 0 when
 done (or, with ``--check``, when nothing would change), 1 when ``--check`` lists changes, 2 on an
@@ -447,6 +448,19 @@ def plan(dirs: list[Path], snakemake_dir: Path) -> list[Change]:
     return changes + _snakemake_changes(dirs, snakemake_dir)
 
 
+def claim(dirs: list[Path], checkout: Path) -> None:
+    """Hold each results directory a workflow has run in (it has a ``.workflow.lock``) as a
+    workflow does (:mod:`hkt.workflow.lock`), so that none runs there while it is migrated."""
+    from hkt.workflow.lock import LOCK_NAME, ResultsInUse, claim_results_dir
+
+    for d in dirs:
+        if (d / LOCK_NAME).exists():
+            try:
+                claim_results_dir(d, checkout)
+            except ResultsInUse as exc:
+                raise MigrationError(f"{exc}; migrate it when the workflow has stopped") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -459,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
                          "the training jobs' rerun triggers (default: the current directory)")
     args = ap.parse_args(argv)
     try:
+        if not args.check:
+            claim(args.dirs, args.snakemake_dir)
         changes = plan(args.dirs, args.snakemake_dir)
         for c in changes:
             print(f"{'would migrate' if args.check else 'migrating'} {c.what}: {c.path}")

@@ -202,3 +202,25 @@ def test_the_publications_hold_the_current_names(migrate, capsys):
     pubs = sorted(str(p) for p in (ROOT / "docs" / "results").iterdir() if p.is_dir())
     assert migrate.main(["--check", "--snakemake-dir", str(ROOT / "docs"), *pubs]) == 0, \
         capsys.readouterr().out
+
+
+def test_a_results_directory_a_workflow_is_running_in_is_refused(migrate, tmp_path, capsys):
+    import subprocess
+
+    results = old_results(tmp_path / "results")
+    lock = results / ".workflow.lock"
+    lock.write_text("{}")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = published_text(results)
+        assert migrate.main([str(results)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "migrate it when the workflow has stopped" in err
+        assert published_text(results) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert migrate.main([str(results)]) == 0  # the lock released: migrated
