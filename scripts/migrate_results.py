@@ -216,7 +216,8 @@ def _yaml_change(path: Path) -> Change | None:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise MigrationError(f"cannot read run config {path}: {first}; restore it (or remove its "
                              "run directory) and migrate again") from None
-    if not isinstance(cfg, dict) or "model" not in cfg:  # not a training run's config
+    if not (isinstance(cfg, dict) and isinstance(cfg.get("model"), dict)
+            and isinstance(cfg.get("task"), dict)):  # not a training run's config
         return None
     new = migrate_config(cfg)
     if list(_flat(new)) == list(_flat(cfg)) and new == cfg:
@@ -437,7 +438,7 @@ def plan(dirs: list[Path], snakemake_dir: Path) -> list[Change]:
             change = None
             if path.name == "record.json":
                 change = _json_change(path)
-            elif path.name == "config.yaml" and "runs" in path.relative_to(d).parts:
+            elif path.name == "config.yaml":
                 change = _yaml_change(path)
             elif path.suffix == ".pt" and path.parent.name == "checkpoints":
                 change = _checkpoint_change(path)
