@@ -5,4 +5,4 @@ Importable without Snakemake: token mixers (``hkt.mixers``), models
 (``hkt.analysis``) and reporting (``hkt.report``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -29,10 +29,7 @@ def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
     """The :class:`Shape` of a composed training config timed at ``batch_size``."""
     from omegaconf import OmegaConf
 
-    from hkt.renames import digest_form
-
-    # under the keys' old names: a rename (model.attention -> model.mixer) keeps the cache
-    model = digest_form({"model": OmegaConf.to_container(cfg.model, resolve=True)})["model"]
+    model = OmegaConf.to_container(cfg.model, resolve=True)
     text = json.dumps({"model": model, "T": int(cfg.task.max_length), "batch": batch_size,
                        "classes": int(cfg.task.num_classes)}, sort_keys=True, default=str)
     return Shape(hashlib.sha256(text.encode()).hexdigest()[:16], label, int(cfg.train.batch_size))

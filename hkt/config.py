@@ -24,12 +24,10 @@ of the reference value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hk
 
 A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
 ``variant`` to ``levels1``, the file's name, so no variant file repeats its own name; likewise
-``model=NAME`` sets ``tracking.model``, the label of the run's records. A renamed
-group keeps its old name as a deprecated alias (:mod:`hkt.renames`):
-``experiment=levels1`` composes what ``variant=levels1`` does, with one warning on stderr. A
-renamed key does the same (:mod:`hkt.renames`): ``model.attention.levels=2``
-composes what ``model.mixer.levels=2`` does. Configs saved under an old key (a run directory's
-``config.yaml``, a record, a checkpoint) are read through :func:`hkt.renames.upgrade_saved_config`.
+``model=NAME`` sets ``tracking.model``, the label of the run's records. Names are
+the current ones only: an old one (``experiment=``, ``model.attention``, before 0.2.0) is an
+unknown key or group like any other, and results saved under them are brought to the current
+names once by ``scripts/migrate_results.py``.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from hkt.errors import ConfigError
-from hkt.renames import RENAMED_KEYS, renamed_groups, renamed_keys
 from hkt.store import experiment_name
 
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
@@ -82,7 +79,7 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
     unparsable overrides, broken interpolations and (``check_types``) values whose type
     differs from the value they override.
     """
-    overrides = renamed_keys(config_name, renamed_groups(config_name, [str(o) for o in overrides]))
+    overrides = [str(o) for o in overrides]
     cdir = config_dir()
     if not (cdir / f"{config_name}.yaml").is_file():
         raise ConfigError(f"no config named '{config_name}' in {cdir}")
@@ -191,12 +188,9 @@ def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str
     why = str(cause).splitlines()[0] if cause else ""
     if key:
         if "not in struct" in why or "Could not append" in text or "Key '" in why:
-            renamed = [f"; '{old}' is now '{new}' ({why_})" for keys in RENAMED_KEYS.values()
-                       for old, (new, why_) in keys.items()
-                       if key == old or key.startswith(old + ".")]
             return (f"unknown config key '{key}' (from override "
                     f"'{_override_for(key, overrides)}'); check the spelling, "
-                    f"or see the keys with: {hint}{''.join(renamed[:1])}")
+                    f"or see the keys with: {hint}")
         if "Could not append to config" in text:
             return f"config key '{key}' already exists: override it without the leading '+'"
         return f"config key '{key}': {why or ' '.join(text.split())}"
@@ -215,8 +209,10 @@ def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str
 
 
 def _override_for(key: str, overrides: list[str]) -> str:
+    """The override that set ``key`` or a key below it (``model.x.y=1`` for ``model.x``)."""
     for o in overrides:
-        if o.lstrip("+~").split("=", 1)[0] == key:
+        name = o.lstrip("+~").split("=", 1)[0]
+        if name == key or name.startswith(key + "."):
             return o
     return key
 
@@ -244,11 +240,11 @@ def _check_types(cfg: DictConfig, reference: DictConfig, key_overrides: list[str
     full, ref = flatten(cfg), flatten(reference)
     keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
     for key in sorted(keys):
-        # an override of a whole node (model.attention={...}) checks each leaf below it
+        # an override of a whole node (model.mixer={...}) checks each leaf below it
         leaves = [k for k in full if k == key or k.startswith(key + ".")]
         for leaf in leaves:
             if leaf not in ref and full[leaf] is None and any(k.startswith(leaf + ".") for k in ref):
-                continue  # a node set to null (model.attention=null): its owner's check says why
+                continue  # a node set to null (model.mixer=null): its owner's check says why
             if leaf not in ref:
                 raise ConfigError(f"unknown config key '{leaf}' (from override "
                                   f"'{_override_for(key, key_overrides)}'); check the spelling, "

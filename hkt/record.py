@@ -32,7 +32,6 @@ import jsonschema
 
 import hkt
 from hkt.data.layout import SPLITS, split_file
-from hkt.renames import upgrade_saved_record
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import SuiteRun, code_digest, git_state
@@ -103,7 +102,7 @@ def load_record(path: str | Path) -> dict[str, Any]:
         record = validate_record(record)
     except RecordError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    return upgrade_saved_record(record)  # a record written before a rename
+    return record
 
 
 def _rounded(value: float | None, digits: int) -> float | None:

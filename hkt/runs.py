@@ -5,8 +5,7 @@ sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
 (:data:`RUN_COLUMNS`), :func:`curves_from_records` the validation curves
 (:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's mixer columns
 (:data:`MIXER_FIELDS`: levels, stride, …) come from the fields of its token-mixer config present
-in the record (``config.model.mixer``; ``config.model.attention`` in records written before the
-rename), whatever the model: a field the model lacks is null. The MLflow reader
+in the record (``config.model.mixer``), whatever the model: a field the model lacks is null. The MLflow reader
 (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are fractions here
 and percentages in the tables. :func:`paper_caveat` and :func:`examples_note` say
 what a table or figure of runs must tell its reader (which rows are not at the paper's budget;
@@ -24,7 +23,6 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.renames import new_value, upgrade_saved_config, upgrade_saved_record
 from hkt.errors import HKTError
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
 from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
@@ -113,7 +111,6 @@ def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[
                 rec = json.loads(f.read_text("utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise AggregateError(f"{f}: cannot read the run record: {exc}") from None
-            rec = upgrade_saved_record(rec)  # as load_record reads it
         rec["_path"] = str(f)
         records.append(rec)
     return records
@@ -211,12 +208,12 @@ def external_settings(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     """One runs-frame row from a run record."""
-    cfg = upgrade_saved_config(rec.get("config") or {})  # records before the rename: model.attention
+    cfg = rec.get("config") or {}
     mixer = get_path(cfg, "model.mixer") or {}
     steps, batch = as_int(rec.get("steps")), as_int(get_path(cfg, "train.batch_size"))
     return {
         "task": rec["task"], "length": record_length(rec), "model": rec["model"],
-        "variant": new_value("variant", rec["variant"]),
+        "variant": rec["variant"],
         "seed": as_int(rec["seed"]), "profile": rec.get("profile"),
         "external": rec.get("external"),
         "budget": run_budget(profile=rec.get("profile"), steps=steps, batch_size=batch,

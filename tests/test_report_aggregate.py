@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -228,19 +229,19 @@ def test_superseded_mlflow_rerun_has_no_curve(tmp_path):
     assert curves["source"].to_list() == runs["source"].to_list()
 
 
-def test_records_and_mlflow_runs_from_before_the_mixer_rename_still_read(tmp_path):
+def test_records_and_mlflow_runs_from_before_the_mixer_rename_read_once_migrated(tmp_path,
+                                                                               monkeypatch):
     """Records written before the rename hold config.model.attention, MLflow runs logged
-    before it model.attention.* params: both give the same variant columns as new ones."""
+    before it model.attention.* params: once scripts/migrate_results.py has migrated their
+    results directory, both give the same variant columns as new ones."""
+    import importlib.util
+
     from mlflow.tracking import MlflowClient
 
     new = make_record(levels=2, seed=0)
     old = make_record(levels=2, seed=1)
     old["config"]["model"]["attention"] = old["config"]["model"].pop("mixer")
     root = write_records(tmp_path / "runs", [new, old])
-    for validate in (True, False):
-        runs = runs_from_records(load_records([root], validate=validate))
-        assert runs.sort("seed")["levels"].to_list() == [2, 2]
-        assert runs.sort("seed")["stride"].to_list() == [2, 2]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     exp_id = client.create_experiment("hkt-listops", artifact_location=(tmp_path / "art").as_uri())
@@ -253,6 +254,17 @@ def test_records_and_mlflow_runs_from_before_the_mixer_rename_still_read(tmp_pat
         for k in ("val_accuracy", "test_accuracy"):
             client.log_metric(rid, k, 0.5, step=12)
         client.set_terminated(rid, "FINISHED")
+    assert runs_from_mlflow(uri)[0].sort("seed")["levels"].to_list() == [2, None]  # not yet
+    spec = importlib.util.spec_from_file_location(
+        "migrate_results", Path(__file__).resolve().parents[1] / "scripts" / "migrate_results.py")
+    migrate = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, migrate)  # its dataclass looks itself up
+    spec.loader.exec_module(migrate)
+    assert migrate.main([str(tmp_path), "--snakemake-dir", str(tmp_path)]) == 0
+    for validate in (True, False):
+        runs = runs_from_records(load_records([root], validate=validate))
+        assert runs.sort("seed")["levels"].to_list() == [2, 2]
+        assert runs.sort("seed")["stride"].to_list() == [2, 2]
     runs, _ = runs_from_mlflow(uri)
     runs = runs.sort("seed")
     assert runs["levels"].to_list() == [2, 2] and runs["fusion"].to_list() == ["dynamic"] * 2

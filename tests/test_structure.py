@@ -118,7 +118,7 @@ def test_no_import_circle() -> None:
 # modules of its own layer or below. hkt.dropout and hkt.workflow.gpuslots are shared pieces
 # (a torch layer; a GPU-slot claim that training makes) and sit in layer 0.
 LAYERS = {
-    0: ("hkt", "hkt.errors", "hkt.signals", "hkt.store", "hkt.fileio", "hkt.config", "hkt.renames",
+    0: ("hkt", "hkt.errors", "hkt.signals", "hkt.store", "hkt.fileio", "hkt.config",
         "hkt.logs", "hkt.registry", "hkt.checks", "hkt.device", "hkt.provenance", "hkt.paper",
         "hkt.environment", "hkt.data.layout", "hkt.dropout", "hkt.workflow.gpuslots"),
     1: ("hkt.record", "hkt.runs", "hkt.references", "hkt.figures"),

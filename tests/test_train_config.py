@@ -57,111 +57,42 @@ def test_a_variant_file_labels_its_runs_by_its_name(tmp_path, monkeypatch):
     monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
     cfg = load_config(["variant=my_levels", "profile=smoke"])
     assert cfg.variant == "my_levels" and cfg.model.mixer.levels == 2
-    # a variant file written before the rename says what to change
-    (cdir / "variant" / "old_levels.yaml").write_text(
-        "# @package _global_\ndefaults:\n  - override /model: hkt\n"
-        "model:\n  attention:\n    levels: 2\n")
-    with pytest.raises(ConfigError, match=r"unknown config key 'model.attention' .*'model.attention' "
-                                          r"is now 'model.mixer'"):
-        load_config(["variant=old_levels", "profile=smoke"])
 
 
-@pytest.fixture
-def fresh_warnings(monkeypatch):
-    """The deprecation warnings are given once per process; each test sees its own."""
-    import hkt.renames
-
-    monkeypatch.setattr(hkt.renames, "_warned", set())
-
-
-@pytest.mark.parametrize("overrides, variant", [
-    (["task=listops", "model=hkt", "profile=cpu"], "levels1"),
-    (["task=imdb", "model=hkt", "profile=smoke"], "levels1"),
-    (["task=listops", "model=mha", "profile=cpu"], "main"),
-    (["task=imdb", "model=hkt", "profile=paper"], "main"),
-    (["task=listops", "model=mha", "profile=smoke"], "mha_matched"),
+@pytest.mark.parametrize("override, key", [
+    ("model.attention.levels=2", "model.attention"),      # model.mixer before 0.2.0
+    ("model.attn_dropout=0.2", "model.attn_dropout"),     # model.mixer_dropout
+    ("task.name=imdb", "task.name"),                      # task.family
 ])
-def test_the_old_experiment_group_composes_the_same_config_and_warns(
-        overrides, variant, capsys, fresh_warnings):
-    from omegaconf import OmegaConf
+def test_a_name_of_before_0_2_0_is_an_unknown_key_in_one_line(override, key):
+    """There is no old-name layer: an old override fails as any misspelt key does (results saved
+    under the old names are migrated once, scripts/migrate_results.py)."""
+    with pytest.raises(ConfigError) as err:
+        load_config(["task=listops", "model=hkt", "profile=smoke", override])
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"unknown config key '{key}' (from override '{override}'); check "
+                              "the spelling, or see the keys with: hkt train --print-config")
 
-    new = OmegaConf.to_container(load_config([*overrides, f"variant={variant}"]))
-    # no warning (other log lines, e.g. mha_matched's parameter match, may be there)
+
+def test_the_old_experiment_group_is_an_unknown_group_in_one_line(capsys):
+    """``experiment=`` was the variant group before 0.2.0: now one line, no warning, no config."""
+    with pytest.raises(ConfigError) as err:
+        load_config(["experiment=levels1"])
+    message = str(err.value)
+    assert "\n" not in message and "experiment" in message
     assert "warning" not in capsys.readouterr().err
-    old = OmegaConf.to_container(load_config([*overrides, f"experiment={variant}"]))
-    assert old == new and old["variant"] == variant
-    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
-    assert warnings == [f"hkt: warning: 'experiment={variant}' is deprecated: the config group "
-                        f"'experiment' is now 'variant' (config/variant/); use 'variant={variant}'"]
 
 
-def test_the_old_experiment_group_on_the_command_line_warns_once(capsys, fresh_warnings):
-    assert main(["train", "--print-config", "profile=smoke", "model=mha",
-                 "experiment=mha_matched"]) == 0
-    out, err = capsys.readouterr()
-    assert "variant: mha_matched" in out and "match_params_of: hkt" in out
-    assert [line for line in err.splitlines() if "warning" in line] == [
-        "hkt: warning: 'experiment=mha_matched' is deprecated: the config group 'experiment' "
-        "is now 'variant' (config/variant/); use 'variant=mha_matched'"]
+def test_an_encoder_config_with_an_old_key_lists_the_settings():
+    from hkt.models.encoder import EncoderConfig
+    from hkt.report.mlflow_runs import mixer_param
 
-
-def mixer_warning(old: str, new: str) -> str:
-    return (f"hkt: warning: '{old}' is deprecated: the model's token-mixer settings are now "
-            f"'model.mixer' (a convolution is not attention); use '{new}'")
-
-
-@pytest.mark.parametrize("base, old, new", [
-    (["task=listops", "model=hkt", "profile=cpu"], "model.attention.levels=2", "model.mixer.levels=2"),
-    (["task=imdb", "model=hkt", "profile=paper"], "model.attention.fusion=static",
-     "model.mixer.fusion=static"),
-    (["task=listops", "model=conv", "profile=smoke"], "model.attention.kernel_size=5",
-     "model.mixer.kernel_size=5"),
-    (["task=listops", "model=hkt", "profile=smoke", "variant=levels1"],
-     "model.attention={levels: 2, stride: 4, kernel_size: 4}",
-     "model.mixer={levels: 2, stride: 4, kernel_size: 4}"),
-])
-def test_the_old_attention_key_composes_the_same_config_and_warns(base, old, new, capsys,
-                                                                   fresh_warnings):
-    from omegaconf import OmegaConf
-
-    want = OmegaConf.to_container(load_config([*base, new]))
-    assert capsys.readouterr().err == ""
-    got = OmegaConf.to_container(load_config([*base, old]))
-    assert got == want and "attention" not in got["model"]
-    assert capsys.readouterr().err == mixer_warning(old, new) + "\n"
-    load_config([*base, old])  # once per override and process
-    assert capsys.readouterr().err == ""
-
-
-def test_the_old_attention_key_with_a_plus_or_tilde_keeps_it(fresh_warnings, capsys):
-    from hkt.renames import renamed_keys
-
-    assert renamed_keys("train", ["+model.attention.x=1", "~model.attention", "model.attention_x=1",
-                                  "model.mixer.levels=2"]) == [
-        "+model.mixer.x=1", "~model.mixer", "model.attention_x=1", "model.mixer.levels=2"]
-    assert capsys.readouterr().err.splitlines() == [
-        mixer_warning("+model.attention.x=1", "+model.mixer.x=1"),
-        mixer_warning("~model.attention", "~model.mixer")]
-    # a + override of a key the model lacks fails naming the new key, as it would have
-    with pytest.raises(ConfigError, match="model.mixer.levels"):
-        load_config(["model=mha", "+model.attention.levels=2"])
-
-
-def test_the_old_attention_key_on_the_command_line_warns_once(capsys, fresh_warnings):
-    assert main(["train", "--print-config", "profile=smoke", "model=hkt",
-                 "model.attention.levels=2"]) == 0
-    out, err = capsys.readouterr()
-    assert "mixer:\n    levels: 2" in out and "attention:" not in out
-    assert [line for line in err.splitlines() if "warning" in line] == [
-        mixer_warning("model.attention.levels=2", "model.mixer.levels=2")]
-
-
-def test_a_suites_train_overrides_may_use_the_old_attention_key(fresh_warnings):
-    from hkt.workflow.configs import train_config_digest
-
-    base = ["task=listops", "model=hkt", "profile=smoke", "variant=main"]
-    assert train_config_digest([*base, "model.attention.levels=2"]) == train_config_digest(
-        [*base, "model.mixer.levels=2"]) != train_config_digest(base)
+    with pytest.raises(ConfigError, match=r"attention.*not a setting of the encoder \(it has: "
+                                          r".*mixer, mixer_dropout"):
+        EncoderConfig.from_mapping({"name": "hkt", "attention": {"levels": 2}})
+    assert mixer_param({"model.mixer.levels": "2"}, "levels") == "2"
+    assert mixer_param({}, "levels") is None
 
 
 def test_how_a_session_stops_or_reports_defines_no_new_run():
@@ -177,68 +108,23 @@ def test_how_a_session_stops_or_reports_defines_no_new_run():
     assert train_config_digest([*base, "train.log_every=5"]) != train_config_digest(base)
 
 
-def test_a_renamed_key_has_one_old_and_one_new_name_for_every_reader():
-    from hkt.models.encoder import EncoderConfig
-    from hkt.renames import new_name, old_name
-    from hkt.report.mlflow_runs import mixer_param
-
-    assert new_name("model.attention.levels") == "model.mixer.levels" and new_name("model.attention") == "model.mixer"
-    assert old_name("model.mixer.stride") == "model.attention.stride"
-    assert new_name("model.attention_x") is None and old_name("model.d_model") is None
-    # an encoder config given the old key is told the new one
-    with pytest.raises(ConfigError, match=r"not a setting of the encoder \('attention' is now 'mixer'\)"):
-        EncoderConfig.from_mapping({"name": "hkt", "attention": {"levels": 2}})
-    with pytest.raises(ConfigError, match=r"not a setting of the encoder \(it has"):
-        EncoderConfig.from_mapping({"name": "hkt", "levels": 2})
-    # MLflow runs logged before the rename hold their params under the old key
-    assert mixer_param({"model.attention.levels": "3"}, "levels") == "3"
-    assert mixer_param({"model.mixer.levels": "2", "model.attention.levels": "3"}, "levels") == "2"
-    assert mixer_param({}, "levels") is None
-
-
-def test_digests_keep_the_old_key_name_so_a_rename_reruns_nothing():
-    from hkt.renames import digest_form, upgrade_saved_config
-
-    cfg = {"seed": 0, "model": {"name": "hkt", "mixer": {"levels": 2}, "d_model": 8}}
-    old = digest_form(cfg)
-    assert old == {"seed": 0, "model": {"name": "hkt", "attention": {"levels": 2}, "d_model": 8}}
-    assert list(old["model"]) == ["name", "attention", "d_model"]
-    assert cfg["model"]["mixer"] == {"levels": 2}  # the input untouched
-    # read, the keys added since (hkt.renames.ADDED_KEYS) hold what the run did without them
-    now = {**cfg, "model": {**cfg["model"], "norm": "layer", "norm_place": "pre"}}
-    assert upgrade_saved_config(old) == now and list(upgrade_saved_config(old)["model"]) == [
-        "name", "mixer", "d_model", "norm", "norm_place"]
-    assert upgrade_saved_config(cfg) == now and upgrade_saved_config(None) is None
-    assert digest_form(now) == old
-    both = {"model": {"name": "mha", "attention": {}, "attn_dropout": 0.1, "d_model": 8}}
-    assert upgrade_saved_config(both) == {"model": {"name": "mha", "mixer": {},
-                                                    "mixer_dropout": 0.1, "d_model": 8,
-                                                    "norm": "layer", "norm_place": "pre"}}
-    assert digest_form(upgrade_saved_config(both)) == both
-
-
-def test_the_old_dropout_key_composes_the_same_config_and_digest(capsys, fresh_warnings):
-    """``model.attn_dropout`` is now ``model.mixer_dropout``: the old override still works (one
-    warning), and the digest (a finished job's rerun trigger) is the one taken before."""
+def test_the_config_digest_is_taken_under_the_current_names():
+    """Every key counts under its name: the digest of a saved config is its composed config's,
+    and it changes with the mixer's dropout and with the norm (a key added in 0.1)."""
     from omegaconf import OmegaConf
 
     from hkt.workflow.configs import config_digest, train_config_digest
 
     base = ["task=listops", "model=conv", "profile=smoke"]
-    old = load_config([*base, "model.attn_dropout=0.2"])
-    assert old.model.mixer_dropout == 0.2 and "attn_dropout" not in old.model
-    assert "'model.attn_dropout=0.2' is deprecated" in capsys.readouterr().err
-    assert train_config_digest([*base, "model.mixer_dropout=0.2"]) == config_digest(old)
-    saved = OmegaConf.to_container(old)
-    saved["model"] = {("attn_dropout" if k == "mixer_dropout" else k): v
-                      for k, v in saved["model"].items()}
-    assert config_digest(saved) == config_digest(old)
+    cfg = load_config([*base, "model.mixer_dropout=0.2"])
+    assert train_config_digest([*base, "model.mixer_dropout=0.2"]) == config_digest(
+        OmegaConf.to_container(cfg)) != train_config_digest(base)
+    assert train_config_digest([*base, "model.norm=batch"]) != train_config_digest(base)
 
 
-@pytest.mark.parametrize("override", ["variant=levels9", "experiment=levels9"])
-def test_an_unknown_variant_is_one_line_listing_the_variants(override, capsys, fresh_warnings):
+def test_an_unknown_variant_is_one_line_listing_the_variants():
     with pytest.raises(ConfigError) as err:
-        load_config([override])
+        load_config(["variant=levels9"])
     message = str(err.value)
     assert "\n" not in message
     assert message == ("variant=levels9: no such option in config group 'variant' (available: "

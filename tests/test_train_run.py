@@ -257,6 +257,21 @@ def _to_old_key(cfg: dict) -> dict:
     return {**cfg, "model": model}
 
 
+def _migrate(results: Path) -> None:
+    """``scripts/migrate_results.py RESULTS``: what an old results directory takes, once."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "migrate_results.py"
+    spec = importlib.util.spec_from_file_location("migrate_results", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    try:
+        spec.loader.exec_module(module)
+        assert module.main([str(results), "--snakemake-dir", str(results)]) == 0
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
 def _to_old_checkpoint(ck: dict) -> dict:
     """A checkpoint as runs saved it before the rename: the old config keys, and the blocks'
     mixers under ``attn`` in the model's state_dict (``blocks.0.attn.q_proj.0.weight``)."""
@@ -265,9 +280,10 @@ def _to_old_checkpoint(ck: dict) -> dict:
     return {**ck, "model": model, "config": _to_old_key(ck["config"])}
 
 
-def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path):
+def test_a_run_saved_under_the_old_attention_key_resumes_once_migrated(prepared_data, tmp_path):
     """A run directory written before the rename (config.yaml, checkpoints and record say
-    ``model.attention``) is the same config: reported or resumed, not started over."""
+    ``model.attention``), migrated (scripts/migrate_results.py), is the same config: reported or
+    resumed, not started over."""
     import yaml
 
     from hkt.analysis.run import load_trained_run
@@ -280,10 +296,12 @@ def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path
     (out / "config.yaml").write_text(yaml.safe_dump(_to_old_key(saved), sort_keys=False))
     for ck_path in (out / "checkpoints").glob("*.pt"):
         save_checkpoint(_to_old_checkpoint(torch.load(ck_path, weights_only=True)), ck_path)
-        assert "mixer" in load_checkpoint(ck_path)["config"]["model"]  # read under the new key
     old_record = {**json.loads((out / "record.json").read_text())}
     old_record["config"] = _to_old_key(old_record["config"])
     (out / "record.json").write_text(json.dumps(old_record))
+    _migrate(tmp_path)
+    for ck_path in (out / "checkpoints").glob("*.pt"):
+        assert "mixer" in load_checkpoint(ck_path)["config"]["model"]  # now under the new key
     assert load_record(out)["config"] == rec["config"]
     # analyses read the old run
     trained = load_trained_run(out)
@@ -306,11 +324,12 @@ def test_a_run_saved_under_the_old_attention_key_resumes(prepared_data, tmp_path
     assert {k: got[k] for k in METRICS} == {k: rec[k] for k in METRICS}
 
 
-def test_a_checkpoint_saved_before_the_mixer_rename_resumes_exactly(prepared_data, tmp_path,
-                                                                    monkeypatch):
+def test_a_checkpoint_saved_before_the_mixer_rename_resumes_exactly_once_migrated(
+        prepared_data, tmp_path, monkeypatch):
     """``last.pt`` and ``best.pt`` of a run stopped before the rename (state_dict keys
-    ``blocks.N.attn.…``, config ``model.attention`` and ``model.attn_dropout``) resume to the
-    same steps, losses and metrics as the run that was never stopped."""
+    ``blocks.N.attn.…``, config ``model.attention`` and ``model.attn_dropout``), migrated
+    (scripts/migrate_results.py), resume to the same steps, losses and metrics as the run that
+    was never stopped."""
     import shutil
 
     import hkt.train.checkpoint as checkpoint
@@ -336,6 +355,7 @@ def test_a_checkpoint_saved_before_the_mixer_rename_resumes_exactly(prepared_dat
     for ck_path in saved_at[stop].glob("*.pt"):
         save_checkpoint(_to_old_checkpoint(torch.load(ck_path, weights_only=True)),
                         out / "checkpoints" / ck_path.name)
+    _migrate(out)
     stream = io.StringIO()
     cfg = load_config(["profile=smoke", "task=listops", "model=hkt", "tracking.enabled=false"])
     resumed = train(cfg, data, out, stream=stream, progress=False)

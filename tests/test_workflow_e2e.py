@@ -339,3 +339,56 @@ def test_the_workflow_runs_a_suite_of_mha_only_with_analyses(workflow_run, tmp_p
     assert "Empty: level truncation applies to HKT only, and no HKT run was analysed." in truncation
     assert files_under(res / "tables") | files_under(res / "figures") | {res / "summary.md"} >= \
         set(aggregate_files(res, analyses=True))
+
+
+def test_a_results_directory_of_before_0_2_0_is_up_to_date_once_migrated(workflow_run):
+    """What Snakemake recorded of the training jobs before 0.2.0 (the overrides spelt with
+    `experiment=` and `tracking.suite=`, the digest of the old key names) reruns every training
+    job; scripts/migrate_results.py makes the tree up to date again, with nothing rerun."""
+    import ast
+    import importlib.util
+
+    w = workflow_run
+    meta = w["work"] / ".snakemake" / "metadata"
+    spec = importlib.util.spec_from_file_location("migrate_results", ROOT / "scripts" / "migrate_results.py")
+    migrate = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = migrate  # its dataclass looks its module up
+    spec.loader.exec_module(migrate)
+    old_names = {"variant": "experiment", "model.mixer": "model.attention",
+                 "model.mixer_dropout": "model.attn_dropout"}
+
+    def old_spelling(words: list[str]) -> list[str]:
+        out = []
+        for word in words:
+            key, eq, value = word.partition("=")
+            key = next((o + key[len(n):] for n, o in old_names.items()
+                        if key == n or key.startswith(n + ".")), key)
+            out.append(f"{key}{eq}{value}")
+            if key == "experiment":
+                out.append("tracking.suite=custom")  # no suite, as the workflow named it then
+        return out
+
+    saved = {}
+    try:
+        for f in (p for p in meta.rglob("*") if p.is_file()):
+            data = json.loads(f.read_text())
+            if data.get("rule") != "train":
+                continue
+            saved[f] = f.read_text()
+            values = [ast.literal_eval(p) for p in data["params"]]
+            words = next(v for v in values if isinstance(v, list))
+            digest = migrate._digests(tuple(x for x in words if not x.startswith("seed=")))[1]
+            old = [v for v in values if not isinstance(v, list) and v != "none"
+                   and not (isinstance(v, str) and len(v) == 32 and v.isalnum())]
+            data["params"] = sorted(map(repr, [*old, old_spelling(words), digest]))
+            f.write_text(json.dumps(data))
+        assert len(saved) >= 3
+        r = snakemake("-n", "--configfile", str(w["cfg"]), cwd=w["work"], snakefile=w["snakefile"])
+        assert job_stats(r.stdout + r.stderr)["train"] == len(saved), (r.stdout + r.stderr)[-3000:]
+        assert migrate.main([str(w["results"]), "--snakemake-dir", str(w["work"])]) == 0
+        r = snakemake("-n", "--configfile", str(w["cfg"]), cwd=w["work"], snakefile=w["snakefile"])
+        assert "Nothing to be done" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+    finally:
+        for f, text in saved.items():
+            f.write_text(text)
+        sys.modules.pop(spec.name, None)

@@ -33,7 +33,6 @@ from hkt.analysis.kernel import as_float64, decompose_bilinear, gram_rank_report
 from hkt.analysis.kurtosis import mardia_test, take_rows
 from hkt.mixers.hkt import truncate_levels
 from hkt.mixers.upsample import Upsampler
-from hkt.renames import upgrade_saved_config
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
 from hkt.models import build_model
@@ -83,7 +82,7 @@ def initial_model(record: dict[str, Any], data_dir: Path) -> nn.Module:
     """The run's architecture as its training started: its config and seed, no steps taken
     (training seeds torch with the run's seed right before building the model)."""
     meta = read_split_metadata(data_dir, "train")
-    cfg = upgrade_saved_config(record["config"])  # a record written before a key's rename
+    cfg = record["config"]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(record["seed"]))
         return build_model(cfg["model"], vocab_size=int(meta["vocab_size"]),

@@ -2,7 +2,7 @@
 
 The config directory is ``<repo>/config`` (found next to the package) or ``$HKT_CONFIG_DIR``.
 A task config has ``id`` (its file's name), ``family`` (the data family: listops, imdb,
-cifar10; ``name`` before the rename of :mod:`hkt.renames`), ``num_classes``, ``max_length`` and
+cifar10), ``num_classes``, ``max_length`` and
 a ``prepare`` node with every preparation parameter. Overrides use Hydra's
 syntax and may be written relative to the task (``prepare.seed=1``) or with the ``task.``
 prefix used by training configs (``task.prepare.seed=1``).
@@ -26,7 +26,6 @@ from hkt.config import compose, config_dir
 from hkt.data.families import FAMILIES, REQUIRED
 from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError
-from hkt.renames import renamed_keys
 
 __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load_task_config",
            "split_sizes", "validate_task"]
@@ -78,8 +77,7 @@ def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     if problem := task_id_problem(cdir / "task" / f"{task}.yaml"):
         raise ConfigError(problem)
     # types are checked with the values, by validate_task's schema
-    # the task node's renamed keys are the training config's (task.name -> task.family)
-    overrides = renamed_keys("train", [_normalise_override(o) for o in overrides])
+    overrides = [_normalise_override(o) for o in overrides]
     cfg = compose(f"task/{task}", overrides, check_types=False)
     return OmegaConf.to_container(cfg["task"], resolve=True)  # type: ignore[return-value]
 
@@ -90,9 +88,6 @@ def validate_task(raw: Any, *, for_prepare: bool = True) -> dict[str, Any]:
     ``for_prepare`` adds the family's cross-field checks of the preparation settings; training
     reads data already prepared (possibly with other settings), so it checks keys and values only.
     """
-    if isinstance(raw, Mapping) and "name" in raw and "family" not in raw:
-        raise ConfigError(f"task config key 'task.name' is now 'task.family' (the data family); "
-                          f"write `family: {raw['name']}` in the task file")
     module = family_module(raw.get("family") if isinstance(raw, Mapping) else None)
     cfg = check_schema(raw, {**TOP_SCHEMA, "prepare": module.PREPARE_SCHEMA}, "task")
     if for_prepare:

@@ -30,7 +30,6 @@ from hkt.checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
 from hkt.models.norms import NORMS, make_norm
-from hkt.renames import new_name
 
 POSITIONALS = ("learned", "sinusoidal", "none")
 NORM_PLACES = ("pre", "post")
@@ -49,7 +48,7 @@ class EncoderConfig:
         d_ffn: feed-forward hidden width; 0: no FFN (the block is the mixer alone, as S4's).
         dropout: residual and FFN dropout.
         mixer_dropout: the mixer's own dropout (an attention's on its probabilities, the conv
-            mixer's on its output). Called ``attn_dropout`` before (:mod:`hkt.renames`).
+            mixer's on its output).
         emb_dropout: dropout after embedding + positions.
         positional: ``learned`` or ``sinusoidal`` positions, or ``none`` (the token embedding
             alone: an SSM or a convolution knows order without them).
@@ -62,8 +61,7 @@ class EncoderConfig:
         norm_eps: the norm's epsilon.
         mixer: the token mixer's own config, an instance of its registered class's
             ``config_class`` (a mapping of its fields is converted; null/absent means its
-            defaults). Called ``attention`` before; saved configs that say so are read through
-            :func:`hkt.renames.upgrade_saved_config`.
+            defaults).
         match_params_of: another mixer's name, or null. Not a model setting: ``hkt train``
             widens ``d_ffn`` until this model has as many parameters as that mixer's model
             of the same sizes (the size-matched baseline, ``variant=mha_matched``).
@@ -131,9 +129,7 @@ class EncoderConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in cfg:
             if key not in known:
-                new = new_name(f"model.{key}")
-                renamed = f" ('{key}' is now '{new.removeprefix('model.')}')" if new else ""
-                raise ConfigValueError(str(key), cfg[key], f"not a setting of the encoder{renamed} "
+                raise ConfigValueError(str(key), cfg[key], "not a setting of the encoder "
                                                            f"(it has: {', '.join(sorted(known))})")
         if "mixer" in cfg and cfg["mixer"] is None:
             raise ConfigValueError("mixer", None, f"must hold the '{cfg.get('name')}' "
@@ -202,19 +198,10 @@ class FeedForward(nn.Module):
         return self.fc2(self.dropout(F.gelu(self.fc1(x))))
 
 
-# The name the block's mixer had in state_dicts before it was ``mixer`` (``blocks.N.attn.…``):
-# checkpoints saved then load with their keys mapped (EncoderBlock._load_from_state_dict)
-OLD_MIXER_NAME = "attn"
-
-
 class EncoderBlock(nn.Module):
     """Residual block. Pre-norm (the default): x + Mixer(N(x)), then x + FFN(N(x)). Post-norm:
     N(x + Mixer(x)), then N(x + FFN(x)). N is LayerNorm or BatchNorm over real positions; with
-    ``d_ffn`` 0 there is no FFN (nor its norm).
-
-    Its mixer's state_dict keys start ``mixer.``; a state_dict saved when they started ``attn.``
-    (a checkpoint written before the rename) loads all the same, so old runs resume and are
-    analysed as they were."""
+    ``d_ffn`` 0 there is no FFN (nor its norm). Its mixer's state_dict keys start ``mixer.``."""
 
     def __init__(self, mixer: nn.Module, d_model: int, d_ffn: int, dropout: float, norm_eps: float,
                  norm: str = "layer", norm_place: str = "pre") -> None:
@@ -236,15 +223,6 @@ class EncoderBlock(nn.Module):
         if self.ffn is None:
             return x
         return self.norm2(x + self.dropout(self.ffn(x)), key_mask)
-
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
-        # PyTorch's hook for loading a layout of other names: runs before this block's children
-        # load from the same dict (and before it counts keys it does not know as unexpected)
-        old, new = f"{prefix}{OLD_MIXER_NAME}.", f"{prefix}mixer."
-        for key in [k for k in state_dict if k.startswith(old)]:
-            if new + key[len(old):] not in state_dict:
-                state_dict[new + key[len(old):]] = state_dict.pop(key)
-        super()._load_from_state_dict(state_dict, prefix, *args)
 
 
 class EncoderClassifier(nn.Module):

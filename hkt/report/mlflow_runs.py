@@ -32,7 +32,6 @@ from typing import Any
 
 import polars as pl
 
-from hkt.renames import new_value, old_name
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
 from hkt.store import BEST_VAL_TAG, SERIES_METRICS
@@ -86,10 +85,8 @@ def _ms_iso(ms: int | None) -> str | None:
 
 
 def mixer_param(params: dict[str, Any], field: str) -> Any:
-    """The run's ``model.mixer.FIELD`` param; runs logged before the rename have it as
-    ``model.attention.FIELD`` (:func:`hkt.renames.old_name`)."""
-    key = f"model.mixer.{field}"
-    return params[key] if key in params else params.get(old_name(key) or key)
+    """The run's ``model.mixer.FIELD`` param (None if it has none)."""
+    return params.get(f"model.mixer.{field}")
 
 
 def _param_value(text: str) -> Any:
@@ -121,7 +118,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         own["epochs"] = _param_value(p("train.epochs"))
     return {
         "task": tags["task"], "length": as_int(p("task.max_length")), "model": tags["model"],
-        "variant": new_value("variant", tags.get("variant", "main")),
+        "variant": tags.get("variant", "main"),
         "seed": as_int(tags.get("seed", p("seed"))),
         "profile": tags.get("profile"), "external": tags.get("external"),
         "budget": run_budget(profile=tags.get("profile"), steps=steps,

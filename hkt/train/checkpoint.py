@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from torch import nn, optim
 
-from hkt.renames import upgrade_saved_config
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
 from hkt import signals
@@ -100,8 +99,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise TrainingError(f"cannot load checkpoint {path}: {type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''}; delete it "
                             "(and the run directory's other checkpoints) to start over") from None
-    if isinstance(ck, dict) and "config" in ck:  # a checkpoint written before a key's rename
-        ck["config"] = upgrade_saved_config(ck["config"])
     return ck
 
 

@@ -36,7 +36,6 @@ from hkt.checks import (
 )
 from hkt.config import compose, config_dir
 from hkt.data.taskfile import task_id_problem
-from hkt.renames import renamed_groups, renamed_keys, upgrade_saved_config
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.provenance import SUITE_ENV
 
@@ -182,7 +181,7 @@ def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
     other = str(cfg.model.match_params_of)
     # the other model: the same task, profile and shared settings (model.mixer_dropout too); its
     # own model group and mixer settings (the variant that asked for the match is left out)
-    keep = [o for o in renamed_keys(CONFIG_NAME, renamed_groups(CONFIG_NAME, overrides))
+    keep = [o for o in overrides
             if not o.lstrip("+~").startswith(("model=", "variant=", "model.match_params_of",
                                               "model.mixer.", "model.mixer=", "model.name"))
             and o.lstrip("+~") != "model.mixer"]
@@ -220,10 +219,8 @@ RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s", "progress_every_s")
 
 
 def strip_for_compare(cfg: Any) -> dict[str, Any]:
-    """The parts of a resolved config that define a run (tracking settings excluded); a config
-    saved under an old key name compares under the new one (:func:`upgrade_saved_config`)."""
+    """The parts of a resolved config that define a run (tracking settings excluded)."""
     d = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    d = dict(upgrade_saved_config(d))
     d.pop("tracking", None)
     if isinstance(d.get("train"), dict):  # how a run stops does not change what it computes
         d["train"] = {k: v for k, v in d["train"].items() if k not in RUN_NEUTRAL_TRAIN_KEYS}

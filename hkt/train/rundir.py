@@ -15,7 +15,6 @@ from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
 from hkt.config import flatten
-from hkt.renames import upgrade_saved_config
 from hkt.errors import RunMismatch, TrainingError
 from hkt.fileio import atomic_write_text, remove_orphaned_temps
 from hkt.train.config import strip_for_compare
@@ -98,8 +97,7 @@ def claim(run_dir: Path, cfg: DictConfig) -> str | None:
     run_dir.mkdir(parents=True, exist_ok=True)
     saved = run_dir / CONFIG_NAME
     if saved.exists():
-        check_same_config(upgrade_saved_config(OmegaConf.to_container(OmegaConf.load(saved))),
-                          cfg, saved)
+        check_same_config(OmegaConf.to_container(OmegaConf.load(saved)), cfg, saved)
     atomic_write_text(saved, OmegaConf.to_yaml(cfg))
     info = run_dir / MLFLOW_INFO_NAME
     return json.loads(info.read_text()).get("run_id") if info.exists() else None

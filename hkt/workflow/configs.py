@@ -20,10 +20,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hkt.errors import ConfigError
-from hkt.provenance import NO_SUITE
 
 __all__ = ["seedless", "config_digest", "train_config_digest", "train_config_digests", "check_analysable",
-           "job_configs", "TrackedOverrides"]
+           "job_configs"]
 
 
 def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
@@ -31,45 +30,14 @@ def seedless(overrides: Sequence[str]) -> tuple[str, ...]:
     return tuple(o for o in overrides if not o.startswith("seed="))
 
 
-class TrackedOverrides(tuple):
-    """A training job's ``hkt train`` overrides, as the train rule's param: in the shell command
-    they are the words themselves; Snakemake's params trigger records ``repr()``, which spells them
-    as the workflow gave them before (:func:`hkt.renames.old_spelling`), as the config digest does.
-    So renaming ``experiment`` to ``variant`` or ``model.attention`` to ``model.mixer`` does not
-    rerun a finished job of an existing results directory: its recorded params read
-    ``['task=listops', …, 'experiment=main', …]``, and so does this repr. Likewise the job's
-    ``suite``, which it now learns from ``$HKT_SUITE`` (:mod:`hkt.workflow.suites`), is spelled as
-    the ``tracking.suite=NAME`` override that followed ``variant=`` before (no suite: ``custom``,
-    as the workflow named it then); it stays a rerun trigger, so a record names its suite."""
-
-    suite: str
-
-    def __new__(cls, overrides: Iterable[str], suite: str) -> TrackedOverrides:
-        obj = super().__new__(cls, overrides)
-        obj.suite = suite
-        return obj
-
-    def __getnewargs__(self) -> tuple[tuple[str, ...], str]:  # copies and pickles keep the suite
-        return tuple(self), self.suite
-
-    def __repr__(self) -> str:
-        from hkt.renames import old_spelling
-
-        words = list(self)
-        at = next((i + 1 for i, w in enumerate(words) if w.startswith("variant=")), len(words))
-        words.insert(at, f"tracking.suite={'custom' if self.suite == NO_SUITE else self.suite}")
-        return repr(old_spelling(words))
-
-
 def config_digest(cfg: Any) -> str:
     """A digest of what defines a run in a training config, composed or saved (a run's
     ``config.yaml``, a record's ``config``): tracking settings excluded, as when ``hkt train``
-    compares configs, and under the keys' old names, so a rename (``model.attention`` ->
-    ``model.mixer``) changes no digest."""
-    from hkt.renames import digest_form
+    compares configs. Every key counts under its current name: a key renamed or added changes
+    every digest (``scripts/migrate_results.py`` brings an older results directory along)."""
     from hkt.train.config import strip_for_compare
 
-    text = json.dumps(digest_form(strip_for_compare(cfg)), sort_keys=True, default=str)
+    text = json.dumps(strip_for_compare(cfg), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

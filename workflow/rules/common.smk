@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.store import tracking_uri
-from hkt.workflow.configs import TrackedOverrides, check_analysable, seedless, train_config_digests
+from hkt.workflow.configs import check_analysable, seedless, train_config_digests
 from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
 from hkt.workflow.suites import put_interpreter_first, workflow_suite
@@ -208,10 +208,12 @@ def threads(rule_name):
 
 
 def train_params():
-    """`hkt train`'s arguments, and the composed config's digest: the rerun trigger."""
+    """`hkt train`'s arguments, and the composed config's digest: the rerun trigger. The suite is
+    one too (a record names its suite), though the job learns it from $HKT_SUITE."""
     return dict(data=lambda wc: data_dir(wc.task),
                 out=lambda wc: GRID.path("run", **job(wc).wildcards()),
-                overrides=lambda wc: TrackedOverrides(GRID.train_overrides(job(wc)), SUITE.name),
+                overrides=lambda wc: list(GRID.train_overrides(job(wc))),
+                suite=SUITE.name,
                 config_digest=lambda wc: train_digest(job(wc)))
 
 
