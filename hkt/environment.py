@@ -23,13 +23,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV_FILE", "DIGEST_TAG", "environment", "digest", "save", "load",
-           "package_differences"]
+__all__ = ["ENV_FILE", "DIGEST_TAG", "OWN_DISTRIBUTION", "environment", "digest",
+           "third_party_digest", "save", "load", "package_differences"]
 
 ENV_FILE = "environment.json"
 DIGEST_TAG = "env_digest"  # the MLflow tag and the run-record field
 DIGEST_CHARS = 12
 _DIGESTED = ("python_implementation", "python_version", "system", "machine", "packages")
+#: This project's own distribution: its code is named by a run's ``git_commit``, so a release
+#: (a version bump) is no other software environment where runs are compared for publishing
+OWN_DISTRIBUTION = "hkt-bench"
 
 
 def canonical_name(name: str) -> str:
@@ -75,6 +78,15 @@ def digest(env: dict[str, Any] | None = None) -> str:
         return environment()["digest"]
     data = {k: env.get(k) for k in _DIGESTED}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def third_party_digest(env: dict[str, Any]) -> str:
+    """The digest of ``env`` with this project's own distribution left out: what runs made
+    before and after a release of ``hkt-bench`` share when nothing else changed (the release's
+    code differs, and their ``git_commit`` says so). ``scripts/publish_results.py`` compares
+    environments by it; the recorded ``env_digest`` stays :func:`digest`."""
+    packages = {k: v for k, v in (env.get("packages") or {}).items() if k != OWN_DISTRIBUTION}
+    return digest({**env, "packages": packages})
 
 
 def save(directory: str | Path) -> str:

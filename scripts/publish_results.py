@@ -45,6 +45,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from hkt.data.layout import DATA_METADATA
+from hkt.environment import third_party_digest
 from hkt.report.summary import data_metadata
 from hkt.workflow.lock import ResultsInUse, claim_results_dir
 
@@ -75,10 +76,16 @@ def run_files(results: Path, run: Path) -> list[Path]:
 
 
 def env_digest(env_file: Path) -> str:
-    """An environment file's digest (its text where it has none)."""
+    """An environment file's digest without this project's own version
+    (:func:`hkt.environment.third_party_digest`: a release of hkt-bench between a publication's
+    runs and its added ones is no other environment; their commits differ anyway), or its
+    recorded digest where it lists no packages, or its text where it has neither."""
     text = env_file.read_text("utf-8")
     try:
-        return json.loads(text).get("digest") or text
+        env = json.loads(text)
+        if isinstance(env.get("packages"), dict):
+            return third_party_digest(env)
+        return env.get("digest") or text
     except (ValueError, AttributeError):
         raise SystemExit(f"{env_file} is not a JSON object: the run's environment is unreadable") from None
 

@@ -161,6 +161,28 @@ def test_publish_takes_one_environment_by_its_digest(tmp_path):
     assert (tmp_path / "d/summary.md").exists()  # the earlier copy stays
 
 
+def test_a_release_of_hkt_bench_is_no_other_environment_but_another_torch_is(tmp_path):
+    """Runs made before and after a version bump of this project (0.1.0 -> 0.2.0; their commits
+    say the code differs) publish as one environment; another torch build does not."""
+    from hkt.environment import digest
+
+    publish = script("publish_results")
+
+    def env(**packages: str) -> str:
+        e = {"python_implementation": "CPython", "python_version": "3.11.7", "system": "Linux",
+             "machine": "x86_64", "packages": {"numpy": "2.3.4", **packages}}
+        return json.dumps({**e, "digest": digest(e)})
+
+    res = results_dir(tmp_path / "res", env=env(**{"hkt-bench": "0.1.0", "torch": "2.13.0"}))
+    (res / "runs/listops/majority/main/seed0/environment.json").write_text(
+        env(**{"hkt-bench": "0.2.0", "torch": "2.13.0"}))
+    assert publish.main([str(res), str(tmp_path / "d")]) == 0
+    (res / "runs/listops/majority/main/seed0/environment.json").write_text(
+        env(**{"hkt-bench": "0.2.0", "torch": "2.12.0"}))
+    with pytest.raises(SystemExit, match="2 different environments"):
+        publish.main([str(res), str(tmp_path / "d"), "--replace"])
+
+
 def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, capsys):
     check = script("identity_check")
     a = results_dir(tmp_path / "a")
