@@ -1,6 +1,6 @@
 """The step-time calibration behind ``hkt plan`` and the workflow's plan: a training step of
 each distinct shape (composed model, T, batch) timed once on this device with
-:func:`hkt.timing.measure_training_step`, at the task's mean length, cached per device, torch
+:func:`hkt.step_timing.measure_training_step`, at the task's mean length, cached per device, torch
 version and shape in ``RESULTS_DIR/plan/calibration.json``."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
     import torch
 
     from hkt.device import describe_device
-    from hkt.timing import measure_training_step
+    from hkt.step_timing import measure_training_step
 
     if device.type == "cpu":
         torch.set_num_threads(threads)

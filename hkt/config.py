@@ -5,7 +5,7 @@ through :func:`compose`, so a bad override fails the same way everywhere: a
 :class:`hkt.errors.ConfigError` whose message names the key, before any work starts.
 
 Validation is one mechanism in two forms, both built from the value checks of
-:mod:`hkt.checks` (``integer``, ``number``, ``choice``, …), which raise
+:mod:`hkt.value_checks` (``integer``, ``number``, ``choice``, …), which raise
 :class:`hkt.errors.ConfigValueError` naming the key:
 
 * modules (the encoder and each token mixer) own a typed config, a dataclass whose
@@ -13,7 +13,7 @@ Validation is one mechanism in two forms, both built from the value checks of
   with Hydra as structured configs before composing ``train.yaml``, so Hydra refuses unknown
   keys and wrong types at compose time;
 * plain config nodes (task, optim, train budget) are checked against a schema, a mapping of
-  key -> check (:func:`hkt.checks.check_schema`).
+  key -> check (:func:`hkt.value_checks.check_schema`).
 
 Hydra catches unknown group options and unknown keys, and wrong types where a structured
 config types the node. For configs without a schema of their own (``analysis``, the benchmarks'
@@ -41,7 +41,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from hkt.errors import ConfigError
-from hkt.store import experiment_name
+from hkt.mlflow_store import experiment_name
 
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
 OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)

@@ -6,7 +6,7 @@ Prints the device, the jobs per rule, and an estimated wall time. The estimate i
 guessed, where it matters: a few training steps of every distinct shape of the suite (task
 length, model and variant geometry, batch) are timed on this device, on batches of the task's
 mean training length (``calibration.mean_length``: real batches are bucketed, not full-length), with
-:func:`hkt.timing.measure_training_step` (``hkt train``'s step, as ``hkt doctor`` times it), at the threads each training
+:func:`hkt.step_timing.measure_training_step` (``hkt train``'s step, as ``hkt doctor`` times it), at the threads each training
 job gets. A job's time is its ``max_steps`` times that, plus its evaluations (validation every
 ``eval_every`` steps, the test set once; forward-only batches at ``eval_cost`` of a step).
 The other rules (prepare, baselines, analyses, benchmark, aggregate) get fixed allowances per

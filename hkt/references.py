@@ -2,7 +2,7 @@
 docs/listops.md) as the tables, figures and claims show them.
 
 A rule reference is an external baseline whose record's ``model`` is a key of
-:data:`RULE_REFERENCES`. Its runs in a runs frame (:mod:`hkt.runs`) give, per task and T, one
+:data:`RULE_REFERENCES`. Its runs in a runs frame (:mod:`hkt.runs_frame`) give, per task and T, one
 :class:`Line`: its name for readers, its validation and test accuracy and the test examples.
 :func:`reading` places an accuracy among the lines of its task: which rule it reaches, with the
 test set's own sampling error counted (:func:`hkt.report.stats.mean_error`).

@@ -195,7 +195,7 @@ def _json_change(path: Path) -> Change | None:
     new = migrate_record(record)
     if new == record and list(_flat(new)) == list(_flat(record)):
         return None
-    text = json.dumps(new, indent=2, sort_keys=False) + "\n"  # as hkt.record.write_record
+    text = json.dumps(new, indent=2, sort_keys=False) + "\n"  # as hkt.run_record.write_record
     return Change(path, "run record", lambda: atomic_write_text(path, text))
 
 

@@ -250,7 +250,7 @@ def test_chunk_must_be_positive():
 
 def _analyses() -> pl.DataFrame:
     """Two seeds of one task's HKT runs, as `hkt analyze` writes their approximation rows."""
-    from hkt.runs import KEY
+    from hkt.runs_frame import KEY
 
     frames = []
     for seed in (0, 1):

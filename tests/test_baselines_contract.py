@@ -1,7 +1,7 @@
 """Every external baseline keeps the run-record contract (docs/contracts.md "Runs"): each baseline
 registered in hkt/baselines/ and each entry of config/config.yaml's `external:` runs on a tiny
 prepared task, with the command the workflow gives it, and writes a record that validates, holds
-accuracies in [0, 1] and reads back through hkt.runs; the workflow's dry run plans its jobs. A
+accuracies in [0, 1] and reads back through hkt.runs_frame; the workflow's dry run plans its jobs. A
 program that is not ours runs from its config entry alone."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hkt.baselines import BASELINES
 from hkt.cli import main
 from hkt.data.prepare import prepare_task
 from hkt.fileio import sha256_file
-from hkt.record import load_record, schema
-from hkt.runs import load_records, runs_from_records
+from hkt.run_record import load_record, schema
+from hkt.runs_frame import load_records, runs_from_records
 from hkt.workflow.grid import MAIN, Grid, Job
 from test_workflow import ROOT, snakemake
 

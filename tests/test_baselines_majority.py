@@ -13,7 +13,7 @@ import pytest
 
 from hkt.baselines.run import run_baseline
 from hkt.cli import main
-from hkt.record import load_record
+from hkt.run_record import load_record
 from test_baselines_ngram import keyword_data
 
 

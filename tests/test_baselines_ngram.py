@@ -22,8 +22,8 @@ from hkt.device import describe_device
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.tables import main_table
-from hkt.runs import load_records, runs_from_records
-from hkt.record import HISTORY_COLUMNS, load_record
+from hkt.runs_frame import load_records, runs_from_records
+from hkt.run_record import HISTORY_COLUMNS, load_record
 
 
 def keyword_data(out: Path, n_train=600, n_eval=200, seed=0) -> Path:
@@ -96,7 +96,7 @@ def test_majority_and_ngram_write_valid_records(tmp_path):
     assert 0.3 < maj["test_accuracy"] < 0.7
     assert lr["test_accuracy"] > 0.9 > maj["test_accuracy"] + 0.2
     assert lr["n_params"] == (1 << 12) * 2 + 2
-    # history.csv in the one layout every run has (hkt.record), one row per epoch
+    # history.csv in the one layout every run has (hkt.run_record), one row per epoch
     with open(tmp_path / "lr" / "history.csv", newline="") as f:
         hist = list(csv.DictReader(f))
     assert tuple(hist[0]) == HISTORY_COLUMNS and len(hist) == 5

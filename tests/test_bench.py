@@ -8,7 +8,7 @@ import importlib.util
 import pytest
 import torch
 
-from hkt.timing import peak_memory_bytes
+from hkt.step_timing import peak_memory_bytes
 from hkt.cli import main
 
 

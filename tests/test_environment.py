@@ -13,7 +13,7 @@ import polars as pl
 from hkt import environment
 from hkt.cli import main as hkt_main
 from hkt.report.mlflow_runs import mlflow_row
-from hkt.runs import RUN_COLUMNS
+from hkt.runs_frame import RUN_COLUMNS
 from hkt.report import environments
 from test_report_aggregate import make_record, write_records
 

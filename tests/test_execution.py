@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hkt.record import RecordError, make_record, validate_record
+from hkt.run_record import RecordError, make_record, validate_record
 from hkt.train import loop
 from hkt.train.config import load_config
 from hkt.train.execution import execution, execution_tags, precision_label

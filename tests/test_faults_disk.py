@@ -113,7 +113,7 @@ def test_every_writer_on_a_full_disk_leaves_the_previous_file_whole(mount, tmp_p
     import torch
 
     from hkt.fileio import atomic_write_bytes
-    from hkt.record import make_record, write_history, write_record
+    from hkt.run_record import make_record, write_history, write_record
     from hkt.report.writers import write_table
     from hkt.train.checkpoint import save_checkpoint
 
@@ -148,7 +148,7 @@ def test_a_disk_filled_mid_run_stops_training_with_one_line_and_the_same_command
     """Issue 51, 2: the run's disk fills after its second checkpoint. One `hkt: error:` line
     names the file and the space; the last checkpoint loads; once space is freed, the same
     command resumes from it and ends with the record of an uninterrupted run."""
-    from hkt.record import RECORD_NAME
+    from hkt.run_record import RECORD_NAME
     from hkt.train.checkpoint import load_checkpoint
     from hkt.train.checkpoint import Checkpointing
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from conftest import write_prepared_data
-from hkt.record import RECORD_NAME
+from hkt.run_record import RECORD_NAME
 from hkt.workflow.gpuslots import ENV_VAR, Slots, claim
 
 GIB = 2**30

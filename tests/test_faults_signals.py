@@ -175,7 +175,7 @@ def test_a_signal_while_prepare_writes_a_split_leaves_whole_files_and_no_usable_
 def test_a_signal_while_the_store_is_created_leaves_no_half_made_store(tmp_path, monkeypatch):
     """Ctrl-C while MLflow migrates a fresh SQLite store: the store is made in a temporary file
     and renamed when complete, so nothing (or a whole store) is left, never a half-migrated one."""
-    from hkt import signals, store
+    from hkt import mlflow_store as store, signals
 
     db = tmp_path / "mlflow.db"
     real = store._reached_client

@@ -13,9 +13,9 @@ import sqlite3
 import pytest
 
 from conftest import write_prepared_data
-from hkt import store
+from hkt import mlflow_store as store
 from hkt.cli import main
-from hkt.store import StoreError, open_client
+from hkt.mlflow_store import StoreError, open_client
 
 
 def one_error_line(err: str) -> str:

@@ -37,7 +37,7 @@ def test_a_crash_that_is_not_an_hkt_error_fails_the_mlflow_run(tmp_path, isolate
 
 
 def test_a_final_phase_killed_before_the_record_logs_each_summary_metric_once(tmp_path, isolated_results):
-    from hkt.record import RECORD_NAME
+    from hkt.run_record import RECORD_NAME
 
     data = write_prepared_data(tmp_path / "data", "listops")
     run = tmp_path / "run"
@@ -62,7 +62,7 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
     gap; the same command, once a server answers again on the same store, completes the MLflow
     run: every history.csv step, the test metrics, the model, the record."""
     from conftest import mlflow_server, stop_server
-    from hkt.record import RECORD_NAME, read_history
+    from hkt.run_record import RECORD_NAME, read_history
     from hkt.train.checkpoint import Checkpointing
 
     data = write_prepared_data(tmp_path / "data", "listops")
@@ -127,7 +127,7 @@ def test_a_run_stopped_during_a_gap_sends_the_missing_steps_when_it_resumes(
 
     from mlflow.exceptions import MlflowException
 
-    from hkt.record import RECORD_NAME, read_history
+    from hkt.run_record import RECORD_NAME, read_history
     from hkt.train.checkpoint import Checkpointing
 
     data = write_prepared_data(tmp_path / "data", "listops")

@@ -16,7 +16,7 @@ FORBIDDEN = {
     "report": ("hkt.train", "hkt.analysis", "hkt.baselines", "hkt.bench", "hkt.models", "hkt.cli"),
     "train": ("hkt.report", "hkt.analysis", "hkt.baselines", "hkt.bench", "hkt.cli"),
     "figures": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.bench", "hkt.cli"),
-    "record": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.runs", "hkt.figures"),
+    "record": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.runs_frame", "hkt.figures"),
     "runs": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.figures"),
 }
 

@@ -86,7 +86,7 @@ def test_an_old_results_directory_migrates_to_the_published_form_once(migrate, t
                     continue
                 assert (results / "runs/listops" / run / name).read_text() == want, (run, name)
     # migrated records are read by the current code: valid records, current names
-    from hkt.record import load_record
+    from hkt.run_record import load_record
 
     assert load_record(results / "runs/listops/mha/main/seed0")["config"]["model"]["norm"] == "layer"
     # twice: nothing left to change

@@ -83,7 +83,7 @@ def test_a_new_attention_brings_only_its_module_and_config(monkeypatch):
     from torch import nn
 
     from hkt.mixers import MIXERS
-    from hkt.checks import number
+    from hkt.value_checks import number
     from hkt.errors import ConfigValueError
     from hkt.models.encoder import store_structured_configs
 

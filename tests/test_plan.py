@@ -116,7 +116,7 @@ def test_a_step_is_timed_at_the_given_length(tmp_path):
     import torch
 
     from hkt.train.config import compose_train
-    from hkt.timing import measure_training_step
+    from hkt.step_timing import measure_training_step
 
     cfg = compose_train(["task=listops", "model=mha", "profile=smoke", "seed=0"])
     full = measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,

@@ -78,7 +78,7 @@ def test_the_code_digest_names_the_files_wherever_they_lie(checkout: Path, tmp_p
 
 
 def test_records_carry_the_code_digest(tmp_path: Path) -> None:
-    from hkt.record import make_record, validate_record
+    from hkt.run_record import make_record, validate_record
 
     rec = make_record(task="listops", model="mha", variant="main", seed=0, profile="smoke",
                       config={}, n_params=1, steps=1, best_step=1, val_accuracy=0.5,

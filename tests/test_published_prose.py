@@ -131,7 +131,7 @@ def known_counts(root: Path) -> set[tuple[int, str]]:
     """The counts a publication's files give: its training records (all, per task, per task and
     model, per model), seeds per (task, model), the steps its runs trained and were best at,
     its workflow sessions (its own, added, all), and its wall time and plan in whole hours."""
-    from hkt.record import load_record
+    from hkt.run_record import load_record
 
     out: set[tuple[int, str]] = set()
     trained: list[dict] = []

@@ -68,7 +68,7 @@ def _suite(name: str):
 
 def _published_training_runs(root: Path) -> dict:
     """Job -> record of every training run published under ``root/runs`` (baselines aside)."""
-    from hkt.record import load_record
+    from hkt.run_record import load_record
     from hkt.workflow.grid import Job
 
     runs = {}

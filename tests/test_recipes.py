@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from hkt.checks import number
+from hkt.value_checks import number
 from hkt.mixers.base import TokenMixer
 from hkt.mixers.registry import register
 

@@ -1,4 +1,4 @@
-"""hkt.record (the one public writer of run records and history.csv) and hkt.runs (records ->
+"""hkt.run_record (the one public writer of run records and history.csv) and hkt.runs_frame (records ->
 the runs frame), as an external baseline uses them."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from hkt.record import (HISTORY_COLUMNS, RECORD_NAME, RecordError, load_record, make_record,
+from hkt.run_record import (HISTORY_COLUMNS, RECORD_NAME, RecordError, load_record, make_record,
                         write_history, write_record)
-from hkt.runs import curves_from_records, load_records, record_row, runs_from_records
+from hkt.runs_frame import curves_from_records, load_records, record_row, runs_from_records
 
 
 def _data_dir(tmp_path):

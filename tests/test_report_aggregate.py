@@ -16,7 +16,7 @@ from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE
 from hkt.report.tables import ablation_table, gap_table, main_display, main_table
 from hkt.report.writers import write_table
-from hkt.runs import AggregateError, curves_from_records, load_records, most_common_length, runs_from_records
+from hkt.runs_frame import AggregateError, curves_from_records, load_records, most_common_length, runs_from_records
 from hkt import paper
 from hkt.figures import suite as figures
 

@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 
 from hkt.mixers import score_cost_limit, score_cost_ratio
-from hkt.runs import AggregateError
+from hkt.runs_frame import AggregateError
 from hkt.report import analysis_tables as at
 from hkt import paper
 from hkt.figures import suite
-from hkt.record import ANALYSIS_FILE
+from hkt.run_record import ANALYSIS_FILE
 
 
 def _row(section: str, layer: int, head: int, level: int, quantity: str, metric: str,

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from hkt.report.convergence import convergence_display, convergence_table, time_table
-from hkt.runs import CURVE_COLUMNS, RUN_COLUMNS, frame
+from hkt.runs_frame import CURVE_COLUMNS, RUN_COLUMNS, frame
 
 
 def _runs(rows):

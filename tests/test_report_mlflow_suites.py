@@ -17,7 +17,7 @@ from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SUITE_ENV, SUITE_TAG, Suit
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.suite_choice import SuiteChoice, choose
-from hkt.runs import KEY, AggregateError, curves_from_records, load_records, runs_from_records
+from hkt.runs_frame import KEY, AggregateError, curves_from_records, load_records, runs_from_records
 
 #: runs.csv columns that differ between the two sources by nature (hkt.report.mlflow_runs): the
 #: record's path or the MLflow run id. mlflow_tracking_uri is equal here (read where logged);

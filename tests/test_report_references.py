@@ -15,7 +15,7 @@ from hkt.report import claims
 from hkt.report.build import write_all
 from hkt.report.stats import difference_with_test_set, mean_error, binomial_variance
 from hkt.report.tables import main_table
-from hkt.runs import curves_from_records, runs_from_records
+from hkt.runs_frame import curves_from_records, runs_from_records
 from test_report_aggregate import make_record
 
 RULES = {"root_op_prior": 0.33, "depth1_rule": 0.5, "depth2_rule": 0.7, "depth3_rule": 0.85,

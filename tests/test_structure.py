@@ -118,13 +118,13 @@ def test_no_import_circle() -> None:
 # modules of its own layer or below. hkt.dropout and hkt.workflow.gpuslots are shared pieces
 # (a torch layer; a GPU-slot claim that training makes) and sit in layer 0.
 LAYERS = {
-    0: ("hkt", "hkt.errors", "hkt.signals", "hkt.store", "hkt.fileio", "hkt.config",
-        "hkt.logs", "hkt.registry", "hkt.checks", "hkt.device", "hkt.provenance", "hkt.paper",
+    0: ("hkt", "hkt.errors", "hkt.signals", "hkt.mlflow_store", "hkt.fileio", "hkt.config",
+        "hkt.logs", "hkt.registry", "hkt.value_checks", "hkt.device", "hkt.provenance", "hkt.paper",
         "hkt.environment", "hkt.data.layout", "hkt.dropout", "hkt.workflow.gpuslots"),
-    1: ("hkt.record", "hkt.runs", "hkt.references", "hkt.figures"),
+    1: ("hkt.run_record", "hkt.runs_frame", "hkt.references", "hkt.figures"),
     2: ("hkt.mixers", "hkt.models", "hkt.data"),
     3: ("hkt.train",),
-    4: ("hkt.timing", "hkt.calibration", "hkt.analysis", "hkt.baselines", "hkt.report"),
+    4: ("hkt.step_timing", "hkt.calibration", "hkt.analysis", "hkt.baselines", "hkt.report"),
     5: ("hkt.bench", "hkt.doctor", "hkt.plan", "hkt.status", "hkt.stop", "hkt.remaining", "hkt.workflow",
         "hkt.cli"),
 }

@@ -19,7 +19,7 @@ import torch
 from hkt.errors import DataError, RunMismatch, TrainingError
 from hkt.train.config import load_config
 from hkt.train.loop import train
-from hkt.record import load_record, validate_record
+from hkt.run_record import load_record, validate_record
 
 METRICS = ("steps", "best_step", "val_accuracy", "test_accuracy", "val_loss", "test_loss",
            "n_params")

@@ -47,7 +47,7 @@ def test_retry_wraps_cause_and_gives_up():
 def test_no_retry_starts_later_than_within_s_after_the_first_call(monkeypatch):
     """A server that refuses connections while training: retried with backoff, but no retry
     begins more than ``within_s`` after the first call (a fake clock: each sleep advances it)."""
-    import hkt.store
+    import hkt.mlflow_store
 
     class Clock:
         now = 0.0
@@ -59,7 +59,7 @@ def test_no_retry_starts_later_than_within_s_after_the_first_call(monkeypatch):
             self.now += s
 
     clock = Clock()
-    monkeypatch.setattr(hkt.store, "time", clock)
+    monkeypatch.setattr(hkt.mlflow_store, "time", clock)
     starts = []
 
     def refused():
@@ -171,7 +171,7 @@ def test_a_store_we_create_lists_only_the_experiments_runs_went_to(tmp_path, mon
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from hkt.store import DEFAULT_EXPERIMENT_ID, open_client
+    from hkt.mlflow_store import DEFAULT_EXPERIMENT_ID, open_client
     from hkt.train.tracking import COMPARISON_VIEW, Tracker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"

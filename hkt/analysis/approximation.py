@@ -40,7 +40,7 @@ from hkt.mixers import HKTAttention
 from hkt.mixers.hkt import truncate_levels
 from hkt.mixers.base import split_heads
 from hkt.mixers.upsample import Upsampler
-from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
+from hkt.run_record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 
 SECTION = APPROXIMATION_SECTION
 #: The models compared: the trained run and the same architecture at initialisation.

@@ -16,8 +16,8 @@ from hkt.analysis import approximation
 from hkt.device import resolve_device
 from hkt.fileio import atomic_path, atomic_write_text
 from hkt.figures import analysis as figures
-from hkt.record import ANALYSIS_FILE
-from hkt.runs import KEY, record_row
+from hkt.run_record import ANALYSIS_FILE
+from hkt.runs_frame import KEY, record_row
 from hkt.train.tracking import log_dataset, with_retry
 
 
@@ -62,7 +62,7 @@ def _log_to_mlflow(record: dict, out: Path, table: pl.DataFrame, tags: dict[str,
     run_id, uri = record.get("mlflow_run_id"), record.get("mlflow_tracking_uri")
     if not run_id or not uri:
         return False
-    from hkt.store import open_client  # mlflow takes seconds to import: only when logging
+    from hkt.mlflow_store import open_client  # mlflow takes seconds to import: only when logging
 
     client = open_client(uri, create=False)
     if record.get("data_checksums"):  # the data it read (runs logged before datasets lack it)

@@ -36,7 +36,7 @@ from hkt.mixers.upsample import Upsampler
 from hkt.data.load import TokenDataset, read_split_metadata
 from hkt.errors import DataError, HKTError
 from hkt.models import build_model
-from hkt.record import load_record
+from hkt.run_record import load_record
 from hkt.train.checkpoint import load_checkpoint
 
 

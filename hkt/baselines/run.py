@@ -6,7 +6,7 @@ numbers, a :class:`Fit`, from the :class:`Splits` it is given.
         [--max-train N] [--tracking-uri URI] [--experiment NAME]
         [--results-dir DIR] [its own options]
 
-Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.record`,
+Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.run_record`,
 docs/contracts.md "Runs"), ``history.csv`` when the baseline has a validation curve and, with
 ``--tracking-uri``, logs the same numbers, the record and its config to MLflow, in the
 experiment of the suite's trained models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets,
@@ -39,7 +39,7 @@ from hkt.data.parquet import SplitData, read_metadata
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import SuiteRun, code_digest, git_state
-from hkt.record import RECORD_NAME, make_record, write_history, write_record
+from hkt.run_record import RECORD_NAME, make_record, write_history, write_record
 from hkt.train.tracking import EXPERIMENT_ENV, RESULTS_ENV, data_tags, experiment_name, suite_run
 
 __all__ = ["Splits", "Fit", "NO_PROFILE", "read_split", "run_baseline", "add_run_arguments",

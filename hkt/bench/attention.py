@@ -25,7 +25,7 @@ from hkt.bench.common import csv_text, markdown_numbers, write_outputs
 from hkt.config import config_dir
 from hkt.train.config import compose_train
 from hkt.device import describe_device, resolve_device
-from hkt.timing import median, peak_memory_bytes, time_call
+from hkt.step_timing import median, peak_memory_bytes, time_call
 
 VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference", "hkt-tile")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.checks import hexdigest, nonneg_int, optional, pos_int, spec, str_list, text
+from hkt.value_checks import hexdigest, nonneg_int, optional, pos_int, spec, str_list, text
 from hkt.data.parquet import SplitData
 from hkt.data.sources import Source
 from hkt.errors import ConfigError, DataError

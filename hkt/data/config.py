@@ -7,7 +7,7 @@ a ``prepare`` node with every preparation parameter. Overrides use Hydra's
 syntax and may be written relative to the task (``prepare.seed=1``) or with the ``task.``
 prefix used by training configs (``task.prepare.seed=1``).
 
-Validation is strict and uses the checks of :mod:`hkt.checks`: the family's module (a module of
+Validation is strict and uses the checks of :mod:`hkt.value_checks`: the family's module (a module of
 :mod:`hkt.data.families`, registered in :data:`FAMILIES`) gives the schema of ``prepare``
 (``PREPARE_SCHEMA``) and its cross-field checks (``check_config``). An unknown key, a missing key or a bad value raises
 :class:`hkt.errors.ConfigError` naming the key (``task.prepare.splits.train``).
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from hkt.checks import check_schema, pos_int, text
+from hkt.value_checks import check_schema, pos_int, text
 from hkt.config import compose, config_dir
 from hkt.data.families import FAMILIES, REQUIRED
 from hkt.data.taskfile import task_id_problem

@@ -47,7 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 from hkt.doctor.context import Check, Context, job_name
 from hkt.doctor.equivalence import check_equivalence
 from hkt.doctor.sdpa import FUSED, check_sdpa, sdpa_verdict
-from hkt.timing import StepTiming, measure_training_step  # noqa: F401  (StepTiming: re-exported)
+from hkt.step_timing import StepTiming, measure_training_step  # noqa: F401  (StepTiming: re-exported)
 from hkt.workflow.suites import AUTO, Suite, load_suite
 
 
@@ -205,8 +205,8 @@ def _check_estimate(ctx: Context) -> Iterator[Check]:
 
 
 def tracking_uri_of(suite: Suite) -> str:
-    """The store the suite's runs log to (:func:`hkt.store.tracking_uri`, as the workflow)."""
-    from hkt.store import tracking_uri
+    """The store the suite's runs log to (:func:`hkt.mlflow_store.tracking_uri`, as the workflow)."""
+    from hkt.mlflow_store import tracking_uri
 
     return tracking_uri(suite.config.get("tracking_uri"), suite.grid.results)
 

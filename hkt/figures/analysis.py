@@ -10,8 +10,8 @@ import polars as pl
 
 from hkt.figures.common import empty, legend_outside, pyplot, save, title_budget
 from hkt.paper import KURTOSIS as PAPER_KAPPA
-from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
-from hkt.runs import task_keys
+from hkt.run_record import APPROXIMATION_SECTION, APPROXIMATION_STATES
+from hkt.runs_frame import task_keys
 
 
 def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from hkt.fileio import atomic_path
-from hkt.runs import task_keys
+from hkt.runs_frame import task_keys
 
 #: A fixed colour per model, so a model looks the same in every figure.
 COLORS = {"mha": "#4C72B0", "hkt": "#DD8452", "conv": "#55A868", "s4d": "#C44E52",

@@ -1,4 +1,4 @@
-"""Figures across runs (``hkt aggregate``), from the runs frame and curves of :mod:`hkt.runs`
+"""Figures across runs (``hkt aggregate``), from the runs frame and curves of :mod:`hkt.runs_frame`
 and the tables of the analyses.
 
 * :func:`val_curves`: validation accuracy over training steps, one panel per task, one line per
@@ -25,7 +25,7 @@ from hkt.figures.common import (budget_title, color, empty, integer_ticks, legen
                                 min_span, pyplot, reference_lines, save, style, task_panels,
                                 title_budget)
 from hkt.references import is_reference, lines
-from hkt.runs import MODEL_ORDER, most_common_length, ordered, task_keys
+from hkt.runs_frame import MODEL_ORDER, most_common_length, ordered, task_keys
 
 #: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
 #: curve is drawn flat, not stretched over the whole panel.

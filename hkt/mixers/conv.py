@@ -34,7 +34,7 @@ from torch import Tensor, nn
 
 from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask, cpu_float
 from hkt.mixers.registry import register
-from hkt.checks import choice, integer
+from hkt.value_checks import choice, integer
 from hkt.dropout import Dropout
 
 ACTIVATIONS = ("gelu", "none")

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from hkt.checks import boolean, choice, integer, number
+from hkt.value_checks import boolean, choice, integer, number
 from hkt.errors import ConfigValueError
 from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, merge_heads,
                              sdpa_mask, split_heads)

@@ -59,7 +59,7 @@ from torch import Tensor, nn
 
 from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask
 from hkt.mixers.registry import register
-from hkt.checks import boolean, integer, number
+from hkt.value_checks import boolean, integer, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
 

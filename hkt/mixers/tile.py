@@ -39,7 +39,7 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from hkt.checks import integer
+from hkt.value_checks import integer
 from hkt.errors import ConfigValueError
 
 MAX_LEVELS = 4  # levels the kernels unroll (hkt/mixers/kernels/tile.py)

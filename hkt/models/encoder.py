@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from hkt.mixers import MIXERS, build_mixer, mixer_class
-from hkt.checks import boolean, choice, integer, label, number
+from hkt.value_checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError
 from hkt.models.norms import NORMS, make_norm

@@ -9,6 +9,6 @@
 - :mod:`hkt.report.writers`: the one table writer (Markdown, CSV, LaTeX).
 - :mod:`hkt.report.summary`: ``summary.md``.
 
-The runs frame itself (:mod:`hkt.runs`), the paper's numbers (:mod:`hkt.paper`) and the figures
+The runs frame itself (:mod:`hkt.runs_frame`), the paper's numbers (:mod:`hkt.paper`) and the figures
 (:mod:`hkt.figures`) sit below, shared with the analyses.
 """

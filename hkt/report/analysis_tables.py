@@ -23,9 +23,9 @@ from hkt.paper import KURTOSIS as PAPER_KAPPA
 from hkt.paper import LEVELS as PAPER_LEVELS
 from hkt.paper import SCORE_COST
 from hkt.paper import STRIDE as PAPER_STRIDE
-from hkt.record import ANALYSIS_FILE
+from hkt.run_record import ANALYSIS_FILE
 from hkt.report.writers import Display, fmt, pm, write_table
-from hkt.runs import KEY, AggregateError, find_records, load_records, record_length
+from hkt.runs_frame import KEY, AggregateError, find_records, load_records, record_length
 
 #: What the per-model tables group by (over seeds, layers and heads): lengths T of a task and
 #: variants of a model (an L=1 ablation beside L=3) stay apart.

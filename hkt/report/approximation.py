@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from hkt.figures.analysis import approximation_residuals
-from hkt.record import APPROXIMATION_SECTION, APPROXIMATION_STATES
+from hkt.run_record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 from hkt.report.writers import fmt, markdown, pm, write_table
 
 SECTION = APPROXIMATION_SECTION

@@ -35,7 +35,7 @@ from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, 
                                gap_display, gap_table, main_display, main_notes, main_table,
                                with_test_interval)
 from hkt.report.writers import learning_rate, write_table
-from hkt.runs import (KEY, AggregateError, curves_from_records, examples_note, load_records,
+from hkt.runs_frame import (KEY, AggregateError, curves_from_records, examples_note, load_records,
                       paper_caveat, runs_from_records)
 
 

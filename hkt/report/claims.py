@@ -76,7 +76,7 @@ from hkt import paper
 from hkt.references import RULE_REFERENCES, Line, reading
 from hkt.report.stats import binomial_variance
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
-from hkt.runs import EXTERNAL_BUDGETS, AggregateError
+from hkt.runs_frame import EXTERNAL_BUDGETS, AggregateError
 from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",

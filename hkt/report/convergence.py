@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from hkt.report.writers import Display, fmt
-from hkt.runs import MODEL_ORDER, TASK_ORDER, order_key
+from hkt.runs_frame import MODEL_ORDER, TASK_ORDER, order_key
 
 #: How many of the mean curve's last evaluations the table shows.
 LAST_EVALS = 4

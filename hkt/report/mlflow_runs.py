@@ -1,5 +1,5 @@
 """The runs frame and validation curves from MLflow, for runs logged elsewhere (a cluster
-against a tracking server): the same frame :mod:`hkt.runs` builds from run records, of one
+against a tracking server): the same frame :mod:`hkt.runs_frame` builds from run records, of one
 suite run (:mod:`hkt.report.suite_choice`).
 
 Every column holds what the run's record holds (a test compares the two on real runs), except
@@ -18,7 +18,7 @@ baseline's ``wall_time_s`` none, and ``results_dir`` none (:mod:`hkt.report.suit
 
 Validation accuracy is one metric, ``val_accuracy``, logged at every evaluation (the curves),
 and the best of it, the record's ``val_accuracy``, is the tag ``best_val_accuracy``
-(:data:`hkt.store.BEST_VAL_TAG`). Stores written before that hold the curve as metric
+(:data:`hkt.mlflow_store.BEST_VAL_TAG`). Stores written before that hold the curve as metric
 ``val_acc`` and the best as metric ``val_accuracy`` (:data:`OLD_CURVE_METRIC`); both read.
 """
 
@@ -34,10 +34,10 @@ import polars as pl
 
 from hkt.environment import DIGEST_TAG
 from hkt.provenance import SuiteRun
-from hkt.store import BEST_VAL_TAG, SERIES_METRICS
+from hkt.mlflow_store import BEST_VAL_TAG, SERIES_METRICS
 from hkt.report.suite_choice import SuiteChoice, choose
 from hkt.report.suite_run import EXPERIMENT_PREFIX
-from hkt.runs import (CURVE_COLUMNS, KEY, MIXER_FIELDS, RUN_COLUMNS, AggregateError, as_column,
+from hkt.runs_frame import (CURVE_COLUMNS, KEY, MIXER_FIELDS, RUN_COLUMNS, AggregateError, as_column,
                       as_float, as_int, as_str, frame, latest, run_budget)
 
 
@@ -48,7 +48,7 @@ OLD_CURVE_METRIC = "val_acc"
 
 def client(uri: str) -> Any:
     """An MLflow client for the existing store ``uri`` (one error line if it cannot be read)."""
-    from hkt.store import open_client
+    from hkt.mlflow_store import open_client
 
     return open_client(uri, create=False)
 

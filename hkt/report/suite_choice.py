@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hkt.provenance import SuiteRun, suite_name
-from hkt.runs import AggregateError
+from hkt.runs_frame import AggregateError
 
 __all__ = ["SuiteChoice", "choose", "flags", "listing"]
 

@@ -75,7 +75,7 @@ def log_suite_run(uri: str, out: Path, runs: pl.DataFrame, gap: pl.DataFrame,
     """Create or update ``suite_run``'s run (its suite as the aggregate was given it, never read
     from the runs) in the store ``uri`` (see the module docstring); return its run id and
     experiment. ``runs`` are its runs; ``out`` holds what the aggregate wrote."""
-    from hkt.store import EXPERIMENT_TAGS, artifact_root, open_client, with_retry
+    from hkt.mlflow_store import EXPERIMENT_TAGS, artifact_root, open_client, with_retry
 
     client = open_client(uri)
     suite, results = suite_run.suite, suite_run.results_dir

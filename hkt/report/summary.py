@@ -21,7 +21,7 @@ from hkt.report.controls import controls_display
 from hkt.report.products import PRODUCTS
 from hkt.report.tables import ablation_display, gap_display, main_display, main_notes
 from hkt.report.writers import markdown
-from hkt.runs import KEY, examples_note, paper_caveat
+from hkt.runs_frame import KEY, examples_note, paper_caveat
 
 # the order the summary lists them in: the workflow's (hkt.report.products)
 TABLES = tuple(p.name for p in PRODUCTS if p.kind == "table")

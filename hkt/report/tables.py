@@ -1,4 +1,4 @@
-"""The result tables from the runs frame (:mod:`hkt.runs`), each with its display.
+"""The result tables from the runs frame (:mod:`hkt.runs_frame`), each with its display.
 
 * :func:`main_table`: per task, T and model, mean ± std over seeds of validation and test
   accuracy, parameters, time per step; the paper's figure beside ours and the difference.
@@ -24,7 +24,7 @@ from hkt import paper
 from hkt.references import RULE_REFERENCES
 from hkt.report.stats import difference_with_test_set, welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
-from hkt.runs import (EXTERNAL_BUDGETS, MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError,
+from hkt.runs_frame import (EXTERNAL_BUDGETS, MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError,
                       most_common_length, order_key)
 
 #: How an ablation row states its token-mixer settings (model.mixer): field -> format (in this order).
@@ -58,7 +58,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
     """Per task, T and model: mean ± std over seeds, with the paper's figure and our difference.
 
     Columns: task, length, model, seeds, val_mean, val_std, test_mean, test_std, n_params,
-    ms_per_step, profile, budget (each run's :func:`hkt.runs.run_budget`), paper_mean, paper_std, delta_vs_paper (ours − paper, pp),
+    ms_per_step, profile, budget (each run's :func:`hkt.runs_frame.run_budget`), paper_mean, paper_std, delta_vs_paper (ours − paper, pp),
     lra_transformer (the LRA paper's vanilla Transformer at that T, for context), test_examples
     (how many test examples each accuracy rests on: one number, or a range when runs differ).
     """

@@ -11,7 +11,7 @@ and trains one model (:mod:`hkt.train.loop`, the session) from its parts:
   :mod:`hkt.train.rundir`: one process per run directory, a run continues only with its own
   config and data;
 - :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.progress`: the progress line;
-  :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.record`) and the summary.
+  :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.run_record`) and the summary.
 """
 
 __all__ = ["train", "load_config"]

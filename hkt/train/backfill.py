@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hkt.data.layout import SPLITS
-from hkt.record import RECORD_NAME, read_history, write_record
-from hkt.store import StoreError
+from hkt.run_record import RECORD_NAME, read_history, write_record
+from hkt.mlflow_store import StoreError
 from hkt.train.checkpoint import load_checkpoint
 from hkt.train.data import RunData, model_for
 from hkt.train.finish import GAP_FIELD, publish, summary_line

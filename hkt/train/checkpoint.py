@@ -25,7 +25,7 @@ from torch import nn, optim
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
 from hkt import signals
-from hkt.record import HISTORY_NAME, write_history
+from hkt.run_record import HISTORY_NAME, write_history
 from hkt.train import rundir
 from hkt.train.data import RunData
 

@@ -2,7 +2,7 @@
 
 Hydra (through :func:`hkt.config.compose`) catches unknown group options, unknown keys and wrong
 types; :func:`validate` catches the values that are well-typed but impossible, with the checks
-of :mod:`hkt.checks`: the model through its typed config (:class:`hkt.models.EncoderConfig`,
+of :mod:`hkt.value_checks`: the model through its typed config (:class:`hkt.models.EncoderConfig`,
 which holds the token mixer's), the task through its family's schema
 (:func:`hkt.data.config.validate_task`), the rest through :data:`SCHEMA`, plus the few checks
 that span keys. Each failure is one :class:`hkt.errors.ConfigError` naming the key.
@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.checks import (
+from hkt.value_checks import (
     boolean,
     check_schema,
     choice,

@@ -1,4 +1,4 @@
-"""The end of a training run: its record (through the one writer, :mod:`hkt.record`), the final
+"""The end of a training run: its record (through the one writer, :mod:`hkt.run_record`), the final
 metrics and artifacts in MLflow, and the one-line summary printed for it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hkt.models.serving import served_tokens
-from hkt.record import HISTORY_NAME, RECORD_NAME, make_record, write_record
-from hkt.store import BEST_VAL_TAG
+from hkt.run_record import HISTORY_NAME, RECORD_NAME, make_record, write_record
+from hkt.mlflow_store import BEST_VAL_TAG
 from hkt.train.checkpoint import TrainState
 from hkt.train.execution import execution_tags
 from hkt.train.progress import format_duration
@@ -53,7 +53,7 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
     ``created_at`` (which of two reruns is the latest); the execution tags again, with the GPU
     sharing as the run ended (:mod:`hkt.train.execution`). The best validation accuracy is tag
-    :data:`~hkt.store.BEST_VAL_TAG`, not a second metric: metric ``val_accuracy`` is the curve
+    :data:`~hkt.mlflow_store.BEST_VAL_TAG`, not a second metric: metric ``val_accuracy`` is the curve
     (every evaluation), whose latest value the runs list shows."""
     if not tracker.enabled:
         return

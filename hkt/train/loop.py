@@ -31,7 +31,7 @@ from hkt.errors import RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
 from hkt.data.layout import SPLITS
 from hkt.provenance import code_digest, git_state
-from hkt.record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
+from hkt.run_record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
 from hkt.train.checkpoint import Checkpointing, TrainState, load_checkpoint, rng_state
 from hkt.train.config import validate

@@ -4,8 +4,8 @@ run's MLflow run holds, and how it gets there.
 Default store: ``sqlite:///<results_dir>/mlflow.db`` with artifacts beside it in
 ``<results_dir>/mlartifacts``; ``tracking.uri`` (default ``$MLFLOW_TRACKING_URI``) points runs
 at a tracking server instead. The store itself (opening it, creating it under a file lock, the
-retry policy :func:`~hkt.store.with_retry` of every call, one error line per fault) is
-:mod:`hkt.store`'s; this module is a training run's use of it. The workflow runs jobs in
+retry policy :func:`~hkt.mlflow_store.with_retry` of every call, one error line per fault) is
+:mod:`hkt.mlflow_store`'s; this module is a training run's use of it. The workflow runs jobs in
 parallel, so each experiment is also created under the store's lock.
 
 **What a run says of itself** beside its metrics: its tags (what it is, where and from what it
@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import hkt
-from hkt import store
+from hkt import mlflow_store
 from hkt.config import flatten
 from hkt.data.provenance import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
-from hkt.record import STEP_METRICS
-from hkt.store import (BEST_VAL_TAG, DATASET_RACE, EXPERIMENT_TAGS, RETRIES, SERIES_METRICS,
+from hkt.run_record import STEP_METRICS
+from hkt.mlflow_store import (BEST_VAL_TAG, DATASET_RACE, EXPERIMENT_TAGS, RETRIES, SERIES_METRICS,
                        TrackingError, artifact_root, default_tracking_uri, experiment_name,
                        open_client, store_lock, with_retry)
 
@@ -106,7 +106,7 @@ def comparison_view_tags() -> dict[str, str]:
 
 
 def metric_name(series: str) -> str:
-    """The MLflow metric of a ``history.csv`` series (:data:`hkt.store.SERIES_METRICS`)."""
+    """The MLflow metric of a ``history.csv`` series (:data:`hkt.mlflow_store.SERIES_METRICS`)."""
     return SERIES_METRICS.get(series, series)
 
 
@@ -179,7 +179,7 @@ def run_params(cfg_dict: dict[str, Any], n_params: int,
 def tracking_uri(tracking_cfg: Any) -> str:
     """``tracking.uri`` if set, else the SQLite store under ``tracking.results_dir``."""
     uri = tracking_cfg.get("uri") if hasattr(tracking_cfg, "get") else None
-    return store.tracking_uri(uri, results_dir_of(tracking_cfg))
+    return mlflow_store.tracking_uri(uri, results_dir_of(tracking_cfg))
 
 
 def _chunks(items: list[T], n: int) -> Iterable[list[T]]:

@@ -32,7 +32,7 @@ from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.data.taskfile import read_task_info, task_id_problem
 from hkt.errors import GridError
 from hkt.paper import ABLATION_TASK
-from hkt.store import experiment_name
+from hkt.mlflow_store import experiment_name
 from hkt.workflow.external import externals
 from hkt.workflow.placement import Placement
 from hkt.workflow.resources import Node
@@ -157,7 +157,7 @@ class Grid(Placement):
         return files
 
     def experiment(self, task: str) -> str:
-        """The MLflow experiment of a workflow task's runs (hkt.store.experiment_name of its
+        """The MLflow experiment of a workflow task's runs (hkt.mlflow_store.experiment_name of its
         budget and Hydra task config, as ``hkt train`` names it)."""
         return experiment_name(self.task_profile(task), self.task_config(task))
 

@@ -9,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
-from hkt.store import tracking_uri
+from hkt.mlflow_store import tracking_uri
 from hkt.workflow.configs import check_analysable, seedless, train_config_digests
 from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
@@ -40,7 +40,7 @@ R = GRID.results  # as given: relative to the working directory
 PY = sys.executable  # the Python that runs Snakemake (has hkt installed)
 CONDA_ENV = str(REPO / "environment.yml")  # the rules' software (with --use-conda)
 
-TRACKING_URI = tracking_uri(config.get("tracking_uri"), R)  # hkt.store: the one rule
+TRACKING_URI = tracking_uri(config.get("tracking_uri"), R)  # hkt.mlflow_store: the one rule
 
 # Every job runs with the repository's config/ and MLflow writing under results_dir (or the
 # server); jobs inherit the environment, on a cluster too (envvars: below).
@@ -177,7 +177,7 @@ def say_if_stopped():
 def init_tracking_store():
     """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,
     before parallel jobs start: a broken store stops the workflow here with one line."""
-    from hkt.store import open_client
+    from hkt.mlflow_store import open_client
 
     try:
         open_client(TRACKING_URI)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.checks import number_list, optional, pos_int, spec
+from hkt.value_checks import number_list, optional, pos_int, spec
 from hkt.data.common import (DOWNLOAD_LOCATION_KEYS, DOWNLOAD_SCHEMA, allocate, carve, carve_index, check_counts,
                              check_download_config, describe_source, location, new_tree_hash)
 from hkt.data.parquet import Prepared, SplitData

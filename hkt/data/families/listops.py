@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.checks import boolean, nonneg_int, optional, pos_int, probability, text
+from hkt.value_checks import boolean, nonneg_int, optional, pos_int, probability, text
 from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
 from hkt.data.families import register
 from hkt.data.families._listops_tsv import from_tsv

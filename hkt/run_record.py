@@ -4,7 +4,7 @@ The one public writer for runs of every kind: ``hkt train`` and the external bas
 (:mod:`hkt.baselines.ngram`, or a script of another framework) build the record with
 :func:`make_record` and write it with :func:`write_record`::
 
-    from hkt.record import make_record, write_record
+    from hkt.run_record import make_record, write_record
     write_record(make_record(task="listops", model="mine", variant="main", seed=0, profile="cpu",
                              config={...}, n_params=0, steps=0, best_step=None,
                              val_accuracy=0.41, test_accuracy=0.40, data_dir=DATA_DIR), RUN_DIR)

@@ -41,7 +41,7 @@ __all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "tracking_uri
 # this value makes it open on its runs, as a model-training experiment.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
-#: A run's MLflow metric for each ``history.csv`` series (:data:`hkt.record.STEP_METRICS`) whose
+#: A run's MLflow metric for each ``history.csv`` series (:data:`hkt.run_record.STEP_METRICS`) whose
 #: name there differs: validation accuracy has one metric, under the records' and tables' name,
 #: logged at every evaluation.
 SERIES_METRICS = {"val_acc": "val_accuracy"}

@@ -25,7 +25,7 @@ import polars as pl
 from hkt import paper
 from hkt.errors import HKTError
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
-from hkt.record import HISTORY_NAME, RECORD_NAME, load_record
+from hkt.run_record import HISTORY_NAME, RECORD_NAME, load_record
 
 #: The token-mixer settings that the ablations change (runs-frame columns, read from
 #: ``config.model.mixer``; null where a model's mixer has no such field).
