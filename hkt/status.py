@@ -10,12 +10,14 @@ progress line (a training job's step, validation accuracy and ETA) or its last e
 from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads
 the same files whether the jobs ran on this machine or on a cluster.
 
-The remaining wall time lays the remaining work out on the suite's cores and, on a GPU, its GPU
-slots, packed as ``hkt plan`` packs them (:mod:`hkt.remaining`), longest first within each rule,
-the aggregate last: a running job takes its own ETA
-(a training job's progress line says it; until it prints one, what is left of its planned time
-from the step it resumed at), a waiting one its planned time, with training scaled by how the
-steps measured so far (progress lines, finished records) compare with the plan.
+The remaining wall time is the cost model's (:mod:`hkt.estimate`, as ``hkt plan``, ``hkt doctor``
+and the workflow's banner count it), from the files as they are now: a done job costs nothing, a
+waiting or stopped training job its overhead and the steps after its checkpoint, a running job
+its own ETA (a training job's progress line says it; until it prints one, its cost from the step
+it resumed at, less the time it has run), packed on the suite's cores and, on a GPU, its GPU slots
+(:func:`hkt.estimate.pack`). Training is scaled by how the steps measured so far (progress lines,
+the throughput each checkpoint logged in ``history.csv``, finished records) compare with the
+plan, and the other rules by how long their finished jobs took (:func:`scale_other_rules`).
 The wall time so far is the sum of the workflow's sessions on the directory (a suite resumed
 after a pause or a preemption runs in several; :mod:`hkt.workflow.sessions`), set beside the
 plan's estimate at the first.
@@ -38,12 +40,15 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
-from hkt.remaining import scale_other_rules, schedule
+from hkt.estimate import checkpointed_step, pack, train_cost
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
-__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule", "add_arguments",
-           "results_arguments", "run"]
+__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule",
+           "scale_other_rules", "add_arguments", "results_arguments", "run"]
+
+#: The packing of the remaining jobs: the cost model's (:func:`hkt.estimate.pack`).
+schedule = pack
 
 HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
                     r"pid (?P<pid>\d+) =====$")
@@ -140,9 +145,12 @@ def _error_line(lines: list[str]) -> str | None:
 def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: float,
               tail_bytes: int) -> JobState:
     """The state of one planned job, from its output and its log."""
+    modelled = job["rule"] == "train" and "overhead_s" in job  # the cost model's terms
     st = JobState(job["rule"], job["name"], "waiting", remaining_s=float(job["seconds"]),
                   threads=int(job.get("threads") or 1), log=job.get("log", ""),
-                  planned_s=float(job["seconds"]))
+                  planned_s=train_cost(job, 0) if modelled else float(job["seconds"]))
+    if modelled and job.get("output"):  # from its checkpoint as it is now
+        st.remaining_s = train_cost(job, checkpointed_step(job["output"]))
     log = Path(job.get("log") or "")
     header, lines = last_attempt(log, tail_bytes) if job.get("log") and log.is_file() else (None, [])
     if job.get("output") and Path(job["output"]).exists():
@@ -160,7 +168,9 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
         st.detail = _error_line(lines) or "ended without a result or an error line (killed?)"
         if STOPPED.match(st.detail):  # a signal ended it: the next run takes it up again
             st.left = _left_after_stop(st.detail)
-            st.state, st.remaining_s = "stopped", st.planned_s * st.left
+            st.state = "stopped"
+            if not modelled:
+                st.remaining_s = st.planned_s * st.left
         else:
             st.state, st.remaining_s = "failed", 0.0
         return st
@@ -168,7 +178,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     started = _started(header, log)
     st.elapsed_s = now - started
     st.left = _left_on_resume(lines)
-    st.remaining_s = max(0.0, st.planned_s * st.left - st.elapsed_s)
+    st.remaining_s = max(0.0, _cost_from(job, st.left) - st.elapsed_s)
     found = _progress(lines) if job["rule"] == "train" else None
     if found is not None:
         st.detail, eta, step, total = found
@@ -177,10 +187,41 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
             if total > step and job.get("steps"):
                 # the trainer's ETA runs at its pace with validations, so it is set against the
                 # plan's seconds per step with validations too (job seconds / steps)
-                st.step_ratio = eta / (total - step) / (float(job["seconds"]) / int(job["steps"]))
+                st.step_ratio = eta / (total - step) / _per_step(job)
     else:
         st.detail = f"running for {duration(now - started)}"
     return st
+
+
+def _cost_from(job: dict[str, Any], left: float) -> float:
+    """What a job costs when it starts with the fraction ``left`` of its work to do."""
+    if job["rule"] == "train" and "overhead_s" in job:
+        return train_cost(job, round(int(job["steps"]) * (1.0 - left)))
+    return float(job["seconds"]) * left
+
+
+def _per_step(job: dict[str, Any]) -> float:
+    """The plan's seconds per training step with its share of the validations (a trainer's ETA
+    runs at that pace)."""
+    steps = int(job["steps"])
+    if "eval_steps" in job:
+        return float(job["step_s"]) * (steps + float(job["eval_steps"])) / steps
+    return float(job["seconds"]) / steps
+
+
+def _history_ratio(job: dict[str, Any]) -> float | None:
+    """Measured / planned seconds per step from the throughput a training job's checkpoints
+    logged (``history.csv``'s samples_per_s, at its batch): steps that ran, timed."""
+    from hkt.record import read_history
+
+    if not (job.get("batch") and job.get("step_s") and job.get("output")):
+        return None
+    path = Path(job["output"]).parent
+    try:
+        rates = [r["samples_per_s"] for r in read_history(path) if r.get("samples_per_s")]
+    except (OSError, ValueError, KeyError):
+        return None
+    return int(job["batch"]) / statistics.median(rates) / float(job["step_s"]) if rates else None
 
 
 def _left_after_stop(line: str) -> float:
@@ -224,6 +265,21 @@ def _record_ratio(job: dict[str, Any]) -> float | None:
     return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
 
 
+def scale_other_rules(jobs: list[JobState]) -> None:
+    """The other rules' costs (config/plan.yaml) at the pace their finished jobs took."""
+    for rule in {j.rule for j in jobs} - {"train"}:
+        took = [j.elapsed_s / j.planned_s for j in jobs
+                if j.rule == rule and j.state == "done" and j.elapsed_s > 0 and j.planned_s > 0]
+        if not took:
+            continue
+        pace = statistics.median(took)
+        for j in jobs:
+            if j.rule == rule and j.state in ("waiting", "stopped"):
+                j.remaining_s = j.planned_s * pace
+            elif j.rule == rule and j.state == "running":
+                j.remaining_s = max(0.0, j.planned_s * pace - j.elapsed_s)
+
+
 def _workflow_line(results: Path, host: str) -> str:
     from hkt.workflow.lock import LOCK_NAME, holder
 
@@ -264,13 +320,17 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
     ratios = [j.step_ratio for j in jobs if j.step_ratio]
     ratios += [r for job, st in zip(planned, jobs)
                if job["rule"] == "train" and st.state == "done" and (r := _record_ratio(job))]
+    if not ratios:  # steps that ran but no job has finished or given an ETA: their checkpoints
+        ratios = [r for job, st in zip(planned, jobs) if job["rule"] == "train"
+                  and st.state != "done" and (r := _history_ratio(job))]
     speed = statistics.median(ratios) if ratios else None
-    for st in jobs:  # training not yet timed by its own progress line: at the measured pace
+    for job, st in zip(planned, jobs):  # training not timed by its own progress line: at the pace
         if st.rule == "train" and speed and st.step_ratio is None:
             if st.state in ("waiting", "stopped"):
                 st.remaining_s *= speed
             elif st.state == "running" and not st.timed:
-                st.remaining_s = max(0.0, st.planned_s * st.left * speed - st.elapsed_s)
+                st.remaining_s = max(0.0, _cost_from(job, st.left) * speed
+                                     - st.elapsed_s)
     scale_other_rules(jobs)
     sessions = load_sessions(results)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
@@ -329,7 +389,7 @@ def format_status(s: SuiteStatus) -> str:
         lines.append("finished: every job is done")
     elif s.count("running") + s.count("waiting") + s.count("stopped"):
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
-                "; no training step measured yet: the plan's times")
+                "; no training step has run yet: the plan's times")
         lines.append(f"remaining: about {duration(s.remaining_s)} on {p.get('cores')} cores"
                      f"{_on_gpus(p)}{pace}; expected to finish {_when(s.now + s.remaining_s)}")
         if s.count("failed"):
