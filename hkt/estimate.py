@@ -39,6 +39,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import re
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,7 +53,8 @@ from hkt.record import HISTORY_NAME
 from hkt.workflow.gpuslots import GPU_COMMANDS
 from hkt.workflow.grid import RULE_ORDER
 
-__all__ = ["Shape", "shape_of", "calibration_file", "cached_timer", "JobEstimate", "Plan",
+__all__ = ["HEADER", "last_attempt", "attempt_start", "took_s", "record_ratio", "history_ratio",
+           "Pace", "measured_pace", "Shape", "shape_of", "calibration_file", "cached_timer", "JobEstimate", "Plan",
            "train_cost", "job_seconds", "eval_batches", "checkpointed_step", "other_cost", "other_jobs",
            "estimate", "shared_gpu_slowdown", "gpu_takes", "pack", "make_plan", "write_plan",
            "job_overhead", "other_costs"]
@@ -160,6 +164,7 @@ class JobEstimate:
     done_steps: int = 0  # steps already checkpointed when planned (train jobs)
     batch: int = 0       # its batch (train jobs: a logged samples/s gives its step time)
     done: bool = False   # its output exists
+    cost_s: float = 0.0  # the whole job's cost, from nothing, at the calibrated pace
 
     @property
     def state(self) -> str:  # what :func:`pack` reads
@@ -249,6 +254,119 @@ def other_jobs(grid: Any) -> list[tuple[str, str, str, str]]:
     return jobs
 
 
+# --------------------------------------------------------------------------- measured pace
+#: The header ``hkt --log`` writes at the start of each attempt of a job, in the job's log.
+HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
+                    r"pid (?P<pid>\d+) =====$")
+
+
+def _tail(path: Path, limit: int) -> list[str]:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - limit))
+        text = fh.read().decode("utf-8", errors="replace")
+    return text.splitlines()
+
+
+def last_attempt(log: Path, limit: int) -> tuple[dict[str, str] | None, list[str]]:
+    """The header fields of the log's last attempt (None if it has none) and that attempt's
+    lines (the last ``limit`` bytes of the log are read)."""
+    lines = _tail(log, limit)
+    for i in range(len(lines) - 1, -1, -1):
+        m = HEADER.match(lines[i])
+        if m:
+            return m.groupdict(), lines[i + 1:]
+    return None, lines
+
+
+def attempt_start(header: Mapping[str, str], log: Path) -> float:
+    """When an attempt started (its header's time; the log's mtime if that does not parse)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(header["when"]).timestamp()
+    except ValueError:
+        return log.stat().st_mtime
+
+
+def took_s(job: Mapping[str, Any], tail_bytes: int) -> float | None:
+    """What a done job's last attempt took: from its log's header to its output (None: no log)."""
+    log = Path(job.get("log") or "")
+    if not job.get("log") or not log.is_file() or not job.get("output"):
+        return None
+    header, _ = last_attempt(log, tail_bytes)
+    if header is None:
+        return None
+    return Path(job["output"]).stat().st_mtime - attempt_start(header, log)
+
+
+def record_ratio(job: Mapping[str, Any]) -> float | None:
+    """Measured / calibrated seconds per step of a finished training job (its record's
+    ``ms_per_step``)."""
+    try:
+        rec = json.loads(Path(job["output"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ms = rec.get("ms_per_step") if isinstance(rec, dict) else None
+    return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
+
+
+def history_ratio(job: Mapping[str, Any]) -> float | None:
+    """Measured / calibrated seconds per step of a training job's steps so far: the throughput
+    its checkpoints logged (``history.csv``'s samples_per_s, at its batch)."""
+    from hkt.record import read_history
+
+    if not (job.get("batch") and job.get("step_s") and job.get("output")):
+        return None
+    try:
+        rates = [r["samples_per_s"] for r in read_history(Path(job["output"]).parent)
+                 if r.get("samples_per_s")]
+    except (OSError, ValueError, KeyError):
+        return None
+    return int(job["batch"]) / statistics.median(rates) / float(job["step_s"]) if rates else None
+
+
+@dataclass
+class Pace:
+    """How the work that ran compares with the cost model: training steps (measured /
+    calibrated seconds per step; None: none ran) and each other rule (took / cost)."""
+
+    train: float | None = None
+    rules: dict[str, float] = field(default_factory=dict)
+
+
+def measured_pace(jobs: Sequence[Mapping[str, Any]], done: Sequence[bool], tail_bytes: int,
+                  live: Sequence[float] = ()) -> Pace:
+    """The pace of ``jobs`` (``plan/suite.json``'s dicts; ``done``: whether each one's output
+    exists) from what ran: training from ``live`` ratios (running jobs' ETAs, ``hkt status``)
+    and finished records, else the throughput checkpoints logged; another rule from how long its
+    finished jobs took against their cost."""
+    train = list(live) + [r for j, d in zip(jobs, done)
+                          if d and j["rule"] == "train" and (r := record_ratio(j))]
+    if not train:  # steps that ran, but no job finished nor gives an ETA: their checkpoints
+        train = [r for j, d in zip(jobs, done)
+                 if not d and j["rule"] == "train" and (r := history_ratio(j))]
+    rules: dict[str, list[float]] = {}
+    for j, d in zip(jobs, done):
+        cost = float(j.get("cost_s", j.get("seconds")) or 0.0)
+        if d and j["rule"] != "train" and cost > 0 and (t := took_s(j, tail_bytes)):
+            if t > 0:
+                rules.setdefault(j["rule"], []).append(t / cost)
+    return Pace(statistics.median(train) if train else None,
+                {r: statistics.median(v) for r, v in rules.items()})
+
+
+def log_tail_bytes() -> int:
+    """How much of a log's end is read for its last attempt (config/status.yaml ``tail_bytes``)."""
+    import yaml
+
+    from hkt.config import config_dir
+
+    return int(yaml.safe_load((config_dir() / "status.yaml").read_text(encoding="utf-8"))
+               ["tail_bytes"])
+
+
 # --------------------------------------------------------------------------- packing
 def gpu_takes(gpu_slots: Mapping[str, Any] | None) -> dict[str, int]:
     """The GPU slots one job of each rule takes, from the plan's ``gpu_slots`` (``gpus``,
@@ -331,6 +449,7 @@ class Plan:
     cached: int = 0                        # shapes whose timing came from the cache
     untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
     gpu_slots: dict[str, Any] | None = None  # the GPU slots the workflow's jobs claim
+    pace: Pace = field(default_factory=Pace)  # what ran, against the cost model
 
     def priority(self, output: str) -> int:
         """A training job's Snakemake priority: its estimated seconds (longest first; 0 when
@@ -363,21 +482,24 @@ class Plan:
         slots are ``cores`` over its ``threads`` (a CPU machine; GPUs are not rescaled)."""
         slots = {r: max(1, cores // max(1, int(threads.get(r, 1)))) for r in self.slots}
         return Plan(self.suite, self.profile, f"{cores} cores", self.jobs, slots, cores,
-                    self.calibrated)
+                    self.calibrated, pace=self.pace)
 
 
 def estimate(grid: Any, configs: Mapping[Any, Any],
              step_seconds: Callable[[Any, Shape], float | None], *,
              other_seconds: Mapping[str, Any], eval_cost: float, overhead_s: float = 0.0,
              gpus: int = 0, sharing: Mapping[str, Any] | None = None, suite: str = "?",
-             device: str = "?", gpu_slots: Mapping[str, Any] | None = None) -> Plan:
+             device: str = "?", gpu_slots: Mapping[str, Any] | None = None,
+             tail_bytes: int = 0) -> Plan:
     """The plan of ``grid`` (a :class:`~hkt.workflow.grid.Grid`), counting what its results
     directory already holds. ``configs`` maps each training job to its composed config;
     ``step_seconds(cfg, shape)`` gives a training step's seconds at the job's batch, alone on its
     device (measured, or faked in tests; None: not timed); ``other_seconds`` what a job of every
     other rule costs (:func:`other_cost`); ``overhead_s`` a training job's start-up, data and
     tracking; ``gpus`` the GPUs the jobs share (0: a CPU machine); ``sharing`` the slowdown of
-    training jobs side by side on one GPU (config/plan.yaml's ``gpu_sharing``; None: none)."""
+    training jobs side by side on one GPU (config/plan.yaml's ``gpu_sharing``; None: none);
+    ``tail_bytes`` > 0: what is left goes at the pace of what ran (:func:`measured_pace`, reading
+    that much of each log), as ``hkt status`` counts it."""
     slots = {rule: _slots(grid, rule, gpus) for rule in RULE_ORDER}
     # training jobs side by side on each GPU: the slots filled, spread evenly over the GPUs
     on_gpu = gpus and int(grid.resources("train").get("gpu", 0) or 0) > 0
@@ -393,7 +515,7 @@ def estimate(grid: Any, configs: Mapping[Any, Any],
         record = grid.record(job)
         done = Path(record).exists()
         shape = shape_of(cfg, int(cfg.train.batch_size), label)
-        if shape.key not in shapes and not done:  # each distinct shape timed once, by its own measurement
+        if shape.key not in shapes:  # each distinct shape timed once, by its own measurement
             s = step_seconds(cfg, shape)
             shapes[shape.key] = None if s is None else s * slow
             if s is not None:
@@ -404,14 +526,20 @@ def estimate(grid: Any, configs: Mapping[Any, Any],
                           threads, int(cfg.train.max_steps), step or 0.0, overhead_s,
                           eval_cost * (evals * val + test),
                           0 if done else checkpointed_step(record), int(cfg.train.batch_size), done)
+        est.cost_s = 0.0 if step is None else train_cost(est, 0)
         est.seconds = 0.0 if done or step is None else train_cost(est)
         jobs.append(est)
     for rule, name, output, log in other_jobs(grid):
+        cost = other_cost(other_seconds, rule, name)
         done = Path(output).exists()
-        jobs.append(JobEstimate(rule, name, 0.0 if done else other_cost(other_seconds, rule, name),
-                                output, log, int(grid.resources(rule)["threads"]), done=done))
+        jobs.append(JobEstimate(rule, name, 0.0 if done else cost, output, log,
+                                int(grid.resources(rule)["threads"]), done=done, cost_s=cost))
+    pace = measured_pace([vars(j) for j in jobs], [j.done for j in jobs], tail_bytes) \
+        if tail_bytes else Pace()
+    for j in jobs:  # what is left, at the pace of what ran
+        j.seconds *= (pace.train or 1.0) if j.rule == "train" else pace.rules.get(j.rule, 1.0)
     return Plan(suite, grid.profile, device, jobs, slots, grid.cpus, calibrated, (side, slow),
-                gpu_slots=dict(gpu_slots) if gpu_slots else None)
+                gpu_slots=dict(gpu_slots) if gpu_slots else None, pace=pace)
 
 
 def job_overhead(cfg: Any, kind: str) -> float:
@@ -462,7 +590,8 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
     plan = estimate(grid, configs, step_seconds, eval_cost=float(cfg.eval_cost),
                     overhead_s=job_overhead(cfg, kind), gpus=gpus, sharing=cfg.gpu_sharing,
                     other_seconds=other_costs(cfg, str(grid.profile), kind),
-                    suite=suite.name, device=describe_device(device), gpu_slots=shared_out())
+                    suite=suite.name, device=describe_device(device), gpu_slots=shared_out(),
+                    tail_bytes=log_tail_bytes())
     plan.cached, plan.untimed = stats["cached"], stats["untimed"]
     return plan
 

@@ -40,7 +40,8 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
-from hkt.estimate import checkpointed_step, pack, train_cost
+from hkt.estimate import (HEADER, attempt_start, checkpointed_step, last_attempt, measured_pace,
+                          pack, train_cost)
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
@@ -50,8 +51,6 @@ __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule
 #: The packing of the remaining jobs: the cost model's (:func:`hkt.estimate.pack`).
 schedule = pack
 
-HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
-                    r"pid (?P<pid>\d+) =====$")
 PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
 ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: )")
 ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -93,26 +92,6 @@ class SuiteStatus:
         return sum(j.state == state for j in self.jobs)
 
 
-def _tail(path: Path, limit: int) -> list[str]:
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - limit))
-        text = fh.read().decode("utf-8", errors="replace")
-    return text.splitlines()
-
-
-def last_attempt(log: Path, limit: int) -> tuple[dict[str, str] | None, list[str]]:
-    """The header fields of the log's last attempt (None if it has none) and that attempt's
-    lines."""
-    lines = _tail(log, limit)
-    for i in range(len(lines) - 1, -1, -1):
-        m = HEADER.match(lines[i])
-        if m:
-            return m.groupdict(), lines[i + 1:]
-    return None, lines
-
-
 def _eta_seconds(text: str) -> float | None:
     m = ETA.search(text)
     if not m or not any(m.groups()):
@@ -148,7 +127,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     modelled = job["rule"] == "train" and "overhead_s" in job  # the cost model's terms
     st = JobState(job["rule"], job["name"], "waiting", remaining_s=float(job["seconds"]),
                   threads=int(job.get("threads") or 1), log=job.get("log", ""),
-                  planned_s=train_cost(job, 0) if modelled else float(job["seconds"]))
+                  planned_s=float(job.get("cost_s", job["seconds"])))
     if modelled and job.get("output"):  # from its checkpoint as it is now
         st.remaining_s = train_cost(job, checkpointed_step(job["output"]))
     log = Path(job.get("log") or "")
@@ -156,7 +135,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     if job.get("output") and Path(job["output"]).exists():
         st.state, st.remaining_s = "done", 0.0
         if header is not None:  # what it took: from its attempt's start to its output
-            st.elapsed_s = Path(job["output"]).stat().st_mtime - _started(header, log)
+            st.elapsed_s = Path(job["output"]).stat().st_mtime - attempt_start(header, log)
         return st
     if header is None:
         return st
@@ -175,7 +154,7 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
             st.state, st.remaining_s = "failed", 0.0
         return st
     st.state = "running"
-    started = _started(header, log)
+    started = attempt_start(header, log)
     st.elapsed_s = now - started
     st.left = _left_on_resume(lines)
     st.remaining_s = max(0.0, _cost_from(job, st.left) - st.elapsed_s)
@@ -209,21 +188,6 @@ def _per_step(job: dict[str, Any]) -> float:
     return float(job["seconds"]) / steps
 
 
-def _history_ratio(job: dict[str, Any]) -> float | None:
-    """Measured / planned seconds per step from the throughput a training job's checkpoints
-    logged (``history.csv``'s samples_per_s, at its batch): steps that ran, timed."""
-    from hkt.record import read_history
-
-    if not (job.get("batch") and job.get("step_s") and job.get("output")):
-        return None
-    path = Path(job["output"]).parent
-    try:
-        rates = [r["samples_per_s"] for r in read_history(path) if r.get("samples_per_s")]
-    except (OSError, ValueError, KeyError):
-        return None
-    return int(job["batch"]) / statistics.median(rates) / float(job["step_s"]) if rates else None
-
-
 def _left_after_stop(line: str) -> float:
     """The fraction of a stopped job still to do: a training job resumes from the checkpoint
     its stop line names; anything else starts again."""
@@ -248,31 +212,19 @@ def _left(step: str, total: str) -> float:
     return max(0.0, 1.0 - int(step) / max(1, int(total)))
 
 
-def _started(header: dict[str, str], log: Path) -> float:
-    try:
-        return datetime.fromisoformat(header["when"]).timestamp()
-    except ValueError:
-        return log.stat().st_mtime
-
-
-def _record_ratio(job: dict[str, Any]) -> float | None:
-    """Measured / planned seconds per step of a finished training job (its record)."""
-    try:
-        rec = json.loads(Path(job["output"]).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    ms = rec.get("ms_per_step")
-    return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
-
-
-def scale_other_rules(jobs: list[JobState]) -> None:
-    """The other rules' costs (config/plan.yaml) at the pace their finished jobs took."""
-    for rule in {j.rule for j in jobs} - {"train"}:
-        took = [j.elapsed_s / j.planned_s for j in jobs
-                if j.rule == rule and j.state == "done" and j.elapsed_s > 0 and j.planned_s > 0]
-        if not took:
+def scale_other_rules(jobs: list[JobState], paces: dict[str, float] | None = None) -> None:
+    """The other rules' costs (config/plan.yaml) at the pace their finished jobs took
+    (``paces``, :func:`hkt.estimate.measured_pace`; None: from the jobs' own elapsed times)."""
+    if paces is None:
+        paces = {}
+        for rule in {j.rule for j in jobs} - {"train"}:
+            took = [j.elapsed_s / j.planned_s for j in jobs if j.rule == rule and j.state == "done"
+                    and j.elapsed_s > 0 and j.planned_s > 0]
+            if took:
+                paces[rule] = statistics.median(took)
+    for rule, pace in paces.items():
+        if rule == "train":
             continue
-        pace = statistics.median(took)
         for j in jobs:
             if j.rule == rule and j.state in ("waiting", "stopped"):
                 j.remaining_s = j.planned_s * pace
@@ -317,21 +269,16 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
                for j in plan["jobs"]]
     jobs = [job_state(j, now=now, host=host, stale_after_s=float(settings["stale_after_s"]),
                       tail_bytes=int(settings["tail_bytes"])) for j in planned]
-    ratios = [j.step_ratio for j in jobs if j.step_ratio]
-    ratios += [r for job, st in zip(planned, jobs)
-               if job["rule"] == "train" and st.state == "done" and (r := _record_ratio(job))]
-    if not ratios:  # steps that ran but no job has finished or given an ETA: their checkpoints
-        ratios = [r for job, st in zip(planned, jobs) if job["rule"] == "train"
-                  and st.state != "done" and (r := _history_ratio(job))]
-    speed = statistics.median(ratios) if ratios else None
+    pace = measured_pace(planned, [st.state == "done" for st in jobs],
+                         int(settings["tail_bytes"]), [j.step_ratio for j in jobs if j.step_ratio])
+    speed = pace.train
     for job, st in zip(planned, jobs):  # training not timed by its own progress line: at the pace
         if st.rule == "train" and speed and st.step_ratio is None:
             if st.state in ("waiting", "stopped"):
                 st.remaining_s *= speed
             elif st.state == "running" and not st.timed:
-                st.remaining_s = max(0.0, _cost_from(job, st.left) * speed
-                                     - st.elapsed_s)
-    scale_other_rules(jobs)
+                st.remaining_s = max(0.0, _cost_from(job, st.left) * speed - st.elapsed_s)
+    scale_other_rules(jobs, pace.rules)
     sessions = load_sessions(results)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
                        schedule(jobs, int(plan.get("cores") or 1), plan.get("slots"),
