@@ -54,7 +54,7 @@ from hkt.workflow.gpuslots import GPU_COMMANDS
 from hkt.workflow.grid import RULE_ORDER
 
 __all__ = ["HEADER", "last_attempt", "attempt_start", "took_s", "record_ratio", "history_ratio",
-           "Pace", "measured_pace", "Shape", "shape_of", "calibration_file", "cached_timer", "JobEstimate", "Plan",
+           "Pace", "measured_pace", "settle_done", "Shape", "shape_of", "calibration_file", "cached_timer", "JobEstimate", "Plan",
            "train_cost", "job_seconds", "eval_batches", "checkpointed_step", "other_cost", "other_jobs",
            "estimate", "shared_gpu_slowdown", "gpu_takes", "pack", "make_plan", "write_plan",
            "job_overhead", "other_costs"]
@@ -252,6 +252,21 @@ def other_jobs(grid: Any) -> list[tuple[str, str, str, str]]:
     jobs.append(("aggregate", "aggregate", f"{grid.results}/summary.md",
                  grid.log("aggregate", "aggregate")))
     return jobs
+
+
+def settle_done(rules: Sequence[str], names: Sequence[str], done: Sequence[bool]) -> list[bool]:
+    """Which jobs are done once the workflow's dependencies are counted, not only their outputs:
+    an analysis whose run is not done reruns after it, and the aggregate (which reads every
+    record) reruns after any job that is not done (a baseline or a model added to a finished
+    suite)."""
+    out = list(done)
+    trained = {n for r, n, d in zip(rules, names, done) if r == "train" and d}
+    for i, (rule, name) in enumerate(zip(rules, names)):
+        if rule == "analyze" and name not in trained:
+            out[i] = False
+    if not all(d for r, d in zip(rules, out) if r != "aggregate"):
+        out = [False if r == "aggregate" else d for r, d in zip(rules, out)]
+    return out
 
 
 # --------------------------------------------------------------------------- measured pace
@@ -534,6 +549,10 @@ def estimate(grid: Any, configs: Mapping[Any, Any],
         done = Path(output).exists()
         jobs.append(JobEstimate(rule, name, 0.0 if done else cost, output, log,
                                 int(grid.resources(rule)["threads"]), done=done, cost_s=cost))
+    settled = settle_done([j.rule for j in jobs], [j.name for j in jobs], [j.done for j in jobs])
+    for j, d in zip(jobs, settled):
+        if j.done and not d:  # its output exists, but the workflow runs it again
+            j.done, j.seconds = False, j.cost_s
     pace = measured_pace([vars(j) for j in jobs], [j.done for j in jobs], tail_bytes) \
         if tail_bytes else Pace()
     for j in jobs:  # what is left, at the pace of what ran

@@ -41,7 +41,7 @@ from typing import Any
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
 from hkt.estimate import (HEADER, attempt_start, checkpointed_step, last_attempt, measured_pace,
-                          pack, train_cost)
+                          pack, settle_done, train_cost)
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
@@ -269,6 +269,11 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
                for j in plan["jobs"]]
     jobs = [job_state(j, now=now, host=host, stale_after_s=float(settings["stale_after_s"]),
                       tail_bytes=int(settings["tail_bytes"])) for j in planned]
+    settled = settle_done([j.rule for j in jobs], [j.name for j in jobs],
+                          [j.state == "done" for j in jobs])
+    for job, st, d in zip(planned, jobs, settled):
+        if st.state == "done" and not d:  # its output exists, but the workflow runs it again
+            st.state, st.remaining_s, st.elapsed_s = "waiting", st.planned_s, 0.0
     pace = measured_pace(planned, [st.state == "done" for st in jobs],
                          int(settings["tail_bytes"]), [j.step_ratio for j in jobs if j.step_ratio])
     speed = pace.train

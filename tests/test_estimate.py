@@ -189,3 +189,25 @@ def test_a_training_jobs_cost_has_start_up_data_tracking_and_evaluation_terms():
     for profile in ("smoke", "cpu", "paper"):  # every rule costs something, on every profile
         rules = cfg.other_rules.get(profile) or cfg.other_rules.default
         assert set(rules) == {"prepare", "external", "analyze", "bench", "aggregate"}
+
+
+def test_a_baseline_added_to_a_finished_suite_costs_itself_and_the_aggregate(smoke):
+    """Every output there but one new external baseline's record: the plan and status count that
+    job and the aggregate that reads it (its summary exists, but the workflow makes it again)."""
+    from hkt.estimate import write_plan
+    from hkt.status import settings, suite_status
+
+    first = make_plan(compose("plan", ["device=cpu"]), smoke)
+    added = next(j for j in first.jobs if j.rule == "external")
+    for j in first.jobs:
+        if j is not added:
+            write(Path(j.output), json.dumps({"ms_per_step": None}))
+    plan = make_plan(compose("plan", ["device=cpu"]), smoke)
+    left = {(j.rule, j.name) for j in plan.jobs if not j.done}
+    assert left == {("external", added.name), ("aggregate", "aggregate")}
+    assert plan.wall_seconds == pytest.approx(added.cost_s + next(
+        j.cost_s for j in plan.jobs if j.rule == "aggregate"))
+    write_plan(plan, smoke.grid, Path("results/plan/suite.json"))
+    status = suite_status(Path("results"), settings([]), now=time.time())
+    assert {(j.rule, j.name) for j in status.jobs if j.state != "done"} == left
+    assert status.remaining_s == pytest.approx(plan.wall_seconds)
