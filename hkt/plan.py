@@ -52,6 +52,8 @@ def format_plan(plan: Plan) -> str:
         if not counts.get(rule):
             continue
         left = counts[rule] - done.get(rule, 0)
+        if not left:
+            continue
         head = f"  {rule:<9} {left:3d} jobs to run, {plan.slots[rule]} at once: " \
                f"{duration(plan.rule_work(rule))} of work"
         if rule == "train":
@@ -65,8 +67,12 @@ def format_plan(plan: Plan) -> str:
             if side > 1:
                 how += (f"; {side} jobs share each GPU, each step {slow:.2f}x its time alone: "
                         "config/plan.yaml gpu_sharing")
+            if plan.pace.train:
+                how += f"; at {plan.pace.train:.2f}x the measured step, as the steps that ran went"
         else:
             how = " (measured per job, config/plan.yaml other_rules)"
+            if plan.pace.rules.get(rule):
+                how += f"; at {plan.pace.rules[rule]:.2f}x, as its finished jobs took"
         lines.append(head + how)
     bound = "at least " if plan.untimed else ""
     lines.append(f"  estimated wall time: {bound}{duration(plan.wall_seconds)} "
