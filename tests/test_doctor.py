@@ -50,9 +50,10 @@ def test_doctor_reports_every_check_and_passes(tmp_path):
     assert "train listops/hkt" in proc.stdout and "ms/step" in proc.stdout
     # the CPU flash kernel needs V padded to the q/k width; this torch's narrow call would be math
     assert "masked: V 8 padded to 24 -> flash; padding needed here: V 8 -> math" in proc.stdout
-    # the suite's wall time from those step times: 3 seeds of mha, hkt and levels4
+    # the suite's wall time, hkt plan's figure: 3 seeds of mha, hkt and levels4
     assert re.search(r"estimate +the suite here: about \d+ (s|min) \(9 training jobs, \d+ "
-                     r"training jobs at once; from the step times above", proc.stdout), proc.stdout
+                     r"training jobs at once; as `hkt plan` and `hkt status` count it\)",
+                     proc.stdout), proc.stdout
     assert lines[-1].startswith("hkt doctor: all 14 checks passed")
     assert (tmp_path / "mlflow.db").is_file()
 
