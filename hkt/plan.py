@@ -12,14 +12,9 @@ left. Without CUDA it also gives the time on a GPU from published step times (:f
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shlex
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hkt.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
@@ -169,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ``gpu_reference`` in config/plan.yaml holds, per model, the measured milliseconds per step of
 # one published GPU run and the overrides that compose that run. A job's step on that GPU is its
 # model's published step times the ratio of the job's step time to the published run's, both
-# timed on this machine the same way (:mod:`hkt.calibration`); the jobs share the GPU
+# timed on this machine the same way (:mod:`hkt.estimate`); the jobs share the GPU
 # ``jobs_per_gpu`` at a time, as the published runs did. A GPU gains more on big shapes than a
 # CPU, so the ratio leans long; a model without a published step is left out, and named.
 

@@ -1,7 +1,7 @@
 """``hkt status [RESULTS_DIR]``: where a suite stands and when it should finish, from its files.
 
 When it starts executing, the workflow writes its plan to ``RESULTS_DIR/plan/suite.json``: every
-job with its estimate, the file it writes last and its log (:func:`hkt.plan.write_plan`). This
+job with its estimate, the file it writes last and its log (:func:`hkt.estimate.write_plan`). This
 command reads that and, per job, what the job itself writes: its output (done); the header of
 its log's last attempt (``hkt --log``: host and pid), so that it is running while that process
 lives or, on another host (a SLURM node), while its log keeps growing; the attempt's last
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import socket
 import statistics
@@ -40,8 +39,8 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
-from hkt.estimate import (HEADER, attempt_start, checkpointed_step, last_attempt, measured_pace,
-                          pack, settle_done, train_cost)
+from hkt.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace, pack,
+                          settle_done, train_cost)
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 

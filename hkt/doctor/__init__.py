@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hkt.doctor.context import Check, Context, job_name
 from hkt.doctor.equivalence import check_equivalence
