@@ -586,7 +586,7 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
 
     from hkt.device import describe_device, resolve_device
     from hkt.workflow.configs import job_configs
-    from hkt.workflow.gpuslots import shared_out
+    from hkt.workflow.gpuslots import ENV_VAR, shared_out
 
     grid = suite.grid
     if device is None:
@@ -609,7 +609,9 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
     plan = estimate(grid, configs, step_seconds, eval_cost=float(cfg.eval_cost),
                     overhead_s=job_overhead(cfg, kind), gpus=gpus, sharing=cfg.gpu_sharing,
                     other_seconds=other_costs(cfg, str(grid.profile), kind),
-                    suite=suite.name, device=describe_device(device), gpu_slots=shared_out(),
+                    suite=suite.name, device=describe_device(device),
+                    gpu_slots=shared_out() or (shared_out({ENV_VAR: grid.gpu_env() or ""})
+                                               if gpus else None),  # as a local run shares them
                     tail_bytes=log_tail_bytes())
     plan.cached, plan.untimed = stats["cached"], stats["untimed"]
     return plan

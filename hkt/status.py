@@ -341,7 +341,8 @@ def format_status(s: SuiteStatus) -> str:
     elif s.count("running") + s.count("waiting") + s.count("stopped"):
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
                 "; no training step has run yet: the plan's times")
-        lines.append(f"remaining: about {duration(s.remaining_s)} on {p.get('cores')} cores"
+        about = "at least" if p.get("untimed") else "about"  # shapes the calibration left out
+        lines.append(f"remaining: {about} {duration(s.remaining_s)} on {p.get('cores')} cores"
                      f"{_on_gpus(p)}{pace}; expected to finish {_when(s.now + s.remaining_s)}")
         if s.count("failed"):
             lines.append("(failed jobs are not counted: the workflow stops after the running "

@@ -299,6 +299,7 @@ def test_the_estimate_packs_the_paper_suite_on_one_gpu():
     assert "(48 training jobs, 9 training jobs at once, 9 per GPU, each step 1.83x its time alone;" in packed
     assert "(48 training jobs, 1 training jobs at once;" in alone
     # the H200's steps with each job's start-up, data and tracking (config/plan.yaml
-    # job_overhead), packed with the other rules' measured costs; one job at a time: 4.4x longer
-    assert packed.startswith("the suite here: about 68 min")
+    # job_overhead), packed with the other rules' measured costs and the GPU slots a local run
+    # shares out (the benchmark waits for a GPU of its own); one job at a time: 4.3x longer
+    assert packed.startswith("the suite here: about 69 min")
     assert alone.startswith("the suite here: about 5.0 h")
