@@ -301,6 +301,6 @@ def test_the_estimate_packs_the_paper_suite_on_one_gpu():
     # the H200's steps with each job's start-up, data and tracking (config/plan.yaml
     # job_overhead), packed with the other rules' measured costs and the GPU slots a local run
     # shares out (the benchmark waits for a GPU of its own); one GPU job at a time (analyses too):
-    # 4.6x longer
-    assert packed.startswith("the suite here: about 69 min")
-    assert alone.startswith("the suite here: about 5.3 h")
+    # 4.5x longer
+    assert packed.startswith("the suite here: about 68 min")
+    assert alone.startswith("the suite here: about 5.1 h")
