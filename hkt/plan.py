@@ -2,244 +2,76 @@
 would take. The suite (``auto``, a name in config/suites/ or a file) is made once
 (:func:`hkt.workflow.suites.load_suite`) and its grid planned; the workflow hands its own.
 
-Prints the device, the jobs per rule, and an estimated wall time. The estimate is measured, not
-guessed, where it matters: a few training steps of every distinct shape of the suite (task
-length, model and variant geometry, batch) are timed on this device, on batches of the task's
-mean training length (``calibration.mean_length``: real batches are bucketed, not full-length), with
-:func:`hkt.step_timing.measure_training_step` (``hkt train``'s step, as ``hkt doctor`` times it), at the threads each training
-job gets. A job's time is its ``max_steps`` times that, plus its evaluations (validation every
-``eval_every`` steps, the test set once; forward-only batches at ``eval_cost`` of a step).
-The other rules (prepare, baselines, analyses, benchmark, aggregate) get fixed allowances per
-job from ``config/plan.yaml``. Each rule's total is divided by the jobs that can run at once
-(the cores over the rule's threads, or the GPUs' slots: ``jobs_per_gpu`` training jobs share a
-GPU, each step slower by ``gpu_sharing`` in config/plan.yaml), and rules are added one after the
-other: the workflow overlaps them somewhat, so the estimate leans long.
-
-Without CUDA it also gives the time on a GPU from published step times (:func:`gpu_line`).
-
-Calibrations (:mod:`hkt.calibration`) are cached per (device, torch version, shape) in
-``RESULTS_DIR/plan/calibration.json``, so the workflow's start-up and a second ``hkt plan``
-reuse them.
+Prints the device, the jobs per rule (and how many are done), the measured step time of every
+distinct shape, what the work left is made of, and the estimated wall time, all from the one cost
+model :mod:`hkt.estimate` (which ``hkt doctor``, the workflow's start banner and ``hkt status``
+count with too): jobs already done cost nothing, a training job with a checkpoint only its steps
+left. Without CUDA it also gives the time on a GPU from published step times (:func:`gpu_line`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shlex
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from hkt.calibration import Shape, cached_timer, calibration_file, shape_of
+from hkt.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
+                          job_seconds, make_plan, shape_of, write_plan)
 from hkt.provenance import NO_SUITE
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
 from hkt.workflow.suites import Suite, load_suite
 
-__all__ = ["JobEstimate", "Plan", "estimate", "gpu_training_seconds", "gpu_line",
-           "shared_gpu_slowdown", "calibrated_plan", "format_plan", "other_jobs", "write_plan", "suite_plan_file", "job_counts", "log_advice",
-           "workflow_plan", "make_plan", "add_arguments", "run"]
-
-
-@dataclass
-class JobEstimate:
-    """One job of the suite: its estimate, and the files that tell its state (``hkt status``)."""
-
-    rule: str
-    name: str
-    seconds: float
-    output: str = ""     # a file the job writes last (its presence: done)
-    log: str = ""        # its log (attempt headers, progress lines)
-    threads: int = 1     # the cores it takes
-    steps: int = 0       # training steps (train jobs)
-    step_s: float = 0.0  # the calibrated seconds per step (train jobs)
-
-
-@dataclass
-class Plan:
-    """A suite's jobs with their estimated seconds, and the slots each rule runs in."""
-
-    suite: str
-    profile: str
-    device: str
-    jobs: list[JobEstimate]
-    slots: dict[str, int]                  # jobs of a rule that run at once
-    calibrated: dict[str, float] = field(default_factory=dict)  # shape label -> ms/step (job batch)
-    sharing: tuple[int, float] = (1, 1.0)  # training jobs side by side on one GPU, and their slowdown
-    cached: int = 0                        # shapes whose timing came from the cache
-    untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
-
-    def priority(self, output: str) -> int:
-        """A training job's Snakemake priority: its estimated seconds (longest first; 0 when
-        ``output`` is no training job of the plan)."""
-        return next((round(j.seconds) for j in self.jobs if j.rule == "train" and j.output == output),
-                    0)
-
-    def data_priority(self, outputs: Iterable[str]) -> int:
-        """A task's ``prepare`` priority: the highest of the training jobs that wait on its data
-        (``outputs``: their records), so the data of the longest jobs are ready first."""
-        return max((self.priority(o) for o in outputs), default=0)
-
-    def counts(self) -> Counter:
-        return Counter(j.rule for j in self.jobs)
-
-    def rule_wall(self, rule: str) -> float:
-        """Seconds a rule takes: its total over its slots, at least its longest job."""
-        times = [j.seconds for j in self.jobs if j.rule == rule]
-        if not times:
-            return 0.0
-        return max(sum(times) / self.slots.get(rule, 1), max(times))
-
-    @property
-    def wall_seconds(self) -> float:
-        return sum(self.rule_wall(r) for r in self.counts())
-
-    def on_cores(self, cores: int, threads: Mapping[str, int]) -> "Plan":
-        """The same jobs on a node of ``cores`` CPUs at the same speed per core: each rule's
-        slots are ``cores`` over its ``threads`` (a CPU machine; GPUs are not rescaled)."""
-        slots = {r: max(1, cores // max(1, int(threads.get(r, 1)))) for r in self.slots}
-        return Plan(self.suite, self.profile, f"{cores} cores", self.jobs, slots, self.calibrated)
-
-
-def _split_batches(cfg: Any, split: str, limit: Any) -> int:
-    """Batches of one evaluation pass over ``split``: the split's size over the batch, or the
-    ``limit`` (eval_batches / test_batches) when that is smaller."""
-    from hkt.data.config import split_sizes
-
-    size = split_sizes(cfg.task).get(split, 0)
-    n = math.ceil(size / int(cfg.train.batch_size)) if size else 0
-    if not n:  # the split's size is not in the config: the limit alone, if any
-        return int(limit or 0)
-    return n if limit is None else min(n, int(limit))
-
-
-def job_seconds(cfg: Any, step_s: float, eval_cost: float) -> float:
-    """A training job's seconds: its steps, its validations and one test pass."""
-    tr = cfg.train
-    steps = int(tr.max_steps)
-    evals = math.ceil(steps / int(tr.eval_every)) if int(tr.eval_every) > 0 else 1
-    val = _split_batches(cfg, "val", tr.get("eval_batches"))
-    test = _split_batches(cfg, "test", tr.get("test_batches"))
-    return step_s * (steps + eval_cost * (evals * val + test))
-
-
-def shared_gpu_slowdown(jobs: int, sharing: Mapping[str, Any]) -> float:
-    """How much slower each step is with ``jobs`` training jobs on one GPU than alone: linear
-    from 1 (one job) to ``sharing.slowdown`` at ``sharing.jobs`` (config/plan.yaml)."""
-    at, slow = int(sharing["jobs"]), float(sharing["slowdown"])
-    return 1.0 + (slow - 1.0) * (max(1, jobs) - 1) / max(1, at - 1)
-
-
-def _slots(grid: Any, rule: str, gpus: int) -> int:
-    """Jobs of ``rule`` that run at once: the cores over its threads and, where its jobs need a
-    GPU, the GPUs' slots (``jobs_per_gpu`` per GPU where they share one)."""
-    res = grid.resources(rule)
-    n = max(1, grid.cpus // int(res["threads"]))
-    if gpus and int(res.get("gpu", 0) or 0) > 0:
-        from hkt.workflow.gpuslots import GPU_COMMANDS
-
-        share = GPU_COMMANDS.get(rule) == "share"
-        n = min(n, gpus * grid.jobs_per_gpu if share else max(1, gpus // int(res["gpu"])))
-    return n
-
-
-def estimate(grid: Any, configs: Mapping[Any, Any], step_seconds: Callable[[Any, Shape], float],
-             *, other_seconds: Mapping[str, float], eval_cost: float, gpus: int = 0,
-             sharing: Mapping[str, Any] | None = None, suite: str = "?",
-             device: str = "?") -> Plan:
-    """The plan of ``grid`` (a :class:`~hkt.workflow.grid.Grid`). ``configs`` maps each training
-    job to its composed config; ``step_seconds(cfg, shape)`` gives a training step's seconds at
-    the job's batch, alone on its device (measured, or faked in tests); ``other_seconds`` the
-    allowance per job of every other rule; ``gpus`` the GPUs the jobs share (0: a CPU machine);
-    ``sharing`` the slowdown of training jobs side by side on one GPU (config/plan.yaml's
-    ``gpu_sharing``; None: none)."""
-    slots = {rule: _slots(grid, rule, gpus) for rule in RULE_ORDER}
-    # training jobs side by side on each GPU: the slots filled, spread evenly over the GPUs
-    on_gpu = gpus and int(grid.resources("train").get("gpu", 0) or 0) > 0
-    side = math.ceil(min(slots["train"], len(grid.train_jobs())) / gpus) if on_gpu else 1
-    slow = shared_gpu_slowdown(side, sharing) if sharing and side > 1 else 1.0
-    jobs: list[JobEstimate] = []
-    calibrated: dict[str, float] = {}
-    shapes: dict[str, float] = {}
-    for job in grid.train_jobs():
-        cfg = configs[job]
-        label = f"{job.task}/{job.model}/{job.variant}"
-        shape = shape_of(cfg, int(cfg.train.batch_size), label)
-        if shape.key not in shapes:
-            shapes[shape.key] = step_seconds(cfg, shape) * slow
-            calibrated[label] = 1000 * shapes[shape.key]
-        jobs.append(JobEstimate("train", f"{label}/seed{job.seed}",
-                                job_seconds(cfg, shapes[shape.key], eval_cost),
-                                grid.record(job), grid.job_log("train", job),
-                                int(grid.resources("train")["threads"]), int(cfg.train.max_steps),
-                                shapes[shape.key]))
-    for rule, name, output, log in other_jobs(grid):
-        jobs.append(JobEstimate(rule, name, float(other_seconds.get(rule, 0.0)), output, log,
-                                int(grid.resources(rule)["threads"])))
-    return Plan(suite, grid.profile, device, jobs, slots, calibrated, (side, slow))
-
-
-def other_jobs(grid: Any) -> list[tuple[str, str, str, str]]:
-    """(rule, name, output, log) of every job but training, as the workflow's rules name them."""
-    tasks = sorted({j.task for j in grid.train_jobs() + grid.external_jobs()})
-    jobs = [("prepare", t, grid.data_files(t)[-1], grid.log("prepare", t)) for t in tasks]
-    for rule, group in (("external", grid.external_jobs()), ("analyze", grid.analysis_jobs())):
-        for j in group:
-            output = grid.record(j) if rule == "external" else grid.analysis_file(j)
-            jobs.append((rule, f"{j.task}/{j.model}/{j.variant}/seed{j.seed}", output,
-                         grid.job_log(rule, j)))
-    if grid.bench_enabled:
-        jobs.append(("bench", "attention", f"{grid.results}/bench/attention.csv",
-                     grid.log("bench", "attention")))
-    jobs.append(("aggregate", "aggregate", f"{grid.results}/summary.md",
-                 grid.log("aggregate", "aggregate")))
-    return jobs
-
-
-def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
-    """The plan as ``hkt status`` reads it (``RESULTS_DIR/plan/suite.json``): every job with its
-    estimate and files, the cores the suite runs on, its jobs per rule at once (``slots``) and
-    the GPU slots its local jobs claim (``gpu_slots``, None without), when and where it started."""
-    import os
-    import socket
-
-    from hkt.fileio import atomic_write_text
-    from hkt.workflow.gpuslots import shared_out
-
-    doc = {"suite": plan.suite, "profile": plan.profile, "device": plan.device,
-           "cores": grid.cpus, "started": time.time(), "host": socket.gethostname(),
-           "pid": os.getpid(), "workdir": os.getcwd(), "results_dir": grid.results,
-           "slots": plan.slots, "gpu_slots": shared_out(),
-           "jobs": [vars(j) for j in plan.jobs]}
-    atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
-    return Path(path)
+__all__ = ["gpu_training_seconds", "gpu_line", "calibrated_plan", "format_plan",
+           "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
 
 
 def format_plan(plan: Plan) -> str:
-    """The plan as the workflow and ``hkt plan`` print it."""
-    counts = plan.counts()
+    """The plan as the workflow and ``hkt plan`` print it: jobs per rule (done ones apart), every
+    distinct shape's measured step, what the work left is made of, and the wall time."""
+    counts, done = plan.counts(), plan.done()
     lines = [f"suite {plan.suite} (profile {plan.profile}) on {plan.device}",
              f"  jobs: {sum(counts.values())} ("
-             + ", ".join(f"{r} {counts[r]}" for r in RULE_ORDER if counts.get(r)) + ")"]
+             + ", ".join(f"{r} {counts[r]}" for r in RULE_ORDER if counts.get(r)) + ")"
+             + (f"; done already, costing nothing: {sum(done.values())}" if done else "")]
     for label, ms in plan.calibrated.items():
-        note = " (not timed: calibration budget spent; as its main shape)" \
-            if label in plan.untimed else ""
-        lines.append(f"  step {label:<28} {ms:8.0f} ms (at the job's batch){note}")
+        lines.append(f"  step {label:<28} {ms:8.0f} ms (measured, at the job's batch)")
+    for label in plan.untimed:
+        lines.append(f"  step {label:<28} not timed (calibration.budget_s spent): its jobs are "
+                     "not counted")
     side, slow = plan.sharing
+    train = [j for j in plan.jobs if j.rule == "train" and not j.done and j.step_s]
     for rule in RULE_ORDER:
-        if counts.get(rule):
-            how = "measured" if rule == "train" else "allowance, config/plan.yaml"
-            if rule == "train" and side > 1:
+        if not counts.get(rule):
+            continue
+        left = counts[rule] - done.get(rule, 0)
+        if not left:
+            continue
+        head = f"  {rule:<9} {left:3d} jobs to run, {plan.slots[rule]} at once: " \
+               f"{duration(plan.rule_work(rule))} of work"
+        if rule == "train":
+            resumed = [j for j in train if j.done_steps]
+            steps = sum(j.step_s * (j.steps - j.done_steps) for j in train)
+            evals = sum(j.step_s * j.eval_steps * (1 - j.done_steps / max(1, j.steps)) for j in train)
+            over = sum(j.overhead_s for j in train)
+            how = (f" (steps {duration(steps)}, evaluation {duration(evals)}, start-up, data "
+                   f"and tracking {duration(over)}"
+                   + (f"; {len(resumed)} resume from a checkpoint" if resumed else "") + ")")
+            if side > 1:
                 how += (f"; {side} jobs share each GPU, each step {slow:.2f}x its time alone: "
                         "config/plan.yaml gpu_sharing")
-            lines.append(f"  {rule:<9} {counts[rule]:3d} jobs, {plan.slots[rule]} at once: "
-                         f"{duration(plan.rule_wall(rule))} ({how})")
-    lines.append(f"  estimated wall time: {duration(plan.wall_seconds)}")
+            if plan.pace.train:
+                how += f"; at {plan.pace.train:.2f}x the measured step, as the steps that ran went"
+        else:
+            how = " (measured per job, config/plan.yaml other_rules)"
+            if plan.pace.rules.get(rule):
+                how += f"; at {plan.pace.rules[rule]:.2f}x, as its finished jobs took"
+        lines.append(head + how)
+    bound = "at least " if plan.untimed else ""
+    lines.append(f"  estimated wall time: {bound}{duration(plan.wall_seconds)} "
+                 f"(jobs packed on {plan.cores} cores)")
     return "\n".join(lines)
 
 
@@ -307,7 +139,8 @@ def workflow_plan(suite: Suite, *, plan: Plan | None) -> str:
                 f"{command} (a short calibration, cached for the "
                 f"workflow's start){see_also(suite.config)}")
     write_plan(plan, grid, suite_plan_file(grid.results))
-    return (f"hkt plan (the whole suite; jobs already done take no time):\n{format_plan(plan)}"
+    return (f"hkt plan (what is left of the suite: jobs done cost nothing, checkpointed ones "
+            f"only their steps left):\n{format_plan(plan)}"
             f"{see_also(suite.config)}\n"
             f"{log_advice(grid)}\n"
             f"where it stands, any time: `hkt status {shlex.quote(grid.results)}` "
@@ -331,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ``gpu_reference`` in config/plan.yaml holds, per model, the measured milliseconds per step of
 # one published GPU run and the overrides that compose that run. A job's step on that GPU is its
 # model's published step times the ratio of the job's step time to the published run's, both
-# timed on this machine the same way (:mod:`hkt.calibration`); the jobs share the GPU
+# timed on this machine the same way (:mod:`hkt.estimate`); the jobs share the GPU
 # ``jobs_per_gpu`` at a time, as the published runs did. A GPU gains more on big shapes than a
 # CPU, so the ratio leans long; a model without a published step is left out, and named.
 
@@ -362,6 +195,10 @@ def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], reference: Mappi
         cfg = configs[job]
         mine = step_seconds(cfg, shape_of(cfg, int(cfg.train.batch_size),
                                           f"{job.task}/{job.model}/{job.variant}"))
+        if mine is None or not published[job.model]:  # not timed here (calibration budget)
+            if job.model not in missing:
+                missing.append(job.model)
+            continue
         total += job_seconds(cfg, float(ref["ms_per_step"]) / 1000 * mine / published[job.model])
         done += 1
     return total / max(1, min(done, int(grid.jobs_per_gpu))), missing
@@ -395,39 +232,8 @@ def gpu_line_of(cfg: Any, suite: Suite) -> str:
                             int(suite.grid.resources("train")["threads"]),
                             on_measure=lambda label, ms: print(f"  timed {label}: {ms:.0f} ms/step"))
     return gpu_line(reference, suite.grid, job_configs(suite.grid), timer,
-                    lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost)))
-
-
-def make_plan(cfg: Any, suite: Suite, *, log: Callable[[str], None] = lambda s: None) -> Plan:
-    """The plan of ``suite`` with ``cfg`` (config/plan.yaml composed), timing what the cache
-    lacks."""
-    import torch
-
-    from hkt.device import describe_device, resolve_device
-    from hkt.workflow.configs import job_configs
-
-    grid = suite.grid
-    device = resolve_device(str(cfg.device), source="config key 'device'")
-    threads = int(grid.resources("train")["threads"])
-    kind = "cuda" if device.type == "cuda" else "cpu"
-    timer, stats = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
-                               fresh=bool(cfg.fresh),
-                               on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
-    configs = job_configs(grid)  # every training job's composed config (hkt.workflow.configs)
-    gpus = torch.cuda.device_count() if device.type == "cuda" else 0
-    at_once = max(1, grid.cpus // threads)
-    scale = float((cfg.calibration.get("side_by_side") or {}).get(kind, 1.0)) \
-        if kind == "cpu" and at_once > 1 else 1.0
-
-    def step_seconds(job_cfg: Any, shape: Shape) -> float:  # as the job runs beside the others
-        return timer(job_cfg, shape) * scale
-
-    plan = estimate(grid, configs, step_seconds, eval_cost=float(cfg.eval_cost), gpus=gpus,
-                    sharing=cfg.gpu_sharing,
-                    other_seconds={r: float(v[kind]) for r, v in cfg.other_rules.items()},
-                    suite=suite.name, device=describe_device(device))
-    plan.cached, plan.untimed = stats["cached"], stats["untimed"]
-    return plan
+                    lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost),
+                                                        job_overhead(cfg, "cuda")))
 
 
 def run(args: argparse.Namespace) -> int:

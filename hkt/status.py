@@ -1,7 +1,7 @@
 """``hkt status [RESULTS_DIR]``: where a suite stands and when it should finish, from its files.
 
 When it starts executing, the workflow writes its plan to ``RESULTS_DIR/plan/suite.json``: every
-job with its estimate, the file it writes last and its log (:func:`hkt.plan.write_plan`). This
+job with its estimate, the file it writes last and its log (:func:`hkt.estimate.write_plan`). This
 command reads that and, per job, what the job itself writes: its output (done); the header of
 its log's last attempt (``hkt --log``: host and pid), so that it is running while that process
 lives or, on another host (a SLURM node), while its log keeps growing; the attempt's last
@@ -10,12 +10,14 @@ progress line (a training job's step, validation accuracy and ETA) or its last e
 from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads
 the same files whether the jobs ran on this machine or on a cluster.
 
-The remaining wall time lays the remaining work out on the suite's cores and, on a GPU, its GPU
-slots, packed as ``hkt plan`` packs them (:mod:`hkt.remaining`), longest first within each rule,
-the aggregate last: a running job takes its own ETA
-(a training job's progress line says it; until it prints one, what is left of its planned time
-from the step it resumed at), a waiting one its planned time, with training scaled by how the
-steps measured so far (progress lines, finished records) compare with the plan.
+The remaining wall time is the cost model's (:mod:`hkt.estimate`, as ``hkt plan``, ``hkt doctor``
+and the workflow's banner count it), from the files as they are now: a done job costs nothing, a
+waiting or stopped training job its overhead and the steps after its checkpoint, a running job
+its own ETA (a training job's progress line says it; until it prints one, its cost from the step
+it resumed at, less the time it has run), packed on the suite's cores and, on a GPU, its GPU slots
+(:func:`hkt.estimate.pack`). Training is scaled by how the steps measured so far (progress lines,
+the throughput each checkpoint logged in ``history.csv``, finished records) compare with the
+plan, and the other rules by how long their finished jobs took (:func:`scale_other_rules`).
 The wall time so far is the sum of the workflow's sessions on the directory (a suite resumed
 after a pause or a preemption runs in several; :mod:`hkt.workflow.sessions`), set beside the
 plan's estimate at the first.
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import socket
 import statistics
@@ -38,15 +39,17 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
-from hkt.remaining import scale_other_rules, schedule
+from hkt.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace, pack,
+                          settle_done, train_cost)
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
 
-__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule", "add_arguments",
-           "results_arguments", "run"]
+__all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule",
+           "scale_other_rules", "add_arguments", "results_arguments", "run"]
 
-HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
-                    r"pid (?P<pid>\d+) =====$")
+#: The packing of the remaining jobs: the cost model's (:func:`hkt.estimate.pack`).
+schedule = pack
+
 PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
 ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: )")
 ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -88,26 +91,6 @@ class SuiteStatus:
         return sum(j.state == state for j in self.jobs)
 
 
-def _tail(path: Path, limit: int) -> list[str]:
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - limit))
-        text = fh.read().decode("utf-8", errors="replace")
-    return text.splitlines()
-
-
-def last_attempt(log: Path, limit: int) -> tuple[dict[str, str] | None, list[str]]:
-    """The header fields of the log's last attempt (None if it has none) and that attempt's
-    lines."""
-    lines = _tail(log, limit)
-    for i in range(len(lines) - 1, -1, -1):
-        m = HEADER.match(lines[i])
-        if m:
-            return m.groupdict(), lines[i + 1:]
-    return None, lines
-
-
 def _eta_seconds(text: str) -> float | None:
     m = ETA.search(text)
     if not m or not any(m.groups()):
@@ -140,15 +123,19 @@ def _error_line(lines: list[str]) -> str | None:
 def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: float,
               tail_bytes: int) -> JobState:
     """The state of one planned job, from its output and its log."""
+    # the cost model's terms (a shape the calibration left out has none: not counted, as planned)
+    modelled = job["rule"] == "train" and "overhead_s" in job and bool(job.get("step_s"))
     st = JobState(job["rule"], job["name"], "waiting", remaining_s=float(job["seconds"]),
                   threads=int(job.get("threads") or 1), log=job.get("log", ""),
-                  planned_s=float(job["seconds"]))
+                  planned_s=float(job.get("cost_s", job["seconds"])))
+    if modelled and job.get("output"):  # from its checkpoint as it is now
+        st.remaining_s = train_cost(job, checkpointed_step(job["output"]))
     log = Path(job.get("log") or "")
     header, lines = last_attempt(log, tail_bytes) if job.get("log") and log.is_file() else (None, [])
     if job.get("output") and Path(job["output"]).exists():
         st.state, st.remaining_s = "done", 0.0
         if header is not None:  # what it took: from its attempt's start to its output
-            st.elapsed_s = Path(job["output"]).stat().st_mtime - _started(header, log)
+            st.elapsed_s = Path(job["output"]).stat().st_mtime - attempt_start(header, log)
         return st
     if header is None:
         return st
@@ -160,15 +147,17 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
         st.detail = _error_line(lines) or "ended without a result or an error line (killed?)"
         if STOPPED.match(st.detail):  # a signal ended it: the next run takes it up again
             st.left = _left_after_stop(st.detail)
-            st.state, st.remaining_s = "stopped", st.planned_s * st.left
+            st.state = "stopped"
+            if not modelled:
+                st.remaining_s = st.planned_s * st.left
         else:
             st.state, st.remaining_s = "failed", 0.0
         return st
     st.state = "running"
-    started = _started(header, log)
+    started = attempt_start(header, log)
     st.elapsed_s = now - started
     st.left = _left_on_resume(lines)
-    st.remaining_s = max(0.0, st.planned_s * st.left - st.elapsed_s)
+    st.remaining_s = max(0.0, _cost_from(job, st.left) - st.elapsed_s)
     found = _progress(lines) if job["rule"] == "train" else None
     if found is not None:
         st.detail, eta, step, total = found
@@ -177,10 +166,26 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
             if total > step and job.get("steps"):
                 # the trainer's ETA runs at its pace with validations, so it is set against the
                 # plan's seconds per step with validations too (job seconds / steps)
-                st.step_ratio = eta / (total - step) / (float(job["seconds"]) / int(job["steps"]))
+                st.step_ratio = eta / (total - step) / _per_step(job)
     else:
         st.detail = f"running for {duration(now - started)}"
     return st
+
+
+def _cost_from(job: dict[str, Any], left: float) -> float:
+    """What a job costs when it starts with the fraction ``left`` of its work to do."""
+    if job["rule"] == "train" and "overhead_s" in job and job.get("step_s"):
+        return train_cost(job, round(int(job["steps"]) * (1.0 - left)))
+    return float(job["seconds"]) * left
+
+
+def _per_step(job: dict[str, Any]) -> float:
+    """The plan's seconds per training step with its share of the validations (a trainer's ETA
+    runs at that pace)."""
+    steps = int(job["steps"])
+    if "eval_steps" in job:
+        return float(job["step_s"]) * (steps + float(job["eval_steps"])) / steps
+    return float(job["seconds"]) / steps
 
 
 def _left_after_stop(line: str) -> float:
@@ -207,21 +212,24 @@ def _left(step: str, total: str) -> float:
     return max(0.0, 1.0 - int(step) / max(1, int(total)))
 
 
-def _started(header: dict[str, str], log: Path) -> float:
-    try:
-        return datetime.fromisoformat(header["when"]).timestamp()
-    except ValueError:
-        return log.stat().st_mtime
-
-
-def _record_ratio(job: dict[str, Any]) -> float | None:
-    """Measured / planned seconds per step of a finished training job (its record)."""
-    try:
-        rec = json.loads(Path(job["output"]).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    ms = rec.get("ms_per_step")
-    return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
+def scale_other_rules(jobs: list[JobState], paces: dict[str, float] | None = None) -> None:
+    """The other rules' costs (config/plan.yaml) at the pace their finished jobs took
+    (``paces``, :func:`hkt.estimate.measured_pace`; None: from the jobs' own elapsed times)."""
+    if paces is None:
+        paces = {}
+        for rule in {j.rule for j in jobs} - {"train"}:
+            took = [j.elapsed_s / j.planned_s for j in jobs if j.rule == rule and j.state == "done"
+                    and j.elapsed_s > 0 and j.planned_s > 0]
+            if took:
+                paces[rule] = statistics.median(took)
+    for rule, pace in paces.items():
+        if rule == "train":
+            continue
+        for j in jobs:
+            if j.rule == rule and j.state in ("waiting", "stopped"):
+                j.remaining_s = j.planned_s * pace
+            elif j.rule == rule and j.state == "running":
+                j.remaining_s = max(0.0, j.planned_s * pace - j.elapsed_s)
 
 
 def _workflow_line(results: Path, host: str) -> str:
@@ -261,17 +269,21 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
                for j in plan["jobs"]]
     jobs = [job_state(j, now=now, host=host, stale_after_s=float(settings["stale_after_s"]),
                       tail_bytes=int(settings["tail_bytes"])) for j in planned]
-    ratios = [j.step_ratio for j in jobs if j.step_ratio]
-    ratios += [r for job, st in zip(planned, jobs)
-               if job["rule"] == "train" and st.state == "done" and (r := _record_ratio(job))]
-    speed = statistics.median(ratios) if ratios else None
-    for st in jobs:  # training not yet timed by its own progress line: at the measured pace
+    settled = settle_done([j.rule for j in jobs], [j.name for j in jobs],
+                          [j.state == "done" for j in jobs])
+    for job, st, d in zip(planned, jobs, settled):
+        if st.state == "done" and not d:  # its output exists, but the workflow runs it again
+            st.state, st.remaining_s, st.elapsed_s = "waiting", st.planned_s, 0.0
+    pace = measured_pace(planned, [st.state == "done" for st in jobs],
+                         int(settings["tail_bytes"]), [j.step_ratio for j in jobs if j.step_ratio])
+    speed = pace.train
+    for job, st in zip(planned, jobs):  # training not timed by its own progress line: at the pace
         if st.rule == "train" and speed and st.step_ratio is None:
             if st.state in ("waiting", "stopped"):
                 st.remaining_s *= speed
             elif st.state == "running" and not st.timed:
-                st.remaining_s = max(0.0, st.planned_s * st.left * speed - st.elapsed_s)
-    scale_other_rules(jobs)
+                st.remaining_s = max(0.0, _cost_from(job, st.left) * speed - st.elapsed_s)
+    scale_other_rules(jobs, pace.rules)
     sessions = load_sessions(results)
     return SuiteStatus(results, plan, jobs, _workflow_line(results, host),
                        schedule(jobs, int(plan.get("cores") or 1), plan.get("slots"),
@@ -329,8 +341,9 @@ def format_status(s: SuiteStatus) -> str:
         lines.append("finished: every job is done")
     elif s.count("running") + s.count("waiting") + s.count("stopped"):
         pace = (f"; training steps take {s.speed:.2f}x the plan's time" if s.speed else
-                "; no training step measured yet: the plan's times")
-        lines.append(f"remaining: about {duration(s.remaining_s)} on {p.get('cores')} cores"
+                "; no training step has run yet: the plan's times")
+        about = "at least" if p.get("untimed") else "about"  # shapes the calibration left out
+        lines.append(f"remaining: {about} {duration(s.remaining_s)} on {p.get('cores')} cores"
                      f"{_on_gpus(p)}{pace}; expected to finish {_when(s.now + s.remaining_s)}")
         if s.count("failed"):
             lines.append("(failed jobs are not counted: the workflow stops after the running "

@@ -1,6 +1,6 @@
 """Timing and peak memory of a training step as ``hkt train`` takes it: what ``hkt bench``,
-``hkt doctor`` and ``hkt plan`` all measure with, one layer below them (no command imports
-another command's module).
+``hkt doctor`` and the estimate (:mod:`hkt.estimate`) all measure with, one layer below them (no
+command imports another command's module).
 
 Peak CPU memory is malloc's in-use bytes (glibc ``mallinfo2``) sampled after every aten
 operation; on CUDA, the allocator's peak.

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.plan import Plan, JobEstimate, estimate, format_plan
+from hkt.estimate import JobEstimate, Plan, estimate
+from hkt.plan import format_plan
 from hkt.workflow.grid import Grid
 from hkt.provenance import NO_SUITE
 from hkt.workflow.suites import load_suite, merge
@@ -67,9 +68,11 @@ def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
     assert train["listops/hkt/levels1/seed1"] == pytest.approx(27.0)
     # 4 cores: train (2 threads) 2 at once, analyze (1 thread) 4, prepare/bench (4 threads) 1
     assert plan.slots["train"] == 2 and plan.slots["analyze"] == 4 and plan.slots["bench"] == 1
-    assert plan.rule_wall("train") == pytest.approx((2 * 13.5 + 4 * 27.0) / 2)
-    assert plan.rule_wall("analyze") == pytest.approx(30.0)  # 2 jobs, 4 slots: the longest job
-    assert plan.wall_seconds == pytest.approx(67.5 + 100 + 10 + 30 + 7 + 5)
+    assert plan.rule_work("train") == pytest.approx(2 * 13.5 + 4 * 27.0)
+    # packed on 4 cores: prepare (4 threads) 0-100; the four 27 s jobs two at a time, 100-154,
+    # the two 13.5 s ones 154-167.5; the ngram (1 thread) and both analyses (1 each) from 167.5,
+    # 197.5 the last; the benchmark (4 threads) 197.5-204.5; the aggregate 5 s after it all
+    assert plan.wall_seconds == pytest.approx(209.5)
 
 
 def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_sizes():
@@ -77,7 +80,7 @@ def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_size
     (once they were taken as empty, and the CPU suite's plan left out a third of their time)."""
     from hkt.train.config import compose_train
     from hkt.data.config import split_sizes
-    from hkt.plan import job_seconds
+    from hkt.estimate import job_seconds
 
     assert split_sizes(compose_train(["task=imdb"]).task) == {"train": 22500, "val": 2500,
                                                                   "test": 25000}
@@ -89,6 +92,8 @@ def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_size
     assert job_seconds(cfg, 1.0, 0.5) == pytest.approx(1000 + 0.5 * (4 * 79 + 782))
     cfg = compose_train(["task=cifar10", "profile=cpu", "train.eval_batches=10"])
     assert job_seconds(cfg, 2.0, 0.5) == pytest.approx(2 * (1000 + 0.5 * (4 * 10 + 313)))
+    # a job's start-up, data and tracking come on top, once per job
+    assert job_seconds(cfg, 2.0, 0.5, 25.0) == pytest.approx(25 + 2 * (1000 + 0.5 * (4 * 10 + 313)))
 
 
 def test_longest_jobs_first_and_the_estimate_on_more_cores():
@@ -106,7 +111,6 @@ def test_longest_jobs_first_and_the_estimate_on_more_cores():
     threads = {r: int(grid.resources(r)["threads"]) for r in plan.slots}
     eight = plan.on_cores(8, threads)
     assert eight.slots["train"] == 4 and eight.slots["bench"] == 2 and eight.jobs == plan.jobs
-    assert eight.rule_wall("train") == pytest.approx(max((2 * 13.5 + 4 * 27.0) / 4, 27.0))
     assert eight.wall_seconds < plan.wall_seconds
 
 
@@ -144,7 +148,7 @@ def test_the_paper_suite_packs_training_jobs_on_one_gpu_with_the_h200s_slowdown(
     by config/plan.yaml's gpu_sharing (the H200's 9 jobs: 1.83x); the benchmark has the GPU to
     itself. The packed suite's training is several times shorter than one job at a time."""
     from hkt.config import compose
-    from hkt.plan import shared_gpu_slowdown
+    from hkt.estimate import shared_gpu_slowdown
 
     sharing = compose("plan", []).gpu_sharing
     assert (shared_gpu_slowdown(1, sharing), shared_gpu_slowdown(9, sharing)) == (1.0, 1.83)
@@ -153,27 +157,49 @@ def test_the_paper_suite_packs_training_jobs_on_one_gpu_with_the_h200s_slowdown(
     packed = Grid(merge(config, {"node": {"gpus": 1}}), CONFIG_DIR, cpus=16)
     alone = Grid(merge(config, {"node": {"gpus": 1}, "jobs_per_gpu": 1}), CONFIG_DIR, cpus=16)
     plans = [estimate(g, {j: fake_config(j) for j in g.train_jobs()}, lambda cfg, shape: 1.0,
-                      other_seconds=OTHER, eval_cost=0.5, gpus=1, sharing=sharing)
+                      other_seconds={}, eval_cost=0.5, gpus=1, sharing=sharing)
              for g in (packed, alone)]
     assert [p.slots["train"] for p in plans] == [9, 1]
     assert [p.sharing for p in plans] == [(9, 1.83), (1, 1.0)]
     assert plans[0].slots["analyze"] == 16 // 4 and plans[0].slots["bench"] == 1  # 4 threads each
-    train = [p.rule_wall("train") for p in plans]
-    assert train[1] / train[0] == pytest.approx(9 / 1.83)
+    # training alone (the other rules cost nothing here): n jobs of 13.5 s one at a time, against
+    # ceil(n / 9) rounds of 9 at once, each step 1.83x slower
+    n = len(packed.train_jobs())
+    assert plans[1].wall_seconds == pytest.approx(n * 13.5)
+    assert plans[0].wall_seconds == pytest.approx(-(-n // 9) * 13.5 * 1.83)
     assert "9 jobs share each GPU, each step 1.83x its time alone" in format_plan(plans[0])
 
 
 def test_format_names_the_device_rules_and_total():
     plan = Plan("cpu", "cpu", "cpu (x86_64, 2 cores)",
-                [JobEstimate("train", "a", 3600.0), JobEstimate("train", "b", 3600.0),
-                 JobEstimate("aggregate", "c", 60.0)],
-                {"train": 2, "aggregate": 1}, {"listops/hkt/main": 1234.0})
+                [JobEstimate("train", "a", 3600.0, steps=100, step_s=30.0, overhead_s=600.0),
+                 JobEstimate("train", "b", 3600.0, steps=100, step_s=30.0, overhead_s=600.0),
+                 JobEstimate("train", "c", 0.0, done=True),
+                 JobEstimate("aggregate", "d", 60.0)],
+                {"train": 2, "aggregate": 1}, 2, {"listops/hkt/main": 1234.0})
     text = format_plan(plan)
     assert text.splitlines()[0] == "suite cpu (profile cpu) on cpu (x86_64, 2 cores)"
-    assert "jobs: 3 (train 2, aggregate 1)" in text
-    assert "train       2 jobs, 2 at once: 60 min (measured)" in text
+    assert "jobs: 4 (train 3, aggregate 1); done already, costing nothing: 1" in text
+    assert ("train       2 jobs to run, 2 at once: 2.0 h of work (steps 1.7 h, evaluation "
+            "0 s, start-up, data and tracking 20 min)") in text
     assert "step listops/hkt/main" in text and "1234 ms" in text
-    assert text.endswith("estimated wall time: 61 min")
+    assert text.endswith("estimated wall time: 61 min (jobs packed on 2 cores)")
+
+
+def test_a_shape_left_untimed_is_named_and_the_total_is_a_lower_bound():
+    """Where the calibration budget stops the timing, a shape is not costed as another: its jobs
+    count nothing, the shape is named, and the wall time reads "at least"."""
+    grid = Grid(merge(CONFIG, SUITE), CONFIG_DIR, cpus=4)
+    plan = estimate(grid, {j: fake_config(j) for j in grid.train_jobs()},
+                    lambda cfg, shape: None if shape.label.endswith("levels1") else 1.0,
+                    other_seconds=OTHER, eval_cost=0.5)
+    plan.untimed = ["listops/hkt/levels1"]
+    assert {j.name for j in plan.jobs if j.rule == "train" and j.seconds == 0} == {
+        "listops/hkt/levels1/seed0", "listops/hkt/levels1/seed1"}
+    assert "listops/hkt/levels1" not in plan.calibrated
+    text = format_plan(plan)
+    assert "step listops/hkt/levels1" in text and "not timed (calibration.budget_s spent)" in text
+    assert "estimated wall time: at least " in text
 
 
 def hkt_plan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -190,7 +216,7 @@ def test_plan_of_the_smoke_suite_calibrates_once_then_reads_the_cache(tmp_path):
     from hkt.workflow.suites import load_suite
 
     trained = len(load_suite("smoke").grid.train_jobs())  # tasks x models + ablations
-    assert "jobs: " in r.stdout and f"train      {trained} jobs" in r.stdout
+    assert "jobs: " in r.stdout and f"train     {trained:3d} jobs to run" in r.stdout
     assert "estimated wall time:" in r.stdout
     assert "(0 from the cache, 0 not timed)" in r.stdout and "timed listops/hkt/levels1" in r.stdout
     assert (tmp_path / "results" / "plan" / "calibration.json").is_file()
@@ -222,14 +248,15 @@ def test_the_plan_of_each_cpu_suite_points_to_the_other():
 
 def test_the_plan_is_of_the_suite_it_is_given(tmp_path, monkeypatch):
     """make_plan plans the Suite it is handed (its Grid, name and profile), resolving nothing."""
+    import hkt.estimate as estimate_module
     import hkt.plan as plan_module
     from hkt.config import compose
 
     suite = load_suite("smoke", overrides={"results_dir": str(tmp_path)})
     monkeypatch.setattr(plan_module, "load_suite", None)  # no second resolution
-    monkeypatch.setattr(plan_module, "cached_timer", lambda *a, **k: (
+    monkeypatch.setattr(estimate_module, "cached_timer", lambda *a, **k: (
         lambda cfg, shape: 0.01, {"cached": 0, "untimed": []}))
-    plan = plan_module.make_plan(compose("plan", ["device=cpu"]), suite)
+    plan = estimate_module.make_plan(compose("plan", ["device=cpu"]), suite)
     assert (plan.suite, plan.profile) == ("smoke", "smoke")
     assert plan.counts()["train"] == len(suite.grid.train_jobs())
     assert {j.output for j in plan.jobs if j.rule == "train"} == {

@@ -108,7 +108,7 @@ def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
     out = workflow_run["output"]
     plan = out.index("estimated wall time:")
     assert out.index("hkt: suite none (from the config files given)") < plan
-    assert "jobs: " in out and "train " in out and "(measured)" in out
+    assert "jobs: " in out and "train " in out and "(measured, at the job's batch)" in out
     assert f"tail -f '{RESULTS}'/logs/train/" in out
     assert plan < out.index("rule prepare:")
     assert (workflow_run["results"] / "plan" / "calibration.json").is_file()

@@ -20,8 +20,9 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
 * ``memory``: free memory against the largest job's need (parameters and optimizer state plus
   the step's measured peak, scaled to the profile's batch) times the training jobs that share a
   GPU (``jobs_per_gpu``; on a GPU) times a margin; when they do not fit, the jobs_per_gpu that does.
-* ``estimate``: the suite's wall time on this machine, from the ``train`` step times and the
-  packing ``hkt plan`` assumes (jobs at once on the cores and GPUs, GPU sharing's slowdown).
+* ``estimate``: the suite's wall time on this machine, ``hkt plan``'s figure (the one cost
+  model, :mod:`hkt.estimate`: every shape's step timed at its task's mean length, start-up,
+  evaluation and tracking, what is done already, the packing on cores and GPUs).
 * ``mlflow``: the suite's tracking store or server is reachable and writable (one run is
   created, written, given an artifact, and deleted).
 
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hkt.doctor.context import Check, Context, job_name
 from hkt.doctor.equivalence import check_equivalence
@@ -171,37 +172,28 @@ def _check_memory(ctx: Context) -> Iterator[Check]:
 
 
 def _check_estimate(ctx: Context) -> Iterator[Check]:
-    """The suite's wall time here, as ``hkt plan`` estimates it (:func:`hkt.plan.estimate`: its
-    packing of jobs on the cores and GPUs, config/plan.yaml's evaluation cost, GPU sharing and
-    other rules' allowances) but from the train checks' own step times."""
+    """The suite's remaining wall time here: ``hkt plan``'s figure, from the one cost model
+    (:func:`hkt.estimate.make_plan`: each shape's step timed at the task's mean length and cached
+    in the results directory, start-up, data, evaluation and tracking, what is already done,
+    packed on the cores and GPUs), so that the doctor, the plan, the workflow and ``hkt status``
+    give one figure."""
     from hkt.config import compose
-    from hkt.plan import estimate
-    from hkt.workflow.configs import job_configs
+    from hkt.estimate import make_plan
     from hkt.workflow.sessions import duration
 
-    if not ctx.timings:
-        yield Check("estimate", False, "no training step was measured (see the train checks)")
-        return
-    pc = compose("plan", [])
-    grid = ctx.suite.grid
-    timing = {job_name(j): t for j, t in ctx.timings.items()}
-
-    def step_seconds(cfg: DictConfig, shape: Any) -> float:  # scaled to the job's batch
-        t = timing[shape.label]  # TASK/MODEL/VARIANT, as job_name
-        return t.ms_per_step / 1000 / t.batch_size * int(cfg.train.batch_size)
-
-    kind = "cuda" if ctx.device.type == "cuda" else "cpu"
-    gpus = torch.cuda.device_count() if kind == "cuda" else 0
-    plan = estimate(grid, job_configs(grid), step_seconds, eval_cost=float(pc.eval_cost),
-                    gpus=gpus, sharing=pc.gpu_sharing,
-                    other_seconds={r: float(v[kind]) for r, v in pc.other_rules.items()})
+    plan = make_plan(compose("plan", []), ctx.suite, device=ctx.device)
     side, slow = plan.sharing
     packing = (f"{plan.slots['train']} training jobs at once"
                + (f", {side} per GPU, each step {slow:.2f}x its time alone" if side > 1 else ""))
+    bound = "at least " if plan.untimed else ""
+    untimed = (f"; {len(plan.untimed)} shapes not timed (calibration.budget_s of "
+               "config/plan.yaml): their jobs are not counted") if plan.untimed else ""
+    done = sum(plan.done().values())
     yield Check("estimate", True,
-                f"the suite here: about {duration(plan.wall_seconds)} "
-                f"({len(grid.train_jobs())} training jobs, {packing}; from the step times above at "
-                f"full length T, so it leans long; `hkt plan` times real lengths)")
+                f"the suite here: {bound or 'about '}{duration(plan.wall_seconds)} "
+                f"({len(ctx.suite.grid.train_jobs())} training jobs, {packing}"
+                + (f"; {done} jobs done already" if done else "")
+                + f"{untimed}; as `hkt plan` and `hkt status` count it)")
 
 
 def tracking_uri_of(suite: Suite) -> str:
