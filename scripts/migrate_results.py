@@ -97,12 +97,14 @@ def _rename_key(cfg: dict[str, Any], old: str, new: str) -> dict[str, Any]:
     return walk(cfg, parents)
 
 
-def _add_missing(cfg: dict[str, Any]) -> dict[str, Any]:
-    """``cfg`` with each :data:`ADDED_KEYS` key that an encoder's config lacks, at its value of
-    before it existed (appended to its node)."""
+def _added_keys_of(cfg: dict[str, Any]) -> list[tuple[list[str], str, Any, Any]]:
+    """``(parents, leaf, value of before, the node that holds the leaf or None)`` of each
+    :data:`ADDED_KEYS` key that applies to ``cfg``'s model: an encoder's (one with ``d_model``),
+    and for a key of one mixer only, that mixer's; none for a baseline's record."""
     model = cfg.get("model")
-    if not isinstance(model, dict) or "d_model" not in model:  # a baseline's record
-        return cfg
+    if not isinstance(model, dict) or "d_model" not in model:
+        return []
+    found = []
     for key, (before, name) in ADDED_KEYS.items():
         if name is not None and model.get("name") != name:
             continue
@@ -110,6 +112,14 @@ def _add_missing(cfg: dict[str, Any]) -> dict[str, Any]:
         node: Any = cfg
         for p in parents:
             node = node.get(p) if isinstance(node, dict) else None
+        found.append((parents, leaf, before, node))
+    return found
+
+
+def _add_missing(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` with each :data:`ADDED_KEYS` key that an encoder's config lacks, at its value of
+    before it existed (appended to its node)."""
+    for parents, leaf, before, node in _added_keys_of(cfg):
         if isinstance(node, dict) and leaf not in node:
             cfg = _set(cfg, parents, leaf, before)
     return cfg
@@ -308,18 +318,10 @@ def _mlflow_change(path: Path) -> Change | None:
 def _old_digest_form(cfg: dict[str, Any]) -> dict[str, Any]:
     """How a config was digested before 0.2.0: renamed keys under their old names, added keys
     left out at their value of before."""
-    model = cfg.get("model")
-    if isinstance(model, dict) and "d_model" in model:
-        for key, (before, name) in ADDED_KEYS.items():
-            if name is not None and model.get("name") != name:
-                continue
-            *parents, leaf = key.split(".")
-            node: Any = cfg
-            for p in parents:
-                node = node.get(p) if isinstance(node, dict) else None
-            if (isinstance(node, dict) and leaf in node and node[leaf] == before
-                    and type(node[leaf]) is type(before)):
-                cfg = _drop(cfg, parents, leaf)
+    for parents, leaf, before, node in _added_keys_of(cfg):
+        if (isinstance(node, dict) and leaf in node and node[leaf] == before
+                and type(node[leaf]) is type(before)):
+            cfg = _drop(cfg, parents, leaf)
     for old, new in RENAMED_KEYS.items():
         cfg = _rename_key(cfg, new, old)
     return cfg
