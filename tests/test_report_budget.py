@@ -62,7 +62,7 @@ def test_the_minimum_comes_from_the_config_and_a_bad_value_is_named(tmp_path):
     assert claims.load_minimum() == claims.Minimum(steps=1000, seeds=2)  # config/report.yaml
     bad = tmp_path / "report.yaml"
     bad.write_text("verdict_min_steps: 1000\nverdict_min_seeds: two\n")
-    with pytest.raises(AggregateError, match="verdict_min_seeds must be a whole number"):
+    with pytest.raises(AggregateError, match=r"verdict_min_seeds' = 'two': must be an integer"):
         claims.load_minimum(bad)
 
 

@@ -76,7 +76,9 @@ from hkt import paper
 from hkt.references import RULE_REFERENCES, Line, reading
 from hkt.report.stats import binomial_variance
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
+from hkt.errors import ConfigValueError
 from hkt.runs_frame import EXTERNAL_BUDGETS, AggregateError
+from hkt.value_checks import integer
 from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
@@ -126,14 +128,12 @@ def load_minimum(path: Path | None = None) -> Minimum:
         cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
         raise AggregateError(f"cannot read the report's settings {path}: {e}") from e
-    values = {}
-    for key in ("verdict_min_steps", "verdict_min_seeds"):
-        v = cfg.get(key) if isinstance(cfg, dict) else None
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise AggregateError(f"{path}: {key} must be a whole number of at least 1, not "
-                                 f"{v!r}; set it (e.g. {key}: 2)")
-        values[key] = v
-    return Minimum(steps=values["verdict_min_steps"], seeds=values["verdict_min_seeds"])
+    cfg = cfg if isinstance(cfg, dict) else {}
+    try:
+        return Minimum(steps=integer(cfg.get("verdict_min_steps"), "verdict_min_steps", lo=1),
+                       seeds=integer(cfg.get("verdict_min_seeds"), "verdict_min_seeds", lo=1))
+    except ConfigValueError as e:
+        raise AggregateError(f"{path}: {e}; set it to a whole number of at least 1") from e
 
 
 @dataclass(frozen=True)
