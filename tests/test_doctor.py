@@ -157,6 +157,31 @@ def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     assert not any(c.ok for c in check_equivalence(ctx) if c.name == "hkt fused")
 
 
+def test_a_copied_model_is_checked_by_the_mixer_it_builds():
+    """A model file copied under another name (``mymha.yaml``, ``myhkt.yaml``) builds the same
+    mixer, so the doctor's sdpa and equivalence checks cover it: they key on ``model.name``,
+    not on the job's label."""
+    import dataclasses
+
+    from hkt.config import compose
+    from hkt.doctor.context import Context
+    from hkt.doctor.equivalence import check_equivalence
+    from hkt.doctor.sdpa import check_sdpa
+
+    suite = load_suite("smoke")
+    jobs = suite_jobs(suite)
+    copies = {dataclasses.replace(j, model=f"my{j.model}"): c for j, c in jobs.items()
+              if j.model in ("mha", "hkt") and j.variant == "main"}
+    assert {j.model for j in copies} == {"mymha", "myhkt"}
+    cfg = compose("doctor", ["equivalence.seq_len=32"])
+    ctx = Context(cfg, suite, torch.device("cpu"), configs=copies)
+    sdpa = [c.name for c in check_sdpa(ctx)]
+    assert sdpa and all(n.split("/")[1] in ("mymha", "myhkt") for n in sdpa), sdpa
+    assert any("/myhkt/" in n for n in sdpa), sdpa
+    eq = list(check_equivalence(ctx))
+    assert [c.name for c in eq] == ["hkt fused", "hkt levels=1"] and all(c.ok for c in eq), eq
+
+
 # ------------------------------------------------------------- the SDPA verdict, each answer
 def cuda_call(qk: int, v: int, masked: bool = True) -> AttentionCall:
     """A bf16 call on an sm90 GPU (an H100/H200), faked: no GPU needed."""

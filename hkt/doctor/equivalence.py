@@ -29,10 +29,12 @@ def _forward_backward(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tens
 
 
 def check_equivalence(ctx: Context) -> Iterator[Check]:
-    """Per distinct HKT geometry of the suite (the head widths decide the SDPA backend)."""
+    """Per distinct HKT geometry of the suite (the head widths decide the SDPA backend). A job
+    is HKT by the mixer its config builds (``model.name``), not by its label: a copy of
+    ``hkt.yaml`` under another name is checked too."""
     geometries: dict[str, DictConfig] = {}
-    for job, cfg in ctx.configs.items():
-        if job.model == "hkt":
+    for cfg in ctx.configs.values():
+        if cfg.model.name == "hkt":
             key = f"D={cfg.model.d_model}, H={cfg.model.n_heads}, causal={cfg.model.causal}, " \
                   f"{OmegaConf.to_container(cfg.model.mixer, resolve=True)}"
             geometries.setdefault(key, cfg)

@@ -92,11 +92,11 @@ def check_sdpa(ctx: Context) -> Iterator[Check]:
 
     seen = set()
     for job, cfg in ctx.configs.items():
-        if job.model not in ("mha", "hkt"):
+        if cfg.model.name not in ("mha", "hkt"):  # the mixer built, whatever the model's label
             continue
         h, t = int(cfg.model.n_heads), int(cfg.task.max_length)
         d = int(cfg.model.d_model) // h
-        levels = int(cfg.model.mixer.levels) if job.model == "hkt" else 1
+        levels = int(cfg.model.mixer.levels) if cfg.model.name == "hkt" else 1
         if (t, h, d, levels) in seen:  # what the kernel choice depends on
             continue
         seen.add((t, h, d, levels))
