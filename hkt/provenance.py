@@ -25,12 +25,9 @@ SUITE_TAG = "suite"
 RESULTS_DIR_TAG = "results_dir"
 #: The one stand-in for "no suite": runs made by hand, or by config files that name no suite.
 #: It is the suite's name (``hkt.workflow.suites.Suite``), the MLflow tag and the ``--suite``
-#: word; a record (JSON) and the runs table hold null for it, as they always did.
+#: word; a record (JSON) and the runs table hold null for it. (Results of before 0.2.0, which
+#: spelled it ``custom`` or ``mixed``, are migrated by ``scripts/migrate_results.py``.)
 NO_SUITE = "none"
-#: What older code wrote for no suite, read as :data:`NO_SUITE`: null or empty (records, runs
-#: logged before suites), ``custom`` (config files naming no suite) and ``mixed`` (a suite run
-#: over the records of several).
-OLD_NO_SUITE = frozenset({"", "custom", "mixed"})
 #: The one channel by which a job learns its suite: the workflow sets it for every job it starts
 #: (a cluster node's too, and an external baseline's command), and ``hkt train`` and the
 #: baselines read it (:func:`job_suite`); unset, a run belongs to no suite. It also pins the
@@ -41,8 +38,8 @@ SUITE_ENV = "HKT_SUITE"
 
 def suite_name(value: str | None) -> str:
     """A suite's name as read from a record, a tag or the environment: :data:`NO_SUITE` for
-    none, whichever way older code spelled it (:data:`OLD_NO_SUITE`, null)."""
-    return NO_SUITE if value is None or value in OLD_NO_SUITE else str(value)
+    none (null, or an empty ``$HKT_SUITE``)."""
+    return NO_SUITE if value is None or value == "" else str(value)
 
 
 def job_suite(env: Mapping[str, str] | None = None) -> str:
@@ -81,12 +78,8 @@ class SuiteRun:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> SuiteRun:
-        """The suite run a run record names; a record written before records named it holds
-        its suite in its config (``tracking.suite``, as the workflow passed it then)."""
-        config = record.get("config")
-        tracking = (config.get("tracking") if isinstance(config, Mapping) else None) or {}
-        return cls(suite_name(record.get(SUITE_TAG, tracking.get(SUITE_TAG))),
-                   record.get(RESULTS_DIR_TAG) or None)
+        """The suite run a run record names (its ``suite`` and ``results_dir`` fields)."""
+        return cls(suite_name(record.get(SUITE_TAG)), record.get(RESULTS_DIR_TAG) or None)
 
     def tags(self) -> dict[str, str]:
         """The MLflow tags of a run of this suite run."""

@@ -14,7 +14,11 @@ run config (``config.yaml``) and checkpoint (``*.pt``: its ``config`` and its mo
   ``main``; a checkpoint's ``blocks.N.attn.…`` -> ``blocks.N.mixer.…``;
 - keys added later (:data:`ADDED_KEYS`) are filled in at the value that means what the run did
   without them (``model.norm: layer``, ``model.norm_place: pre``, S4D's ``n_ssm``, …);
-- the MLflow store ``DIR/mlflow.db``: the runs' renamed params and ``variant`` tags;
+- no suite: a record's ``suite`` and an MLflow run's ``suite`` tag held ``custom`` (config files
+  naming no suite), ``mixed`` (a suite run over several) or nothing for it; a record is null there
+  now (the tag ``none``), and a record of before records named their suite gets it from its
+  config's ``tracking.suite``;
+- the MLflow store ``DIR/mlflow.db``: the runs' renamed params, ``variant`` and ``suite`` tags;
 - Snakemake's record of the training jobs' rerun triggers (``.snakemake/metadata`` of the
   checkout the workflow ran from, ``--snakemake-dir``, default the current directory): a finished
   training job whose config is unchanged but for the names is recorded under the current
@@ -46,6 +50,7 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import atomic_path, atomic_write_text
+from hkt.provenance import NO_SUITE, SUITE_TAG
 
 #: old dotted key -> current one (a rename within one node)
 RENAMED_KEYS = {"model.attention": "model.mixer", "model.attn_dropout": "model.mixer_dropout",
@@ -62,10 +67,13 @@ ADDED_KEYS = {"model.norm": ("layer", None), "model.norm_place": ("pre", None),
               "model.mixer.dt_lr": (None, "s4d"), "model.mixer.D_weight_decay": (None, "s4d")}
 #: a block's mixer in a state_dict before it was ``mixer``
 OLD_STATE_KEY = re.compile(r"^(blocks\.\d+\.)attn\.")
-#: the ``tracking.suite=NAME`` word the train rule's overrides spelled before 0.2.0 (no suite:
-#: ``custom``); the suite is its own rerun trigger now
+#: the ``tracking.suite=NAME`` word the train rule's overrides spelled before 0.2.0; the suite is
+#: its own rerun trigger now
 OLD_SUITE_WORD = re.compile(r"^tracking\.suite=(.*)$")
-OLD_NO_SUITE = "custom"
+#: what stood for "no suite" before 0.2.0 (a record's ``suite``, a ``suite`` tag, a config's
+#: ``tracking.suite``): nothing, ``custom`` (config files naming no suite) and ``mixed`` (a suite
+#: run over the records of several); now a record holds null and a tag ``none``
+OLD_NO_SUITE = ("", "custom", "mixed")
 
 
 class MigrationError(HKTError):
@@ -145,12 +153,17 @@ def migrate_config(cfg: Any) -> Any:
 
 
 def migrate_record(record: Any) -> Any:
-    """A run record in the current names: its ``config`` and its ``variant``."""
+    """A run record in the current names: its ``config``, its ``variant`` and its ``suite``."""
     if not isinstance(record, dict):
         return record
     out = dict(record)
     if "config" in out:
         out["config"] = migrate_config(out["config"])
+    tracking = out["config"].get("tracking") if isinstance(out.get("config"), dict) else None
+    if SUITE_TAG not in out and isinstance(tracking, dict) and SUITE_TAG in tracking:
+        out[SUITE_TAG] = tracking[SUITE_TAG]  # before records named their suite
+    if out.get(SUITE_TAG) in OLD_NO_SUITE:
+        out[SUITE_TAG] = None
     for key, values in RENAMED_VALUES.items():
         if isinstance(out.get(key), str) and out[key] in values:
             out[key] = values[out[key]]
@@ -279,16 +292,17 @@ def _checkpoint_change(path: Path) -> Change | None:
 
 
 def _mlflow_change(path: Path) -> Change | None:
-    """The renamed params and ``variant`` tags of an MLflow SQLite store."""
+    """The renamed params, ``variant`` and ``suite`` tags of an MLflow SQLite store."""
     params = [(f"{old}.", new) for old, new in RENAMED_KEYS.items()]
+    values = {**RENAMED_VALUES, SUITE_TAG: dict.fromkeys(OLD_NO_SUITE, NO_SUITE)}
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             count = 0
             for old, _new in params:
                 count += db.execute("SELECT COUNT(*) FROM params WHERE key = ? OR key LIKE ?",
                                     (old[:-1], old + "%")).fetchone()[0]
-            for key, values in RENAMED_VALUES.items():
-                for old_value in values:
+            for key, renamed in values.items():
+                for old_value in renamed:
                     count += db.execute("SELECT COUNT(*) FROM tags WHERE key = ? AND value = ?",
                                         (key, old_value)).fetchone()[0]
     except sqlite3.Error as exc:
@@ -304,8 +318,8 @@ def _mlflow_change(path: Path) -> Change | None:
                     db.execute("UPDATE OR IGNORE params SET key = ? WHERE key = ?", (new, key))
                 db.execute("UPDATE OR IGNORE params SET key = ? || substr(key, ?) WHERE key LIKE ?",
                            (new + ".", len(old) + 1, old + "%"))
-            for key, values in RENAMED_VALUES.items():
-                for old_value, new_value in values.items():
+            for key, renamed in values.items():
+                for old_value, new_value in renamed.items():
                     db.execute("UPDATE tags SET value = ? WHERE key = ? AND value = ?",
                                (new_value, key, old_value))
 
@@ -394,7 +408,6 @@ def _train_params(params: list[Any], digests: dict) -> list[str] | None:
     """The train rule's recorded params (each a ``repr``) in the current spelling, or None when
     they are not the old spelling or the job's config changed beyond the names (then it reruns,
     as it should)."""
-    from hkt.provenance import NO_SUITE
     from hkt.workflow.configs import seedless
 
     words = digest = None
@@ -419,7 +432,7 @@ def _train_params(params: list[Any], digests: dict) -> list[str] | None:
     if repr(old_digest) != digest:
         return None
     rest = [p for p in params if p != digest and p != repr(words)]
-    return sorted([*rest, repr(current), repr(NO_SUITE if suite == OLD_NO_SUITE else suite),
+    return sorted([*rest, repr(current), repr(NO_SUITE if suite in OLD_NO_SUITE else suite),
                    repr(new_digest)])
 
 

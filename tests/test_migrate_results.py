@@ -113,6 +113,45 @@ def test_a_corrupt_file_stops_it_in_one_line_with_nothing_changed(migrate, tmp_p
     assert "cannot read run config" in capsys.readouterr().err
 
 
+def test_no_suite_as_spelt_before_0_2_0_becomes_null_and_none(migrate, tmp_path):
+    """Records and MLflow tags that spelt "no suite" ``custom``, ``mixed`` or empty, and records
+    that named their suite only in ``config.tracking.suite``, read as the code reads them now."""
+    import sqlite3
+
+    from hkt.provenance import NO_SUITE, SuiteRun
+
+    base = json.loads((PUBLISHED / RUNS[0] / "record.json").read_text())
+    cases = {"custom": ({"suite": "custom"}, None), "mixed": ({"suite": "mixed"}, None),
+             "empty": ({"suite": ""}, None), "named": ({"suite": "cpu"}, "cpu"),
+             "config-cpu": ({"tracking": "cpu"}, "cpu"),
+             "config-custom": ({"tracking": "custom"}, None)}
+    for name, (fields, _) in cases.items():
+        record = {k: v for k, v in base.items() if k != "suite"}
+        if "tracking" in fields:
+            record["config"] = {**record["config"], "tracking": {"suite": fields["tracking"]}}
+        else:
+            record["suite"] = fields["suite"]
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "record.json").write_text(json.dumps(record))
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE params (key TEXT, value TEXT, run_uuid TEXT)")
+        con.execute("CREATE TABLE tags (key TEXT, value TEXT, run_uuid TEXT)")
+        con.executemany("INSERT INTO tags VALUES ('suite', ?, ?)",
+                        [("custom", "a"), ("mixed", "b"), ("", "c"), ("cpu", "d")])
+    con.close()
+    assert migrate.main([str(tmp_path)]) == 0
+    for name, (_, want) in cases.items():
+        got = json.loads((tmp_path / "runs" / name / "record.json").read_text())
+        assert got["suite"] == want, name
+        assert SuiteRun.from_record(got).suite == (want or NO_SUITE)
+    with sqlite3.connect(db) as con:
+        tags = dict(con.execute("SELECT run_uuid, value FROM tags WHERE key = 'suite'"))
+    con.close()
+    assert tags == {"a": NO_SUITE, "b": NO_SUITE, "c": NO_SUITE, "d": "cpu"}
+    assert migrate.main(["--check", str(tmp_path)]) == 0  # once
+
+
 def test_a_checkpoint_migrates_and_loads_strictly_with_the_same_outputs(migrate, tmp_path):
     """A checkpoint of before the mixer rename (``blocks.N.attn.…``, config.model.attention)
     loads into today's model after migration, and computes what the saved model did."""
