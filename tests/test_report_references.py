@@ -122,3 +122,27 @@ def test_the_claims_read_each_model_and_the_papers_figure_against_the_rules():
     assert row[1].startswith("HKT 55.10: above the depth-1 rule (+5.10 ± ")
     assert "below the depth-2 rule (-14.90 ± " in row[1]
     assert claims.reference_claims(main.filter(pl.col("model") == "hkt")) == []
+
+
+def test_the_curves_name_each_rule_in_the_legend_not_on_the_panel(tmp_path, monkeypatch):
+    """In the validation curves each rule line is named in the legend beside the panel: a name
+    written on the line could lie under a model's curve."""
+    from hkt.figures import suite as figures
+    from hkt.runs_frame import load_records
+    from test_report_aggregate import write_records
+
+    hkt = [make_record(model="hkt", seed=s, val=v, test=v, test_examples=2000)
+           for s, v in enumerate((0.36, 0.35))]
+    recs = load_records([write_records(tmp_path / "runs", hkt)])
+    curves = curves_from_records(recs)
+    runs = pl.concat([runs_from_records(recs), records().filter(pl.col("model") != "hkt")],
+                     how="diagonal_relaxed")
+    caught = []
+    monkeypatch.setattr(figures, "save", lambda fig, path: caught.append(fig) or path)
+    figures.val_curves(curves, "unused.png", runs=runs)
+    ax = caught[0].axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[0].startswith("hkt (2 seeds)")
+    assert legend[1:] == ["root-operator prior 33.0", "depth-1 rule 50.0", "depth-2 rule 70.0",
+                          "depth-3 rule 85.0", "exact evaluator 100.0"]
+    assert not ax.texts  # nothing written inside the panel

@@ -147,16 +147,18 @@ def task_panels(df: pl.DataFrame, width: float = 4, height: float = 3.2):
 def reference_lines(ax: Any, refs: list[Any], which: str = "test",
                     span: tuple[float, float] | None = None) -> None:
     """Draw the rule references ``refs`` (:class:`hkt.references.Line`, lowest first) as grey
-    dotted horizontal lines, each named at its right end; ``which``: its ``test`` or ``val``
-    accuracy; ``span``: the x range (default: the whole axis)."""
+    dotted horizontal lines; ``which``: its ``test`` or ``val`` accuracy; ``span``: the x range.
+
+    Across the whole axis (``span`` None) each line is named in the legend (the panel's, which
+    :func:`legend_outside` puts beside it): a name written on the line lay under the curves
+    that meet it. Within a span (one task's bars) it is named at the span's right end."""
     for i, ln in enumerate(refs):
         y = getattr(ln, which)
         shade = str(0.25 + 0.35 * i / max(1, len(refs) - 1))  # lower lines darker
+        name = f"{ln.label} {y:.1f}"
         if span is None:
-            ax.axhline(y, ls=":", lw=1, color=shade, zorder=1)
-            x, ha, transform = 1.0, "right", ax.get_yaxis_transform()
-        else:
-            ax.hlines(y, *span, ls=":", lw=1, color=shade, zorder=1)
-            x, ha, transform = span[1], "right", ax.transData
-        ax.text(x, y, f"{ln.label} {y:.1f}", ha=ha, va="bottom", fontsize=6, color=shade,
-                transform=transform)
+            ax.axhline(y, ls=":", lw=1, color=shade, zorder=1, label=name)
+            continue
+        ax.hlines(y, *span, ls=":", lw=1, color=shade, zorder=1)
+        ax.text(span[1], y, name, ha="right", va="bottom", fontsize=6, color=shade,
+                transform=ax.transData)
