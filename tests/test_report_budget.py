@@ -59,7 +59,15 @@ def test_the_minimum_says_what_falls_short():
 
 
 def test_the_minimum_comes_from_the_config_and_a_bad_value_is_named(tmp_path):
-    assert claims.load_minimum() == claims.Minimum(steps=1000, seeds=2)  # config/report.yaml
+    import yaml
+
+    from hkt.config import config_dir
+
+    cfg = yaml.safe_load((config_dir() / "report.yaml").read_text())
+    assert claims.load_minimum() == claims.Minimum(cfg["verdict_min_steps"], cfg["verdict_min_seeds"])
+    other = tmp_path / "other.yaml"
+    other.write_text("verdict_min_steps: 500\nverdict_min_seeds: 3\n")
+    assert claims.load_minimum(other) == claims.Minimum(steps=500, seeds=3)
     bad = tmp_path / "report.yaml"
     bad.write_text("verdict_min_steps: 1000\nverdict_min_seeds: two\n")
     with pytest.raises(AggregateError, match=r"verdict_min_seeds' = 'two': must be an integer"):
@@ -89,6 +97,16 @@ def test_a_quick_budget_summary_gives_real_verdicts(tmp_path):
         claims.SUPPORTS)  # −20 pp over seeds: the paper's −18.4 lies in our interval
     assert not any(v.startswith(claims.AT_THIS_BUDGET) for v in rows.values())
     assert claims.Minimum(1000, 2).note() in summary  # the minima, stated beside the table
+
+
+def test_the_hierarchy_row_reads_the_budget_of_its_two_sides_only(tmp_path):
+    """A short learning-rate variant beside the ablation (sensitivity's lr1e3) is another
+    claim's runs: it does not make the hierarchy row "cannot tell"."""
+    short = [{**r, "variant": "lr1e3", "steps": 12} for r in at_budget(1000)
+             if r["model"] == "hkt" and r["variant"] == "main"]
+    rows = {r[0]: r[3] for r in claim_rows(summary_of(tmp_path, at_budget(1000) + short))}
+    assert rows["Removing the hierarchy (L = 1) hurts on listops (T=512)"].startswith(
+        claims.SUPPORTS)
 
 
 def test_analysis_claims_read_the_budget_of_the_runs_they_analysed():

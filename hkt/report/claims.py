@@ -281,7 +281,10 @@ def hierarchy_claim(abl: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[
     why = _interval({**r, "ours_pp": r["delta_pp"]}, "ours_pp") + _size(
         nh["delta_pp"], r.get("ci_low_pp"), r.get("ci_high_pp"), r)
     how = f"; {r['setting']}" if "derived" in (r.get("setting") or "") else ""
-    steps = budget.steps(r.get("task"), r.get("length"), paper.COMPARED_MODELS)
+    # the two sides' runs: the ablated variant's (trained, or derived from MHA's) and the
+    # reference's; a learning-rate variant beside them is another claim's
+    sides = None if budget.main_variant is None else [r["variant"], budget.main_variant]
+    steps = budget.steps(r.get("task"), r.get("length"), paper.COMPARED_MODELS, sides)
     return [[f"Removing the hierarchy (L = 1) hurts on {nh['task']} (T={nh['length']})",
              f"{nh['delta_pp']:+.1f} pp", why + how,
              budget.read(verdict, steps=steps, seeds=(r.get("seeds_a"), r.get("seeds_b")))]]
