@@ -160,5 +160,4 @@ def reference_lines(ax: Any, refs: list[Any], which: str = "test",
             ax.axhline(y, ls=":", lw=1, color=shade, zorder=1, label=name)
             continue
         ax.hlines(y, *span, ls=":", lw=1, color=shade, zorder=1)
-        ax.text(span[1], y, name, ha="right", va="bottom", fontsize=6, color=shade,
-                transform=ax.transData)
+        ax.text(span[1], y, name, ha="right", va="bottom", fontsize=6, color=shade)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
-from hkt.figures.common import legend_outside, pyplot
-from hkt.fileio import atomic_write_bytes
+from hkt.figures.common import legend_outside, pyplot, save
 
 
 def learning_curve(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
@@ -32,9 +30,4 @@ def learning_curve(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
         legend_outside(ax)
     fig.suptitle(title)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")  # keeps the outside legends
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
+    return save(fig, path, dpi=110)  # atomic: a run killed while plotting keeps its last curve
