@@ -18,7 +18,9 @@ run config (``config.yaml``) and checkpoint (``*.pt``: its ``config`` and its mo
   naming no suite), ``mixed`` (a suite run over several) or nothing for it; a record is null there
   now (the tag ``none``), and a record of before records named their suite gets it from its
   config's ``tracking.suite``;
-- the MLflow store ``DIR/mlflow.db``: the runs' renamed params, ``variant`` and ``suite`` tags;
+- the MLflow store ``DIR/mlflow.db``: the runs' renamed params, ``variant`` and ``suite`` tags,
+  and their validation metrics (the curve ``val_acc`` -> ``val_accuracy``; the best, metric
+  ``val_accuracy`` logged once -> tag ``best_val_accuracy``);
 - Snakemake's record of the training jobs' rerun triggers (``.snakemake/metadata`` of the
   checkout the workflow ran from, ``--snakemake-dir``, default the current directory): a finished
   training job whose config is unchanged but for the names is recorded under the current
@@ -50,6 +52,7 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import atomic_path, atomic_write_text
+from hkt.mlflow_store import BEST_VAL_TAG, SERIES_METRICS
 from hkt.provenance import NO_SUITE, SUITE_TAG
 
 #: old dotted key -> current one (a rename within one node)
@@ -74,6 +77,9 @@ OLD_SUITE_WORD = re.compile(r"^tracking\.suite=(.*)$")
 #: ``tracking.suite``): nothing, ``custom`` (config files naming no suite) and ``mixed`` (a suite
 #: run over the records of several); now a record holds null and a tag ``none``
 OLD_NO_SUITE = ("", "custom", "mixed")
+#: the validation curve's MLflow metric before 0.2.0, and now (when ``val_accuracy`` was the best,
+#: logged once at the end; the best is now the tag ``best_val_accuracy``)
+OLD_CURVE_METRIC, CURVE_METRIC = "val_acc", SERIES_METRICS["val_acc"]
 
 
 class MigrationError(HKTError):
@@ -291,20 +297,35 @@ def _checkpoint_change(path: Path) -> Change | None:
     return Change(path, "checkpoint", write)
 
 
+def _old_best_runs(db: sqlite3.Connection) -> list[tuple[str, float]]:
+    """The finished runs of before 0.2.0 (``test_accuracy`` logged, no tag
+    :data:`~hkt.mlflow_store.BEST_VAL_TAG`) and their best validation accuracy, which they logged
+    as metric ``val_accuracy``, once, at the end."""
+    return db.execute(
+        "SELECT v.run_uuid, v.value FROM latest_metrics v JOIN latest_metrics t"
+        " ON t.run_uuid = v.run_uuid AND t.key = 'test_accuracy' WHERE v.key = ? AND NOT EXISTS"
+        " (SELECT 1 FROM tags g WHERE g.run_uuid = v.run_uuid AND g.key = ?)",
+        (CURVE_METRIC, BEST_VAL_TAG)).fetchall()
+
+
 def _mlflow_change(path: Path) -> Change | None:
-    """The renamed params, ``variant`` and ``suite`` tags of an MLflow SQLite store."""
-    params = [(f"{old}.", new) for old, new in RENAMED_KEYS.items()]
+    """An MLflow SQLite store's renamed params, ``variant`` and ``suite`` tags, and its runs'
+    validation metrics: the best (metric ``val_accuracy`` before 0.2.0) becomes the tag
+    ``best_val_accuracy``, the curve (``val_acc``) metric ``val_accuracy``."""
     values = {**RENAMED_VALUES, SUITE_TAG: dict.fromkeys(OLD_NO_SUITE, NO_SUITE)}
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             count = 0
-            for old, _new in params:
+            for old in RENAMED_KEYS:
                 count += db.execute("SELECT COUNT(*) FROM params WHERE key = ? OR key LIKE ?",
-                                    (old[:-1], old + "%")).fetchone()[0]
+                                    (old, old + ".%")).fetchone()[0]
             for key, renamed in values.items():
                 for old_value in renamed:
                     count += db.execute("SELECT COUNT(*) FROM tags WHERE key = ? AND value = ?",
                                         (key, old_value)).fetchone()[0]
+            count += len(_old_best_runs(db))
+            count += db.execute("SELECT COUNT(*) FROM latest_metrics WHERE key = ?",
+                                (OLD_CURVE_METRIC,)).fetchone()[0]
     except sqlite3.Error as exc:
         raise MigrationError(f"cannot read the MLflow store {path}: {exc}; stop whatever is "
                              "using it (an MLflow server, a workflow) and migrate again") from None
@@ -313,17 +334,28 @@ def _mlflow_change(path: Path) -> Change | None:
 
     def write() -> None:
         with contextlib.closing(sqlite3.connect(path)) as db, db:  # one transaction
-            for old, new in params:
-                for key in (old[:-1],):  # the key itself, then those below it
-                    db.execute("UPDATE OR IGNORE params SET key = ? WHERE key = ?", (new, key))
+            for old, new in RENAMED_KEYS.items():  # the key itself, then those below it
+                db.execute("UPDATE OR IGNORE params SET key = ? WHERE key = ?", (new, old))
                 db.execute("UPDATE OR IGNORE params SET key = ? || substr(key, ?) WHERE key LIKE ?",
-                           (new + ".", len(old) + 1, old + "%"))
+                           (new, len(old) + 1, old + ".%"))
             for key, renamed in values.items():
                 for old_value, new_value in renamed.items():
                     db.execute("UPDATE tags SET value = ? WHERE key = ? AND value = ?",
                                (new_value, key, old_value))
+            for run, best in _old_best_runs(db):
+                db.execute("INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?)",
+                           (BEST_VAL_TAG, repr(float(best)), run))
+                for table in ("metrics", "latest_metrics"):
+                    db.execute(f"DELETE FROM {table} WHERE run_uuid = ? AND key = ?",
+                               (run, CURVE_METRIC))
+            # the curve under its name; where a run resumed across 0.2.0 logged both, the
+            # latest value is the newer name's
+            for table in ("metrics", "latest_metrics"):
+                db.execute(f"UPDATE OR IGNORE {table} SET key = ? WHERE key = ?",
+                           (CURVE_METRIC, OLD_CURVE_METRIC))
+                db.execute(f"DELETE FROM {table} WHERE key = ?", (OLD_CURVE_METRIC,))
 
-    return Change(path, f"MLflow store ({count} params and tags)", write)
+    return Change(path, f"MLflow store ({count} params, tags and validation metrics)", write)
 
 
 # --- Snakemake's rerun triggers ------------------------------------------------------------------

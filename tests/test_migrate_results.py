@@ -116,8 +116,6 @@ def test_a_corrupt_file_stops_it_in_one_line_with_nothing_changed(migrate, tmp_p
 def test_no_suite_as_spelt_before_0_2_0_becomes_null_and_none(migrate, tmp_path):
     """Records and MLflow tags that spelt "no suite" ``custom``, ``mixed`` or empty, and records
     that named their suite only in ``config.tracking.suite``, read as the code reads them now."""
-    import sqlite3
-
     from hkt.provenance import NO_SUITE, SuiteRun
 
     base = json.loads((PUBLISHED / RUNS[0] / "record.json").read_text())
@@ -133,22 +131,71 @@ def test_no_suite_as_spelt_before_0_2_0_becomes_null_and_none(migrate, tmp_path)
             record["suite"] = fields["suite"]
         (tmp_path / "runs" / name).mkdir(parents=True)
         (tmp_path / "runs" / name / "record.json").write_text(json.dumps(record))
-    db = tmp_path / "mlflow.db"
-    with sqlite3.connect(db) as con:
-        con.execute("CREATE TABLE params (key TEXT, value TEXT, run_uuid TEXT)")
-        con.execute("CREATE TABLE tags (key TEXT, value TEXT, run_uuid TEXT)")
-        con.executemany("INSERT INTO tags VALUES ('suite', ?, ?)",
-                        [("custom", "a"), ("mixed", "b"), ("", "c"), ("cpu", "d")])
-    con.close()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.create_experiment("hkt-listops", artifact_location=(tmp_path / "art").as_uri())
+    ids = {}
+    for suite in ("custom", "mixed", "", "cpu"):
+        ids[suite] = client.create_run(exp, tags={"suite": suite}).info.run_id
     assert migrate.main([str(tmp_path)]) == 0
     for name, (_, want) in cases.items():
         got = json.loads((tmp_path / "runs" / name / "record.json").read_text())
         assert got["suite"] == want, name
         assert SuiteRun.from_record(got).suite == (want or NO_SUITE)
-    with sqlite3.connect(db) as con:
-        tags = dict(con.execute("SELECT run_uuid, value FROM tags WHERE key = 'suite'"))
-    con.close()
-    assert tags == {"a": NO_SUITE, "b": NO_SUITE, "c": NO_SUITE, "d": "cpu"}
+    tags = {suite: client.get_run(rid).data.tags.get("suite") for suite, rid in ids.items()}
+    assert tags == {"custom": NO_SUITE, "mixed": NO_SUITE, "": NO_SUITE, "cpu": "cpu"}
+    assert migrate.main(["--check", str(tmp_path)]) == 0  # once
+
+
+def test_an_old_mlflow_stores_validation_metrics_take_the_current_form(migrate, tmp_path):
+    """Before 0.2.0 a run logged its curve as metric ``val_acc`` and its best as metric
+    ``val_accuracy``, once; now the curve is ``val_accuracy`` and the best the tag
+    ``best_val_accuracy``, and the reader knows only that form. A run resumed across the
+    release (the old curve, then the new one, and the tag) keeps its whole curve."""
+    from mlflow.tracking import MlflowClient
+
+    from hkt.report.mlflow_runs import runs_from_mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("hkt-listops", artifact_location=(tmp_path / "art").as_uri())
+
+    def run(seed: int, model: str, metrics: list[tuple[str, float, int]], best: str | None) -> str:
+        rid = client.create_run(exp, tags={"task": "listops", "model": model, "variant": "main",
+                                           "seed": str(seed)}).info.run_id
+        client.log_param(rid, "task.max_length", 512)
+        for key, value, step in metrics:
+            client.log_metric(rid, key, value, step=step)
+        if best is not None:
+            client.set_tag(rid, "best_val_accuracy", best)
+        client.set_terminated(rid, "FINISHED")
+        return rid
+
+    trained = run(0, "hkt", [("val_acc", 0.2, 6), ("val_acc", 0.5, 12), ("val_acc", 0.4, 18),
+                             ("val_accuracy", 0.5, 18), ("test_accuracy", 0.45, 18)], None)
+    baseline = run(0, "majority", [("val_accuracy", 0.17, 0), ("test_accuracy", 0.16, 0)], None)
+    resumed = run(1, "hkt", [("val_acc", 0.3, 6), ("val_accuracy", 0.6, 12),
+                             ("test_accuracy", 0.55, 12)], "0.6")
+    current = run(2, "hkt", [("val_accuracy", 0.1, 6), ("val_accuracy", 0.7, 12),
+                             ("test_accuracy", 0.65, 12)], "0.7")
+    assert migrate.main([str(tmp_path)]) == 0
+
+    def curve(rid: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in client.get_metric_history(rid, "val_accuracy"))
+
+    assert curve(trained) == [(6, 0.2), (12, 0.5), (18, 0.4)]  # the curve, not the best
+    assert curve(baseline) == []
+    assert curve(resumed) == [(6, 0.3), (12, 0.6)]
+    assert curve(current) == [(6, 0.1), (12, 0.7)]
+    for rid, best, latest in ((trained, "0.5", 0.4), (baseline, "0.17", None),
+                              (resumed, "0.6", 0.6), (current, "0.7", 0.7)):
+        data = client.get_run(rid).data
+        assert "val_acc" not in data.metrics
+        assert data.tags["best_val_accuracy"] == best
+        assert data.metrics.get("val_accuracy") == latest
+    runs = runs_from_mlflow(uri)[0].sort("model", "seed")
+    assert runs["val_accuracy"].to_list() == [0.5, 0.6, 0.7, 0.17]
     assert migrate.main(["--check", str(tmp_path)]) == 0  # once
 
 

@@ -18,8 +18,8 @@ baseline's ``wall_time_s`` none, and ``results_dir`` none (:mod:`hkt.report.suit
 
 Validation accuracy is one metric, ``val_accuracy``, logged at every evaluation (the curves),
 and the best of it, the record's ``val_accuracy``, is the tag ``best_val_accuracy``
-(:data:`hkt.mlflow_store.BEST_VAL_TAG`). Stores written before that hold the curve as metric
-``val_acc`` and the best as metric ``val_accuracy`` (:data:`OLD_CURVE_METRIC`); both read.
+(:data:`hkt.mlflow_store.BEST_VAL_TAG`). Stores written before 0.2.0 are brought to that form
+by ``scripts/migrate_results.py``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,8 @@ from hkt.runs_frame import (CURVE_COLUMNS, KEY, MIXER_FIELDS, RUN_COLUMNS, Aggre
                       as_float, as_int, as_str, frame, latest, run_budget)
 
 
-#: The validation curve's metric, and the one runs logged before it was renamed hold it under
+#: The validation curve's metric
 CURVE_METRIC = SERIES_METRICS["val_acc"]
-OLD_CURVE_METRIC = "val_acc"
 
 
 def client(uri: str) -> Any:
@@ -99,10 +98,8 @@ def _param_value(text: str) -> Any:
 
 
 def best_val_accuracy(run: Any) -> float | None:
-    """A run's best validation accuracy: tag ``best_val_accuracy``; in a run logged before the
-    tag, its metric ``val_accuracy``, then logged once, as the best (not yet the curve)."""
-    tag = run.data.tags.get(BEST_VAL_TAG)
-    return as_float(tag if tag is not None else run.data.metrics.get(CURVE_METRIC))
+    """A run's best validation accuracy: its tag ``best_val_accuracy``."""
+    return as_float(run.data.tags.get(BEST_VAL_TAG))
 
 
 def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
@@ -149,10 +146,8 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
 
 
 def curve(mlflow: Any, run: Any) -> list[Any]:
-    """The validation accuracy at every evaluation of ``run``: metric ``val_accuracy``, or in a
-    run logged before the rename, ``val_acc``."""
-    key = OLD_CURVE_METRIC if OLD_CURVE_METRIC in run.data.metrics else CURVE_METRIC
-    return mlflow.get_metric_history(run.info.run_id, key)
+    """The validation accuracy at every evaluation of ``run``: its metric ``val_accuracy``."""
+    return mlflow.get_metric_history(run.info.run_id, CURVE_METRIC)
 
 
 def runs_from_mlflow(uri: str, experiments: Sequence[str] | None = None, *,
