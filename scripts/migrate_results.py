@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.errors import HKTError
-from hkt.fileio import atomic_path, atomic_write_text
+from hkt.fileio import atomic_write_text
 from hkt.mlflow_store import BEST_VAL_TAG, SERIES_METRICS
 from hkt.provenance import NO_SUITE, SUITE_TAG
 
@@ -272,15 +272,14 @@ def _migrate_checkpoint(ck: Any) -> tuple[Any, bool]:
 
 
 def _load_checkpoint(path: Path) -> Any:
-    import torch
+    """:func:`hkt.train.checkpoint.load_checkpoint`, its error (empty, truncated, foreign file)
+    as this script's."""
+    from hkt.train.checkpoint import load_checkpoint
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated, corrupt or foreign files
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise MigrationError(f"cannot read checkpoint {path}: {type(exc).__name__}: {first}; "
-                             "delete it (a run resumes from its last intact checkpoint or starts "
-                             "over) and migrate again") from None
+        return load_checkpoint(path)
+    except HKTError as exc:
+        raise MigrationError(f"{exc}; then migrate again") from None
 
 
 def _checkpoint_change(path: Path) -> Change | None:
@@ -288,11 +287,9 @@ def _checkpoint_change(path: Path) -> Change | None:
         return None
 
     def write() -> None:  # read again: a results directory's checkpoints need not all fit in memory
-        import torch
+        from hkt.train.checkpoint import save_checkpoint
 
-        ck, _ = _migrate_checkpoint(_load_checkpoint(path))
-        with atomic_path(path) as tmp:
-            torch.save(ck, tmp)
+        save_checkpoint(_migrate_checkpoint(_load_checkpoint(path))[0], path)
 
     return Change(path, "checkpoint", write)
 
@@ -382,14 +379,11 @@ def _drop(cfg: dict[str, Any], parents: list[str], leaf: str) -> dict[str, Any]:
 def _digests(words: tuple[str, ...]) -> tuple[str, str]:
     """The config digest of ``hkt train`` overrides as the workflow takes it now, and as it took
     it before 0.2.0."""
-    import hashlib
-
     from hkt.train.config import load_config, strip_for_compare
     from hkt.workflow.configs import config_digest
 
     cfg = strip_for_compare(load_config(list(words)))
-    old = json.dumps(_old_digest_form(cfg), sort_keys=True, default=str)
-    return config_digest(cfg), hashlib.sha256(old.encode()).hexdigest()[:32]
+    return config_digest(cfg), config_digest(_old_digest_form(cfg))
 
 
 def _metadata_target(meta: Path, f: Path) -> str | None:

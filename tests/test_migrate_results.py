@@ -229,6 +229,19 @@ def test_a_checkpoint_migrates_and_loads_strictly_with_the_same_outputs(migrate,
     assert migrate.main(["--check", str(tmp_path)]) == 0  # once
 
 
+def test_a_corrupt_checkpoint_stops_it_in_one_line(migrate, tmp_path, capsys):
+    """hkt.train.checkpoint.load_checkpoint's own errors (an empty file, a cut one), named in
+    one line, and nothing written."""
+    path = tmp_path / "run" / "checkpoints" / "last.pt"
+    path.parent.mkdir(parents=True)
+    for content, why in ((b"", "the file is empty"), (b"PK\x03\x04cut", "cannot load checkpoint")):
+        path.write_bytes(content)
+        assert migrate.main([str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and why in err and str(path) in err and "migrate again" in err
+        assert path.read_bytes() == content
+
+
 def test_the_old_digest_form_is_the_one_of_before_0_2_0(migrate):
     """How the workflow digested a config before 0.2.0 (the rerun triggers it recorded): the
     renamed keys under their old names, the added keys left out at their value of before."""
@@ -240,6 +253,25 @@ def test_the_old_digest_form_is_the_one_of_before_0_2_0(migrate):
                                          "attn_dropout": 0.1}}
     other = {**now, "model": {**now["model"], "norm": "batch"}}  # not the value of before: kept
     assert migrate._old_digest_form(other)["model"]["norm"] == "batch"
+
+
+def test_the_old_digest_is_the_one_the_workflow_recorded_before_0_2_0(migrate):
+    """Golden digests, computed once with the code of 8faa759 (hkt.workflow.configs.config_digest
+    over hkt.renames' old names): the migration finds a finished job by this value, so a drift
+    of the old form from what was recorded would rerun every job silently."""
+    from hkt.train.config import strip_for_compare
+    from hkt.workflow.configs import config_digest
+
+    cfg = {"seed": 0, "variant": "main", "train": {"max_steps": 12, "batch_size": 8},
+           "task": {"family": "listops", "max_length": 512, "id": "listops"},
+           "model": {"name": "hkt", "d_model": 16, "mixer": {"levels": 3, "stride": 2},
+                     "mixer_dropout": 0.0, "norm": "layer", "norm_place": "pre"},
+           "tracking": {"enabled": True}}
+    batch = {**cfg, "model": {**cfg["model"], "norm": "batch"}}  # an added key, not at its old value
+    for c, before in ((cfg, "37b3b9ce15dde8ab907ebfd7a2a37709"),
+                      (batch, "6b0d266561bb347d590ce06660cfea40")):
+        assert config_digest(migrate._old_digest_form(strip_for_compare(c))) == before
+        assert config_digest(c) != before  # today's digest takes the current names
 
 
 def test_snakemakes_record_of_a_finished_training_job_takes_the_current_spelling(
