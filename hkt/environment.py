@@ -23,16 +23,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV_FILE", "DIGEST_TAG", "OWN_DISTRIBUTION", "environment", "digest",
+from hkt.provenance import PROJECT
+
+__all__ = ["ENV_FILE", "DIGEST_TAG", "environment", "digest",
            "third_party_digest", "save", "load", "package_differences"]
 
 ENV_FILE = "environment.json"
 DIGEST_TAG = "env_digest"  # the MLflow tag and the run-record field
 DIGEST_CHARS = 12
 _DIGESTED = ("python_implementation", "python_version", "system", "machine", "packages")
-#: This project's own distribution: its code is named by a run's ``git_commit``, so a release
-#: (a version bump) is no other software environment where runs are compared for publishing
-OWN_DISTRIBUTION = "hkt-bench"
 
 
 def canonical_name(name: str) -> str:
@@ -85,7 +84,9 @@ def third_party_digest(env: dict[str, Any]) -> str:
     before and after a release of ``hkt-bench`` share when nothing else changed (the release's
     code differs, and their ``git_commit`` says so). ``scripts/publish_results.py`` compares
     environments by it; the recorded ``env_digest`` stays :func:`digest`."""
-    packages = {k: v for k, v in (env.get("packages") or {}).items() if k != OWN_DISTRIBUTION}
+    # this project's own distribution: its code is named by a run's git_commit, so a release (a
+    # version bump) is no other software environment where runs are compared for publishing
+    packages = {k: v for k, v in (env.get("packages") or {}).items() if k != PROJECT}
     return digest({**env, "packages": packages})
 
 
