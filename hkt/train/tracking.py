@@ -65,9 +65,6 @@ __all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking
            "dataset_digest", "model_name", "metric_name", "COMPARISON_VIEW", "comparison_view_tags",
            "results_dir_of"]
 
-# STEP_METRICS (the history.csv series, as MLflow names them: metric_name) are skipped on replay
-# after a resume; anything else is logged as given
-
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
 EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
@@ -110,7 +107,10 @@ def metric_name(series: str) -> str:
     return SERIES_METRICS.get(series, series)
 
 
-_SERIES = frozenset(map(metric_name, STEP_METRICS))  # the per-step metrics, as MLflow names them
+#: The per-step metrics (history.csv's series), as MLflow names them: on a resume, the steps a
+#: run logged already are skipped on replay (:meth:`Tracker._read_watermark`); anything else is
+#: logged as given
+_SERIES = frozenset(map(metric_name, STEP_METRICS))
 
 
 def results_dir_of(tracking_cfg: Any) -> str:
@@ -290,18 +290,16 @@ class Tracker(NullTracker):
 
         if self.gap is not None:
             return None
-        if not self.keep_going:  # a check or a baseline: the caller wants the error
-            if retried:
-                with self._bounded():
-                    return fn(*args, **kwargs)
-            return self._retry(fn, *args, what=what, **kwargs)
         since = time.monotonic()
         try:
             if retried:
                 with self._bounded():
                     return fn(*args, **kwargs)
-            return self._retry(fn, *args, what=what, within_s=self.wait_s, **kwargs)
+            return self._retry(fn, *args, what=what,
+                               within_s=self.wait_s if self.keep_going else None, **kwargs)
         except (TrackingError, MlflowException, OSError) as exc:  # requests' errors are OSErrors
+            if not self.keep_going:  # a check or a baseline: the caller wants the error
+                raise
             self._lose(what, exc, time.monotonic() - since)
             return None
 
@@ -406,7 +404,7 @@ class Tracker(NullTracker):
 
     def _read_watermark(self) -> dict[str, int]:
         marks = {}
-        for key in map(metric_name, STEP_METRICS):
+        for key in sorted(_SERIES):
             hist = self._retry(self.client.get_metric_history, self.run_id, key,
                               what="reading metric history")
             if hist:
