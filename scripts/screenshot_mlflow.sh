@@ -7,7 +7,7 @@
 #
 # RESULTS_DIR holds the workflow's mlflow.db (and mlartifacts/); EXPERIMENT defaults to the first
 # experiment with trained runs; RUN.png shows its best trained run by test accuracy. Starts
-# `mlflow ui` on 127.0.0.1 (a free port), waits for /health (about 30 s on a small machine),
+# `mlflow ui` on 127.0.0.2 (a free port), waits for /health (about 30 s on a small machine),
 # takes the screenshots, and stops the server by its PID. Needs Chromium (Debian: apt-get install
 # chromium). Environment: HKT_VENV (default .venv), HKT_SCREEN and HKT_SCREEN_RUN (the window
 # sizes of the two screenshots, default 1600,800 and 1600,1850).
@@ -54,6 +54,8 @@ for _ in $(seq 1 180); do
   kill -0 "$server" 2>/dev/null || { cat "$log" >&2; exit 1; }
   sleep 1
 done
+"$py" -c "import urllib.request as u; u.urlopen('http://$host:$port/health', timeout=2)" 2>/dev/null || {
+  cat "$log" >&2; echo "screenshot_mlflow: the MLflow UI did not answer /health in 180 s (its log above)" >&2; exit 1; }
 
 shot() {  # shot URL OUT.png SIZE: a fresh profile each time, so no remembered view changes the page
   local profile; profile=$(mktemp -d)

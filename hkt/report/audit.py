@@ -61,7 +61,7 @@ def check_mlflow(records: Sequence[dict[str, Any]], tracking_uri: str | None = N
             elif abs(float(got) - float(want)) > tol:
                 problems.append(f"{key}: record {want} vs MLflow {got}")
         tagged = SuiteRun.from_tags(run.data.tags).fields()
-        recorded = SuiteRun.from_record(rec).fields()  # older spellings of no suite read as one
+        recorded = SuiteRun.from_record(rec).fields()
         for key in (SUITE_TAG, RESULTS_DIR_TAG):
             if key in rec and recorded[key] != tagged[key]:
                 problems.append(f"{key}: record {recorded[key]} vs MLflow {tagged[key]}")
