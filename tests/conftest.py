@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -118,6 +120,17 @@ def isolated_results(tmp_path, monkeypatch):
 # =============================================================================================
 # MLflow tracking servers (hkt/train/tracking.py, the Slurm tests): real ones, on 127.0.0.1
 # =============================================================================================
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` loaded as a module, fresh, and registered in ``sys.modules`` as
+    ``hkt_script_NAME`` (a dataclass in it looks its module up there)."""
+    spec = importlib.util.spec_from_file_location(f"hkt_script_{name}",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -3,7 +3,6 @@ hashed, without torch, and compatible with the torch release they were resolved 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import tomllib
@@ -14,18 +13,12 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _lock_module():
-    spec = importlib.util.spec_from_file_location("hkt_lock_script", ROOT / "scripts" / "lock.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-lock = _lock_module()
+lock = load_script("lock")
 
 
 def requirements(path: Path) -> list[tuple[Requirement, list[str]]]:

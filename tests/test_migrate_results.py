@@ -5,15 +5,14 @@ read stops it with one line and nothing changed."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "docs" / "results" / "cpu" / "runs" / "listops"
@@ -24,12 +23,7 @@ S4D_ADDED = ("n_ssm", "train_B", "dt_lr", "D_weight_decay")
 
 @pytest.fixture(scope="module")
 def migrate():
-    spec = importlib.util.spec_from_file_location("migrate_results", ROOT / "scripts" / "migrate_results.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    return load_script("migrate_results")
 
 
 def rename(node: dict, old: str, new: str) -> dict:

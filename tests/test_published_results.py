@@ -4,10 +4,10 @@ and data metadata, with the code here; and each suite still composes exactly its
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results"
@@ -18,10 +18,7 @@ PUBLISHED_SUITES = sorted(p.stem for p in (CONFIG_DIR / "suites").glob("*.yaml")
 
 
 def _publish_script():
-    spec = importlib.util.spec_from_file_location("hkt_publish_results", ROOT / "scripts" / "publish_results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("publish_results")
 
 
 def test_the_published_suites_are_found_and_each_names_its_own_folder():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -19,6 +18,7 @@ from hkt.report.writers import write_table
 from hkt.runs_frame import AggregateError, curves_from_records, load_records, most_common_length, runs_from_records
 from hkt import paper
 from hkt.figures import suite as figures
+from conftest import load_script
 
 HKT_ATT = {"levels": 3, "stride": 2, "kernel_size": 2, "fusion": "dynamic", "upsample": "nearest",
            "impl": "fused"}
@@ -235,8 +235,6 @@ def test_records_and_mlflow_runs_from_before_the_mixer_rename_read_once_migrated
     """Records written before the rename hold config.model.attention, MLflow runs logged
     before it model.attention.* params: once scripts/migrate_results.py has migrated their
     results directory, both give the same variant columns as new ones."""
-    import importlib.util
-
     from mlflow.tracking import MlflowClient
 
     new = make_record(levels=2, seed=0)
@@ -256,11 +254,7 @@ def test_records_and_mlflow_runs_from_before_the_mixer_rename_read_once_migrated
             client.log_metric(rid, k, 0.5, step=12)
         client.set_terminated(rid, "FINISHED")
     assert runs_from_mlflow(uri)[0].sort("seed")["levels"].to_list() == [2, None]  # not yet
-    spec = importlib.util.spec_from_file_location(
-        "migrate_results", Path(__file__).resolve().parents[1] / "scripts" / "migrate_results.py")
-    migrate = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, migrate)  # its dataclass looks itself up
-    spec.loader.exec_module(migrate)
+    migrate = load_script("migrate_results")
     assert migrate.main([str(tmp_path), "--snakemake-dir", str(tmp_path)]) == 0
     for validate in (True, False):
         runs = runs_from_records(load_records([root], validate=validate))

@@ -3,23 +3,19 @@ docs/results/) and scripts/identity_check.py (two results directories, the same 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_META = {"task": "listops", "source": {"generator": "lra", "official": True}}
 
 
-def script(name: str):
-    spec = importlib.util.spec_from_file_location(f"hkt_script_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+script = load_script
 
 
 def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"}') -> Path:

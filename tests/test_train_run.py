@@ -259,17 +259,9 @@ def _to_old_key(cfg: dict) -> dict:
 
 def _migrate(results: Path) -> None:
     """``scripts/migrate_results.py RESULTS``: what an old results directory takes, once."""
-    import importlib.util
+    from conftest import load_script
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "migrate_results.py"
-    spec = importlib.util.spec_from_file_location("migrate_results", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up
-    try:
-        spec.loader.exec_module(module)
-        assert module.main([str(results), "--snakemake-dir", str(results)]) == 0
-    finally:
-        sys.modules.pop(spec.name, None)
+    assert load_script("migrate_results").main([str(results), "--snakemake-dir", str(results)]) == 0
 
 
 def _to_old_checkpoint(ck: dict) -> dict:

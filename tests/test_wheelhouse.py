@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -20,19 +19,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("hkt_wheelhouse", ROOT / "scripts" / "wheelhouse.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-wh = _module()
+wh = load_script("wheelhouse")
 
 
 # ----------------------------------------------------------------------------- tiny wheels

@@ -24,6 +24,7 @@ import yaml
 from hkt.report.products import aggregate_files
 from test_faults_workflow import files_under
 from test_workflow import ROOT, job_stats, snakemake
+from conftest import load_script
 
 pytestmark = pytest.mark.slow
 
@@ -346,14 +347,10 @@ def test_a_results_directory_of_before_0_2_0_is_up_to_date_once_migrated(workflo
     `experiment=` and `tracking.suite=`, the digest of the old key names) reruns every training
     job; scripts/migrate_results.py makes the tree up to date again, with nothing rerun."""
     import ast
-    import importlib.util
 
     w = workflow_run
     meta = w["work"] / ".snakemake" / "metadata"
-    spec = importlib.util.spec_from_file_location("migrate_results", ROOT / "scripts" / "migrate_results.py")
-    migrate = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = migrate  # its dataclass looks its module up
-    spec.loader.exec_module(migrate)
+    migrate = load_script("migrate_results")
     old_names = {"variant": "experiment", "model.mixer": "model.attention",
                  "model.mixer_dropout": "model.attn_dropout"}
 
@@ -391,4 +388,3 @@ def test_a_results_directory_of_before_0_2_0_is_up_to_date_once_migrated(workflo
     finally:
         for f, text in saved.items():
             f.write_text(text)
-        sys.modules.pop(spec.name, None)
