@@ -199,13 +199,16 @@ def job_seconds(cfg: Any, step_s: float, eval_cost: float, overhead_s: float = 0
 
 def train_cost(job: Mapping[str, Any] | JobEstimate, done_steps: int | None = None) -> float:
     """The seconds a training job still costs after ``done_steps`` (None: those it was planned
-    with): its overhead, its steps left and their share of the validations, its test pass. Reads
-    a :class:`JobEstimate` or its dict in ``plan/suite.json`` (``hkt status``)."""
+    with): its overhead, its steps left and their share of the validations, its test pass; a
+    shape the calibration left out (no ``step_s``) costs nothing, as the plan says. Reads a
+    :class:`JobEstimate` or its dict in ``plan/suite.json`` (``hkt status``)."""
     j = vars(job) if isinstance(job, JobEstimate) else job
+    step = float(j.get("step_s") or 0.0)
+    if not step:
+        return 0.0
     steps = int(j.get("steps") or 0)
     done = int(j.get("done_steps") or 0) if done_steps is None else int(done_steps)
     left = max(0.0, 1.0 - done / steps) if steps else 1.0
-    step = float(j.get("step_s") or 0.0)
     return float(j.get("overhead_s") or 0.0) + step * (steps + float(j.get("eval_steps") or 0.0)) * left
 
 
@@ -538,8 +541,8 @@ def estimate(grid: Any, configs: Mapping[Any, Any],
                           threads, int(cfg.train.max_steps), step or 0.0, overhead_s,
                           eval_cost * (evals * val + test),
                           0 if done else checkpointed_step(record), int(cfg.train.batch_size), done)
-        est.cost_s = 0.0 if step is None else train_cost(est, 0)
-        est.seconds = 0.0 if done or step is None else train_cost(est)
+        est.cost_s = train_cost(est, 0)
+        est.seconds = 0.0 if done else train_cost(est)
         jobs.append(est)
     for rule, name, output, log in other_jobs(grid):
         cost = other_cost(other_seconds, rule, name)

@@ -123,8 +123,7 @@ def _error_line(lines: list[str]) -> str | None:
 def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: float,
               tail_bytes: int) -> JobState:
     """The state of one planned job, from its output and its log."""
-    # the cost model's terms (a shape the calibration left out has none: not counted, as planned)
-    modelled = job["rule"] == "train" and "overhead_s" in job and bool(job.get("step_s"))
+    modelled = _modelled(job)
     st = JobState(job["rule"], job["name"], "waiting", remaining_s=float(job["seconds"]),
                   threads=int(job.get("threads") or 1), log=job.get("log", ""),
                   planned_s=float(job.get("cost_s", job["seconds"])))
@@ -172,9 +171,16 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     return st
 
 
+def _modelled(job: dict[str, Any]) -> bool:
+    """Whether a planned job carries the cost model's terms (:func:`hkt.estimate.train_cost`): a
+    training job of a timed shape. Otherwise its planned ``seconds`` are all there is (a shape
+    the calibration left out: nothing, as planned)."""
+    return job["rule"] == "train" and "overhead_s" in job and bool(job.get("step_s"))
+
+
 def _cost_from(job: dict[str, Any], left: float) -> float:
     """What a job costs when it starts with the fraction ``left`` of its work to do."""
-    if job["rule"] == "train" and "overhead_s" in job and job.get("step_s"):
+    if _modelled(job):
         return train_cost(job, round(int(job["steps"]) * (1.0 - left)))
     return float(job["seconds"]) * left
 

@@ -3,6 +3,7 @@ calibration of the smoke suite."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.estimate import JobEstimate, Plan, estimate
+from hkt.estimate import JobEstimate, Plan, estimate, train_cost
 from hkt.plan import format_plan
 from hkt.workflow.grid import Grid
 from hkt.provenance import NO_SUITE
@@ -192,10 +193,14 @@ def test_a_shape_left_untimed_is_named_and_the_total_is_a_lower_bound():
     grid = Grid(merge(CONFIG, SUITE), CONFIG_DIR, cpus=4)
     plan = estimate(grid, {j: fake_config(j) for j in grid.train_jobs()},
                     lambda cfg, shape: None if shape.label.endswith("levels1") else 1.0,
-                    other_seconds=OTHER, eval_cost=0.5)
+                    other_seconds=OTHER, eval_cost=0.5, overhead_s=5.0)
     plan.untimed = ["listops/hkt/levels1"]
     assert {j.name for j in plan.jobs if j.rule == "train" and j.seconds == 0} == {
         "listops/hkt/levels1/seed0", "listops/hkt/levels1/seed1"}
+    # not even its overhead, here and as `hkt status` reads the plan file
+    untimed = [j for j in plan.jobs if j.name.startswith("listops/hkt/levels1/")]
+    assert all(j.cost_s == 0 and train_cost(json.loads(json.dumps(vars(j))), 0) == 0 for j in untimed)
+    assert all(j.seconds > 5.0 for j in plan.jobs if j.rule == "train" and j not in untimed)
     assert "listops/hkt/levels1" not in plan.calibrated
     text = format_plan(plan)
     assert "step listops/hkt/levels1" in text and "not timed (calibration.budget_s spent)" in text
