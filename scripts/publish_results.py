@@ -202,7 +202,7 @@ def regenerate(dest: Path, work: Path) -> Path:
     for meta in dest.glob(f"data/*/{DATA_METADATA}"):
         (results / meta.parent.relative_to(dest)).mkdir(parents=True)
         shutil.copy(meta, results / meta.relative_to(dest))
-    args = [*_aggregate_inputs(dest.name, results, pending_runs(dest), published_only=True),
+    args = [*_aggregate_inputs(dest.name, results, published_only=True),  # pending runs: not in dest
             "--out", "results",
             "--main-variant", "main",
             "--data", "results/data"]
