@@ -90,10 +90,12 @@ def test_a_training_jobs_overrides_are_one_shell_word_each():
 
     from snakemake.utils import QuotedFormatter, SequenceFormatter
 
-    new = ["task=listops", "model=hkt", "profile=paper", "seed=0", "variant=levels2",
-           "model.mixer.levels=2", "+model.mixer.x=1", "~model.mixer", "model.mixer={a: 1, b: 2}"]
+    rule = (ROOT / "workflow" / "rules" / "train.smk").read_text()
+    assert "{params.overrides:q}" in rule  # the list, quoted element by element
+    new = [*grid().train_overrides(Job("listops", "hkt", "levels2", 0)),
+           "+model.mixer.x=1", "~model.mixer", "model.mixer={a: 1, b: 2}"]
     shell = SequenceFormatter(separator=" ", element_formatter=QuotedFormatter())
-    assert shell.format("{x:q}", x=new) == " ".join(shlex.quote(o) for o in new)  # one word each
+    assert shlex.split(shell.format("{x:q}", x=new)) == new  # one word each
 
 
 def test_paths_follow_one_layout():
