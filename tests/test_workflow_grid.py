@@ -83,6 +83,14 @@ def test_train_overrides_are_the_hkt_train_command():
         "train.device=cuda"]
 
 
+def test_a_task_file_that_builds_on_another_takes_its_family():
+    """listops_lra.yaml sets no family of its own (defaults: [listops, _self_]): the ablation
+    table of an LRA task reads the listops records at T = 2000."""
+    g = grid(ablation={"task": "listops_lra"})
+    assert g.task_info("listops_lra") == ("listops", 2000)
+    assert g.ablation_args()[:4] == ["--ablation-task", "listops", "--ablation-length", "2000"]
+
+
 def test_a_training_jobs_overrides_are_one_shell_word_each():
     """The train rule's overrides param (a list, also its rerun trigger) reaches `hkt train` as
     one shell word per override, however an override is spelt."""

@@ -31,8 +31,14 @@ def task_id_problem(path: str | Path) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def read_task_info(path: Path, task: str) -> tuple[str, int]:
-    """A task file's data family (``family``, else ``task``) and ``max_length`` (0 if unset);
-    cached per path (the grid asks once per job)."""
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return str(cfg.get("family", task)), int(cfg.get("max_length", 0))
+def read_task_info(paths: tuple[Path, ...], task: str) -> tuple[str, int]:
+    """A task's data family (``family``, else ``task``) and ``max_length`` (0 if unset), from
+    its file and the files it builds on (``paths``, its own first: the first that sets a key
+    gives it, as Hydra's ``_self_`` last does); cached (the grid asks once per job)."""
+    found: dict[str, object] = {}
+    for path in paths:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+        for key in ("family", "max_length"):
+            if isinstance(cfg, dict) and key in cfg:
+                found.setdefault(key, cfg[key])
+    return str(found.get("family", task)), int(found.get("max_length", 0))

@@ -167,8 +167,9 @@ class Grid(Placement):
         return str((self.tasks.get(task) or {}).get("profile") or self.profile)
 
     def task_info(self, task: str) -> tuple[str, int]:
-        """The data family (a run record's ``task``) and sequence length, from its Hydra task file."""
-        return read_task_info(self.config_dir / "task" / f"{self.task_config(task)}.yaml", task)
+        """The data family (a run record's ``task``) and sequence length, from its Hydra task file
+        and those it builds on (listops_lra.yaml's family is listops.yaml's)."""
+        return read_task_info(tuple(map(Path, self.task_config_files(task))), task)
 
     def variant_model(self, name: str) -> str | None:
         """The model a variant file selects (``override /model: M``), or None (the caller's)."""
