@@ -337,3 +337,16 @@ def test_gpu_slots_of_a_local_node():
     assert cpu_training.gpu_env().endswith(":1:9:analyze,bench") and cpu_training.gpu_packing() is None
     no_gpu = grid(node={"gpus": 0})
     assert no_gpu.gpu_slots("train") is None and no_gpu.gpu_env() is None
+
+
+def test_the_contracts_name_exactly_the_placeholders_an_external_command_may_use():
+    """docs/contracts.md lists the placeholders of an external command: the list is the code's
+    (it once offered `{suite}`, which the workflow never filled in: the suite is $HKT_SUITE)."""
+    import re
+
+    from hkt.workflow.external import PLACEHOLDERS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "contracts.md").read_text("utf-8")
+    listed = re.search(r"shell-quoted \((.*?): `PLACEHOLDERS`\)", text, re.S)
+    assert listed, "docs/contracts.md no longer lists the placeholders before `PLACEHOLDERS`"
+    assert re.findall(r"`\{(\w+)\}`", listed.group(1)) == list(PLACEHOLDERS)
