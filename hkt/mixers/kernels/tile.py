@@ -12,7 +12,8 @@ are ``(B, T, H·D)``; λ is ``(B, H, T, L)`` with stride 0 on broadcast axes; LS
 ``(B, H, T)`` float32. Scores are kept in log2 units inside the softmax (``exp2``).
 
 Levels are unrolled up to four (``tile.MAX_LEVELS``): level l ≥ 1 has its own coarse query / key tiles and
-accumulators (``qc1``, ``dkc2``, …), named by level because Triton keeps no lists of tensors.
+accumulators (``qc1``, ``dk2``, …), named by level because Triton keeps no lists of tensors; the
+per-level loads are ``tile_parts.coarse_queries`` and ``coarse_keys``, one helper each.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from hkt.mixers.kernels.tile_parts import (broadcast, coarse, lam, load_coarse, load_fine, mm, reduce,
-                                            visible)
+from hkt.mixers.kernels.tile_parts import (broadcast, coarse, coarse_keys, coarse_queries, lam,
+                                            load_fine, mm, reduce, visible)
 
 INTERPRETED: bool = bool(knobs.runtime.interpret)
 
@@ -51,15 +52,8 @@ def hkt_tile_forward(
     # once per query tile: the fine queries, the coarse queries of each level, λ
     q0 = load_fine(Q, rows, s_qr, t, cols, D)
     lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
-    if LEVELS > 1:
-        qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
-        lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
-    if LEVELS > 2:
-        qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
-        lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
-    if LEVELS > 3:
-        qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
-        lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
+    qc1, lam1, qc2, lam2, qc3, lam3 = coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr,
+                                                     s_lt, s_ll, cols, D, STRIDE, LEVELS, BM)
 
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
@@ -70,15 +64,13 @@ def hkt_tile_forward(
     for n0 in range(0, hi, BN):
         keys = n0 + tl.arange(0, BN)
         k0 = load_fine(K, keys, s_kr, t, cols, D)
+        kc1, kc2, kc3 = coarse_keys(K, k0, n0, t_pad, s_kr, cols, D, STRIDE, LEVELS, BN)
         s = lam0[:, None] * mm(q0, tl.trans(k0), PRECISION)
         if LEVELS > 1:  # level l: one (BM/f × BN/f) product per tile pair, broadcast
-            kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
             s += lam1[:, None] * broadcast(mm(qc1, tl.trans(kc1), PRECISION), BM, BN)
         if LEVELS > 2:
-            kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
             s += lam2[:, None] * broadcast(mm(qc2, tl.trans(kc2), PRECISION), BM, BN)
         if LEVELS > 3:
-            kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
             s += lam3[:, None] * broadcast(mm(qc3, tl.trans(kc3), PRECISION), BM, BN)
         s = tl.where(visible(rows, keys, t, MASK, CAUSAL, HAS_MASK), s * scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -161,21 +153,8 @@ def hkt_tile_backward_query(
     lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
     delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
     lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
-    qc1 = q0
-    qc2 = q0
-    qc3 = q0
-    lam1 = lam0
-    lam2 = lam0
-    lam3 = lam0
-    if LEVELS > 1:
-        qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
-        lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
-    if LEVELS > 2:
-        qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
-        lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
-    if LEVELS > 3:
-        qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
-        lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
+    qc1, lam1, qc2, lam2, qc3, lam3 = coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr,
+                                                     s_lt, s_ll, cols, D, STRIDE, LEVELS, BM)
     dq0 = tl.zeros([BM, BD], tl.float32)
     dq1 = tl.zeros([C1, BD], tl.float32)
     dq2 = tl.zeros([C2, BD], tl.float32)
@@ -191,15 +170,7 @@ def hkt_tile_backward_query(
         keys = n0 + tl.arange(0, BN)
         k0 = load_fine(K, keys, s_kr, t, cols, D)
         v = load_fine(V, keys, s_vr, t, cols, D)
-        kc1 = k0
-        kc2 = k0
-        kc3 = k0
-        if LEVELS > 1:
-            kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
-        if LEVELS > 2:
-            kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
-        if LEVELS > 3:
-            kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
+        kc1, kc2, kc3 = coarse_keys(K, k0, n0, t_pad, s_kr, cols, D, STRIDE, LEVELS, BN)
         p, r0, r1, r2, r3 = _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3,
                                    rows, keys, t, MASK, lse, scale_log2, LEVELS, BM, BN, CAUSAL,
                                    HAS_MASK, PRECISION)
@@ -264,15 +235,7 @@ def hkt_tile_backward_key(
     C3: tl.constexpr = coarse(BN, STRIDE * STRIDE * STRIDE)
     k0 = load_fine(K, keys, s_kr, t, cols, D)
     v = load_fine(V, keys, s_vr, t, cols, D)
-    kc1 = k0
-    kc2 = k0
-    kc3 = k0
-    if LEVELS > 1:
-        kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
-    if LEVELS > 2:
-        kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
-    if LEVELS > 3:
-        kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
+    kc1, kc2, kc3 = coarse_keys(K, k0, n0, t_pad, s_kr, cols, D, STRIDE, LEVELS, BN)
     dv = tl.zeros([BN, BD], tl.float32)
     dk0 = tl.zeros([BN, BD], tl.float32)
     dk1 = tl.zeros([C1, BD], tl.float32)
@@ -288,21 +251,8 @@ def hkt_tile_backward_key(
         lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
         delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
         lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
-        qc1 = q0
-        qc2 = q0
-        qc3 = q0
-        lam1 = lam0
-        lam2 = lam0
-        lam3 = lam0
-        if LEVELS > 1:
-            qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
-            lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
-        if LEVELS > 2:
-            qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
-            lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
-        if LEVELS > 3:
-            qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
-            lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
+        qc1, lam1, qc2, lam2, qc3, lam3 = coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr,
+                                                         s_lt, s_ll, cols, D, STRIDE, LEVELS, BM)
         p, r0, r1, r2, r3 = _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3,
                                    rows, keys, t, MASK, lse, scale_log2, LEVELS, BM, BN, CAUSAL,
                                    HAS_MASK, PRECISION)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["coarse", "dot_fits", "mm", "load_fine", "load_coarse", "broadcast", "reduce", "lam",
-           "visible"]
+__all__ = ["coarse", "dot_fits", "mm", "load_fine", "load_coarse", "coarse_keys", "coarse_queries",
+           "broadcast", "reduce", "lam", "visible"]
 
 
 @triton.constexpr_function
@@ -57,6 +57,46 @@ def load_coarse(ptr, first, t_pad, stride_r, cols, D: tl.constexpr, STRIDE: tl.c
     mask = (rows[:, None] < length) & (cols[None, :] < D)
     return tl.load(ptr + (start + rows[:, None]) * stride_r + cols[None, :], mask=mask, other=0.0)
 
+
+@triton.jit
+def coarse_keys(K, k0, n0, t_pad, s_kr, cols, D: tl.constexpr, STRIDE: tl.constexpr,
+                LEVELS: tl.constexpr, BN: tl.constexpr):
+    """The key tile's coarse keys of levels 1-3 (``kc1``, ``kc2``, ``kc3``): each level's own
+    rows where the layer has it, else ``k0`` (never read: Triton keeps no lists, and a name must
+    be bound on every path)."""
+    kc1 = k0
+    kc2 = k0
+    kc3 = k0
+    if LEVELS > 1:
+        kc1 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 1, BN)
+    if LEVELS > 2:
+        kc2 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 2, BN)
+    if LEVELS > 3:
+        kc3 = load_coarse(K, n0, t_pad, s_kr, cols, D, STRIDE, 3, BN)
+    return kc1, kc2, kc3
+
+
+@triton.jit
+def coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr, s_lt, s_ll, cols, D: tl.constexpr,
+                   STRIDE: tl.constexpr, LEVELS: tl.constexpr, BM: tl.constexpr):
+    """The query tile's coarse queries and λ of levels 1-3 (``qc1, lam1, qc2, lam2, qc3,
+    lam3``), as :func:`coarse_keys` does for keys: ``q0`` and ``lam0`` where a level is absent."""
+    qc1 = q0
+    qc2 = q0
+    qc3 = q0
+    lam1 = lam0
+    lam2 = lam0
+    lam3 = lam0
+    if LEVELS > 1:
+        qc1 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 1, BM)
+        lam1 = lam(LAM, rows, t, s_lt, s_ll, 1)
+    if LEVELS > 2:
+        qc2 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 2, BM)
+        lam2 = lam(LAM, rows, t, s_lt, s_ll, 2)
+    if LEVELS > 3:
+        qc3 = load_coarse(Q, m0, t_pad, s_qr, cols, D, STRIDE, 3, BM)
+        lam3 = lam(LAM, rows, t, s_lt, s_ll, 3)
+    return qc1, lam1, qc2, lam2, qc3, lam3
 
 @triton.jit
 def broadcast(sc, BM: tl.constexpr, BN: tl.constexpr):
