@@ -185,7 +185,8 @@ def content_sha256(path: str | os.PathLike) -> str:
     ids = [s.encode() for s in table.column("id").to_pylist()]
     digest.update(np.asarray([len(b) for b in ids], dtype="<i8").tobytes())
     digest.update(b"".join(ids))
-    tokens = table.column("tokens").chunk(0) if table.num_rows else pa.array([], SCHEMA.field("tokens").type)
+    column = table.column("tokens")
+    tokens = column.chunk(0) if column.num_chunks else pa.array([], SCHEMA.field("tokens").type)
     digest.update(np.asarray(tokens.value_lengths().fill_null(0), dtype="<i8").tobytes())
     digest.update(np.asarray(tokens.flatten(), dtype="<u2").tobytes())
     for name, dtype in (("label", "<i8"), ("length", "<i4")):

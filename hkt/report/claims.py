@@ -16,7 +16,8 @@ recomputed here), so that a reader can check each one:
 - the kurtosis κ ≈ 33 of trained scores: *supports* when the paper's value lies within the
   range over layers, heads, levels and seeds of our trained HKT score κ, *refutes* when the
   whole range lies on one side of it; whether the scores are non-Gaussian at all (κ ≠ 1) is
-  said beside it;
+  said beside it; this verdict and the decay's below name the budget of the runs they read
+  (our `paper` profile, or another profile's steps: that budget's reading only);
 - geometric decay of the truncation residual (ρ < 1 per added level): *supports* when every
   trained head's fitted ρ is below 1, *refutes* when the mean ρ of a layer is 1 or more,
   *cannot tell* otherwise;
@@ -38,7 +39,10 @@ Three further kinds of row read what limits our values against the paper's (issu
 - per task with rule references (:mod:`hkt.references`, docs/listops.md) and trained model:
   which rule its test mean reaches (*at* a rule when the 95% interval of their difference,
   seeds, test set and the rule's own test-set error counted, holds 0; else *above* and *below*
-  the nearest), and the paper's figure for that model read the same way;
+  the nearest), and the paper's figure for that model read the same way; every other variant
+  of a trained model (ablations, learning-rate and budget variants) read the same way, against
+  the suite's own rules or else its ``--reference`` records' (:func:`variant_reference_claims`),
+  so that every trained run of such a task gets its reading;
 
 - a control known to learn the task (``paper.LEARNING_CONTROLS``: S4D) against the better of
   HKT and MHA (the higher test mean), from the controls table's Welch 95% CI of the control
@@ -55,6 +59,11 @@ Three further kinds of row read what limits our values against the paper's (issu
   rate, then the fewest steps, of the runs read from ``--reference`` records: the profile's
   rate and budget) and its test mean there exceeds the reference's by more than the larger of
   the two seed stds; else it *does not move*; *cannot tell* when a side has one seed (no std).
+  A plateau that moves is read again with the test set's error (each side's binomial error
+  added, as the ``ts_*`` columns): where the 95% interval of the gain then holds 0, the row
+  reads *moves over seeds; cannot tell with the test set's error (the verdict changes)*. Where
+  the two settings' runs trained in different precisions (bf16 GPU runs beside an fp32 CPU
+  reference), the row says so, and so does the each-at-best gap row below.
   Either way the row says how far the best setting's mean stays from the paper's figure for
   that model. A setting is named by its steps too where the model was trained for more than
   one budget. Without reference runs there is no such row. HKT − MHA with each model at its
@@ -363,9 +372,9 @@ def _analysed_budget(table: pl.DataFrame, budget: Budget) -> str:
     steps = sorted({n for n in sel["steps"].to_list() if n is not None})
     at = f" ({' and '.join(f'{n:,}' for n in steps)} steps)" if steps else ""
     many = len(profiles) > 1
+    which = "those budgets" if many else "that budget"
     return (f" at our {' and '.join(f'`{p}`' for p in profiles)} profile{'s' if many else ''}"
-            f"{at}, not the paper's budget: the reading of {'those budgets' if many else 'that budget'}"
-            " only")
+            f"{at}, not the paper's budget: the reading of {which} only")
 
 
 def decay_claim(approx: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
