@@ -681,3 +681,20 @@ def test_the_summary_names_results_directories_a_reader_can_follow(tmp_path):
     assert hkt_main(["aggregate", str(tmp_path / "own"), "--out", str(here)]) == 0
     first = (here / "summary.md").read_text().splitlines()[2]
     assert "suite: quick, in this results directory;" in first and str(here) not in first
+
+
+def test_each_run_says_its_precision_where_its_record_makes_it_certain():
+    """Issue 58: bf16 GPU runs are compared with fp32 CPU runs, so the runs frame (runs.csv,
+    the learning-rate tables) carries each run's precision: the record's, or for a record from
+    before it had one, what its config gives where that is certain."""
+    from hkt.runs_frame import run_precision
+
+    assert run_precision("bf16 autocast", "auto", "cuda:0 (NVIDIA H200)") == "bf16 autocast"
+    assert run_precision(None, "auto", "cpu (x86_64, 2 cores, 1 threads)") == "fp32"
+    assert run_precision(None, "fp32", "cuda:0 (NVIDIA H200)") == "fp32"
+    assert run_precision(None, "bf16", "cpu") == "bf16 autocast"
+    assert run_precision(None, "auto", "cuda:0 (NVIDIA H200)") is None  # its GPU's bf16: unknown
+    recs = [make_record(seed=0, precision="bf16 autocast"),
+            make_record(seed=1, config={"task": {"family": "listops", "max_length": 512},
+                                        "model": {"name": "hkt"}, "train": {"precision": "auto"}})]
+    assert runs_from_records(recs).sort("seed")["precision"].to_list() == ["bf16 autocast", "fp32"]
