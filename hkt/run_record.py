@@ -122,6 +122,7 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
                 val_loss: float | None = None, test_loss: float | None = None,
                 test_examples: int | None = None, train_examples: int | None = None,
                 data_checksums: dict[str, str] | None = None,
+                data_content_checksums: dict[str, str] | None = None,
                 git: tuple[str | None, bool | None] | None = None,
                 mlflow: tuple[str, str, str] | None = None,
                 suite_run: SuiteRun | None = None, precision: str | None = None,
@@ -130,8 +131,11 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
     """A validated run record (see the module docstring).
 
     Accuracies are fractions in [0, 1]. ``data_checksums`` defaults to the SHA-256 of
-    ``DATA_DIR/{train,val,test}.parquet``; ``git`` (commit, dirty) to the checkout holding this
-    package (pass the state read when the run started, if the code may change meanwhile);
+    ``DATA_DIR/{train,val,test}.parquet``; ``data_content_checksums``, their content's
+    (:func:`hkt.data.parquet.content_sha256`, a layer above: what a rerun compares), is the
+    caller's to give (training and our baselines do), left out without it; ``git`` (commit,
+    dirty) to the checkout holding this package (pass the state read when the run started, if
+    the code may change meanwhile);
     ``mlflow`` is (run id, tracking URI, experiment) of the run's MLflow run, if it has one;
     ``suite_run`` the suite run that asked for it (fields ``suite``, ``results_dir``, as its
     MLflow tags: :class:`hkt.provenance.SuiteRun`). ``precision``, ``threads`` and
@@ -165,7 +169,9 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hkt_version": hkt.__version__,
         **(suite_run.fields() if suite_run is not None else {}),
-        **_given(precision=precision, threads=None if threads is None else int(threads),
+        **_given(data_content_checksums=None if data_content_checksums is None
+                 else dict(data_content_checksums),
+                 precision=precision, threads=None if threads is None else int(threads),
                  gpu_sharing=None if gpu_sharing is None else dict(gpu_sharing)),
         **extra,
     }

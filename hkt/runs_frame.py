@@ -47,6 +47,7 @@ RUN_COLUMNS: dict[str, Any] = {
     "best_step": pl.Int64, "val_accuracy": pl.Float64, "test_accuracy": pl.Float64,
     "test_examples": pl.Int64, "train_examples": pl.Int64, "batch_size": pl.Int64, "lr": pl.Float64,
     "ms_per_step": pl.Float64, "wall_time_s": pl.Float64, "device": pl.String,
+    "precision": pl.String,
     "d_model": pl.Int64, "n_layers": pl.Int64, "d_ffn": pl.Int64,
     **MIXER_FIELDS,
     "mlflow_run_id": pl.String, "mlflow_tracking_uri": pl.String, "mlflow_experiment": pl.String,
@@ -206,6 +207,19 @@ def external_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**model, **({"epochs": epochs} if epochs is not None else {})}
 
 
+def run_precision(recorded: Any, asked: Any, device: Any) -> str | None:
+    """The precision a run trained in (``fp32``, ``bf16 autocast``): the one its record or
+    MLflow run names (``recorded``), or for a run from before they named it, what its config's
+    ``train.precision`` (``asked``) gives on its ``device`` where that is certain (``auto`` on a
+    CPU is fp32; on a GPU it depends on the GPU's bf16 support, not recorded: None)."""
+    if recorded:
+        return str(recorded)
+    on_cpu = str(device or "").startswith("cpu")
+    if asked == "fp32" or (asked == "auto" and on_cpu):
+        return "fp32"
+    return "bf16 autocast" if asked == "bf16" and on_cpu else None
+
+
 def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     """One runs-frame row from a run record."""
     cfg = rec.get("config") or {}
@@ -230,6 +244,8 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
         "ms_per_step": as_float(rec.get("ms_per_step")),
         "wall_time_s": as_float(rec.get("wall_time_s")),
         "device": rec.get("device"),
+        "precision": run_precision(rec.get("precision"), get_path(cfg, "train.precision"),
+                                   rec.get("device")),
         "d_model": as_int(get_path(cfg, "model.d_model")),
         "n_layers": as_int(get_path(cfg, "model.n_layers")),
         "d_ffn": as_int(get_path(cfg, "model.d_ffn")),

@@ -194,3 +194,107 @@ def test_a_stale_count_is_found():
         ["27 runs"]
     assert unsupported_counts("its 36 training runs, 12 per task, 3 seeds each, in 9 runs of the "
                               "same command and 4 more sessions, 10k steps", [cpu]) == []
+
+
+# ------------------------------------------------------------ the review's sentences (issue 58)
+#: What a review found false in the prose, by file: it must not come back.
+STALE = {
+    "README.md": ["every model sits at the root-operator prior", "about a night on 2 cores"],
+    "docs/results/README.md": ["every model sits at the root-operator prior"],
+    "docs/results/quick/README.md": ["cannot be told (the summary's reading)"],
+    "docs/listops.md": ["every suite with ListOps runs them"],
+    "docs/data.md": ["parameters give byte-identical files"],
+    "docs/results/s4_recipe/README.md": ["the paper's 2 × 64 model", "the paper's budget"],
+}
+
+
+@pytest.mark.parametrize("path", sorted(STALE))
+def test_the_sentences_the_review_found_false_are_gone(path):
+    text = " ".join((ROOT / path).read_text("utf-8").split()).lower()
+    assert [s for s in STALE[path] if s.lower() in text] == []
+
+
+#: A row of a summary's claims table that reads a ListOps run against the rules:
+#: model, variant (none: the main grid's), what our runs read.
+RULE_ROW = re.compile(r"^\| Which rule reference (\w+)(?: \((\w+)\))? reaches on listops "
+                      r"\(T=512\) \| [^|]* \| ([^|]*) \|", re.M)
+
+
+def test_every_run_the_summaries_read_above_the_prior_is_named_in_the_results_index():
+    """The index used to say every model sits at the prior while the summaries read some runs
+    above it (or read them not at all): each run a summary reads above the root-operator prior
+    is named there by its variant (or model), with its distance to the prior."""
+    index = (DOCS / "README.md").read_text("utf-8")
+    above = []
+    for root in PUBLICATIONS:
+        for model, variant, ours in RULE_ROW.findall((root / "summary.md").read_text("utf-8")):
+            if ours.split(": ", 1)[1].startswith("above the root-operator prior"):
+                distance = re.search(r"above the root-operator prior \(\+(\d+\.\d\d)", ours)[1]
+                above.append((root.name, variant or model.lower(), distance))
+    assert above, "no run reads above the prior: the index's sentence needs rewriting"
+    unnamed = [a for a in above if f"`{a[1]}`" not in index and a[1] not in index]
+    no_distance = [a for a in above if not re.search(rf"(\+|, ){re.escape(a[2])}\b", index)]
+    assert unnamed == [] and no_distance == []
+
+
+def _verdict(summary: str, claim: str) -> str:
+    """The reading cell of the claims row that starts with ``claim``."""
+    row = next(line for line in summary.splitlines() if line.startswith(f"| {claim}"))
+    return row.rstrip(" |").rsplit(" | ", 1)[1]
+
+
+def test_the_quick_readme_reads_the_analysis_claims_as_its_summary_does():
+    """The quick README said the decay "cannot be told" while its summary read "refutes"; both
+    verdicts hold at the quick suite's budget only, which the summary and the README say."""
+    summary = (DOCS / "quick" / "summary.md").read_text("utf-8")
+    readme = " ".join((DOCS / "quick" / "README.md").read_text("utf-8").split())
+    for claim in ("The approximation error decays", "Trained score distributions"):
+        verdict = _verdict(summary, claim)
+        assert "not the paper's budget" in verdict, verdict
+        word = verdict.split(" at our ")[0].removesuffix(" the value")
+        assert f'"{word}' in readme and "at this budget only" in readme, claim
+
+
+def test_a_plateau_the_test_set_cannot_confirm_is_not_called_moved_alone():
+    """Where a summary reads a plateau as moving over seeds only, or across runs of different
+    precision, the publication's README says so too."""
+    for root in PUBLICATIONS:
+        summary = (root / "summary.md").read_text("utf-8")
+        rows = [line for line in summary.splitlines()
+                if line.startswith("| The Transformers' plateau")]
+        readme = " ".join((root / "README.md").read_text("utf-8").split())
+        if any("cannot tell with the test set's error" in r for r in rows):
+            assert "cannot tell with the test set's error" in readme, root.name
+        if any("differ in precision" in r for r in rows):
+            assert "differ in precision" in readme, root.name
+
+
+def test_a_comparison_with_lras_listops_says_how_long_its_trees_are():
+    """LRA's ListOps trees are 500–2000 tokens long, ours 128–512: a README that sets our
+    values beside LRA's ListOps figures says so."""
+    for readme in [DOCS / "README.md", *sorted(DOCS.glob("*/README.md"))]:
+        text = " ".join(readme.read_text("utf-8").split())
+        if "LRA's ListOps" in text:
+            assert "500–2000" in text and "128–512" in text, readme
+
+
+def test_the_cpu_suites_time_the_readme_states_is_its_sessions():
+    """The main command's time on 2 cores, in the README's quick start: the CPU suite's own
+    sessions and the sessions that added S4D (plan/sessions.json)."""
+    start = (ROOT / "README.md").read_text("utf-8")
+    at = start.index("## Quick start")
+    start = start[at:start.index("```bash", at)]
+    stated = set(re.findall(r"(\d+\.\d\d) h\b", start))
+    assert len(stated) == 2 and stated <= wall_figures(DOCS / "cpu"), stated
+
+
+def test_the_listops_page_names_every_suite_that_turns_the_rules_off():
+    import yaml
+
+    text = " ".join((ROOT / "docs" / "listops.md").read_text("utf-8").split())
+    sentence = text[text.index("Each takes seconds"):text.index("Run one alone")]
+    off = sorted(p.stem for p in (ROOT / "config" / "suites").glob("*.yaml")
+                 if ((yaml.safe_load(p.read_text()) or {}).get("external") or {})
+                 .get("root_op_prior", {}).get("enabled") is False)
+    assert "long" in off
+    assert [s for s in off if f"`{s}`" not in sentence] == []

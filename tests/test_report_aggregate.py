@@ -564,7 +564,7 @@ def test_main_bar_has_a_short_title_and_its_caption_says_what_the_comparison_mea
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     summary = (tmp_path / "out" / "summary.md").read_text()
     caption = summary[summary.index("![main table as bars](figures/main_bar.png)"):].splitlines()[2]
-    assert caption.startswith("Bars: mean over seeds;")
+    assert caption.startswith("Bars: mean over seeds (written at the bar's foot);")
     assert "Not at the paper's budget: listops T=512 (every model: smoke" in caption and "2000" in caption
 
 
@@ -619,3 +619,82 @@ def test_a_table_of_models_at_different_learning_rates_names_them_per_task():
                                         "listops T=512: hkt, mha 1e-4; s4d 1e-3.")
     assert learning_rate_note(runs.filter(pl.col("task") == "imdb")) == ""
     assert learning_rate_note(runs.clear()) == ""
+
+
+def test_a_bar_at_zero_is_labelled_and_the_rule_names_are_legible(tmp_path, monkeypatch):
+    """Issue 64 item 10: a model at 0 % has no bar to see, so each bar's mean is written at its
+    foot; the rule references' names are not tiny grey text."""
+    from matplotlib.colors import to_rgb
+
+    from hkt.figures.common import REFERENCE_LABEL_SIZE
+
+    recs = [r for r in suite_records() if r["task"] == "listops" and r["variant"] == "main"]
+    recs.append(make_record(model="conv", seed=0, test=0.0, val=0.0, test_examples=2000))
+    recs += [make_record(model=m, seed=0, test=v, val=v, n_params=0, test_examples=2000,
+                         external=f"hkt.baselines.{m}",
+                         config={"task": {"family": "listops", "max_length": 512},
+                                 "model": {"name": m, "rule": m}})
+             for m, v in (("root_op_prior", 0.33), ("depth1_rule", 0.5))]
+    runs = runs_from_records(load_records([write_records(tmp_path, recs)]))
+    ax = _figure_of(monkeypatch, figures.main_bar, runs).axes[0]
+    texts = {t.get_text(): t for t in ax.texts}
+    assert {"0.0", "55.0", "50.0"} <= set(texts)  # conv at 0 %, hkt, mha
+    for name in ("root-operator prior 33.0", "depth-1 rule 50.0"):
+        label = texts[name]
+        assert label.get_fontsize() >= REFERENCE_LABEL_SIZE >= 8
+        assert max(to_rgb(label.get_color())) <= 0.2  # dark, not light grey
+
+
+def test_validation_panels_keep_a_least_span_and_say_their_scale(tmp_path, monkeypatch):
+    """Issue 64 item 10: each task's panel has its own y scale; a gap of a point must not fill
+    it (at least VAL_CURVES_MIN_SPAN_PP), and the axis says the scale is the panel's own where
+    it does not start at 0."""
+    records = load_records([write_records(tmp_path, suite_records())])
+    curves = curves_from_records(records)
+    near = curves.with_columns((0.5 + pl.col("seed") * 0.001).alias("val_accuracy"))
+    for ax in _figure_of(monkeypatch, figures.val_curves, near).axes:
+        if not ax.get_lines():
+            continue
+        lo, hi = ax.get_ylim()
+        assert hi - lo >= figures.VAL_CURVES_MIN_SPAN_PP - 1e-9 and lo >= 0
+        assert ax.get_ylabel() == ("validation accuracy (%)\nthis panel's own scale, not from 0")
+    low = curves.with_columns(pl.lit(0.01).alias("val_accuracy"))  # the span would dip below 0
+    for ax in _figure_of(monkeypatch, figures.val_curves, low).axes:
+        if ax.get_lines():
+            assert ax.get_ylim()[0] == 0.0 and ax.get_ylabel() == "validation accuracy (%)"
+
+
+def test_the_summary_names_results_directories_a_reader_can_follow(tmp_path):
+    """Issue 64 item 11: a summary names no absolute path of the machine that made it: its own
+    results directory as such, others by their count and where runs.csv names each."""
+    recs = [{**r, "suite": "quick", "results_dir": f"/elsewhere/r{r['seed'] % 2}/results"}
+            for r in suite_records()]
+    write_records(tmp_path / "runs", recs)
+    out = tmp_path / "out"
+    assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    first = (out / "summary.md").read_text().splitlines()[2]
+    assert "suite: quick, from 2 results directories (each run's: `results_dir` in " \
+           "tables/runs.csv);" in first and "/elsewhere" not in first
+    here = tmp_path / "here"
+    write_records(tmp_path / "own", [{**r, "suite": "quick", "results_dir": str(here.resolve())}
+                                     for r in suite_records()])
+    assert hkt_main(["aggregate", str(tmp_path / "own"), "--out", str(here)]) == 0
+    first = (here / "summary.md").read_text().splitlines()[2]
+    assert "suite: quick, in this results directory;" in first and str(here) not in first
+
+
+def test_each_run_says_its_precision_where_its_record_makes_it_certain():
+    """Issue 58: bf16 GPU runs are compared with fp32 CPU runs, so the runs frame (runs.csv,
+    the learning-rate tables) carries each run's precision: the record's, or for a record from
+    before it had one, what its config gives where that is certain."""
+    from hkt.runs_frame import run_precision
+
+    assert run_precision("bf16 autocast", "auto", "cuda:0 (NVIDIA H200)") == "bf16 autocast"
+    assert run_precision(None, "auto", "cpu (x86_64, 2 cores, 1 threads)") == "fp32"
+    assert run_precision(None, "fp32", "cuda:0 (NVIDIA H200)") == "fp32"
+    assert run_precision(None, "bf16", "cpu") == "bf16 autocast"
+    assert run_precision(None, "auto", "cuda:0 (NVIDIA H200)") is None  # its GPU's bf16: unknown
+    recs = [make_record(seed=0, precision="bf16 autocast"),
+            make_record(seed=1, config={"task": {"family": "listops", "max_length": 512},
+                                        "model": {"name": "hkt"}, "train": {"precision": "auto"}})]
+    assert runs_from_records(recs).sort("seed")["precision"].to_list() == ["bf16 autocast", "fp32"]

@@ -126,6 +126,20 @@ def test_analysis_claims_read_the_budget_of_the_runs_they_analysed():
     quick = claims.Budget(runs.with_columns(pl.lit(1000).alias("steps")), claims.Minimum(1000, 2))
     assert claims.kurtosis_claim(kurt, quick)[0][3].startswith(claims.REFUTES)
     assert claims.decay_claim(approx, quick)[0][3] == claims.SUPPORTS
+    # issue 58: a verdict read above the minimum names the budget it holds at, as the accuracy
+    # rows do (the quick suite's "refutes" at 1000 steps read as if at the paper's)
+    cpu = claims.Budget(quick.runs.with_columns(pl.lit("cpu").alias("profile")),
+                        claims.Minimum(1000, 2))
+    at = (" at our `cpu` profile (1,000 steps), not the paper's budget: the reading of that "
+          "budget only")
+    assert claims.kurtosis_claim(kurt, cpu)[0][3] == (
+        f"{claims.REFUTES} the value{at}; the scores are Gaussian-like in places (κ ≤ 1 in some "
+        "heads)")
+    assert claims.decay_claim(approx, cpu)[0][3] == claims.SUPPORTS + at
+    ours = claims.Budget(quick.runs.with_columns(pl.lit("paper").alias("profile")),
+                         claims.Minimum(1000, 2))
+    assert claims.decay_claim(approx, ours)[0][3] == (
+        f"{claims.SUPPORTS} at our `paper` profile (the paper's budget is not public)")
 
 
 # ------------------------------------------------------------------ item 3: tables and figures

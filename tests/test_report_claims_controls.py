@@ -199,3 +199,56 @@ def test_the_section_holds_these_rows_only_where_their_tables_are():
                                               tables={"controls": controls(2.0, 8.0)}))
     assert f"| {CLAIM} | HKT 55.10, MHA 50.33 |" in section
     assert "read what limits our values" in section
+
+
+def _with(rows: list[dict], **extra) -> list[dict]:
+    """Learning-rate table rows with more columns (test examples, precision) per setting:
+    ``extra`` maps a column to {rate: value}."""
+    return [{**r, **{k: v.get(r["lr"]) for k, v in extra.items()}} for r in rows]
+
+
+def test_a_plateau_that_moves_over_seeds_is_read_again_with_the_test_sets_error():
+    """Issue 58: the plateau rule (gain > the larger seed std) is downgraded by the test set's
+    error as every other verdict is: +2.30 pp on 2000 test examples a side holds 0 in its 95%
+    interval once each side's binomial error is added; +8 pp does not."""
+    n = {1e-4: 2000, 1e-3: 2000}
+    small = pl.DataFrame(_with(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)},
+                                     best=1e-3), test_examples=n), schema=SWEEP_SCHEMA)
+    (row,) = claims.learning_rate_claims(small)
+    assert row[3].startswith(
+        "moves over seeds; cannot tell with the test set's error (the verdict changes): 1e-3 − "
+        "1e-4 is +2.30 pp, more than the seed spread (1.30), but its 95% CI with the test set's "
+        "error is [-1.")
+    large = pl.DataFrame(_with(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (45.1, 43.5, 1.3)},
+                                     best=1e-3), test_examples=n), schema=SWEEP_SCHEMA)
+    (row,) = claims.learning_rate_claims(large)
+    assert row[3].startswith("moves: 1e-3 − 1e-4 is +8.00 pp, more than the seed spread (1.30); "
+                             "with the test set's error its 95% CI [+")
+    assert "lies above 0 too; at its best rate" in row[3]
+
+
+def test_settings_of_different_precision_are_said_to_differ_in_it_too():
+    """bf16 GPU runs set beside fp32 CPU runs (the sensitivity suite against the cpu suite's
+    seeds): the plateau row and the each-at-best gap say the precisions differ; unknown
+    precision (not recorded) is not called a difference."""
+    rows = sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, best=1e-3) \
+        + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 35.4, 0.3)}, best=1e-3)
+    mixed = pl.DataFrame(_with(rows, precision={1e-4: "fp32", 1e-3: "bf16 autocast"}),
+                         schema=SWEEP_SCHEMA)
+    hkt, mha = claims.learning_rate_claims(mixed)
+    said = ("; the runs compared differ in precision (1e-3: bf16 autocast, 1e-4: fp32): the "
+            "difference holds that change too")
+    assert said in hkt[3] and said in mha[3]
+    unknown = pl.DataFrame(_with(rows, precision={1e-4: None, 1e-3: "bf16 autocast"}),
+                           schema=SWEEP_SCHEMA)
+    assert all("precision" not in row[3] for row in claims.learning_rate_claims(unknown))
+    same = pl.DataFrame(_with(rows, precision={1e-4: "fp32", 1e-3: "fp32"}), schema=SWEEP_SCHEMA)
+    assert all("precision" not in row[3] for row in claims.learning_rate_claims(same))
+    # HKT at its best rate in bf16, MHA at its own in fp32: the gap row says so
+    rows = sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, 1e-3) \
+        + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 3e-4: (37.9, 35.6, 0.5)}, 3e-4)
+    table = pl.DataFrame(_with(rows, precision={1e-4: "fp32", 3e-4: "fp32",
+                                                1e-3: "bf16 autocast"}), schema=SWEEP_SCHEMA)
+    (row,) = claims.tuned_gap_claims(gap(3.0, 6.0), table)
+    assert row[2].endswith("; the runs compared differ in precision (HKT at 1e-3: bf16 autocast, "
+                           "MHA at 3e-4: fp32): the difference holds that change too")

@@ -124,6 +124,33 @@ def test_the_claims_read_each_model_and_the_papers_figure_against_the_rules():
     assert claims.reference_claims(main.filter(pl.col("model") == "hkt")) == []
 
 
+def test_every_trained_variant_is_read_against_the_rules_too():
+    """Issue 58: an ablation or learning-rate variant's runs get their reading as a main-table
+    row does (three ablations read above the prior without one); with no rules of its own, a
+    suite reads them from its reference records and names them; the main variant's runs are
+    the main rows', not read twice."""
+    variant = [make_record(model="hkt", variant="stride4", seed=0, test=0.40, val=0.40,
+                           test_examples=2000)]
+    runs = pl.concat([records(), runs_from_records(variant)], how="diagonal_relaxed")
+    budget = claims.Budget(runs, claims.Minimum(1, 1), "main")
+    (row,) = claims.variant_reference_claims(budget)
+    assert row[0] == "Which rule reference HKT (stride4) reaches on listops (T=512)"
+    # 40.00 on one seed: 7 pp over the prior, past 1.96·sqrt(1.2 + 1.1) ≈ 2.97
+    assert row[2].startswith("40.00 (1 seed): above the root-operator prior (+7.00 ± ")
+    assert row[3] == "above the root-operator prior"
+    # one seed below the minimum of two: the budget rule holds the verdict back, as elsewhere
+    short = claims.Budget(runs, claims.Minimum(1, 2), "main")
+    assert claims.variant_reference_claims(short)[0][3] == (
+        f"{claims.AT_THIS_BUDGET} (1 seed)")
+    # the long suite: no rules of its own; those of its --reference records, named
+    alone = claims.Budget(runs_from_records(variant), claims.Minimum(1, 1), "main")
+    assert claims.variant_reference_claims(alone) == []
+    reference = records().with_columns(pl.lit("docs/results/cpu/runs").alias("source"))
+    (row,) = claims.variant_reference_claims(alone, reference)
+    assert row[2].endswith("; the rules' records: docs/results/cpu/runs")
+    assert row[3] == "above the root-operator prior"
+
+
 def test_the_curves_name_each_rule_in_the_legend_not_on_the_panel(tmp_path, monkeypatch):
     """In the validation curves each rule line is named in the legend beside the panel: a name
     written on the line could lie under a model's curve."""

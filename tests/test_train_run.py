@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hkt.data.parquet import content_checksums
 from hkt.errors import DataError, RunMismatch, TrainingError
 from hkt.train.config import load_config
 from hkt.train.loop import train
@@ -52,6 +53,7 @@ def test_smoke_run_writes_a_valid_record(prepared_data, tmp_path, task, model):
     assert rec["steps"] == 12 and 0 <= rec["test_accuracy"] <= 1
     assert rec["device"].startswith("cpu") and rec["mlflow_run_id"] is None
     assert set(rec["data_checksums"]) == {"train", "val", "test"}
+    assert rec["data_content_checksums"] == content_checksums(prepared_data(task))  # issue 58
     # checkpoints load without unpickling arbitrary objects; best.pt has model + config
     for name in ("last.pt", "best.pt"):
         ck = torch.load(tmp_path / "run/checkpoints" / name, weights_only=True)

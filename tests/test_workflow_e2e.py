@@ -172,7 +172,7 @@ def test_tables_figures_and_summary(workflow_run):
     summary = (res / "summary.md").read_text()
     assert "profile: smoke" in summary and "[main](tables/main.md)" in summary
     # config files that name no suite; the suite run is named by its results directory
-    assert f"suite: none named in {res.resolve()};" in summary  # null in records: no suite
+    assert "suite: none named, in this results directory;" in summary  # null in records: no suite
     for table in (res / "tables").glob("*.md"):  # every table and figure is linked
         assert f"(tables/{table.name})" in summary, table.name
     for figure in (res / "figures").glob("*.png"):

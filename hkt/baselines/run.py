@@ -35,7 +35,7 @@ from hkt import environment
 from hkt.baselines import BASELINES
 from hkt.config import flatten
 from hkt.data.layout import SPLITS, split_file
-from hkt.data.parquet import SplitData, read_metadata
+from hkt.data.parquet import SplitData, content_checksums, read_metadata
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import SuiteRun, code_digest, git_state
@@ -157,6 +157,7 @@ def _record_fields(name: str, res: Fit, config: dict[str, Any], data_dir: Path,
         test_accuracy=float(res.test_accuracy), test_examples=len(splits["test"]),
         train_examples=len(train), data_dir=data_dir, git=git_state(),
         data_checksums={s: sha256_file(data_dir / split_file(s)) for s in SPLITS},
+        data_content_checksums=content_checksums(data_dir),
         ms_per_step=1000 * train_time / steps if steps else None,
         samples_per_s=steps * per_step / train_time if steps and train_time > 0 else None,
         device=describe_device(torch.device("cpu")), external=BASELINES.lookup(name).__module__,

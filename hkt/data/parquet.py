@@ -7,7 +7,11 @@ metadata key ``hkt`` holding JSON with ``task`` (the family, = the config's ``ta
 ``vocab_size``, ``pad_id`` (0, or null for CIFAR-10 where 0 is a pixel value), ``num_classes``,
 ``class_names``, ``max_length``, ``tokenizer``, ``source`` (URL/file + checksums, or generator
 parameters), ``params`` (the content-defining config), ``num_examples`` and ``code_version``.
-Files are written atomically and byte-reproducibly (no timestamps, no local paths).
+Files are written atomically and byte-reproducibly (no timestamps, no local paths) by one release
+of hkt and one Parquet writer; the metadata's ``code_version`` and the writer's version in the
+footer make files of equal content differ across releases, so a file has two checksums: the
+file's SHA-256 (``sha256_file``: the manifest, ``data_checksums`` of a run record) and its
+content's (:func:`content_sha256`: ``data_content_checksums``), which is what a run compares.
 
 A directory is all-or-nothing: ``manifest.json``, written last, ties the three splits together by
 their SHA-256 (``write_manifest``); a re-prepare deletes it first, so an interrupted one leaves
@@ -16,6 +20,7 @@ no manifest, and :func:`check_manifest` refuses a directory whose files do not b
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -157,6 +162,41 @@ def write_split(path: str | os.PathLike, data: SplitData, meta: dict[str, Any]) 
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression=COMPRESSION, row_group_size=max(1, len(data)))
     return sha256_file(path)
+
+
+#: Metadata keys that say which release wrote a file, not what it holds: left out of its
+#: content checksum (:func:`content_sha256`).
+RELEASE_KEYS = ("code_version",)
+
+
+def content_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of what a prepared Parquet file holds: its rows (ids, tokens, labels, lengths, in
+    order) and its ``hkt`` metadata but :data:`RELEASE_KEYS`. Two files of the same data written
+    by different releases of hkt (the metadata's ``code_version``) or Parquet writers (the
+    footer's ``created_by``) differ in their bytes, so in their file SHA-256, and share this
+    one; any changed value changes it."""
+    path = Path(path)
+    meta = {k: v for k, v in read_metadata(path).items() if k not in RELEASE_KEYS}
+    try:
+        table = pq.read_table(path, columns=list(SCHEMA.names)).combine_chunks()
+    except (pa.ArrowInvalid, OSError, KeyError) as exc:
+        raise DataError(f"{path} is not a readable prepared split: {exc}") from None
+    digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+    ids = [s.encode() for s in table.column("id").to_pylist()]
+    digest.update(np.asarray([len(b) for b in ids], dtype="<i8").tobytes())
+    digest.update(b"".join(ids))
+    column = table.column("tokens")
+    tokens = column.chunk(0) if column.num_chunks else pa.array([], SCHEMA.field("tokens").type)
+    digest.update(np.asarray(tokens.value_lengths().fill_null(0), dtype="<i8").tobytes())
+    digest.update(np.asarray(tokens.flatten(), dtype="<u2").tobytes())
+    for name, dtype in (("label", "<i8"), ("length", "<i4")):
+        digest.update(np.asarray(table.column(name), dtype=dtype).tobytes())
+    return digest.hexdigest()
+
+
+def content_checksums(data_dir: str | os.PathLike) -> dict[str, str]:
+    """split -> :func:`content_sha256` of a prepared directory's splits."""
+    return {s: content_sha256(Path(data_dir) / split_file(s)) for s in SPLITS}
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:

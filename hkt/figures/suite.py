@@ -27,6 +27,9 @@ from hkt.figures.common import (budget_title, color, empty, integer_ticks, legen
 from hkt.references import is_reference, lines
 from hkt.runs_frame import MODEL_ORDER, most_common_length, ordered, task_keys
 
+#: The least span (percentage points) of a validation-curve panel's accuracy axis: each task
+#: has its own scale, and a gap of a point or two must not fill the panel.
+VAL_CURVES_MIN_SPAN_PP = 20.0
 #: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
 #: curve is drawn flat, not stretched over the whole panel.
 TRUNCATION_MIN_SPAN_PP = 10.0
@@ -58,7 +61,13 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
                         "val")
         ax.set_title(f"{task} (T={length})")
         ax.set_xlabel("step")
-        ax.set_ylabel("validation accuracy (%)")
+        min_span(ax, VAL_CURVES_MIN_SPAN_PP)
+        lo, hi = ax.get_ylim()
+        if lo < 0:  # widened below what an accuracy can be: the same span from 0
+            ax.set_ylim(0.0, hi - lo)
+        # each task's panel has its own scale: the axis says so where it does not start at 0
+        ax.set_ylabel("validation accuracy (%)" + ("" if ax.get_ylim()[0] <= 0 else
+                                                   "\nthis panel's own scale, not from 0"))
         ax.grid(alpha=0.3)
         legend_outside(ax, fontsize=8)
     shown = None if runs is None else runs.filter(pl.col("variant").is_in(list(variants)))
@@ -140,7 +149,11 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
             std = accs.std(ddof=1) if len(accs) > 1 else 0.0
             ax.bar(x, accs.mean(), width * 0.9, yerr=std, capsize=3, color=color(model, i),
                    label=model)
-            ax.scatter([x] * len(accs), accs, s=10, color="black", zorder=3)
+            # each bar's mean written at its foot: a bar at 0 % has no height to see, and the
+            # top is the seeds', the error bar's and the paper's
+            ax.text(x, 0.5, f"{accs.mean():.1f}", ha="center", va="bottom", fontsize=7,
+                    zorder=5)
+            ax.scatter([x] * len(accs), accs, s=10, color="black", zorder=3, clip_on=False)
             ref = paper.paper_accuracy(task, length or -1, model)
             if ref is not None:
                 ax.scatter([x], [ref.mean], marker="_", s=300, color="red", zorder=4,

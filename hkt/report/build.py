@@ -52,16 +52,17 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
+        reference = _reference_runs(args)
         made, (main, gap, abl, abl_len, read) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
             ablation_length=args.ablation_length, data_warnings=warnings,
-            derived=derived_spec(args.derived), reference=_reference_runs(args))
+            derived=derived_spec(args.derived), reference=reference)
         written += made
         made, sections, frames = _write_analyses(args, runs, out)
         written += made
         budget = Budget(runs, load_minimum(), args.main_variant)
         sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
-                                    budget=budget), *sections]
+                                    budget=budget, reference=reference), *sections]
         # last: it links every table and figure written above
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,

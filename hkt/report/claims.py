@@ -16,7 +16,8 @@ recomputed here), so that a reader can check each one:
 - the kurtosis κ ≈ 33 of trained scores: *supports* when the paper's value lies within the
   range over layers, heads, levels and seeds of our trained HKT score κ, *refutes* when the
   whole range lies on one side of it; whether the scores are non-Gaussian at all (κ ≠ 1) is
-  said beside it;
+  said beside it; this verdict and the decay's below name the budget of the runs they read
+  (our `paper` profile, or another profile's steps: that budget's reading only);
 - geometric decay of the truncation residual (ρ < 1 per added level): *supports* when every
   trained head's fitted ρ is below 1, *refutes* when the mean ρ of a layer is 1 or more,
   *cannot tell* otherwise;
@@ -38,7 +39,10 @@ Three further kinds of row read what limits our values against the paper's (issu
 - per task with rule references (:mod:`hkt.references`, docs/listops.md) and trained model:
   which rule its test mean reaches (*at* a rule when the 95% interval of their difference,
   seeds, test set and the rule's own test-set error counted, holds 0; else *above* and *below*
-  the nearest), and the paper's figure for that model read the same way;
+  the nearest), and the paper's figure for that model read the same way; every other variant
+  of a trained model (ablations, learning-rate and budget variants) read the same way, against
+  the suite's own rules or else its ``--reference`` records' (:func:`variant_reference_claims`),
+  so that every trained run of such a task gets its reading;
 
 - a control known to learn the task (``paper.LEARNING_CONTROLS``: S4D) against the better of
   HKT and MHA (the higher test mean), from the controls table's Welch 95% CI of the control
@@ -55,6 +59,11 @@ Three further kinds of row read what limits our values against the paper's (issu
   rate, then the fewest steps, of the runs read from ``--reference`` records: the profile's
   rate and budget) and its test mean there exceeds the reference's by more than the larger of
   the two seed stds; else it *does not move*; *cannot tell* when a side has one seed (no std).
+  A plateau that moves is read again with the test set's error (each side's binomial error
+  added, as the ``ts_*`` columns): where the 95% interval of the gain then holds 0, the row
+  reads *moves over seeds; cannot tell with the test set's error (the verdict changes)*. Where
+  the two settings' runs trained in different precisions (bf16 GPU runs beside an fp32 CPU
+  reference), the row says so, and so does the each-at-best gap row below.
   Either way the row says how far the best setting's mean stays from the paper's figure for
   that model. A setting is named by its steps too where the model was trained for more than
   one budget. Without reference runs there is no such row. HKT − MHA with each model at its
@@ -73,8 +82,8 @@ import polars as pl
 import yaml
 
 from hkt import paper
-from hkt.references import RULE_REFERENCES, Line, reading
-from hkt.report.stats import binomial_variance
+from hkt.references import RULE_REFERENCES, Line, is_reference, lines, reading
+from hkt.report.stats import binomial_variance, summary_difference_with_test_set
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
 from hkt.errors import ConfigValueError
 from hkt.runs_frame import EXTERNAL_BUDGETS, AggregateError
@@ -326,7 +335,8 @@ def kurtosis_claim(kurt: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[
              f"κ ≈ {claimed:.0f}",
              f"trained HKT score κ {lo:.2f}–{hi:.2f} over layers, heads, levels and seeds "
              f"({tasks}): {gaussian}",
-             budget.read(f"{verdict} the value; the scores are {gaussian}",
+             budget.read(f"{verdict} the value{_analysed_budget(sel, budget)}; the scores are "
+                         f"{gaussian}",
                          steps=_analysed_steps(sel, budget), seeds=_column(sel, "seeds"))]]
 
 
@@ -343,6 +353,28 @@ def _analysed_steps(table: pl.DataFrame, budget: Budget) -> list[int | None]:
         steps += budget.steps(row.get("task"), row.get("length"), ["hkt"],
                               [row["variant"]] if row.get("variant") else None)
     return steps
+
+
+def _analysed_budget(table: pl.DataFrame, budget: Budget) -> str:
+    """The budget of the trained HKT runs an analysis table's rows read, in words, as the
+    accuracy rows say theirs: at our paper profile, or at another budget (its steps), which the
+    verdict then reads only; '' where the runs frame does not say."""
+    if budget.runs is None or budget.runs.is_empty() or "profile" not in budget.runs.columns:
+        return ""
+    keys = [c for c in ("task", "length", "variant") if c in table.columns]
+    sel = budget.runs.filter(pl.col("external").is_null() & (pl.col("model") == "hkt"))
+    sel = sel.join(table.select(keys).unique(), on=keys) if keys else sel
+    profiles = sorted({p for p in sel["profile"].to_list() if p})
+    if not profiles:
+        return ""
+    if profiles == [paper.PROFILE]:
+        return f" at our `{paper.PROFILE}` profile (the paper's budget is not public)"
+    steps = sorted({n for n in sel["steps"].to_list() if n is not None})
+    at = f" ({' and '.join(f'{n:,}' for n in steps)} steps)" if steps else ""
+    many = len(profiles) > 1
+    which = "those budgets" if many else "that budget"
+    return (f" at our {' and '.join(f'`{p}`' for p in profiles)} profile{'s' if many else ''}"
+            f"{at}, not the paper's budget: the reading of {which} only")
 
 
 def decay_claim(approx: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
@@ -369,7 +401,9 @@ def decay_claim(approx: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[s
              "ρ < 1",
              f"trained ρ per layer {float(means.min()):.2f}–{float(means.max()):.2f} (mean over "
              f"heads and seeds), up to {float(highs.max()):.2f} in one head.{caveat}",
-             budget.read(verdict, steps=_analysed_steps(trained, budget),
+             budget.read(verdict + (_analysed_budget(trained, budget)
+                                    if verdict != CANNOT_TELL else ""),
+                         steps=_analysed_steps(trained, budget),
                          seeds=_column(trained, "seeds"))]]
 
 
@@ -471,7 +505,8 @@ def _setting(row: dict[str, Any], steps: bool, suffix: str = "") -> str:
 
 def _moves(best: dict[str, Any], ref: dict[str, Any], steps: bool = False) -> str:
     """Whether a model's plateau moves from the reference setting ``ref`` to its best ``best``
-    (rows of the learning-rate table; the rule above)."""
+    (rows of the learning-rate table; the rule above), over seeds and then with the test set's
+    error, and what else differs between the two settings' runs (their precision)."""
     rate, at = _setting(best, steps), _setting(ref, steps)
     kind = "setting" if steps else "rate"
     if (best["lr"], best["steps"]) == (ref["lr"], ref["steps"]):
@@ -481,7 +516,32 @@ def _moves(best: dict[str, Any], ref: dict[str, Any], steps: bool = False) -> st
     gain, spread = best["test_mean"] - ref["test_mean"], max(best["test_std"], ref["test_std"])
     word = "moves" if gain > spread else "does not move"
     than = "more" if gain > spread else "not more"
-    return f"{word}: {rate} − {at} is {gain:+.2f} pp, {than} than the seed spread ({spread:.2f})"
+    text = f"{word}: {rate} − {at} is {gain:+.2f} pp, {than} than the seed spread ({spread:.2f})"
+    if word == "moves" and best.get("test_examples") and ref.get("test_examples"):
+        ts = summary_difference_with_test_set(
+            best["test_mean"], best["test_std"] ** 2, int(best["seeds"]), best.get("test_examples"),
+            ref["test_mean"], ref["test_std"] ** 2, int(ref["seeds"]), ref.get("test_examples"))
+        if not math.isnan(ts.ci_low) and ts.ci_low <= 0:
+            text = (f"moves over seeds; {CANNOT_TELL} with the test set's error (the verdict "
+                    f"changes): {rate} − {at} is {gain:+.2f} pp, more than the seed spread "
+                    f"({spread:.2f}), but its 95% CI with the test set's error is "
+                    f"[{ts.ci_low:+.2f}, {ts.ci_high:+.2f}]")
+        elif not math.isnan(ts.ci_low):
+            text += (f"; with the test set's error its 95% CI [{ts.ci_low:+.2f}, "
+                     f"{ts.ci_high:+.2f}] lies above 0 too")
+    return text + _precisions((rate, best.get("precision")), (at, ref.get("precision")))
+
+
+def _precisions(*sides: tuple[str, str | None]) -> str:
+    """Where the runs compared trained in different precisions (each side: its setting in
+    words and the precisions of its runs, from the learning-rate table), a sentence saying so:
+    the difference then holds the precision (and the device) too. '' where they agree, or where
+    a side's precision is not recorded (unknown, not different)."""
+    known = [(what, prec) for what, prec in sides if prec]
+    if len(known) < len(sides) or len({prec for _, prec in known}) < 2:
+        return ""
+    return ("; the runs compared differ in precision (" + ", ".join(
+        f"{what}: {prec}" for what, prec in known) + "): the difference holds that change too")
 
 
 def _reference_rows(sweep: pl.DataFrame) -> dict[tuple[str, int, str], dict[str, Any]]:
@@ -569,14 +629,29 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame,
             f"; both at the reference {'setting' if steps else 'rate'} {_setting(ref_a, steps)}: "
             + _interval(shared.row(0, named=True)))
         what = "setting (learning rate, steps)" if steps else "learning rate"
+        precision = _precisions(*((f"{m.upper()} at {_setting(r, steps, k)}",
+                                   _sweep_precision(sweep, r, m, k)) for m, k in ((a, "_a"),
+                                                                                  (b, "_b"))))
         rows.append([f"{a.upper()} beats {b.upper()} with each model at its best {what} "
                      f"({r['task']}, T={r['length']})", f"{claimed:+.2f} pp",
                      _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
                                                   r.get("ci_high_pp"), r) + beside
-                     + _grid_edge(sweep, r["task"], r["length"]),
+                     + _grid_edge(sweep, r["task"], r["length"]) + precision,
                      budget.read(_both(r, claimed), steps=(r["steps_a"], r["steps_b"]),
                                  seeds=(r.get("seeds_a"), r.get("seeds_b")))])
     return rows
+
+
+def _sweep_precision(sweep: pl.DataFrame, r: dict[str, Any], model: str,
+                     suffix: str) -> str | None:
+    """The precisions of ``model``'s runs at the setting a learning-rate gap row ``r`` names
+    (``suffix``: its ``_a`` or ``_b`` columns), from the learning-rate table; None if unknown."""
+    if sweep.is_empty() or "precision" not in sweep.columns:
+        return None
+    sel = sweep.filter((pl.col("task") == r["task"]) & (pl.col("length") == r["length"])
+                       & (pl.col("model") == model) & (pl.col("lr") == r["lr" + suffix])
+                       & (pl.col("steps") == r["steps" + suffix]))
+    return None if sel.is_empty() else (sel["precision"][0] or None)
 
 
 def _grid_edge(sweep: pl.DataFrame, task: str, length: int) -> str:
@@ -635,20 +710,61 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[lis
     return rows
 
 
+def variant_reference_claims(budget: Budget,
+                             reference: pl.DataFrame | None = None) -> list[list[str]]:
+    """Per task, T, trained model and variant other than the main one (ablations, learning-rate
+    and budget variants: ``budget.runs``, the suite's own runs): which rule reference its test
+    accuracy reaches, read as :func:`reference_claims` reads a main-table row, so that every
+    trained run of a task with rules gets its reading. The rules are the suite's own runs', else
+    those among the ``reference`` runs (``--reference`` records, which the row names)."""
+    runs = budget.runs
+    if runs is None or runs.is_empty():
+        return []
+    main_variant = budget.main_variant or "main"
+    trained = runs.filter(pl.col("external").is_null() & (pl.col("variant") != main_variant))
+    rows: list[list[str]] = []
+    for (task, length, model, variant), group in sorted(
+            trained.group_by("task", "length", "model", "variant"), key=lambda kv: str(kv[0])):
+        refs, where = lines(runs, task, length), ""
+        if not refs and reference is not None:
+            refs = lines(reference, task, length)
+            sources = sorted({str(s) for s in reference.filter(
+                is_reference(reference) & (pl.col("task") == task)
+                & (pl.col("length") == length))["source"].to_list() if s})
+            where = f"; the rules' records: {', '.join(sources)}" if refs and sources else ""
+        if not refs:
+            continue
+        test = group["test_accuracy"] * 100
+        n = group["test_examples"].drop_nulls()
+        r = {"test_mean": float(test.mean()), "seeds": group["seed"].n_unique(),
+             "test_std": None if len(test) < 2 else float(test.std(ddof=1)),
+             "test_examples": str(int(n.min())) if len(n) else None}
+        ours = reading(r["test_mean"], _main_error(r), refs)
+        rows.append([f"Which rule reference {model.upper()} ({variant}) reaches on {task} "
+                     f"(T={length})", "no figure (a variant)",
+                     f"{pm(r['test_mean'], r['test_std'])} ({r['seeds']} "
+                     f"seed{'' if r['seeds'] == 1 else 's'}): {ours}{where}",
+                     budget.read(ours.split(" (")[0], seeds=[r["seeds"]],
+                                 steps=budget.steps(task, length, [model], [variant]))])
+    return rows
+
+
 def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
-                   tables: dict[str, pl.DataFrame], budget: Budget = NO_BUDGET) -> list[str]:
+                   tables: dict[str, pl.DataFrame], budget: Budget = NO_BUDGET,
+                   reference: pl.DataFrame | None = None) -> list[str]:
     """The summary's section: one row per claim the tables can speak to. ``tables`` holds the
     analysis tables (kurtosis, kernel, approximation, cost), the controls table (controls) and
     the learning-rate tables (sweep, sweep_gap) by name, any of them absent. ``budget`` reads
     every verdict drawn from runs against the minimum budget (the cost row is an operation
-    count, which no run's budget changes)."""
+    count, which no run's budget changes). ``reference``: the ``--reference`` records' runs,
+    whose rule references a suite without its own reads its variants against."""
     empty = pl.DataFrame()
     paper_rows = [*accuracy_claims(gap, main, budget), *hierarchy_claim(abl, budget),
                   *cost_claim(tables.get("cost", empty)),
                   *kurtosis_claim(tables.get("kurtosis", empty), budget),
                   *decay_claim(tables.get("approximation", empty), budget),
                   *kernel_claim(tables.get("kernel", empty), budget)]
-    limit_rows = [*reference_claims(main, budget),
+    limit_rows = [*reference_claims(main, budget), *variant_reference_claims(budget, reference),
                   *control_claims(tables.get("controls", empty), main, budget),
                   *learning_rate_claims(tables.get("sweep", empty), budget),
                   *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty),

@@ -38,7 +38,7 @@ from hkt.mlflow_store import BEST_VAL_TAG, SERIES_METRICS
 from hkt.report.suite_choice import SuiteChoice, choose
 from hkt.report.suite_run import EXPERIMENT_PREFIX
 from hkt.runs_frame import (CURVE_COLUMNS, KEY, MIXER_FIELDS, RUN_COLUMNS, AggregateError, as_column,
-                      as_float, as_int, as_str, frame, latest, run_budget)
+                      as_float, as_int, as_str, frame, latest, run_budget, run_precision)
 
 
 #: The validation curve's metric
@@ -133,6 +133,7 @@ def mlflow_row(run: Any, uri: str, experiment: str) -> dict[str, Any] | None:
         "batch_size": as_int(p("train.batch_size")), "lr": as_float(p("optim.lr")),
         "ms_per_step": as_float(metrics.get("ms_per_step")),
         "wall_time_s": as_float(metrics.get("wall_time_s")), "device": tags.get("device"),
+        "precision": run_precision(tags.get("precision"), p("train.precision"), tags.get("device")),
         "d_model": as_int(p("model.d_model")), "n_layers": as_int(p("model.n_layers")),
         "d_ffn": as_int(p("model.d_ffn")),
         **{k: as_column(mixer_param(params, k), dtype) for k, dtype in MIXER_FIELDS.items()},

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["Difference", "welch_difference", "wilson_interval", "binomial_variance", "mean_error",
-           "difference_with_test_set"]
+           "difference_with_test_set", "summary_difference_with_test_set"]
 
 
 @dataclass(frozen=True)
@@ -111,22 +111,32 @@ def difference_with_test_set(a: Sequence[float], b: Sequence[float], n_a: int | 
     Welch's test whose variance adds each side's binomial test-set variance."""
     x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=np.float64)
     y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=np.float64)
+    var_x = float(x.var(ddof=1)) if x.size > 1 else math.nan
+    var_y = float(y.var(ddof=1)) if y.size > 1 else math.nan
+    return summary_difference_with_test_set(
+        float(x.mean()) if x.size else math.nan, var_x, int(x.size), n_a,
+        float(y.mean()) if y.size else math.nan, var_y, int(y.size), n_b, confidence)
+
+
+def summary_difference_with_test_set(mean_a: float, var_a: float, k_a: int, n_a: int | None,
+                                     mean_b: float, var_b: float, k_b: int, n_b: int | None,
+                                     confidence: float = 0.95) -> Difference:
+    """:func:`difference_with_test_set` from each side's summary: its mean (pp), the sample
+    variance of its ``k`` seeds (pp²) and its test examples ``n``, as a table row holds them."""
     nan = math.nan
-    if x.size < 2 or y.size < 2:
-        diff = float(x.mean() - y.mean()) if x.size and y.size else nan
-        return Difference(diff, nan, nan, nan, nan, int(x.size), int(y.size), confidence,
+    diff = mean_a - mean_b
+    if k_a < 2 or k_b < 2:
+        return Difference(diff, nan, nan, nan, nan, k_a, k_b, confidence,
                           reason="fewer than 2 seeds on a side")
-    diff = float(x.mean() - y.mean())
-    seeds_a, seeds_b = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
-    var = (seeds_a + seeds_b + binomial_variance(float(x.mean()), n_a)
-           + binomial_variance(float(y.mean()), n_b))
+    seeds_a, seeds_b = var_a / k_a, var_b / k_b
+    var = seeds_a + seeds_b + binomial_variance(mean_a, n_a) + binomial_variance(mean_b, n_b)
     if var <= 0:
-        return Difference(diff, diff, diff, nan, nan, int(x.size), int(y.size), confidence,
+        return Difference(diff, diff, diff, nan, nan, k_a, k_b, confidence,
                           reason="no spread over seeds and no test-set count")
-    seed_df = seeds_a ** 2 / (x.size - 1) + seeds_b ** 2 / (y.size - 1)
+    seed_df = seeds_a ** 2 / (k_a - 1) + seeds_b ** 2 / (k_b - 1)
     df = var ** 2 / seed_df if seed_df > 0 else math.inf
     se = math.sqrt(var)
     dist = _st.norm if math.isinf(df) else _st.t(df)
     half = float(dist.ppf(0.5 + confidence / 2)) * se
     p = float(2 * dist.sf(abs(diff) / se))
-    return Difference(diff, diff - half, diff + half, p, df, int(x.size), int(y.size), confidence)
+    return Difference(diff, diff - half, diff + half, p, df, k_a, k_b, confidence)

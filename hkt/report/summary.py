@@ -61,6 +61,18 @@ def data_warnings(runs: pl.DataFrame) -> dict[tuple[str, int | None], str]:
     return {(t, n): w for t, n, w in flagged.select("task", "length", "data_warning").rows()}
 
 
+def _where(dirs: list[str], out: Path) -> str:
+    """Where the runs were made, in words a reader of the summary can follow on any machine:
+    "" (none recorded), this results directory, or how many results directories, each run's
+    named in ``tables/runs.csv`` (their absolute paths are the machine's that made them)."""
+    if not dirs:
+        return ""
+    if [Path(d) for d in dirs] == [out.resolve()]:
+        return ", in this results directory"
+    many = f"{len(dirs)} results directories" if len(dirs) > 1 else "1 results directory"
+    return f", from {many} (each run's: `results_dir` in tables/runs.csv)"
+
+
 def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.DataFrame,
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
                   ablation_length: int | None, sections: Sequence[str] = (),
@@ -82,7 +94,7 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     lines = [
         "# Results summary", "",
         f"{len(runs)} runs from {source}; suite: {', '.join(suites) or 'none named'}"
-        f"{' in ' + ', '.join(dirs) if dirs else ''}; "
+        f"{_where(dirs, out)}; "
         f"profile: {profiles or '?'}; tasks: {tasks}; "
         f"models: {models}; seeds: {seeds}. Written by `hkt aggregate` at {now}.", "",
         *[f"> **Warning ({t}, T={n}):** {w}\n" for (t, n), w in sorted((data_warnings or {}).items(),
@@ -93,7 +105,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         "Only the `paper` profile is meant to be compared with the paper's figures.", "",
         "## Main table", "", markdown(*main_display(main)),
         "![main table as bars](figures/main_bar.png)", "",
-        "Bars: mean over seeds; error bars: standard deviation; black dots: single seeds; red "
+        "Bars: mean over seeds (written at the bar's foot); error bars: standard deviation; "
+        "black dots: single seeds; red "
         "marks: the paper's figures. " + " ".join(filter(None, (
             paper_caveat(runs.filter(pl.col("variant") == "main")),
             examples_note(runs.filter(pl.col("variant") == "main")), main_notes(main)))), "",

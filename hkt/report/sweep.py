@@ -35,7 +35,7 @@ GROUP = ["task", "length", "model", *SETTING]
 SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr": pl.Float64,
                 "steps": pl.Int64, "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
                 "test_mean": pl.Float64, "test_std": pl.Float64, "source": pl.String,
-                "best": pl.Boolean}
+                "best": pl.Boolean, "test_examples": pl.Int64, "precision": pl.String}
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
                     "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA}
@@ -54,12 +54,16 @@ def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
 def sweep_table(sel: pl.DataFrame) -> pl.DataFrame:
     """Per task, T, model and setting (learning rate, steps) of the runs ``sel``
     (:func:`swept_runs`): seeds, validation and test accuracy (mean ± std, %), where the runs come
-    from (``source``) and whether it is the model's best setting by mean validation accuracy."""
+    from (``source``), whether it is the model's best setting by mean validation accuracy, the
+    fewest test examples of its runs and the precisions they trained in (a learning-rate claim
+    that compares two settings reads the test set's error and says where precisions differ)."""
     if sel.is_empty():
         return pl.DataFrame(schema=SWEEP_SCHEMA)
     t = seed_stats(sel.sort("seed"), GROUP).select(
         *GROUP, "seeds", "val_mean", "val_std", "test_mean", "test_std")
-    src = sel.group_by(GROUP).agg(pl.col("source").unique().sort().str.join(", "))
+    src = sel.group_by(GROUP).agg(pl.col("source").unique().sort().str.join(", "),
+                                  pl.col("test_examples").min(),
+                                  pl.col("precision").drop_nulls().unique().sort().str.join(", "))
     t = t.join(src, on=GROUP, how="left")
     best = pl.col("val_mean") == pl.col("val_mean").max().over("task", "length", "model")
     return t.with_columns(best.alias("best")).select(*SWEEP_SCHEMA).sort(GROUP)

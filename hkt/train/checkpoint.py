@@ -156,7 +156,7 @@ class Checkpointing:
             raise TrainingError(f"{self.last_path} has checkpoint format {ck.get('format')!r}, "
                                 f"this version writes {CHECKPOINT_FORMAT}; start a new run")
         rundir.check_same_config(ck["config"], self.cfg, self.last_path)
-        rundir.check_same_data(ck.get("data_checksums"), self.data, self.last_path)
+        rundir.check_same_data(ck, self.data, self.last_path)
         try:
             self.model.load_state_dict(ck["model"])
             self.opt.load_state_dict(ck["optimizer"])
@@ -183,6 +183,7 @@ class Checkpointing:
             "wall_time_s": self._wall(),
             "config": self.cfg_dict,
             "data_checksums": dict(self.data.checksums),
+            "data_content_checksums": dict(self.data.content_checksums),
         }
         save_checkpoint(state, self.last_path)
         write_history(self.state.history, self.run_dir / HISTORY_NAME)

@@ -13,7 +13,7 @@ from typing import Any
 
 from hkt.data.layout import SPLITS, split_file
 from hkt.data.load import TokenDataset, make_loader, read_split_metadata
-from hkt.data.parquet import check_manifest
+from hkt.data.parquet import check_manifest, content_sha256
 from hkt.errors import ConfigError, DataError
 from hkt.fileio import sha256_file
 
@@ -50,6 +50,7 @@ class RunData:
         if task_cfg is not None:
             self.check_task(task_cfg)
         self._checksums: dict[str, str] | None = None
+        self._content: dict[str, str] | None = None
         self._datasets: dict[str, Any] = {}
         check_manifest(self.dir, self.checksums)  # the three files were written together
         for s in SPLITS:  # every split now, not when first evaluated (test: only after training)
@@ -77,6 +78,14 @@ class RunData:
         if self._checksums is None:
             self._checksums = {s: sha256_file(p) for s, p in self.paths.items()}
         return self._checksums
+
+    @property
+    def content_checksums(self) -> dict[str, str]:
+        """split -> sha256 of its content (:func:`hkt.data.parquet.content_sha256`: the rows and
+        metadata, not the release that wrote the file; computed once)."""
+        if self._content is None:
+            self._content = {s: content_sha256(p) for s, p in self.paths.items()}
+        return self._content
 
     def dataset(self, split: str):
         """The split as a :class:`hkt.data.load.TokenDataset` (read once, memory-mapped)."""

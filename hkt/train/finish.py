@@ -26,6 +26,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
                     test: dict[str, float], *, n_params: int, wall_time_s: float, device: str,
                     git: tuple[str | None, bool | None], data_dir: Path,
                     checksums: dict[str, str], tracker: NullTracker,
+                    content_checksums: dict[str, str] | None = None,
                     env_digest: str | None = None, train_examples: int | None = None,
                     execution: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
@@ -42,6 +43,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         ms_per_step=1000 * train_time / steps if steps and train_time > 0 else None,
         samples_per_s=steps * bs / train_time if train_time > 0 else None,
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
+        data_content_checksums=content_checksums,
         mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
         suite_run=suite_run(cfg.tracking), env_digest=env_digest, **(execution or {}))
 

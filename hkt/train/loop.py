@@ -101,7 +101,7 @@ def _report_finished(cfg: DictConfig, data: RunData | None, data_dir: Path, run_
     record = load_record(path)
     rundir.check_same_config(record["config"], cfg, path)
     if data is not None:
-        rundir.check_same_data(record.get("data_checksums"), data, path)
+        rundir.check_same_data(record, data, path)
     if record.get(GAP_FIELD) and cfg.tracking.enabled:
         return complete_tracking(cfg, record, data or RunData(data_dir, cfg.task),
                                  run_dir, stream)
@@ -372,7 +372,8 @@ class _Run(Checkpointing):
         record = training_record(
             cfg, self.cfg_dict, self.state, best, test, n_params=self.n_params,
             wall_time_s=self._wall(), device=describe_device(self.device), git=self.git,
-            data_dir=self.data_dir, checksums=self.data.checksums, tracker=self.tracker,
+            data_dir=self.data_dir, checksums=self.data.checksums,
+            content_checksums=self.data.content_checksums, tracker=self.tracker,
             env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
             train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
             execution=execution(self.device.type, self.amp, self.execution["threads"], held()))

@@ -78,11 +78,19 @@ def check_same_config(saved: dict[str, Any], cfg: DictConfig, where: Path) -> No
                           "or pass --restart-if-changed to start over")
 
 
-def check_same_data(saved: dict[str, str] | None, data: RunData, where: Path) -> None:
-    """Refuse (:class:`RunMismatch`) to continue a run saved in ``where`` on other data."""
-    if saved and saved != data.checksums:
+def check_same_data(saved: dict[str, Any], data: RunData, where: Path) -> None:
+    """Refuse (:class:`RunMismatch`) to continue a run saved in ``where`` (its checkpoint or
+    record: ``saved``) on other data. Their content is compared (``data_content_checksums``:
+    files of the same data written by another release of hkt differ in their bytes only); a run
+    saved before content checksums were kept is compared by its files' SHA-256."""
+    content, files = saved.get("data_content_checksums"), saved.get("data_checksums")
+    if content:
+        same, what = content == data.content_checksums, "content sha256"
+    else:
+        same, what = not files or files == data.checksums, "file sha256"
+    if not same:
         raise RunMismatch(f"the data in {data.dir} differ from the data of the run in {where} "
-                          "(sha256 mismatch); use the same data, another --out, or pass "
+                          f"({what} mismatch); use the same data, another --out, or pass "
                           "--restart-if-changed to start over")
 
 
