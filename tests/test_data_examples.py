@@ -5,6 +5,8 @@ folder with neither (an old publication) has none."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -85,3 +87,37 @@ def test_facts_are_made_on_first_need_and_absent_where_no_data_is(tmp_path):
     published.mkdir()
     (published / "metadata.json").write_text("{}")
     assert load_examples(published) is None
+
+
+def _task(out: Path, family: str, rows: dict[str, list[tuple[list[int], int]]],
+          classes: list[str], num_classes: int | None = None) -> Path:
+    """Prepared data of ``family`` holding exactly these (tokens, label)s per split."""
+    from hkt.data.parquet import SplitData, write_split
+
+    out.mkdir(parents=True, exist_ok=True)
+    for split, examples in rows.items():
+        data = SplitData.from_lengths([f"{split}/{i}" for i in range(len(examples))],
+                                      np.concatenate([np.asarray(t, np.uint16) for t, _ in examples]),
+                                      np.asarray([len(t) for t, _ in examples]),
+                                      np.asarray([y for _, y in examples]))
+        write_split(out / f"{split}.parquet", data, {"task": family, "num_classes": num_classes or len(classes),
+                                                     "class_names": classes, "max_length": 64})
+    return out
+
+
+def test_imdb_facts_are_each_reviews_length_in_bytes(tmp_path):
+    rows = {"train": [([1, 2], 0)], "val": [([5] * 7, 1), ([9] * 3, 0)], "test": [([4] * 11, 1)]}
+    facts = example_facts(_task(tmp_path / "imdb", "imdb", rows, ["neg", "pos"]))
+    assert facts.columns == ["split", "row", "label", "length"]
+    assert facts.rows() == [("val", 0, 1, 7), ("val", 1, 0, 3), ("test", 0, 1, 11)]
+
+
+def test_cifar_facts_are_each_images_class_and_a_metadata_without_names_is_refused(tmp_path):
+    rows = {"train": [([0] * 4, 0)], "val": [([1] * 4, 2)], "test": [([2] * 4, 1), ([3] * 4, 0)]}
+    facts = example_facts(_task(tmp_path / "c", "cifar10", rows, ["cat", "dog", "ship"]))
+    assert facts.select("split", "row", "class").rows() == [("val", 0, "ship"), ("test", 0, "dog"),
+                                                            ("test", 1, "cat")]
+    from hkt.errors import DataError
+
+    with pytest.raises(DataError, match="names 2 classes for 3 labels"):
+        example_facts(_task(tmp_path / "bad", "cifar10", rows, ["cat", "dog"], num_classes=3))

@@ -275,3 +275,42 @@ def test_settings_come_from_the_report_config_and_a_bad_one_is_named(tmp_path):
                    "depth_groups: 3, length_buckets: 4}\n")
     with pytest.raises(Exception, match="bootstrap_resamples"):
         per_example.load_settings(bad)
+
+
+def _readings(task: str, facts: pl.DataFrame, preds: dict[str, list[np.ndarray]]):
+    """Readings of runs (model -> one prediction array per seed) on ``facts``' test rows."""
+    rows = facts["row"].to_numpy()
+    label = facts["label"].to_numpy()
+    found, frame = {}, []
+    for model, seeds in preds.items():
+        for seed, pred in enumerate(seeds):
+            key = (task, 1024, model, "main", seed)
+            found[key] = per_example.Run(rows, pred, pred == label)
+            frame.append(dict(zip(("task", "length", "model", "variant", "seed"), key)))
+    return (per_example.Readings(found, {(task, 1024): facts}, per_example.load_settings()),
+            pl.DataFrame(frame))
+
+
+def test_imdb_reads_by_length_quartile_and_cifar_by_class():
+    n = 40
+    imdb = pl.DataFrame({"split": ["test"] * n, "row": np.arange(n), "label": np.arange(n) % 2,
+                         "length": np.arange(n) * 10 + 5})
+    long = imdb["length"].to_numpy() > 200  # HKT right on the long reviews only; MHA nowhere
+    hkt = np.where(long, imdb["label"].to_numpy(), 1 - imdb["label"].to_numpy())
+    r, runs = _readings("imdb", imdb, {"hkt": [hkt, hkt], "mha": [1 - imdb["label"].to_numpy()] * 2})
+    t = per_example.breakdown_table(r, runs)
+    assert set(t["facet"]) == {"length quartile"}
+    q = t.filter(pl.col("model") == "hkt").sort("order")
+    assert q["examples"].to_list() == [10, 10, 10, 10]
+    assert q["bucket"].to_list() == ["Q1: 5–95", "Q2: 105–195", "Q3: 205–295", "Q4: 305–395"]
+    assert q["accuracy_mean"].to_list() == [0.0, 0.0, 100.0, 100.0]
+    gap = per_example.breakdown_gap_table(r, runs).sort("order")
+    assert gap["difference_pp"].to_list() == [0.0, 0.0, 100.0, 100.0]
+    assert per_example.mechanism_table(r, runs).is_empty()  # no tree depth: no mechanism row
+    cifar = pl.DataFrame({"split": ["test"] * 6, "row": np.arange(6), "label": [0, 1, 2, 0, 1, 2],
+                          "class": ["cat", "dog", "ship"] * 2})
+    pred = np.array([0, 1, 0, 0, 0, 0])
+    r, runs = _readings("cifar10", cifar, {"hkt": [pred]})
+    t = per_example.breakdown_table(r, runs).sort("order")
+    assert t.select("bucket", "examples", "accuracy_mean").rows() == [
+        ("cat", 2, 100.0), ("dog", 2, 50.0), ("ship", 2, 0.0)]
