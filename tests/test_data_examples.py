@@ -15,7 +15,7 @@ from test_baselines_listops_rules import EVAL, SMALL, TRAIN, TREES, expression_d
 from hkt.baselines.run import read_split, run_baseline
 from hkt.data.examples import example_facts, load_examples, tree_facts
 from hkt.data.layout import EXAMPLES
-from hkt.data.prepare import prepare_task
+from hkt.cli import main as hkt_main
 
 # expression -> (depth, root's arguments), counted by hand
 SHAPES = {"[MAX 2 [MIN 4 7 ] 0 ]": (2, 3), "[SM [MIN 3 [MAX 9 1 ] ] 5 ]": (3, 2),
@@ -67,7 +67,7 @@ def test_tree_facts_of_several_expressions_do_not_mix():
 
 def test_prepare_writes_the_facts_and_they_match_the_splits(tmp_path):
     out = tmp_path / "listops"
-    prepare_task("listops", out, overrides=SMALL)
+    assert hkt_main(["prepare", "listops", "--out", str(out), "--quiet", *SMALL]) == 0
     facts = pl.read_parquet(out / EXAMPLES)
     for split in ("val", "test"):
         data = read_split(out, split)

@@ -18,6 +18,7 @@ from test_baselines_listops_rules import SMALL
 from test_report_aggregate import make_record
 
 from hkt.cli import main as hkt_main
+from hkt.data.examples import load_examples
 from hkt.data.layout import EXAMPLES
 from hkt.data.prepare import prepare_task
 from hkt.report import per_example
@@ -101,7 +102,7 @@ def _suite(root: Path, data: Path, *, predictions: bool = True, models=("hkt", "
            rules: bool = False) -> Path:
     """Records of HKT and MHA (3 seeds) and a convolution on ``data``: MHA answers the
     root-operator prior, HKT the label on a seed-dependent share of the deeper trees."""
-    facts = pl.read_parquet(data / EXAMPLES)
+    facts = load_examples(data)  # made on first need: prepare_task alone does not write them
     runs = root / "runs"
     for model in models:
         for seed in range(3):

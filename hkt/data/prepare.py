@@ -19,7 +19,6 @@ import numpy as np
 
 import hkt
 from hkt.data.config import family_module, load_task_config
-from hkt.data.examples import write_examples
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.data.parquet import Prepared, data_card, write_manifest, write_split
 from hkt.data.provenance import provenance_warning
@@ -90,7 +89,6 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
                      notes=prep.notes, location=prep.location,
                      warning=provenance_warning(metas["train"]))
     atomic_write_text(out / "README.md", card)
-    write_examples(out)  # the per-example facts the report reads predictions by
     write_manifest(out, checksums)
     dt = time.perf_counter() - t0
     return PrepareResult(out=out, counts={s: len(prep.splits[s]) for s in SPLITS}, checksums=checksums,
