@@ -228,9 +228,36 @@ def test_the_rule_rows_read_example_by_example(aggregated):
 def test_the_mechanism_reads_a_gain_that_lives_on_deep_trees(aggregated):
     """HKT gains only on trees of depth ≥ 3: the deepest third's gain exceeds the shallowest's."""
     out, _ = aggregated
-    row = next(line for line in (out / "summary.md").read_text().splitlines()
-               if "hierarchy of operations: HKT − MHA is larger" in line)
-    assert row.rstrip(" |").endswith("supports")
+    rows = [line for line in (out / "summary.md").read_text().splitlines()
+            if "hierarchy of operations: HKT − MHA is larger" in line]
+    assert [("by tree depth" in r, "by answer depth" in r) for r in rows] == [(True, False),
+                                                                             (False, True)]
+    assert rows[0].rstrip(" |").endswith("supports")
+    # here one answer depth (the depth-1 rule) holds 127 of the 300 examples: both ends
+    assert rows[1].rstrip(" |").endswith("cannot tell") and "127 of the 300" in rows[1]
+
+
+def test_one_depth_at_both_ends_reads_cannot_tell_and_says_why():
+    """Our suites' trees nearly all have depth 9: the tree-depth row cannot split them, and the
+    answer-depth row still reads."""
+    n = 60
+    rng = np.random.default_rng(0)
+    label = rng.integers(0, 10, n)
+    facts = pl.DataFrame({"split": ["test"] * n, "row": np.arange(n), "label": label,
+                          "depth": np.full(n, 9),
+                          **{rule: np.where(np.arange(n) % 5 == i, label, (label + 1) % 10)
+                             for i, rule in enumerate(RULES[:4])},
+                          "exact_rule": label})
+    r, runs = _readings("listops", facts, {"hkt": [label, label], "mha": [(label + 1) % 10] * 2})
+    t = per_example.mechanism_table(r, runs)
+    tree = t.filter(pl.col("measure") == "tree depth").row(0, named=True)
+    assert tree["difference_pp"] is None
+    assert tree["reason"].startswith("60 of the 60 test examples are depth 9")
+    assert t.filter(pl.col("measure") == "answer depth")["difference_pp"][0] == 0.0
+    from hkt.report.claims import mechanism_claim
+
+    rows = mechanism_claim(t)
+    assert rows[0][-1] == "cannot tell" and "no reading: 60 of the 60" in rows[0][2]
 
 
 def test_runs_without_predictions_leave_every_table_as_it_was(listops, tmp_path):

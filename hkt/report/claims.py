@@ -644,18 +644,20 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
 
 def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """The paper's mechanism, "HKT's gain comes from the hierarchy of operations", read on the
-    trees' depth (the per-example readings' :func:`hkt.report.per_example.mechanism_table`):
-    *supports* when the paired 95% interval of (HKT − MHA on the deepest group of test trees) −
-    (HKT − MHA on the shallowest) lies above 0, *refutes* when below (the gain is larger on
-    shallow trees), *cannot tell* when it spans 0 or one depth spans both groups."""
+    trees' depth and on the depth their answer needs, one row each (the per-example readings'
+    :func:`hkt.report.per_example.mechanism_table`): *supports* when the paired 95% interval of
+    (HKT − MHA on the deepest group of test examples) − (HKT − MHA on the shallowest) lies
+    above 0, *refutes* when below (the gain is larger on shallow trees), *cannot tell* when it
+    spans 0 or one depth spans both groups."""
     rows = []
     a, b = (m.upper() for m in paper.COMPARED_MODELS)
     for r in mechanism.iter_rows(named=True):
         third = {3: "third", 4: "quarter"}.get(r["groups"], f"1/{r['groups']}")
         if r["difference_pp"] is None:
-            ours, verdict = f"no reading: {r['reason']}", CANNOT_TELL
+            ours, verdict = f"by {r['measure']}, no reading: {r['reason']}", CANNOT_TELL
         else:
-            ours = (f"{a} − {b} on the deepest {third} ({r['deep']}, {r['deep_examples']} "
+            ours = (f"by {r['measure']}: {a} − {b} on the deepest {third} ({r['deep']}, "
+                    f"{r['deep_examples']} "
                     f"examples) {r['deep_pp']:+.2f} pp, on the shallowest ({r['shallow']}, "
                     f"{r['shallow_examples']}) {r['shallow_pp']:+.2f} pp; deep − shallow "
                     f"{r['difference_pp']:+.2f} pp, paired 95% CI [{r['ci_low_pp']:+.2f}, "
@@ -665,7 +667,7 @@ def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list
                        else CANNOT_TELL)
         steps = budget.main_steps(r["task"], r["length"], list(paper.COMPARED_MODELS))
         rows.append([f"{a}'s gain comes from the hierarchy of operations: {a} − {b} is larger on "
-                     f"deeper trees ({r['task']}, T={r['length']})",
+                     f"deeper trees ({r['task']}, T={r['length']}; by {r['measure']})",
                      "said, no figure", ours,
                      budget.read(verdict, steps=steps, seeds=(r["seeds_a"], r["seeds_b"]))])
     return rows

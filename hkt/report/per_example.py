@@ -15,7 +15,8 @@ read pair by pair (:func:`hkt.report.stats.paired_bootstrap`, :func:`hkt.report.
   answer depth, length quartile, root operator; IMDB: length quartile; CIFAR-10: class) for
   every model and rule, and :func:`breakdown_gap_table`: HKT − MHA per bucket, paired;
 * :func:`mechanism_table`: HKT − MHA on the deepest group of trees minus on the shallowest
-  (the paper's "the gain comes from the hierarchy of operations"), paired.
+  (the paper's "the gain comes from the hierarchy of operations"), paired; by the tree's depth
+  and by the depth its answer needs (the first rule that answers it right).
 
 Every number of the readings (resamples, their seed, the confidence, the depth groups, the
 length buckets) is ``per_example`` of config/report.yaml. Runs without predictions (made before
@@ -472,12 +473,8 @@ def _facets(fact: pl.DataFrame, settings: Settings
             names = ["shallowest", "middle", "deepest"]
             out.append((DEPTH_GROUP, idx, [f"{names[i]}: {_span(v)}" if v.size else ""
                                            for i, v in enumerate(span)]))
-    if all(rule in fact.columns for _, rule in ANSWER_RULES):
-        label = fact["label"].to_numpy()
-        right = np.vstack([fact[rule].to_numpy() == label for _, rule in ANSWER_RULES]
-                          + [np.ones(len(label), dtype=bool)])
-        out.append((NEEDED, right.argmax(axis=0),
-                    [name for name, _ in ANSWER_RULES] + ["deeper"]))
+    if (needed := answer_depth(fact)) is not None:
+        out.append((NEEDED, needed, [name for name, _ in ANSWER_RULES] + ["deeper"]))
     if "length" in fact.columns:
         idx, labels = _length_buckets(fact["length"].to_numpy(), settings.length_buckets)
         out.append((LENGTH, idx, labels))
@@ -586,7 +583,8 @@ def breakdown_gap_display(t: pl.DataFrame) -> Display:
                      f"{r['seeds_a']} vs {r['seeds_b']}"] for r in t.iter_rows(named=True)]
 
 
-MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "shallow": pl.String,
+MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "measure": pl.String,
+                    "shallow": pl.String,
                     "shallow_examples": pl.Int64, "shallow_pp": pl.Float64, "deep": pl.String,
                     "deep_examples": pl.Int64, "deep_pp": pl.Float64,
                     "difference_pp": pl.Float64, "ci_low_pp": pl.Float64,
@@ -594,10 +592,34 @@ MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "shallow": pl.String,
                     "seeds_a": pl.Int64, "seeds_b": pl.Int64, "reason": pl.String}
 
 
+#: The measures of a tree's depth the mechanism reads: the tree's own depth, and the depth its
+#: answer needs (:data:`ANSWER_RULES`; on our ListOps nearly every tree has depth 9).
+TREE_DEPTH, ANSWER_DEPTH = "tree depth", "answer depth"
+
+
+def answer_depth(fact: pl.DataFrame) -> np.ndarray | None:
+    """Each example's answer depth: the index in :data:`ANSWER_RULES` of the first rule that
+    answers it right, ``len(ANSWER_RULES)`` where none does; None without the rules' answers."""
+    if not all(rule in fact.columns for _, rule in ANSWER_RULES):
+        return None
+    label = fact["label"].to_numpy()
+    right = np.vstack([fact[rule].to_numpy() == label for _, rule in ANSWER_RULES]
+                      + [np.ones(len(label), dtype=bool)])
+    return right.argmax(axis=0)
+
+
+def _answer_span(values: np.ndarray) -> str:
+    names = [name for name, _ in ANSWER_RULES] + ["deeper"]
+    lo, hi = int(values.min()), int(values.max())
+    return f"answered by {names[lo]}" if lo == hi else f"answered by {names[lo]} to {names[hi]}"
+
+
 def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> pl.DataFrame:
-    """Per task with tree depths and both HKT and MHA paired: HKT − MHA on the deepest of
-    ``depth_groups`` groups of test trees minus on the shallowest (:func:`depth_groups`), with
-    the paired bootstrap's interval of that difference (examples and seeds drawn together)."""
+    """Per task with tree depths and both HKT and MHA paired, and per measure of depth (the
+    tree's, and the answer's: :data:`TREE_DEPTH`, :data:`ANSWER_DEPTH`): HKT − MHA on the
+    deepest of ``depth_groups`` groups of test examples minus on the shallowest
+    (:func:`depth_groups`), with the paired bootstrap's interval of that difference (examples
+    and seeds drawn together)."""
     a, b = paper.COMPARED_MODELS
     by = {(t, n, m): c for t, n, m, (c, _, _), _ in _groups(r, runs, variant)}
     rows = []
@@ -606,25 +628,29 @@ def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
         ca, cb = by.get((task, length, a)), by.get((task, length, b))
         if "depth" not in fact.columns or ca is None or cb is None:
             continue
-        depth = fact["depth"].to_numpy()
-        groups = depth_groups(depth, r.settings.depth_groups)
-        row: dict[str, Any] = {"task": task, "length": length, "groups": r.settings.depth_groups,
-                               "seeds_a": ca.shape[0], "seeds_b": cb.shape[0]}
-        if groups is None:
-            values, counts = np.unique(depth, return_counts=True)
-            top = int(counts.argmax())
-            rows.append({**row, "reason": f"{counts[top]} of the {depth.size} test trees have "
-                                          f"depth {values[top]}: one depth spans the shallowest "
-                                          "and the deepest group (the answer depth of "
-                                          "tables/breakdown_gap reads the hierarchy instead)"})
-            continue
-        shallow, deep = groups
-        d = r.settings.bootstrap(ca, cb, subsets=(deep, shallow))
-        gap = [100 * float(ca[:, m].mean() - cb[:, m].mean()) for m in (shallow, deep)]
-        rows.append({**row, "shallow": _span(depth[shallow]),
-                     "shallow_examples": int(shallow.sum()), "shallow_pp": gap[0],
-                     "deep": _span(depth[deep]),
-                     "deep_examples": int(deep.sum()), "deep_pp": gap[1],
-                     "difference_pp": d.diff, "ci_low_pp": _num(d.ci_low),
-                     "ci_high_pp": _num(d.ci_high), "p_value": _num(d.p_value), "reason": ""})
+        measures = [(TREE_DEPTH, fact["depth"].to_numpy(), _span)]
+        if (needed := answer_depth(fact)) is not None:
+            measures.append((ANSWER_DEPTH, needed, _answer_span))
+        for measure, depth, span in measures:
+            groups = depth_groups(depth, r.settings.depth_groups)
+            row: dict[str, Any] = {"task": task, "length": length, "measure": measure,
+                                   "groups": r.settings.depth_groups,
+                                   "seeds_a": ca.shape[0], "seeds_b": cb.shape[0]}
+            if groups is None:
+                values, counts = np.unique(depth, return_counts=True)
+                top = int(counts.argmax())
+                rows.append({**row, "reason": f"{counts[top]} of the {depth.size} test "
+                                              f"examples are {span(values[top:top + 1])}: one "
+                                              "value spans the shallowest and the deepest group"})
+                continue
+            shallow, deep = groups
+            d = r.settings.bootstrap(ca, cb, subsets=(deep, shallow))
+            gap = [100 * float(ca[:, m].mean() - cb[:, m].mean()) for m in (shallow, deep)]
+            rows.append({**row, "shallow": span(depth[shallow]),
+                         "shallow_examples": int(shallow.sum()), "shallow_pp": gap[0],
+                         "deep": span(depth[deep]),
+                         "deep_examples": int(deep.sum()), "deep_pp": gap[1],
+                         "difference_pp": d.diff, "ci_low_pp": _num(d.ci_low),
+                         "ci_high_pp": _num(d.ci_high), "p_value": _num(d.p_value),
+                         "reason": ""})
     return pl.DataFrame(rows, schema=MECHANISM_SCHEMA)
