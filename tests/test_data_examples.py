@@ -121,3 +121,16 @@ def test_cifar_facts_are_each_images_class_and_a_metadata_without_names_is_refus
 
     with pytest.raises(DataError, match="names 2 classes for 3 labels"):
         example_facts(_task(tmp_path / "bad", "cifar10", rows, ["cat", "dog"], num_classes=3))
+
+
+def test_preparing_again_drops_the_old_datas_facts(tmp_path):
+    """Facts describe one preparation: a re-prepare removes them first, so no later reader
+    takes the old data's facts for the new splits' (the command writes the new ones)."""
+    out = tmp_path / "listops"
+    prepare_task_cli = ["prepare", "listops", "--out", str(out), "--quiet", *SMALL]
+    assert hkt_main(prepare_task_cli) == 0
+    from hkt.data.prepare import prepare_task
+
+    prepare_task("listops", out, overrides=[*SMALL, "prepare.splits.train=200"])
+    assert not (out / EXAMPLES).exists()
+    assert load_examples(out) is not None and (out / EXAMPLES).is_file()  # made on first need

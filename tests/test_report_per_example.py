@@ -342,3 +342,18 @@ def test_imdb_reads_by_length_quartile_and_cifar_by_class():
     t = per_example.breakdown_table(r, runs).sort("order")
     assert t.select("bucket", "examples", "accuracy_mean").rows() == [
         ("cat", 2, 100.0), ("dog", 2, 50.0), ("ship", 2, 0.0)]
+
+
+def test_a_task_without_facts_is_read_paired_and_its_tables_say_why(listops, tmp_path):
+    """Predictions whose data folder holds neither facts nor splits: the paired differences
+    still read, and the per-fact tables name the task and where its facts were looked for."""
+    data = tmp_path / "gone" / "listops"
+    shutil.copytree(listops, data)
+    runs = _suite(tmp_path, data)
+    shutil.rmtree(data)
+    out = _aggregate(runs, tmp_path / "results")
+    assert len(pl.read_csv(out / "tables" / "paired.csv")) == 1
+    assert pl.read_csv(out / "tables" / "rule_agreement.csv").is_empty()
+    note = (out / "tables" / "breakdown.md").read_text().split("\n")[0]
+    assert f"No per-example facts (examples.parquet, nor the prepared splits to make them from) " \
+           f"for listops T=512 (looked for in {data})" in note

@@ -394,10 +394,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
     """The per-example tables and figure (:mod:`hkt.report.per_example`); the frames the
     claims read (``mechanism``, ``rule_readings``)."""
     tables, settings = out / "tables", readings.settings
-    missing = (f" Runs without predictions (made before they were kept), read nowhere here: "
-               f"{', '.join(readings.missing[:8])}"
-               + (f" and {len(readings.missing) - 8} more" if len(readings.missing) > 8 else "")
-               + "." if readings.missing else "")
+    missing = " " + readings.notes() if readings.notes() else ""
     boot = (f"Paired {settings.level} intervals: a bootstrap over the test examples and the seeds "
             f"together ({settings.resamples:,} resamples, seed {settings.seed}; "
             "config/report.yaml per_example).")
@@ -414,7 +411,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            "of test examples on which its prediction equals each rule's answer "
                            "(mean ± std over seeds), and its accuracy on the examples the "
                            "root-operator prior gets wrong (what it learned beyond the first "
-                           "token). " + " ".join(filter(None, (refs, missing))))
+                           "token)." + (f" {refs}" if refs else "") + missing)
     breakdown = per_example.breakdown_table(readings, runs, variant)
     written += write_table(breakdown, per_example.breakdown_display(breakdown),
                            tables / "breakdown",

@@ -652,7 +652,7 @@ def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list
     rows = []
     a, b = (m.upper() for m in paper.COMPARED_MODELS)
     for r in mechanism.iter_rows(named=True):
-        third = {3: "third", 4: "quarter"}.get(r["groups"], f"1/{r['groups']}")
+        third = f"of {r['groups']} groups"
         if r["difference_pp"] is None:
             ours, verdict = f"by {r['measure']}, no reading: {r['reason']}", CANNOT_TELL
         else:

@@ -134,6 +134,21 @@ class Readings:
     facts: dict[tuple[str, int | None], pl.DataFrame]   # test rows, by row, per (task, T)
     settings: Settings
     missing: list[str] = field(default_factory=list)    # runs without predictions
+    unfacted: list[str] = field(default_factory=list)   # tasks with predictions but no facts
+
+    def notes(self) -> str:
+        """What the per-example tables' captions say of what they could not read."""
+        parts = []
+        if self.missing:
+            more = f" and {len(self.missing) - 8} more" if len(self.missing) > 8 else ""
+            parts.append("Runs without predictions (made before they were kept), read nowhere "
+                         f"here: {', '.join(self.missing[:8])}{more}.")
+        if self.unfacted:
+            parts.append("No per-example facts (examples.parquet, nor the prepared splits to "
+                         f"make them from) for {'; '.join(self.unfacted)}: its runs are read "
+                         "paired (tables/paired) but not by fact; pass the data with "
+                         "`hkt aggregate --data DIR`.")
+        return " ".join(parts)
 
     def matrix(self, sel: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
         """The right/wrong answers (seeds × examples) of the runs ``sel``, their example rows
@@ -191,7 +206,9 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
         found[key] = Run(test["row"].to_numpy(), pred, pred == label)
     if not found:
         return None
-    return Readings(found, facts, settings, missing)
+    unfacted = sorted({f"{t} T={n} (looked for in {dirs.get((t, n), 'no data_dir')})"
+                       for t, n, *_ in found if (t, n) not in facts})
+    return Readings(found, facts, settings, missing, unfacted)
 
 
 # ------------------------------------------------------------------------ paired differences
