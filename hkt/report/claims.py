@@ -33,6 +33,12 @@ Every difference is read twice: over seeds (Welch), and with the test set's own 
 added (the ``ts_*`` columns of hkt.report.tables.DIFF_SCHEMA); where the two readings differ, the
 row says so ("the verdict changes").
 
+Where runs keep their predictions (:mod:`hkt.report.per_example`, issue 58), two rows read them
+example by example: the paper's mechanism ("HKT's gain comes from the hierarchy of operations":
+HKT − MHA on the deepest group of ListOps test trees minus on the shallowest, by tree depth and
+by the depth the answer needs, paired; :func:`mechanism_claim`), and "which rule a model
+reaches", paired against each rule on the same examples instead of the unpaired reading below.
+
 Three further kinds of row read what limits our values against the paper's (issues 39, 48):
 
 - per task with rule references (:mod:`hkt.references`, docs/listops.md) and trained model:
