@@ -398,7 +398,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
     boot = (f"Paired {settings.level} intervals: a bootstrap over the test examples and the seeds "
             f"together ({settings.resamples:,} resamples, seed {settings.seed}; "
             "config/report.yaml per_example).")
-    written = write_table(paired, per_example.paired_display(paired), tables / "paired",
+    written = write_table(paired, per_example.paired_display(paired, settings.confidence), tables / "paired",
                           "Paired differences on the same test examples: HKT − MHA and each "
                           "control against HKT and MHA, where every run of both sides has its "
                           "predictions; McNemar's exact test per seed pair (examples only the "
@@ -423,7 +423,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            f"class. Quartiles: {settings.length_buckets} buckets at the test "
                            "set's quantiles of length." + missing)
     gaps = per_example.breakdown_gap_table(readings, runs, variant)
-    written += write_table(gaps, per_example.breakdown_gap_display(gaps), tables / "breakdown_gap",
+    written += write_table(gaps, per_example.breakdown_gap_display(gaps, settings.confidence), tables / "breakdown_gap",
                            "HKT − MHA test accuracy (pp) per bucket of each per-example fact "
                            "(as tables/breakdown), paired: " + boot + missing)
     written.append(per_example_figures.accuracy_by_depth(

@@ -651,7 +651,7 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
 def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
     """The paper's mechanism, "HKT's gain comes from the hierarchy of operations", read on the
     trees' depth and on the depth their answer needs, one row each (the per-example readings'
-    :func:`hkt.report.per_example.mechanism_table`): *supports* when the paired 95% interval of
+    :func:`hkt.report.per_example.mechanism_table`): *supports* when the paired interval of
     (HKT − MHA on the deepest group of test examples) − (HKT − MHA on the shallowest) lies
     above 0, *refutes* when below (the gain is larger on shallow trees), *cannot tell* when it
     spans 0 or one depth spans both groups."""
@@ -666,7 +666,8 @@ def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list
                     f"{r['deep_examples']} "
                     f"examples) {r['deep_pp']:+.2f} pp, on the shallowest ({r['shallow']}, "
                     f"{r['shallow_examples']}) {r['shallow_pp']:+.2f} pp; deep − shallow "
-                    f"{r['difference_pp']:+.2f} pp, paired 95% CI [{r['ci_low_pp']:+.2f}, "
+                    f"{r['difference_pp']:+.2f} pp, paired {100 * r['confidence']:g}% CI "
+                    f"[{r['ci_low_pp']:+.2f}, "
                     f"{r['ci_high_pp']:+.2f}], p = {r['p_value']:.3g} (bootstrap over examples "
                     "and seeds together)")
             verdict = (SUPPORTS if r["ci_low_pp"] > 0 else REFUTES if r["ci_high_pp"] < 0

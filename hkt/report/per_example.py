@@ -296,9 +296,15 @@ def paired_note(paired: pl.DataFrame, settings: Settings, unpaired_note: str) ->
             "elsewhere (runs without predictions) unpaired, as follows. " + unpaired_note)
 
 
-def paired_display(paired: pl.DataFrame) -> Display:
-    header = ["task", "T", "model", "versus", "model − versus (pp)", "95% CI, paired (pp)",
-              "p, paired", "significant (5%)", "95% CI, unpaired (pp)", "p, unpaired",
+def _levels(confidence: float) -> tuple[str, str]:
+    """The interval's level and the test's (``95%``, ``5%``)."""
+    return f"{100 * confidence:g}%", f"{100 * (1 - confidence):.3g}%"
+
+
+def paired_display(paired: pl.DataFrame, confidence: float = 0.95) -> Display:
+    level, alpha = _levels(confidence)
+    header = ["task", "T", "model", "versus", "model − versus (pp)", f"{level} CI, paired (pp)",
+              "p, paired", f"significant ({alpha})", "95% CI, unpaired (pp)", "p, unpaired",
               "McNemar per seed (model only / versus only right)", "seeds", "examples"]
     return header, [[r["task"], str(r["length"]), r["model"], r["versus"],
                      signed(r["difference_pp"]), _ci(r["ci_low_pp"], r["ci_high_pp"]),
@@ -590,10 +596,11 @@ def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") 
     return pl.DataFrame(rows, schema=GAP_SCHEMA)
 
 
-def breakdown_gap_display(t: pl.DataFrame) -> Display:
+def breakdown_gap_display(t: pl.DataFrame, confidence: float = 0.95) -> Display:
     a, b = (m.upper() for m in paper.COMPARED_MODELS)
+    level, alpha = _levels(confidence)
     header = ["task", "T", "facet", "bucket", "examples", f"{a} − {b} (pp)",
-              "95% CI, paired (pp)", "p, paired", "significant (5%)", "seeds"]
+              f"{level} CI, paired (pp)", "p, paired", f"significant ({alpha})", "seeds"]
     return header, [[r["task"], str(r["length"]), r["facet"], r["bucket"], str(r["examples"]),
                      signed(r["difference_pp"]), _ci(r["ci_low_pp"], r["ci_high_pp"]),
                      _p(r["p_value"]), r["significant"] or "",
@@ -605,7 +612,8 @@ MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "measure": pl.String,
                     "shallow_examples": pl.Int64, "shallow_pp": pl.Float64, "deep": pl.String,
                     "deep_examples": pl.Int64, "deep_pp": pl.Float64,
                     "difference_pp": pl.Float64, "ci_low_pp": pl.Float64,
-                    "ci_high_pp": pl.Float64, "p_value": pl.Float64, "groups": pl.Int64,
+                    "ci_high_pp": pl.Float64, "p_value": pl.Float64, "confidence": pl.Float64,
+                    "groups": pl.Int64,
                     "seeds_a": pl.Int64, "seeds_b": pl.Int64, "reason": pl.String}
 
 
@@ -652,6 +660,7 @@ def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
             groups = depth_groups(depth, r.settings.depth_groups)
             row: dict[str, Any] = {"task": task, "length": length, "measure": measure,
                                    "groups": r.settings.depth_groups,
+                                   "confidence": r.settings.confidence,
                                    "seeds_a": ca.shape[0], "seeds_b": cb.shape[0]}
             if groups is None:
                 values, counts = np.unique(depth, return_counts=True)
