@@ -357,3 +357,21 @@ def test_a_task_without_facts_is_read_paired_and_its_tables_say_why(listops, tmp
     note = (out / "tables" / "breakdown.md").read_text().split("\n")[0]
     assert f"No per-example facts (examples.parquet, nor the prepared splits to make them from) " \
            f"for listops T=512 (looked for in {data})" in note
+
+
+def test_the_per_example_products_are_written_where_predictions_are_and_declared_on_request(
+        aggregated):
+    """hkt.report.products: with predictions, every per-example file is written (and has its
+    report caption); the workflow declares them only when asked (its runs write predictions)."""
+    from hkt.report.products import PRODUCTS, aggregate_files
+
+    out, _ = aggregated
+    with_them = set(aggregate_files(out, analyses=False, predictions=True))
+    without = set(aggregate_files(out, analyses=False))
+    new = with_them - without
+    assert {p.stem for p in new} == NEW_TABLES | {"accuracy_by_depth"}
+    assert all(p.is_file() for p in new)
+    root = Path(__file__).resolve().parents[1]
+    for p in PRODUCTS:
+        if p.predictions:
+            assert (root / "workflow" / "report" / f"{p.caption}.rst").is_file(), p.name
