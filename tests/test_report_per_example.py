@@ -375,3 +375,21 @@ def test_the_per_example_products_are_written_where_predictions_are_and_declared
     for p in PRODUCTS:
         if p.predictions:
             assert (root / "workflow" / "report" / f"{p.caption}.rst").is_file(), p.name
+
+
+def test_an_unreadable_facts_or_predictions_file_is_one_line_naming_it(listops, tmp_path, capsys):
+    runs = _suite(tmp_path, listops, models=("hkt",))
+    path = runs / "listops" / "hkt" / "main" / "seed0" / per_example.PREDICTIONS
+    pl.read_parquet(path).drop("pred").write_parquet(path)
+    assert hkt_main(["aggregate", str(runs), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "(split, row, label, pred)" in err[0]
+    data = tmp_path / "data" / "listops"
+    shutil.copytree(listops, data)
+    (data / EXAMPLES).write_bytes(b"PAR1 not parquet")
+    runs = _suite(tmp_path / "two", listops, models=("hkt",))
+    for rec in runs.rglob("record.json"):
+        rec.write_text(rec.read_text().replace(str(listops), str(data)))
+    assert hkt_main(["aggregate", str(runs), "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{data / EXAMPLES} is not a readable Parquet file" in err[0]

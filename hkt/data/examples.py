@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hkt.data.layout import DATA_METADATA, EXAMPLES, split_file
+from hkt.data.layout import EXAMPLES, split_file
 from hkt.errors import DataError
 from hkt.fileio import atomic_path
 
@@ -135,10 +135,7 @@ def load_examples(data_dir: str | Path) -> pl.DataFrame | None:
             return example_facts(data_dir)
     try:
         return pl.read_parquet(path)
-    except (OSError, pl.exceptions.ComputeError) as exc:
-        raise DataError(f"{path} is not a readable Parquet file ({exc}); delete it and it is "
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{path} is not a readable Parquet file ({why}); delete it and it is "
                         "made again from the splits beside it") from None
-
-
-#: What a publication keeps of a task's data (beside the data card): the metadata and the facts.
-PUBLISHED_DATA = (DATA_METADATA, EXAMPLES)

@@ -166,8 +166,9 @@ def _read_predictions(path: Path) -> pl.DataFrame:
     try:
         return pl.read_parquet(path, columns=["split", "row", "label", "pred"])
     except (OSError, pl.exceptions.PolarsError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AggregateError(f"{path} is not a run's predictions (split, row, label, pred): "
-                             f"{exc}; make them again from the run's best checkpoint") from None
+                             f"{why}; make them again from the run's best checkpoint") from None
 
 
 def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
