@@ -203,7 +203,8 @@ def test_the_gap_reads_paired_and_says_so(aggregated, listops, tmp_path):
     # HKT is MHA plus what it learned: MHA is never right alone
     assert all(part.split(": ")[1].split(",")[0].endswith("/0")
                for part in row["mcnemar"].split("; "))
-    assert "paired on listops T=512" in (out / "tables" / "gap.md").read_text()
+    note = (out / "tables" / "gap.md").read_text().split("\n")[0]
+    assert "paired on listops T=512" in note and TEST_SET_NOTE not in note  # every row paired
     controls = pl.read_csv(out / "tables" / "controls.csv")
     assert len(paired) == 1 + len(controls)  # HKT − MHA, and conv against each
     summary = (out / "summary.md").read_text()
@@ -393,3 +394,27 @@ def test_an_unreadable_facts_or_predictions_file_is_one_line_naming_it(listops, 
     assert hkt_main(["aggregate", str(runs), "--out", str(tmp_path / "out2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{data / EXAMPLES} is not a readable Parquet file" in err[0]
+
+
+def test_a_table_with_paired_and_unpaired_rows_says_which_is_which(listops, tmp_path):
+    """ListOps runs with predictions, IMDB runs without: the gap's note names listops as paired
+    and keeps the unpaired note for the rest; the IMDB row keeps its unpaired interval."""
+    runs = _suite(tmp_path, listops)
+    for model in ("hkt", "mha"):
+        for seed in range(3):
+            rec = make_record(task="imdb", length=1024, model=model, seed=seed,
+                              test=0.6 + 0.01 * seed + (0.05 if model == "hkt" else 0),
+                              val=0.6, test_examples=25000, steps=1000)
+            d = runs / "imdb" / model / "main" / f"seed{seed}"
+            d.mkdir(parents=True)
+            (d / "record.json").write_text(json.dumps(rec))
+    out = _aggregate(runs, tmp_path / "results")
+    note = (out / "tables" / "gap.md").read_text().split("\n")[0]
+    assert "paired on listops T=512" in note
+    assert "On the other rows (runs without predictions) unpaired, as follows. " + TEST_SET_NOTE \
+        in note
+    assert "imdb/hkt/main/seed0" in (out / "tables" / "paired.md").read_text()  # named as unread
+    gap = pl.read_csv(out / "tables" / "gap.csv")
+    imdb = gap.filter(pl.col("task") == "imdb").row(0, named=True)
+    alone = pl.read_csv(_aggregate(runs / "imdb", tmp_path / "imdb") / "tables" / "gap.csv")
+    assert imdb["ts_ci_low_pp"] == alone["ts_ci_low_pp"][0]  # the unpaired interval, as it was

@@ -313,9 +313,10 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
         gap = per_example.with_paired(gap, paired, *COMPARED_MODELS)
         controls = per_example.with_paired(controls, paired)
         is_gap = (pl.col("model") == COMPARED_MODELS[0]) & (pl.col("versus") == COMPARED_MODELS[1])
-        gap_note = per_example.paired_note(paired.filter(is_gap), readings.settings, TEST_SET_NOTE)
+        gap_note = per_example.paired_note(paired.filter(is_gap), readings.settings,
+                                           TEST_SET_NOTE, len(gap))
         controls_note = per_example.paired_note(paired.filter(~is_gap), readings.settings,
-                                                TEST_SET_NOTE)
+                                                TEST_SET_NOTE, len(controls))
     with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
                              how="diagonal_relaxed") if derived else runs
     abl = ablation_table(with_derived, ablation_task, ablation_length, reference=main_variant,

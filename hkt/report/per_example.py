@@ -184,7 +184,7 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
         path = Path(r["source"]).parent / PREDICTIONS if r["source"] else None
         key = tuple(r[k] for k in KEY)
         if path is None or not path.is_file():
-            missing.append("/".join(map(str, key)))
+            missing.append(f"{r['task']}/{r['model']}/{r['variant']}/seed{r['seed']}")
             continue
         test = _read_predictions(path).filter(pl.col("split") == "test").sort("row")
         where = (r["task"], r["length"])
@@ -282,19 +282,26 @@ def with_paired(table: pl.DataFrame, paired: pl.DataFrame, model: str | None = N
     return pl.DataFrame(rows, schema=table.schema)
 
 
-def paired_note(paired: pl.DataFrame, settings: Settings, unpaired_note: str) -> str:
+def paired_note(paired: pl.DataFrame, settings: Settings, unpaired_note: str,
+                rows: int) -> str:
     """What a difference table's caption says of its ``+ test set`` columns: paired where both
-    sides have predictions on the same examples (which rows), the unpaired note elsewhere."""
+    sides have predictions on the same examples (which rows, of the table's ``rows``), the
+    unpaired note where some row is not."""
     if paired.is_empty():
         return unpaired_note
     where = ", ".join(dict.fromkeys(f"{t} T={n}" for t, n in
                                     paired.select("task", "length").iter_rows()))
-    return (f"'+ test set', paired on {where}: every run of both sides has its predictions on "
+    text = (f"'+ test set', paired on {where}: every run of both sides has its predictions on "
             f"the same test examples, so the {settings.level} CI and p come from a paired "
             f"bootstrap over examples and seeds together ({settings.resamples:,} resamples, "
             "each drawing the test examples once for both sides and each side's seeds; McNemar "
-            "per seed pair in tables/paired), which counts the errors the two models share; "
-            "elsewhere (runs without predictions) unpaired, as follows. " + unpaired_note)
+            "per seed pair and the unpaired interval beside it in tables/paired), which counts "
+            "the errors the two models share where an unpaired interval counts the sides as "
+            "independent.")
+    if len(paired) >= rows:
+        return text
+    return (text + " On the other rows (runs without predictions) unpaired, as follows. "
+            + unpaired_note)
 
 
 def _levels(confidence: float) -> tuple[str, str]:
