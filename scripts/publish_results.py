@@ -10,7 +10,8 @@ Copies the summary, every table and figure, the attention benchmark, the plan th
 printed (``plan/suite.json``) and the workflow's sessions (``plan/sessions.json``: its wall time
 over interruptions), each task's data card (``data/TASK/README.md``: source, checksums,
 generator settings) and data metadata (``data/TASK/metadata.json``: what the tables' data
-warnings are read from, ``hkt aggregate --data``), and for every run the summary counts (``tables/runs.csv``) its
+warnings are read from, ``hkt aggregate --data``) and per-example facts (``data/TASK/examples.parquet``,
+where the data has them: what the per-example readings group predictions by), and for every run the summary counts (``tables/runs.csv``) its
 ``record.json``, ``history.csv`` and composed ``config.yaml`` (runs/TASK/MODEL/VARIANT/seedS/),
 and for each of their analyses ``summary.md``, ``settings.json`` and ``analysis.parquet`` (the
 per-layer, per-head rows the analysis tables are built from). Checkpoints, data, logs and the
@@ -44,7 +45,7 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from hkt.data.layout import DATA_METADATA
+from hkt.data.layout import DATA_METADATA, EXAMPLES
 from hkt.environment import third_party_digest
 from hkt.report.summary import data_metadata
 from hkt.workflow.lock import ResultsInUse, claim_results_dir
@@ -173,6 +174,8 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
         copy(card, card.relative_to(results))
         write_metadata(card.parent, stage / card.parent.relative_to(results) / DATA_METADATA)
         copied += 1
+        if (card.parent / EXAMPLES).is_file():  # the per-example facts the readings group by
+            copy(card.parent / EXAMPLES, card.parent.relative_to(results) / EXAMPLES)
     for run in runs:
         for f in run_files(results, run):
             copy(results / f, f)
@@ -202,6 +205,8 @@ def regenerate(dest: Path, work: Path) -> Path:
     for meta in dest.glob(f"data/*/{DATA_METADATA}"):
         (results / meta.parent.relative_to(dest)).mkdir(parents=True)
         shutil.copy(meta, results / meta.relative_to(dest))
+    for facts in dest.glob(f"data/*/{EXAMPLES}"):
+        shutil.copy(facts, results / facts.relative_to(dest))
     args = [*_aggregate_inputs(dest.name, results, published_only=True),  # pending runs: not in dest
             "--out", "results",
             "--main-variant", "main",
@@ -290,6 +295,10 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         for f in run_files(results, run):
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(results / f, dest / f)
+    for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):  # what the added runs are read by
+        target = dest / facts.relative_to(results)
+        if target.parent.is_dir() and not target.is_file():
+            shutil.copy2(facts, target)
     _add_sessions(results / "plan" / "sessions.json", dest / "plan" / "sessions.json",
                   [str(PurePosixPath(run)) for run in new])
     pending, why = _pending(dest)

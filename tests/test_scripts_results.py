@@ -267,3 +267,16 @@ def test_a_suite_with_two_reference_paths_lays_both_beside_its_records(tmp_path)
         assert published and published == sorted(
             p.relative_to(tmp_path / ref) for p in (tmp_path / ref).rglob("record.json"))
     assert sum(a.endswith("/record.json") for a in args) == 12  # the suite's own jobs
+
+
+def test_publish_carries_each_tasks_per_example_facts_beside_its_metadata(tmp_path):
+    """data/TASK/examples.parquet goes with the publication (what its per-example readings group
+    predictions by), the splits do not."""
+    publish = script("publish_results")
+    res = results_dir(tmp_path / "res")
+    facts = res / "data/listops/examples.parquet"
+    pq.write_table(pa.table({"split": ["test"], "row": [0], "label": [3]}), facts)
+    dest = tmp_path / "docs" / "cpu"
+    assert publish.main([str(res), str(dest)]) == 0
+    assert (dest / "data/listops/examples.parquet").read_bytes() == facts.read_bytes()
+    assert not (dest / "data/listops/train.parquet").exists()

@@ -124,9 +124,9 @@ LAYERS = {
     1: ("hkt.run_record", "hkt.runs_frame", "hkt.references", "hkt.figures"),
     2: ("hkt.mixers", "hkt.models", "hkt.data"),
     3: ("hkt.train",),
-    4: ("hkt.step_timing", "hkt.analysis", "hkt.baselines", "hkt.report"),
+    4: ("hkt.step_timing", "hkt.analysis", "hkt.baselines", "hkt.report", "hkt.data.examples"),
     5: ("hkt.bench", "hkt.doctor", "hkt.estimate", "hkt.plan", "hkt.status", "hkt.stop",
-        "hkt.workflow", "hkt.cli"),
+        "hkt.workflow", "hkt.cli", "hkt.data.cli"),
 }
 #: Consumers that must not read each other: the report reads files and MLflow only.
 NEVER = {"hkt.report": ("hkt.train", "hkt.analysis"), "hkt.analysis": ("hkt.report",)}

@@ -27,7 +27,7 @@ from hkt.data.parquet import SplitData
 from hkt.errors import ConfigError, DataError
 
 __all__ = ["ROOT_NAMES", "root_operators", "root_prior", "truncated_value", "rule_fit",
-           "add_arguments"]
+           "rule_answers", "add_arguments"]
 
 #: The root operators' names as the record states them (``[MIN`` -> ``MIN``).
 ROOT_NAMES = tuple(op.lstrip("[") for op in OPERATORS)
@@ -159,3 +159,14 @@ def rule_fit(name: str, data: Splits, depth: int | None, *, root_only: bool = Fa
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of every rule: those every baseline takes (a rule has no options)."""
     add_run_arguments(parser)
+
+
+def rule_answers(data: Splits, depth: int | None, *, root_only: bool = False,
+                 name: str = "the rule") -> dict[str, np.ndarray]:
+    """Each val and test example's answer under one rule (as :func:`rule_fit` reads it):
+    ``root_only`` the root-operator prior, else the depth-``depth`` rule (None: the exact
+    evaluator). The per-example facts of a prepared ListOps task (:mod:`hkt.data.examples`)."""
+    prior = root_prior(data.train, data.num_classes, name)
+    return {s: prior[root_operators(split, name)] if root_only
+            else _predict(split, depth, prior, name)[0]
+            for s, split in (("val", data.val), ("test", data.test))}

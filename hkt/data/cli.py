@@ -1,4 +1,8 @@
-"""``hkt prepare TASK --out DIR [--source PATH] [OVERRIDES…]``: write a task's Parquet splits and data card.
+"""``hkt prepare TASK --out DIR [--source PATH] [OVERRIDES…]``: write a task's Parquet splits and data card,
+then its per-example facts (``examples.parquet``, :mod:`hkt.data.examples`).
+
+A command (layer 5, docs/contracts.md): the facts hold the ListOps rules' answers, which the
+baselines (layer 4) compute, so the command, not :func:`hkt.data.prepare.prepare_task`, writes them.
 
 ``hkt prepare TASK --print-config [OVERRIDES…]`` prints the task config instead (every key).
 """
@@ -37,6 +41,7 @@ def _setup_logging(quiet: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hkt.data.config import load_task_config
+    from hkt.data.examples import write_examples
     from hkt.data.prepare import prepare_task
     from hkt.errors import ConfigError
     from hkt.fileio import ensure_writable_dir
@@ -54,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
                           "or --print-config to only show the config")
     ensure_writable_dir(args.out)  # before minutes of generation or download, not after
     result = prepare_task(args.task, args.out, source=args.source, cfg=cfg)
+    examples = write_examples(result.out)  # the per-example facts the report reads by
     total = sum(result.counts.values())
     counts = ", ".join(f"{s} {n:,}" for s, n in result.counts.items())
     print(f"{args.task}: {counts} examples written to {result.out} in {result.seconds:.1f} s "
@@ -61,4 +67,5 @@ def run(args: argparse.Namespace) -> int:
     for s, digest in result.checksums.items():
         print(f"  {s}.parquet sha256 {digest}")
     print(f"  data card: {result.out / 'README.md'}")
+    print(f"  per-example facts: {examples}")
     return 0

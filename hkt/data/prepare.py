@@ -19,7 +19,7 @@ import numpy as np
 
 import hkt
 from hkt.data.config import family_module, load_task_config
-from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.data.layout import EXAMPLES, MANIFEST, SPLITS, split_file
 from hkt.data.parquet import Prepared, data_card, write_manifest, write_split
 from hkt.data.provenance import provenance_warning
 from hkt.errors import DataError
@@ -73,6 +73,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
     _check(task, cfg, prep)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # from here until the new one, the directory is not usable
+    (out / EXAMPLES).unlink(missing_ok=True)  # the old data's facts: `hkt prepare` writes the new ones
     params = {k: v for k, v in cfg["prepare"].items() if k not in module.LOCATION_KEYS}
     checksums: dict[str, str] = {}
     metas = {}

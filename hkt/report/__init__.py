@@ -3,6 +3,8 @@
 - :mod:`hkt.report.cli`: the command's arguments; :mod:`hkt.report.build`: what it writes.
 - :mod:`hkt.report.tables`: main, gap (HKT − MHA) and ablation tables, each with its display.
 - :mod:`hkt.report.analysis_tables`: kurtosis, kernel, truncation and cost tables.
+- :mod:`hkt.report.per_example`: the readings of the runs' predictions, example by example
+  (paired differences, agreement with the ListOps rules, accuracy by fact, the mechanism).
 - :mod:`hkt.report.mlflow_runs`: the runs frame read from MLflow instead of records.
 - :mod:`hkt.report.suite_choice`: which suite run's MLflow runs it reads.
 - :mod:`hkt.report.audit`: every record against its MLflow run.

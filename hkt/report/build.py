@@ -12,12 +12,13 @@ from typing import Any
 
 import polars as pl
 
+from hkt.figures import per_example as per_example_figures
 from hkt.figures import suite as figures
 from hkt.figures.common import budget_title
-from hkt.paper import ABLATION_TASK
+from hkt.paper import ABLATION_TASK, COMPARED_MODELS
 from hkt.fileio import atomic_path
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
-from hkt.report import analysis_tables, environments
+from hkt.report import analysis_tables, environments, per_example
 from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import Budget, claims_section, load_minimum
@@ -52,11 +53,14 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
-        reference = _reference_runs(args)
+        readings = None if args.mlflow else per_example.load_readings(
+            runs, per_example.data_dirs(records, Path(args.data) if args.data else None),
+            per_example.load_settings())
         made, (main, gap, abl, abl_len, read) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
             ablation_length=args.ablation_length, data_warnings=warnings,
-            derived=derived_spec(args.derived), reference=reference)
+            derived=derived_spec(args.derived), reference=_reference_runs(args),
+            readings=readings)
         written += made
         made, sections, frames = _write_analyses(args, runs, out)
         written += made
@@ -286,7 +290,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
-              reference: pl.DataFrame | None = None
+              reference: pl.DataFrame | None = None,
+              readings: per_example.Readings | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
                                            dict[str, pl.DataFrame]]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
@@ -294,10 +299,24 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     (``controls``, ``sweep``, ``sweep_gap``), for the summary. ``data_warnings``
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
     ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs;
-    ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only."""
+    ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
+    ``readings`` (the runs' predictions, :mod:`hkt.report.per_example`) pair the gap's and the
+    controls' test-set intervals and add the per-example tables, when there are any."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
+    controls = controls_table(main, runs, variants=(main_variant,))
+    paired = pl.DataFrame()
+    gap_note = controls_note = TEST_SET_NOTE
+    if readings is not None:
+        paired = per_example.paired_table(readings, runs, gap, controls, main_variant)
+        gap = per_example.with_paired(gap, paired, *COMPARED_MODELS)
+        controls = per_example.with_paired(controls, paired)
+        is_gap = (pl.col("model") == COMPARED_MODELS[0]) & (pl.col("versus") == COMPARED_MODELS[1])
+        gap_note = per_example.paired_note(paired.filter(is_gap), readings.settings,
+                                           TEST_SET_NOTE, len(gap))
+        controls_note = per_example.paired_note(paired.filter(~is_gap), readings.settings,
+                                                TEST_SET_NOTE, len(controls))
     with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
                              how="diagonal_relaxed") if derived else runs
     abl = ablation_table(with_derived, ablation_task, ablation_length, reference=main_variant,
@@ -330,13 +349,12 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
 
     written += write_table(gap, gap_display(gap), tables / "gap",
                            "HKT − MHA test accuracy (percentage points): ours and the paper's. "
-                           + with_refs(notes(main_runs), TEST_SET_NOTE))
-    controls = controls_table(main, runs, variants=(main_variant,))
+                           + with_refs(notes(main_runs), gap_note))
     written += write_table(controls, controls_display(controls), tables / "controls",
                            "Controls: each trained model other than the paper's two against HKT and "
                            "MHA, test accuracy, with Welch's test over seeds, and against the "
                            "paper's figure for HKT and MHA. "
-                           + (with_refs(side_by_side, TEST_SET_NOTE) if len(controls) else
+                           + (with_refs(side_by_side, controls_note) if len(controls) else
                               "No control model was trained in these runs."))
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
@@ -363,4 +381,58 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
                                               ablation_task, abl_len, main_variant))
     written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
-    return written, (main, gap, abl, abl_len, {"controls": controls, **sweeps})
+    read: dict[str, pl.DataFrame] = {"controls": controls, **sweeps}
+    if readings is not None:
+        made, frames = _write_per_example(readings, runs, paired, out, main_variant, refs)
+        written += made
+        read.update(frames)
+    return written, (main, gap, abl, abl_len, read)
+
+
+def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
+                       paired: pl.DataFrame, out: Path, variant: str, refs: str
+                       ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
+    """The per-example tables and figure (:mod:`hkt.report.per_example`); the frames the
+    claims read (``mechanism``, ``rule_readings``)."""
+    tables, settings = out / "tables", readings.settings
+    missing = " " + readings.notes() if readings.notes() else ""
+    boot = (f"Paired {settings.level} intervals: a bootstrap over the test examples and the seeds "
+            f"together ({settings.resamples:,} resamples, seed {settings.seed}; "
+            "config/report.yaml per_example).")
+    written = write_table(paired, per_example.paired_display(paired, settings.confidence), tables / "paired",
+                          "Paired differences on the same test examples: HKT − MHA and each "
+                          "control against HKT and MHA, where every run of both sides has its "
+                          "predictions; McNemar's exact test per seed pair (examples only the "
+                          "model / only the versus gets right). " + boot + " The unpaired "
+                          "interval beside it counts the two sides as independent." + missing)
+    agreement = per_example.agreement_table(readings, runs, variant)
+    written += write_table(agreement, per_example.agreement_display(agreement),
+                           tables / "rule_agreement",
+                           "Agreement with the rule references: per ListOps model, the share (%) "
+                           "of test examples on which its prediction equals each rule's answer "
+                           "(mean ± std over seeds), and its accuracy on the examples the "
+                           "root-operator prior gets wrong (what it learned beyond the first "
+                           "token)." + (f" {refs}" if refs else "") + missing)
+    breakdown = per_example.breakdown_table(readings, runs, variant)
+    written += write_table(breakdown, per_example.breakdown_display(breakdown),
+                           tables / "breakdown",
+                           "Where the accuracy comes from: test accuracy (%) per bucket of each "
+                           "per-example fact, mean ± std over seeds (a rule: its one answer). "
+                           "ListOps: tree depth (the root is 1), the shallowest, middle and "
+                           f"deepest of {settings.depth_groups} groups by depth, length quartile "
+                           "(tokens) and root operator; IMDB: length quartile (bytes); CIFAR-10: "
+                           f"class. Quartiles: {settings.length_buckets} buckets at the test "
+                           "set's quantiles of length." + missing)
+    gaps = per_example.breakdown_gap_table(readings, runs, variant)
+    written += write_table(gaps, per_example.breakdown_gap_display(gaps, settings.confidence), tables / "breakdown_gap",
+                           "HKT − MHA test accuracy (pp) per bucket of each per-example fact "
+                           "(as tables/breakdown), paired: " + boot + missing)
+    written.append(per_example_figures.accuracy_by_depth(
+        breakdown, out / "figures" / "accuracy_by_depth.png"))
+    readings_by_model = per_example.rule_readings(readings, runs, agreement, variant)
+    frames = {"mechanism": per_example.mechanism_table(readings, runs, variant),
+              "rule_readings": pl.DataFrame(
+                  [(t, n, m, text) for (t, n, m), text in readings_by_model.items()],
+                  schema={"task": pl.String, "length": pl.Int64, "model": pl.String,
+                          "reading": pl.String}, orient="row")}
+    return written, frames

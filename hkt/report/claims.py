@@ -34,6 +34,12 @@ Every difference is read twice: over seeds (Welch), and with the test set's own 
 added (the ``ts_*`` columns of hkt.report.tables.DIFF_SCHEMA); where the two readings differ, the
 row says so ("the verdict changes").
 
+Where runs keep their predictions (:mod:`hkt.report.per_example`, issue 58), two rows read them
+example by example: the paper's mechanism ("HKT's gain comes from the hierarchy of operations":
+HKT − MHA on the deepest group of ListOps test trees minus on the shallowest, by tree depth and
+by the depth the answer needs, paired; :func:`mechanism_claim`), and "which rule a model
+reaches", paired against each rule on the same examples instead of the unpaired reading below.
+
 Three further kinds of row read what limits our values against the paper's (issues 39, 48):
 
 - per task with rule references (:mod:`hkt.references`, docs/listops.md) and trained model:
@@ -676,11 +682,17 @@ def _main_error(r: dict[str, Any]) -> float:
     return math.sqrt(seeds + binomial_variance(r["test_mean"], int(n) if n.isdigit() else None))
 
 
-def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
+def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
+                     paired: pl.DataFrame | None = None) -> list[list[str]]:
     """Per task, T and trained model with rule references (:mod:`hkt.references`): which rule
     its test accuracy reaches, with its seed and test-set errors and the rule's test-set error;
     the paper's figure for the model read the same way (its error: its std over the paper's
-    seeds, and a test set of our size)."""
+    seeds, and a test set of our size). Where ``paired`` (task, length, model, reading: the
+    per-example readings' :func:`hkt.report.per_example.rule_readings`) has the model, its
+    reading is the paired one, example by example, instead."""
+    by_example = {} if paired is None else {
+        (t, n, m): text for t, n, m, text in paired.select("task", "length", "model", "reading")
+        .iter_rows()}
     rows: list[list[str]] = []
     if main.is_empty() or not main["model"].is_in(list(RULE_REFERENCES)).any():
         return rows
@@ -694,7 +706,8 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[lis
         for r in group.iter_rows(named=True):
             if (r.get("budget") or "").startswith(EXTERNAL_BUDGETS):  # baselines: not read
                 continue
-            ours = reading(r["test_mean"], _main_error(r), refs)
+            ours = (by_example.get((task, length, r["model"]))
+                    or reading(r["test_mean"], _main_error(r), refs))
             figure = paper.paper_accuracy(task, length, r["model"])
             theirs = "no figure"
             if figure is not None:
@@ -749,6 +762,38 @@ def variant_reference_claims(budget: Budget,
     return rows
 
 
+def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[list[str]]:
+    """The paper's mechanism, "HKT's gain comes from the hierarchy of operations", read on the
+    trees' depth and on the depth their answer needs, one row each (the per-example readings'
+    :func:`hkt.report.per_example.mechanism_table`): *supports* when the paired interval of
+    (HKT − MHA on the deepest group of test examples) − (HKT − MHA on the shallowest) lies
+    above 0, *refutes* when below (the gain is larger on shallow trees), *cannot tell* when it
+    spans 0 or one depth spans both groups."""
+    rows = []
+    a, b = (m.upper() for m in paper.COMPARED_MODELS)
+    for r in mechanism.iter_rows(named=True):
+        third = f"of {r['groups']} groups"
+        if r["difference_pp"] is None:
+            ours, verdict = f"by {r['measure']}, no reading: {r['reason']}", CANNOT_TELL
+        else:
+            ours = (f"by {r['measure']}: {a} − {b} on the deepest {third} ({r['deep']}, "
+                    f"{r['deep_examples']} "
+                    f"examples) {r['deep_pp']:+.2f} pp, on the shallowest ({r['shallow']}, "
+                    f"{r['shallow_examples']}) {r['shallow_pp']:+.2f} pp; deep − shallow "
+                    f"{r['difference_pp']:+.2f} pp, paired {100 * r['confidence']:g}% CI "
+                    f"[{r['ci_low_pp']:+.2f}, "
+                    f"{r['ci_high_pp']:+.2f}], p = {r['p_value']:.3g} (bootstrap over examples "
+                    "and seeds together)")
+            verdict = (SUPPORTS if r["ci_low_pp"] > 0 else REFUTES if r["ci_high_pp"] < 0
+                       else CANNOT_TELL)
+        steps = budget.main_steps(r["task"], r["length"], list(paper.COMPARED_MODELS))
+        rows.append([f"{a}'s gain comes from the hierarchy of operations: {a} − {b} is larger on "
+                     f"deeper trees ({r['task']}, T={r['length']}; by {r['measure']})",
+                     "said, no figure", ours,
+                     budget.read(verdict, steps=steps, seeds=(r["seeds_a"], r["seeds_b"]))])
+    return rows
+
+
 def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
                    tables: dict[str, pl.DataFrame], budget: Budget = NO_BUDGET,
                    reference: pl.DataFrame | None = None) -> list[str]:
@@ -764,7 +809,9 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
                   *kurtosis_claim(tables.get("kurtosis", empty), budget),
                   *decay_claim(tables.get("approximation", empty), budget),
                   *kernel_claim(tables.get("kernel", empty), budget)]
-    limit_rows = [*reference_claims(main, budget), *variant_reference_claims(budget, reference),
+    paper_rows += mechanism_claim(tables.get("mechanism", empty), budget)
+    limit_rows = [*reference_claims(main, budget, tables.get("rule_readings")),
+                  *variant_reference_claims(budget, reference),
                   *control_claims(tables.get("controls", empty), main, budget),
                   *learning_rate_claims(tables.get("sweep", empty), budget),
                   *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty),

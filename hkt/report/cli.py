@@ -80,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the runs' prepared data lie now, one folder per task (DIR/TASK/, "
                              "named as the record's data_dir): its train.parquet, or the "
                              f"{DATA_METADATA} that scripts/publish_results.py keeps of it; read for the "
-                             "data's provenance warnings (default: each record's data_dir)")
+                             "data's provenance warnings, and its examples.parquet (made there from "
+                             "the splits if missing) for the per-example readings of runs with "
+                             "predictions.parquet (default: each record's data_dir)")
     parser.add_argument("--no-validate", action="store_true",
                         help="read records without checking them against the schema")
 

@@ -5,6 +5,8 @@ captions of ``workflow/report/CAPTION.rst``), and ``hkt aggregate`` writes every
 whatever subset of models, tasks and analyses the suite has: a product without data (the level
 truncation of a suite that analyses no HKT run) is still written, saying why it is empty. So the
 files declared and the files written cannot drift apart (a test walks the suite's switches).
+The per-example readings (``predictions``) are written when the runs have predictions; runs made
+before they were kept have none, and a publication of them gains no such file.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Product:
     category: str   # its section of `snakemake --report`
     caption: str    # workflow/report/CAPTION.rst
     analyses: bool = False  # written only when the suite analyses trained runs
+    predictions: bool = False  # written only when runs have predictions (hkt.report.per_example)
 
     def files(self, out: str | Path) -> list[Path]:
         """Its files under the results directory ``out`` (the captioned one first)."""
@@ -36,13 +39,14 @@ class Product:
         return [out / "tables" / f"{self.name}.{ext}" for ext in TABLE_FORMATS]
 
 
-def _table(name: str, category: str = "Tables", analyses: bool = False) -> Product:
-    return Product(name, "table", category, f"{name}_table", analyses)
+def _table(name: str, category: str = "Tables", analyses: bool = False,
+           predictions: bool = False) -> Product:
+    return Product(name, "table", category, f"{name}_table", analyses, predictions)
 
 
 def _figure(name: str, category: str = "Figures", caption: str | None = None,
-            analyses: bool = False) -> Product:
-    return Product(name, "figure", category, caption or name, analyses)
+            analyses: bool = False, predictions: bool = False) -> Product:
+    return Product(name, "figure", category, caption or name, analyses, predictions)
 
 
 PRODUCTS: tuple[Product, ...] = (
@@ -55,18 +59,25 @@ PRODUCTS: tuple[Product, ...] = (
     _figure("kappa_by_level", "Analyses", analyses=True),
     _figure("truncation", "Analyses", "truncation_curve", analyses=True),
     _figure("approximation", "Analyses", "approximation_figure", analyses=True),
+    _table("paired", "Per example", predictions=True),
+    _table("rule_agreement", "Per example", predictions=True),
+    _table("breakdown", "Per example", predictions=True),
+    _table("breakdown_gap", "Per example", predictions=True),
+    _figure("accuracy_by_depth", "Per example", predictions=True),
 )
 RUNS_TABLE = Product("runs", "table", "Tables", "runs_table")  # tables/runs.csv only
 SUMMARY = "summary.md"
 MLFLOW_CHECK = Product("mlflow_check", "table", "Audit", "mlflow_check")  # hkt aggregate --check-mlflow
 
 
-def products(*, analyses: bool) -> list[Product]:
-    """The tables and figures of a suite that does (or does not) analyse trained runs."""
-    return [p for p in PRODUCTS if analyses or not p.analyses]
+def products(*, analyses: bool, predictions: bool = False) -> list[Product]:
+    """The tables and figures of a suite that does (or does not) analyse trained runs, and
+    whose runs do (or do not) write their predictions."""
+    return [p for p in PRODUCTS if (analyses or not p.analyses)
+            and (predictions or not p.predictions)]
 
 
-def aggregate_files(out: str | Path, *, analyses: bool) -> list[Path]:
+def aggregate_files(out: str | Path, *, analyses: bool, predictions: bool = False) -> list[Path]:
     """Every file ``hkt aggregate`` writes under ``out`` (tables, figures, runs.csv, summary)."""
-    files = [f for p in products(analyses=analyses) for f in p.files(out)]
+    files = [f for p in products(analyses=analyses, predictions=predictions) for f in p.files(out)]
     return [*files, Path(out) / "tables" / "runs.csv", Path(out) / SUMMARY]

@@ -26,7 +26,8 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["Difference", "welch_difference", "wilson_interval", "binomial_variance", "mean_error",
-           "difference_with_test_set", "summary_difference_with_test_set"]
+           "difference_with_test_set", "summary_difference_with_test_set", "McNemar", "mcnemar",
+           "paired_bootstrap"]
 
 
 @dataclass(frozen=True)
@@ -140,3 +141,89 @@ def summary_difference_with_test_set(mean_a: float, var_a: float, k_a: int, n_a:
     half = float(dist.ppf(0.5 + confidence / 2)) * se
     p = float(2 * dist.sf(abs(diff) / se))
     return Difference(diff, diff - half, diff + half, p, df, k_a, k_b, confidence)
+
+
+# ----------------------------------------------------------------- paired, example by example
+# Two models tested on the same examples err on many of the same ones: their difference varies
+# less than two independent accuracies' would. With each run's predictions (predictions.parquet)
+# the comparison is read pair by pair: McNemar's exact test per pair of seeds (the examples one
+# model gets right and the other wrong), and a bootstrap that resamples the test examples (the
+# same draw for both sides) and each side's seeds together, so that the interval holds both the
+# test set's and the seeds' error without counting the sides as independent.
+
+
+@dataclass(frozen=True)
+class McNemar:
+    """McNemar's exact test of one pair of runs on the same examples: ``a_only`` examples the
+    first gets right and the second wrong, ``b_only`` the reverse; p two-sided (binomial)."""
+
+    a_only: int
+    b_only: int
+    p_value: float
+
+    def text(self) -> str:
+        p = f"{self.p_value:.3f}" if self.p_value >= 0.001 else f"{self.p_value:.1e}"
+        return f"{self.a_only}/{self.b_only}, p = {p}"
+
+
+def mcnemar(a_correct: np.ndarray, b_correct: np.ndarray) -> McNemar:
+    """McNemar's exact test of two runs' right/wrong answers on the same examples."""
+    a, b = np.asarray(a_correct, bool), np.asarray(b_correct, bool)
+    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    n = a_only + b_only
+    p = 1.0 if n == 0 else float(_st.binomtest(a_only, n, 0.5).pvalue)
+    return McNemar(a_only, b_only, p)
+
+
+def paired_bootstrap(a_correct: np.ndarray, b_correct: np.ndarray, *, resamples: int, seed: int,
+                     confidence: float = 0.95, subsets: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> Difference:
+    """The difference (pp) of mean accuracy over seeds, runs ``a_correct`` (seeds × examples,
+    right/wrong) minus ``b_correct`` (seeds × the same examples), with its percentile interval
+    and two-sided p from ``resamples`` draws (``seed``): each draw resamples the examples (one
+    draw for both sides) and each side's seeds. ``subsets`` (two boolean masks over the
+    examples: deep, shallow) reads the difference of the difference instead: (a − b on the
+    first) − (a − b on the second), each on the drawn examples that fall in it."""
+    a = np.atleast_2d(np.asarray(a_correct, dtype=np.float64))
+    b = np.atleast_2d(np.asarray(b_correct, dtype=np.float64))
+    n = a.shape[1]
+    if b.shape[1] != n or n == 0:
+        raise ValueError("paired runs must answer the same, non-empty set of examples")
+    rng = np.random.default_rng(seed)
+    masks = ([np.ones(n, dtype=np.float64)] if subsets is None
+             else [np.asarray(m, dtype=np.float64) for m in subsets])
+
+    def stat(weights: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+        """Per draw (rows of ``weights``: how often each example was drawn), the statistic."""
+        parts = []
+        for m in masks:
+            w = weights * m
+            total = w.sum(axis=1)
+            acc_a = (w @ a.T) / total[:, None]  # draws × seeds
+            acc_b = (w @ b.T) / total[:, None]
+            parts.append(np.take_along_axis(acc_a, sa, 1).mean(1)
+                         - np.take_along_axis(acc_b, sb, 1).mean(1))
+        return 100 * (parts[0] if len(parts) == 1 else parts[0] - parts[1])
+
+    ones = np.ones((1, n))
+    diff = float(stat(ones, np.arange(a.shape[0])[None, :], np.arange(b.shape[0])[None, :])[0])
+    draws = []
+    chunk = max(1, min(resamples, 2_000_000 // n))
+    for start in range(0, resamples, chunk):
+        k = min(chunk, resamples - start)
+        weights = rng.multinomial(n, np.full(n, 1 / n), size=k).astype(np.float64)
+        sa = rng.integers(0, a.shape[0], size=(k, a.shape[0]))
+        sb = rng.integers(0, b.shape[0], size=(k, b.shape[0]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            draws.append(stat(weights, sa, sb))
+    d = np.concatenate(draws)
+    d = d[np.isfinite(d)]  # a draw with no example in a subset says nothing
+    if d.size == 0:
+        return Difference(diff, math.nan, math.nan, math.nan, math.nan, a.shape[0], b.shape[0],
+                          confidence, reason="no resample holds examples of both subsets")
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(d, [tail, 1 - tail])
+    # two-sided, counting the observed draw among the draws: never 0 from finitely many
+    p = min(1.0, 2 * (min(int((d <= 0).sum()), int((d >= 0).sum())) + 1) / (d.size + 1))
+    return Difference(diff, float(low), float(high), p, math.nan, a.shape[0], b.shape[0],
+                      confidence)
