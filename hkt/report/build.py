@@ -53,13 +53,14 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
+        reference = _reference_runs(args)
         readings = None if args.mlflow else per_example.load_readings(
             runs, per_example.data_dirs(records, Path(args.data) if args.data else None),
             per_example.load_settings())
         made, (main, gap, abl, abl_len, read) = write_all(
             runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
             ablation_length=args.ablation_length, data_warnings=warnings,
-            derived=derived_spec(args.derived), reference=_reference_runs(args),
+            derived=derived_spec(args.derived), reference=reference,
             readings=readings)
         written += made
         made, sections, frames = _write_analyses(args, runs, out)
