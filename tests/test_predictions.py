@@ -133,3 +133,26 @@ def test_predict_refuses_in_one_line(prepared_data, tmp_path, capsys):
     assert "run it again (hkt baseline majority" in refused([str(base), "--data", str(data)])
     with pytest.raises(RecordError):
         load_record(tmp_path / "none")
+
+
+def test_a_best_checkpoint_of_before_gets_its_validation_made_again_at_the_end(prepared_data,
+                                                                                tmp_path):
+    """A run resumed from checkpoints written before best.pt kept its validation's predictions
+    validates the best checkpoint again at its end, to the same file."""
+    import torch
+
+    data, run = prepared_data("listops"), tmp_path / "run"
+    record = smoke(data, run, "listops", "model=mha", "train.eval_every=2")
+    written = (run / "predictions.parquet").read_bytes()
+    best = torch.load(run / "checkpoints" / "best.pt", weights_only=True)
+    torch.save({k: v for k, v in best.items() if k != "val_predictions"},
+               run / "checkpoints" / "best.pt")
+    (run / "record.json").unlink()
+    (run / "predictions.parquet").unlink()
+    out = io.StringIO()
+    cfg = load_config(["profile=smoke", "task=listops", "tracking.enabled=false", "model=mha",
+                       "train.eval_every=2"])
+    again = train(cfg, data, run, stream=out, progress=False)  # last.pt is at the last step
+    assert "holds no validation predictions (written before they were kept)" in out.getvalue()
+    assert (run / "predictions.parquet").read_bytes() == written
+    assert again["predictions"] == record["predictions"] and again["best_step"] < again["steps"]
