@@ -116,7 +116,8 @@ def predictions_table(predictions: dict[str, SplitPredictions], num_classes: int
         order = np.argsort(np.asarray(p.rows, dtype=np.int64), kind="stable")
         probs = np.asarray(p.probs)
         if probs.shape[1] != num_classes:
-            raise ValueError(f"{split} predictions have {probs.shape[1]} classes, not {num_classes}")
+            raise ValueError(f"{split} predictions have {probs.shape[1]} classes, "
+                             f"not {num_classes}")
         if len(order) and np.any(np.diff(np.asarray(p.rows)[order]) == 0):
             raise ValueError(f"{split} predictions name a row twice")
         parts["split"].append(np.full(len(order), split, dtype=object))
@@ -181,7 +182,8 @@ def check_against_record(table: pa.Table, record: dict[str, Any], where: str | P
                                    f"the record says {want!r}: they are not this run's")
     if record.get("test_examples") is not None and counts["test"][1] != record["test_examples"]:
         raise PredictionsError(f"{where}: {counts['test'][1]} test predictions, the record "
-                               f"tested {record['test_examples']} examples: they are not this run's")
+                               f"tested {record['test_examples']} examples: they are not "
+                               "this run's")
 
 
 def check_file(run_dir: str | Path, record: dict[str, Any]) -> Path | None:

@@ -8,8 +8,8 @@ No neural network: where it beats the models, the task's labels are in its surfa
 Token n-grams (orders 1..3 by default) hashed into ``buckets`` features, weights
 log(1 + count) normalised to unit length per example, multinomial logistic regression (an
 ``EmbeddingBag`` + bias trained with sparse Adam). The best epoch on validation is tested; its
-validation accuracy per epoch is ``history.csv``; its predictions, the classifier's softmax, those of
-the best epoch on validation and of the test. The arguments every baseline takes, and what
+validation accuracy per epoch is ``history.csv``; its predictions (the classifier's softmax) are
+the best epoch's on validation and on the test. The arguments every baseline takes, and what
 it writes: :mod:`hkt.baselines.run`.
 """
 

@@ -8,8 +8,9 @@ numbers, a :class:`Fit`, from the :class:`Splits` it is given.
 
 Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.run_record`,
 docs/contracts.md "Runs"), ``predictions.parquet`` (:mod:`hkt.predictions`: the baseline's
-answer and probabilities on every validation and test example), ``history.csv`` when the baseline has a validation curve and, with
-``--tracking-uri``, logs the same numbers, the record and its config to MLflow, in the
+answer and probabilities on every validation and test example), ``history.csv`` when the
+baseline has a validation curve and, with ``--tracking-uri``, logs the same numbers, the
+record, its config and predictions to MLflow, in the
 experiment of the suite's trained models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets,
 else ``hkt-<profile>-<task>`` as ``hkt train`` names it); otherwise its MLflow fields are null.
 Record and MLflow run name the suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`):

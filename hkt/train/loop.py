@@ -397,7 +397,8 @@ class _Run(Checkpointing):
             train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
             execution=execution(self.device.type, self.amp, self.execution["threads"], held()),
             predictions=predictions)
-        check_against_record(read_predictions(self.run_dir), record, self.run_dir / PREDICTIONS_NAME)
+        check_against_record(read_predictions(self.run_dir), record,
+                             self.run_dir / PREDICTIONS_NAME)  # never a file the record belies
         record = publish(self.tracker, record, self.run_dir, model=self.model,  # the best, loaded above
                          data=self.data, cfg=cfg)
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"

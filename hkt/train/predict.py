@@ -91,7 +91,8 @@ def _remake(run_dir: Path, data_dir: Path, device: str | None) -> dict[str, Any]
         raise TrainingError(f"{best_path} holds step {best.get('step')}, the record reports step "
                             f"{record['best_step']}: it is not the checkpoint the record tested")
     tc = cfg.train
-    dev = resolve_device(device or tc.device, source="--device" if device else "train.device")
+    dev = resolve_device(device or tc.device,
+                         source="--device" if device else "the run's config key 'train.device'")
     amp = autocast_dtype(str(tc.precision), dev)
     threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
