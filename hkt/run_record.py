@@ -127,7 +127,7 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
                 mlflow: tuple[str, str, str] | None = None,
                 suite_run: SuiteRun | None = None, precision: str | None = None,
                 threads: int | None = None, gpu_sharing: dict[str, int] | None = None,
-                **extra: Any) -> dict[str, Any]:
+                predictions: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
     """A validated run record (see the module docstring).
 
     Accuracies are fractions in [0, 1]. ``data_checksums`` defaults to the SHA-256 of
@@ -141,6 +141,8 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
     MLflow tags: :class:`hkt.provenance.SuiteRun`). ``precision``, ``threads`` and
     ``gpu_sharing`` say how the run executed (:mod:`hkt.train.execution`); each is left out of
     the record when None (an external baseline's, or a GPU that no slot shared).
+    ``predictions`` names the run's ``predictions.parquet`` and its SHA-256
+    (:func:`hkt.predictions.write_predictions`' answer), left out when None.
     ``extra`` fields (e.g. ``external``: which program wrote it) are kept as given.
     """
     data_dir = Path(data_dir)
@@ -172,7 +174,8 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
         **_given(data_content_checksums=None if data_content_checksums is None
                  else dict(data_content_checksums),
                  precision=precision, threads=None if threads is None else int(threads),
-                 gpu_sharing=None if gpu_sharing is None else dict(gpu_sharing)),
+                 gpu_sharing=None if gpu_sharing is None else dict(gpu_sharing),
+                 predictions=None if predictions is None else dict(predictions)),
         **extra,
     }
     return validate_record(record)

@@ -6,11 +6,13 @@ creation times, commit and environment digests (and the measured rows of the cos
 
 The check of a change that must not alter a number (issue 22): run a suite before and after it,
 from clean results directories, and compare. Besides the tables, every training run's
-history (each logged step's loss, accuracy, learning rate and validation) must be the same.
+history (each logged step's loss, accuracy, learning rate and validation) must be the same, and
+so must every run's predictions (``predictions.parquet``: each example's class and
+probabilities), where A's run has them.
 A column that only one side's table has (a change that adds a column) is named, not counted;
 so are the runs only B has (a change that adds jobs, e.g. a new model in the main grid): their
 histories and their rows (by the tables' key columns) are listed, and the rest compared.
-Exit status 1 if any value differs or a run of A is missing in B.
+Exit status 1 if any value differs or a run of A (or its predictions) is missing in B.
 """
 
 from __future__ import annotations
@@ -65,6 +67,24 @@ def compare_histories(a: Path, b: Path) -> int:
     return differ
 
 
+def compare_predictions(a: Path, b: Path) -> int:
+    """How many runs' predictions (runs/**/predictions.parquet: every example's class and
+    probabilities) differ between A and B. A run of A with none (made before predictions were
+    kept) is not compared; one of A whose B lacks them is a difference."""
+    differ, files = 0, sorted((a / "runs").glob("**/predictions.parquet"))
+    for f in files:
+        g = b / f.relative_to(a)
+        if not g.exists() or not pl.read_parquet(f).equals(pl.read_parquet(g)):
+            print(f"{'missing in B' if not g.exists() else 'DIFFERENT'}  {f.relative_to(a)}")
+            differ += 1
+    extra = ({g.relative_to(b) for g in (b / "runs").glob("**/predictions.parquet")}
+             - {f.relative_to(a) for f in files})
+    for g in sorted(extra):
+        print(f"only in B (new, not compared): {g}")
+    print(f"{'same' if not differ else 'DIFFERENT'}  {len(files)} runs' predictions")
+    return differ
+
+
 #: Columns that name a table's row (those a table has): rows only B has are new runs.
 KEY = ["task", "length", "model", "variant", "seed", "versus", "comparison", "lr", "what"]
 
@@ -82,7 +102,7 @@ def shared_rows(x: pl.DataFrame, y: pl.DataFrame) -> tuple[pl.DataFrame, pl.Data
 
 
 def main(a: Path, b: Path) -> int:
-    differ = compare_histories(a, b)
+    differ = compare_histories(a, b) + compare_predictions(a, b)
     for f in sorted((a / "tables").glob("*.csv")):
         g = b / "tables" / f.name
         if not g.exists():
@@ -96,7 +116,7 @@ def main(a: Path, b: Path) -> int:
         same, columns = same_frames(x, y), "; ".join(filter(None, (column_changes(x, y), new)))
         print(f"{'same' if same else 'DIFFERENT'}  {f.name} {x.shape}{f' ({columns})' if columns else ''}")
         differ += not same
-    print("identical" if not differ else f"{differ} table(s) differ")
+    print("identical" if not differ else f"{differ} file(s) differ")
     return 1 if differ else 0
 
 

@@ -12,7 +12,9 @@ over interruptions), each task's data card (``data/TASK/README.md``: source, che
 generator settings) and data metadata (``data/TASK/metadata.json``: what the tables' data
 warnings are read from, ``hkt aggregate --data``) and per-example facts (``data/TASK/examples.parquet``,
 where the data has them: what the per-example readings group predictions by), and for every run the summary counts (``tables/runs.csv``) its
-``record.json``, ``history.csv`` and composed ``config.yaml`` (runs/TASK/MODEL/VARIANT/seedS/),
+``record.json``, ``history.csv``, composed ``config.yaml`` and ``predictions.parquet`` (the one
+its record names, checked against the record's SHA-256; a run of before predictions were kept
+has none) (runs/TASK/MODEL/VARIANT/seedS/),
 and for each of their analyses ``summary.md``, ``settings.json`` and ``analysis.parquet`` (the
 per-layer, per-head rows the analysis tables are built from). Checkpoints, data, logs and the
 MLflow store stay behind, and so do runs the summary does not count (another suite's in the
@@ -31,7 +33,8 @@ runs of suite DEST's name that DEST lacks and RESULTS holds are copied as above,
 software environment (or it stops), RESULTS' workflow sessions join DEST's, the jobs leave
 DEST's ``pending.json`` (the suite's jobs not published yet, and why: the drift test,
 ``tests/test_published_results.py``, holds a publication to its suite but for these), and DEST
-is retabled. The published runs are untouched.
+is retabled. The published runs are untouched. Regenerating a publication (``--retable``,
+``--add`` and the drift test) first checks each of its predictions files against its record.
 """
 
 from __future__ import annotations
@@ -71,9 +74,39 @@ def environments(results: Path, runs: list[Path]) -> dict[str, Path]:
 
 def run_files(results: Path, run: Path) -> list[Path]:
     """What is published of one run (relative to ``results``): its record, history and config,
-    and its analysis's summary, settings and rows, those that exist."""
-    return [Path(kind) / run / name for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES))
-            for name in names if (results / kind / run / name).is_file()]
+    the predictions its record names (checked against the record's SHA-256), and its
+    analysis's summary, settings and rows, those that exist."""
+    files = [Path(kind) / run / name for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES))
+             for name in names if (results / kind / run / name).is_file()]
+    named = run_predictions(results / "runs" / run)
+    return files if named is None else [*files, named.relative_to(results)]
+
+
+def run_predictions(run_dir: Path) -> Path | None:
+    """The predictions file (hkt.predictions) the record in ``run_dir`` names, checked against
+    its SHA-256; None for a record of before predictions were kept, which names none."""
+    from hkt.predictions import PredictionsError, check_file
+
+    try:
+        return check_file(run_dir, json.loads((run_dir / "record.json").read_text("utf-8")))
+    except PredictionsError as exc:
+        raise SystemExit(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{run_dir / 'record.json'} is unreadable: {exc}") from None
+
+
+def check_predictions(dest: Path) -> int:
+    """Every predictions file of publication ``dest`` is the one its record names (SHA-256), and
+    every record that names one has it; a run published before predictions were kept has none.
+    Returns how many runs have them."""
+    from hkt.predictions import PREDICTIONS_NAME
+
+    named = {p for p in (run_predictions(r.parent) for r in dest.glob("runs/**/record.json")) if p}
+    stray = sorted(set(dest.glob(f"runs/**/{PREDICTIONS_NAME}")) - named)
+    if stray:
+        raise SystemExit(f"{stray[0]} is named by no record ({len(stray)} such files): publish "
+                         "predictions with the record that names them")
+    return len(named)
 
 
 def env_digest(env_file: Path) -> str:
@@ -152,6 +185,8 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
                          f"(e.g. {', '.join(str(p) for p in list(envs.values())[:2])}); publish one at a time")
     left = sorted({f.parent.relative_to(results / "runs") for f in results.glob("runs/**/record.json")
                    if "checkpoints" not in f.parts} - set(runs))
+    for run in runs:  # before anything is staged: each record's predictions, as it names them
+        run_predictions(results / "runs" / run)
     stage = dest.with_name(f".{dest.name}.publishing")
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
@@ -198,6 +233,7 @@ def regenerate(dest: Path, work: Path) -> Path:
     the output directory."""
     from hkt.cli import main as hkt_main
 
+    check_predictions(dest)  # carried like records: each the file its record names
     results = work / "results"
     for part in ("runs", "analysis"):
         if (dest / part).is_dir():
@@ -291,6 +327,8 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         raise SystemExit(f"runs made in another software environment than {dest}'s, or in none "
                          f"recorded ({', '.join(map(str, unknown)) or 'digests ' + ', '.join(sorted(others))}): "
                          "publish them apart, or rerun them in the lock's environment")
+    for run in new:  # before anything is copied: each record's predictions, as it names them
+        run_predictions(results / "runs" / run)
     for run in new:
         for f in run_files(results, run):
             (dest / f).parent.mkdir(parents=True, exist_ok=True)

@@ -117,6 +117,39 @@ def isolated_results(tmp_path, monkeypatch):
     return results
 
 
+def check_predictions(run_dir: Path, data: Path) -> "object":
+    """A run's ``predictions.parquet`` (hkt/predictions.py) keeps its contract: the file its
+    record names (SHA-256), the schema's columns and order, each split's rows distinct rows of
+    the split's file with that row's label, probabilities that sum to 1, and the accuracy of each
+    split exactly the record's. Returns the table, as polars reads it."""
+    import numpy as np
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    from hkt.fileio import sha256_file
+    from hkt.run_record import load_record
+
+    record = load_record(run_dir)
+    assert record["predictions"] == {"file": "predictions.parquet",
+                                     "sha256": sha256_file(run_dir / "predictions.parquet")}
+    df = pl.read_parquet(run_dir / "predictions.parquet")
+    classes = record["config"]["task"]["num_classes"]
+    assert df.columns == ["split", "row", "label", "pred", *(f"p{c}" for c in range(classes))]
+    assert df.schema["row"] == pl.Int64 and df.schema["p0"] == pl.Float16
+    assert df.equals(df.sort("split", "row")) and set(df["split"]) == {"val", "test"}
+    for split, field in (("val", "val_accuracy"), ("test", "test_accuracy")):
+        part = df.filter(pl.col("split") == split)
+        rows = part["row"].to_numpy()
+        assert len(set(rows)) == len(rows)
+        labels = pq.read_table(data / f"{split}.parquet", columns=["label"]).column("label")
+        assert np.array_equal(labels.to_numpy()[rows], part["label"].to_numpy())
+        probs = part.select(f"p{c}" for c in range(classes)).to_numpy().astype(np.float64)
+        assert np.allclose(probs.sum(axis=1), 1, atol=1e-2)
+        assert (part["pred"] == part["label"]).sum() / part.height == record[field]  # exactly
+    assert df.filter(pl.col("split") == "test").height == record["test_examples"]
+    return df
+
+
 # =============================================================================================
 # MLflow tracking servers (hkt/train/tracking.py, the Slurm tests): real ones, on 127.0.0.1
 # =============================================================================================

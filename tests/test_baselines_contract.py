@@ -12,8 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
+import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import check_predictions
 
 from hkt.baselines import BASELINES
 from hkt.cli import main
@@ -89,6 +92,14 @@ def test_every_registered_baseline_writes_a_record_of_the_contract(name, data, t
     assert main(["baseline", name, "--data", str(data), "--out", str(tmp_path / "run"),
                  "--seed", "2"]) == 0
     check_record(tmp_path / "run", data, model=name, seed=2)
+    # every example of both splits, in file order; a rule's probability is 1 for its answer
+    df = check_predictions(tmp_path / "run", data)
+    for split in ("val", "test"):
+        part = df.filter(pl.col("split") == split)
+        assert part["row"].to_list() == list(range(pq.read_metadata(data / f"{split}.parquet").num_rows))
+        if name != "ngram":
+            assert part.select(pl.max_horizontal(pl.all().exclude("split", "row", "label", "pred"))
+                               ).to_series().to_list() == [1.0] * part.height
 
 
 def run_workflow_command(grid: Grid, job: Job, cwd: Path) -> subprocess.CompletedProcess:
@@ -128,6 +139,7 @@ def test_every_configured_baseline_runs_its_workflow_command(name, data, workdir
     r = run_workflow_command(grid, job, workdir)
     assert r.returncode == 0, r.stdout + r.stderr
     check_record(workdir / grid.path("run", **job.wildcards()), data, model=name, seed=job.seed)
+    check_predictions(workdir / grid.path("run", **job.wildcards()), data)
     assert load_record(workdir / grid.record(job))["mlflow_experiment"] == grid.experiment(TASK)
     assert (workdir / grid.job_log("external", job)).read_text().startswith("===== hkt baseline")
 

@@ -119,7 +119,7 @@ def test_logs_to_mlflow_and_passes_the_audit(tmp_path, monkeypatch):
     assert rec["mlflow_experiment"] == "hkt-smoke-keyword" and rec["mlflow_tracking_uri"] == uri
     client = MlflowClient(uri)
     artifacts = {a.path for a in client.list_artifacts(rec["mlflow_run_id"])}
-    assert artifacts == {"record.json", "config.json", "environment.json"}
+    assert artifacts == {"record.json", "config.json", "environment.json", "predictions.parquet"}
     assert client.get_run(rec["mlflow_run_id"]).info.status == "FINISHED"
     check = check_mlflow(load_records([tmp_path / "run"]))
     assert check["status"].to_list() == ["ok"]

@@ -102,6 +102,8 @@ def test_a_signal_mid_training_checkpoints_the_step_and_the_same_command_resumes
     assert (ours["val_accuracy"], ours["test_accuracy"], ours["best_step"]) == \
         (ref["val_accuracy"], ref["test_accuracy"], ref["best_step"])
     assert history(run) == history(reference)  # bit for bit, every logged step
+    assert (run / "predictions.parquet").read_bytes() == \
+        (reference / "predictions.parquet").read_bytes()  # of the best checkpoint (issue 58)
     assert client.get_run(run_id).info.status == "FINISHED"
 
 
@@ -269,4 +271,8 @@ def test_a_stop_while_evaluating_keeps_the_last_step_and_resumes_to_the_same_res
     assert (ours["val_accuracy"], ours["test_accuracy"], ours["best_step"]) == \
         (ref["val_accuracy"], ref["test_accuracy"], ref["best_step"])
     assert history(run) == history(eval_reference)  # every row, validation at `step` included
+    # the predictions of the best checkpoint (issue 58), not of the last: byte for byte
+    assert ours["best_step"] < ours["steps"] and ours["predictions"] == ref["predictions"]
+    assert (run / "predictions.parquet").read_bytes() == \
+        (eval_reference / "predictions.parquet").read_bytes()
     assert [r["step"] for r in history(run) if r["val_acc"]] == ["10", "20", "30"]

@@ -46,6 +46,25 @@ def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
     assert not differ, f"docs/results/{suite}/tables: {differ} do not regenerate from its records"
 
 
+@pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])
+def test_published_predictions_are_their_records_and_give_their_accuracies(suite):
+    """A published run's predictions.parquet (issue 58) is the file its record names and gives
+    its record's accuracies exactly; a run published before predictions were kept has none."""
+    from hkt.predictions import check_against_record, read_predictions
+    from hkt.run_record import load_record
+
+    root = DOCS / suite
+    if not (root / "runs").is_dir():
+        pytest.skip(f"docs/results/{suite}/ holds no published records")
+    _publish_script().check_predictions(root)  # each named by its record, SHA-256 and all
+    for path in sorted((root / "runs").glob("**/record.json")):
+        record = load_record(path)
+        if record.get("predictions"):
+            check_against_record(read_predictions(path.parent), record, path.parent)
+        else:
+            assert not (path.parent / "predictions.parquet").exists(), path.parent
+
+
 # ------------------------------------------------------------------------- no drift (issue 37)
 # docs/results/NAME/ is the published run of config/suites/NAME.yaml. A suite edited after its
 # run was published fails here until it is republished or given another name.

@@ -18,7 +18,23 @@ DATA_META = {"task": "listops", "source": {"generator": "lra", "official": True}
 script = load_script
 
 
-def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"}') -> Path:
+def write_predictions(run: Path, *, pred: int = 1) -> None:
+    """A run's predictions.parquet (three test examples, answered ``pred``, ``1``, ``2``), named
+    in its record as `hkt train` names it."""
+    import numpy as np
+
+    from hkt.predictions import SplitPredictions, one_hot
+    from hkt.predictions import write_predictions as write
+
+    preds = np.array([pred, 1, 2])
+    p = SplitPredictions(np.arange(3), np.array([0, 1, 2]), preds, one_hot(preds, 3))
+    record = json.loads((run / "record.json").read_text())
+    (run / "record.json").write_text(json.dumps({**record, "predictions": write(
+        {"val": p, "test": p}, run, 3)}))
+
+
+def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"}',
+                pred: int = 1) -> Path:
     """A finished suite's results directory in miniature: two runs, one analysis, tables."""
     for run in ("listops/hkt/main/seed0", "listops/majority/main/seed0"):
         d = root / "runs" / run
@@ -29,6 +45,7 @@ def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"
         (d / "environment.json").write_text(env)
     (root / "runs/listops/hkt/main/seed0/history.csv").write_text(
         f"step,train_loss,samples_per_s,val_acc\n10,2.3,40.1,\n20,2.2,39.0,{val}\n")
+    write_predictions(root / "runs/listops/hkt/main/seed0", pred=pred)
     a = root / "analysis/listops/hkt/main/seed0"
     a.mkdir(parents=True)
     for name in ("summary.md", "settings.json", "analysis.parquet"):
@@ -65,19 +82,40 @@ def test_publish_copies_every_record_and_history_and_nothing_large(tmp_path):
         "environment.json", "plan/suite.json", "plan/sessions.json", "data/listops/README.md",
         "data/listops/metadata.json",
         "runs/listops/hkt/main/seed0/record.json", "runs/listops/hkt/main/seed0/history.csv",
-        "runs/listops/hkt/main/seed0/config.yaml", "runs/listops/majority/main/seed0/record.json",
+        "runs/listops/hkt/main/seed0/config.yaml", "runs/listops/hkt/main/seed0/predictions.parquet",
+        "runs/listops/majority/main/seed0/record.json",
         "runs/listops/majority/main/seed0/config.yaml",
         "analysis/listops/hkt/main/seed0/summary.md", "analysis/listops/hkt/main/seed0/settings.json",
         "analysis/listops/hkt/main/seed0/analysis.parquet"])
     assert json.loads((dest / "environment.json").read_text()) == {"torch": "2.13.0"}
     # what the data warnings are read from (hkt aggregate --data), not the data
     assert json.loads((dest / "data/listops/metadata.json").read_text()) == DATA_META
+    # predictions travel with the record that names them, checked; a stray file stays behind
+    hkt_run = res / "runs/listops/hkt/main/seed0"
+    assert (dest / "runs/listops/hkt/main/seed0/predictions.parquet").read_bytes() == \
+        (hkt_run / "predictions.parquet").read_bytes()
+    assert publish.check_predictions(dest) == 1
+    (res / "runs/listops/majority/main/seed0/predictions.parquet").write_bytes(b"unnamed")
+    kept = (hkt_run / "predictions.parquet").read_bytes()
+    (hkt_run / "predictions.parquet").write_bytes(b"altered")
+    with pytest.raises(SystemExit, match="is not the file its record names"):
+        publish.main([str(res), str(tmp_path / "d2")])
+    (hkt_run / "predictions.parquet").unlink()
+    with pytest.raises(SystemExit, match="predictions.parquet is missing: the record names it"):
+        publish.main([str(res), str(tmp_path / "d2")])
+    assert not list(tmp_path.glob("*d2*"))  # refused before anything was staged
+    (dest / "runs/listops/majority/main/seed0/predictions.parquet").write_bytes(b"unnamed")
+    with pytest.raises(SystemExit, match="is named by no record"):
+        publish.check_predictions(dest)
+    (dest / "runs/listops/majority/main/seed0/predictions.parquet").unlink()
+    (hkt_run / "predictions.parquet").write_bytes(kept)
     # a second publication over the first needs --replace, and then holds only the new copy
     with pytest.raises(SystemExit, match="already holds files; pass --replace"):
         publish.main([str(res), str(dest)])
     (dest / "stale.md").write_text("old")
     publish.main([str(res), str(dest), "--replace"])
     assert not (dest / "stale.md").exists() and (dest / "summary.md").exists()
+    assert not (dest / "runs/listops/majority/main/seed0/predictions.parquet").exists()
 
 
 def test_publish_refuses_an_unfinished_suite_and_mixed_environments(tmp_path):
@@ -196,6 +234,19 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     d = results_dir(tmp_path / "d", val=0.36)
     assert check.main(a, d) == 1
     assert "DIFFERENT  main.csv" in capsys.readouterr().out
+    # one example predicted otherwise; predictions B lacks; a run of A that has none (made
+    # before they were kept) whose B has them: named, not counted
+    g = results_dir(tmp_path / "g", pred=0)
+    assert check.main(a, g) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERENT  runs/listops/hkt/main/seed0/predictions.parquet" in out
+    assert "DIFFERENT  1 runs' predictions" in out and "same  main.csv" in out
+    (g / "runs/listops/hkt/main/seed0/predictions.parquet").unlink()
+    assert check.main(a, g) == 1
+    assert "missing in B  runs/listops/hkt/main/seed0/predictions.parquet" in capsys.readouterr().out
+    assert check.main(g, a) == 0
+    assert ("only in B (new, not compared): runs/listops/hkt/main/seed0/predictions.parquet"
+            in capsys.readouterr().out)
     # a column a change adds, or a data warning it rewords, is named, not counted
     e = results_dir(tmp_path / "e")
     (e / "tables/main.csv").write_text("task,model,val,budget\nlistops,hkt,0.35,cpu: 10 steps\n")
@@ -234,6 +285,7 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
         shutil.move(dest / "runs" / run, results / "runs" / run)
         shutil.copy(published / "environment.json", results / "runs" / run / "environment.json")
     (dest / "pending.json").write_text(json.dumps({"why": "a test", "runs": [str(r) for r in added]}))
+    write_predictions(results / "runs" / added[0])  # a run with predictions, beside ones without
     publish = script("publish_results")
 
     other = tmp_path / "other"
@@ -245,6 +297,9 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
 
     assert publish.add_runs(results, dest) == [str(r) for r in added]
     assert not (dest / "pending.json").exists()
+    assert (dest / "runs" / added[0] / "predictions.parquet").read_bytes() == \
+        (results / "runs" / added[0] / "predictions.parquet").read_bytes()
+    assert publish.check_predictions(dest) == 1
     for f in sorted((published / "tables").iterdir()):
         if f.name.startswith("mlflow_check."):  # the MLflow audit is not regenerated
             continue

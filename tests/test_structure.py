@@ -121,7 +121,7 @@ LAYERS = {
     0: ("hkt", "hkt.errors", "hkt.signals", "hkt.mlflow_store", "hkt.fileio", "hkt.config",
         "hkt.logs", "hkt.registry", "hkt.value_checks", "hkt.device", "hkt.provenance", "hkt.paper",
         "hkt.environment", "hkt.data.layout", "hkt.dropout", "hkt.workflow.gpuslots"),
-    1: ("hkt.run_record", "hkt.runs_frame", "hkt.references", "hkt.figures"),
+    1: ("hkt.run_record", "hkt.predictions", "hkt.runs_frame", "hkt.references", "hkt.figures"),
     2: ("hkt.mixers", "hkt.models", "hkt.data"),
     3: ("hkt.train",),
     4: ("hkt.step_timing", "hkt.analysis", "hkt.baselines", "hkt.report", "hkt.data.examples"),

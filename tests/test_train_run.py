@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import check_predictions
 
 from hkt.data.parquet import content_checksums
 from hkt.errors import DataError, RunMismatch, TrainingError
@@ -54,6 +55,7 @@ def test_smoke_run_writes_a_valid_record(prepared_data, tmp_path, task, model):
     assert rec["device"].startswith("cpu") and rec["mlflow_run_id"] is None
     assert set(rec["data_checksums"]) == {"train", "val", "test"}
     assert rec["data_content_checksums"] == content_checksums(prepared_data(task))  # issue 58
+    check_predictions(tmp_path / "run", prepared_data(task))  # the record's accuracies, exactly
     # checkpoints load without unpickling arbitrary objects; best.pt has model + config
     for name in ("last.pt", "best.pt"):
         ck = torch.load(tmp_path / "run/checkpoints" / name, weights_only=True)
@@ -178,7 +180,9 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert tags["git_commit"] == str(rec["git_commit"])
     arts = {a.path for a in client.list_artifacts(r.info.run_id)}
     assert {"config.yaml", "record.json", "learning_curve.png", "history.csv",
-            "environment.json"} <= arts
+            "environment.json", "predictions.parquet"} <= arts
+    local = client.download_artifacts(r.info.run_id, "predictions.parquet", str(tmp_path))
+    assert Path(local).read_bytes() == (tmp_path / "r" / "predictions.parquet").read_bytes()
     saved = json.loads((tmp_path / "r" / "environment.json").read_text())
     assert tags["env_digest"] == rec["env_digest"] == saved["digest"]
     steps = [x.step for x in client.get_metric_history(r.info.run_id, "train_loss")]

@@ -147,6 +147,11 @@ def test_the_finished_suite_publishes_every_run_it_counts(workflow_run, tmp_path
     assert (dest / "data/listops/README.md").is_file() and (dest / "environment.json").is_file()
     assert not list(dest.rglob("*.pt"))
     assert not list(dest.glob("data/*/*.parquet"))
+    # every run's predictions, trained and baseline alike (issue 58), checked against its record;
+    # the toy program (not ours) writes a record alone
+    assert load_script("publish_results").check_predictions(dest) == len(counted) - 1
+    assert {run for run in counted if (dest / "runs" / run / "predictions.parquet").is_file()} \
+        == counted - {"listops/toy/main/seed0"}
 
 
 def test_tables_figures_and_summary(workflow_run):

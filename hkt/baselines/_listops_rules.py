@@ -11,6 +11,8 @@ accuracy reads as "it reaches the rule that ...". Shared by the rule modules bes
   argument a deeper sub-expression), the rule answers the root-operator prior.
 * **exact evaluator**: no depth limit. It must equal every label: a check of the data.
 
+A rule's predictions (``predictions.parquet``) are its answer, with probability 1.
+
 Token ids are those of :mod:`hkt.data.families._listops_vocab` (the evaluator's operators).
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hkt.baselines.run import Fit, Splits, add_run_arguments
+from hkt.baselines.run import Fit, Splits, add_run_arguments, answers
 from hkt.data.families._listops_vocab import CLOSE, DIGIT0, OPERATORS, apply_operator
 from hkt.data.parquet import SplitData
 from hkt.errors import ConfigError, DataError
@@ -127,7 +129,7 @@ def rule_fit(name: str, data: Splits, depth: int | None, *, root_only: bool = Fa
         raise _not_listops(name, f"{data.num_classes} classes, not the digits 0..9")
     prior = root_prior(data.train, data.num_classes, name)
     extra: dict[str, Any] = {"root_labels": dict(zip(ROOT_NAMES, map(int, prior)))}
-    acc, fallbacks = {}, {}
+    acc, fallbacks, predictions = {}, {}, {}
     splits = {"val": data.val, "test": data.test}
     if depth is None and not root_only:
         splits = {"train": data.train, **splits}  # a check of the data: every split
@@ -137,6 +139,8 @@ def rule_fit(name: str, data: Splits, depth: int | None, *, root_only: bool = Fa
         else:
             pred, fallbacks[split_name] = _predict(split, depth, prior, name)
         acc[split_name] = float(np.mean(pred == split.labels)) if len(split) else 0.0
+        if split_name in ("val", "test"):
+            predictions[split_name] = answers(split, pred, data.num_classes)  # one-hot
         if depth is None and not root_only and acc[split_name] != 1.0:
             wrong = np.flatnonzero(pred != split.labels)
             i = int(wrong[0])
@@ -152,7 +156,7 @@ def rule_fit(name: str, data: Splits, depth: int | None, *, root_only: bool = Fa
         extra["checked_examples"] = sum(len(s) for s in splits.values())
     rule = "root-operator prior, from the training labels" if root_only else (
         "exact evaluator, every depth" if depth is None else f"evaluated exactly to depth {depth}")
-    return Fit(val_accuracy=acc["val"], test_accuracy=acc["test"],
+    return Fit(predictions=predictions,
                model={"rule": rule, **({} if root_only else {"depth": depth})}, extra=extra)
 
 

@@ -8,7 +8,8 @@ No neural network: where it beats the models, the task's labels are in its surfa
 Token n-grams (orders 1..3 by default) hashed into ``buckets`` features, weights
 log(1 + count) normalised to unit length per example, multinomial logistic regression (an
 ``EmbeddingBag`` + bias trained with sparse Adam). The best epoch on validation is tested; its
-validation accuracy per epoch is ``history.csv``. The arguments every baseline takes, and what
+validation accuracy per epoch is ``history.csv``; its predictions (the classifier's softmax) are
+the best epoch's on validation and on the test. The arguments every baseline takes, and what
 it writes: :mod:`hkt.baselines.run`.
 """
 
@@ -20,9 +21,10 @@ import time
 import numpy as np
 
 from hkt.baselines import register
-from hkt.baselines.run import Fit, Splits, add_run_arguments, run_command
+from hkt.baselines.run import Fit, Splits, add_run_arguments, answers, run_command
 from hkt.data.parquet import SplitData
 from hkt.errors import ConfigError
+from hkt.predictions import PROB_DTYPE, SplitPredictions
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio multiplier of Fibonacci hashing
 _STEP = np.uint64(1_000_003)
@@ -124,14 +126,14 @@ def _train(train: SplitData, val: SplitData, test: SplitData, *, num_classes: in
         i, o, w = batch(name, idx)
         return emb(i, o, per_sample_weights=w) + bias
 
-    def accuracy(name: str, split: SplitData) -> float:
+    def predict(name: str, split: SplitData) -> SplitPredictions:
+        """Every example's class and probabilities (its accuracy: the record's)."""
         with torch.no_grad():
-            correct = 0
-            for s in range(0, len(split), 4096):
-                idx = np.arange(s, min(len(split), s + 4096))
-                pred = logits(name, idx).argmax(-1).numpy()
-                correct += int((pred == split.labels[idx]).sum())
-        return correct / max(1, len(split))
+            out = [logits(name, np.arange(s, min(len(split), s + 4096)))
+                   for s in range(0, len(split), 4096)]
+        z = torch.cat(out) if out else torch.zeros(0, num_classes)
+        return answers(split, z.argmax(-1).numpy(), num_classes,
+                       z.softmax(-1).numpy().astype(PROB_DTYPE))
 
     rng = np.random.default_rng(seed)
     labels = torch.from_numpy(np.array(train.labels, dtype=np.int64))
@@ -148,16 +150,16 @@ def _train(train: SplitData, val: SplitData, test: SplitData, *, num_classes: in
             opt_sparse.step()
             opt_dense.step()
             step += 1
-        val_acc = accuracy("val", val)
-        history.append({"step": step, "val_acc": val_acc})
-        if val_acc > best["val"]:
-            best = {"val": val_acc, "step": step,
+        val_pred = predict("val", val)
+        history.append({"step": step, "val_acc": val_pred.accuracy})
+        if val_pred.accuracy > best["val"]:
+            best = {"val": val_pred.accuracy, "step": step, "predictions": val_pred,
                     "state": (emb.weight.detach().clone(), bias.detach().clone())}
     train_time = time.perf_counter() - t0
     with torch.no_grad():
         emb.weight.copy_(best["state"][0])
         bias.copy_(best["state"][1])
-    return {"val_accuracy": float(best["val"]), "test_accuracy": float(accuracy("test", test)),
+    return {"predictions": {"val": best["predictions"], "test": predict("test", test)},
             "n_params": int(emb.weight.numel() + bias.numel()), "steps": step,
             "best_step": int(best["step"]), "history": history, "train_time_s": train_time}
 

@@ -7,8 +7,10 @@ numbers, a :class:`Fit`, from the :class:`Splits` it is given.
         [--results-dir DIR] [its own options]
 
 Writes ``RUN_DIR/record.json`` with the public record writer (:mod:`hkt.run_record`,
-docs/contracts.md "Runs"), ``history.csv`` when the baseline has a validation curve and, with
-``--tracking-uri``, logs the same numbers, the record and its config to MLflow, in the
+docs/contracts.md "Runs"), ``predictions.parquet`` (:mod:`hkt.predictions`: the baseline's
+answer and probabilities on every validation and test example), ``history.csv`` when the
+baseline has a validation curve and, with ``--tracking-uri``, logs the same numbers, the
+record, its config and predictions to MLflow, in the
 experiment of the suite's trained models (``$HKT_MLFLOW_EXPERIMENT``, which the workflow sets,
 else ``hkt-<profile>-<task>`` as ``hkt train`` names it); otherwise its MLflow fields are null.
 Record and MLflow run name the suite run as ``hkt train``'s do (:class:`hkt.provenance.SuiteRun`):
@@ -38,12 +40,14 @@ from hkt.data.layout import SPLITS, split_file
 from hkt.data.parquet import SplitData, content_checksums, read_metadata
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text, sha256_file
+from hkt.predictions import (PREDICTIONS_NAME, SPLITS as PREDICTION_SPLITS, SplitPredictions,
+                             check_against_record, one_hot, read_predictions, write_predictions)
 from hkt.provenance import SuiteRun, code_digest, git_state
 from hkt.run_record import RECORD_NAME, make_record, write_history, write_record
 from hkt.train.tracking import EXPERIMENT_ENV, RESULTS_ENV, data_tags, experiment_name, suite_run
 
-__all__ = ["Splits", "Fit", "NO_PROFILE", "read_split", "run_baseline", "add_run_arguments",
-           "run_command"]
+__all__ = ["Splits", "Fit", "answers", "NO_PROFILE", "read_split", "run_baseline",
+           "add_run_arguments", "run_command"]
 
 # The profile label of a run no profile's budget set: config/train.yaml's train.profile default.
 NO_PROFILE = "none"
@@ -66,13 +70,15 @@ class Splits:
 class Fit:
     """What a baseline's ``fit`` computes; :func:`run_baseline` makes the record of it.
 
-    ``model`` and ``train`` are its settings in the record's ``config`` (``model.name`` and
-    ``train.profile``/``max_train`` are added); ``history`` one ``{"step", "val_acc"}`` per
-    evaluation (``history.csv`` and MLflow); ``batch_size`` the examples per step (samples/s);
-    ``extra`` more record fields (e.g. ``majority_label``)."""
+    ``predictions`` its answer on every example of ``val`` and ``test``
+    (:func:`answers`; the record's accuracies are theirs, so the run's ``predictions.parquet``
+    and its record agree by construction); ``model`` and ``train`` its settings in the
+    record's ``config`` (``model.name`` and ``train.profile``/``max_train`` are added);
+    ``history`` one ``{"step", "val_acc"}`` per evaluation (``history.csv`` and MLflow);
+    ``batch_size`` the examples per step (samples/s); ``extra`` more record fields (e.g.
+    ``majority_label``)."""
 
-    val_accuracy: float
-    test_accuracy: float
+    predictions: dict[str, SplitPredictions]
     model: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
     n_params: int = 0
@@ -82,6 +88,28 @@ class Fit:
     train_time_s: float = 0.0
     batch_size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if set(self.predictions) != set(PREDICTION_SPLITS):
+            raise ValueError(f"a baseline's Fit holds predictions of {PREDICTION_SPLITS}, "
+                             f"not of {sorted(self.predictions)}")
+
+    @property
+    def val_accuracy(self) -> float:
+        return self.predictions["val"].accuracy
+
+    @property
+    def test_accuracy(self) -> float:
+        return self.predictions["test"].accuracy
+
+
+def answers(split: SplitData, preds: np.ndarray, num_classes: int,
+            probs: np.ndarray | None = None) -> SplitPredictions:
+    """A baseline's predictions on every example of ``split``, in file order: ``preds`` the
+    class it answers, ``probs`` its probabilities (None: a rule's, one-hot on ``preds``)."""
+    preds = np.asarray(preds, dtype=np.int64)
+    return SplitPredictions(np.arange(len(split), dtype=np.int64), split.labels, preds,
+                            one_hot(preds, num_classes) if probs is None else probs)
 
 
 def read_split(data_dir: str | Path, split: str) -> SplitData:
@@ -131,9 +159,11 @@ def run_baseline(name: str, data_dir: str | Path, out: str | Path, *, seed: int 
         {"results_dir": results_dir or os.environ.get(RESULTS_ENV)}))
     if res.history:
         write_history(res.history, out)
+    fields["predictions"] = write_predictions(res.predictions, out, int(meta["num_classes"]))
     if not tracking_uri:
         record = make_record(**fields, wall_time_s=time.perf_counter() - t_start, mlflow=None,
                              env_digest=environment.save(out))  # writes OUT/environment.json
+        check_against_record(read_predictions(out), record, out / PREDICTIONS_NAME)
         write_record(record, out)
         return record
     return _logged(fields, meta, res.history, {s: len(splits[s]) for s in SPLITS}, out,
@@ -189,10 +219,12 @@ def _logged(fields: dict[str, Any], meta: dict[str, Any], history: list[dict[str
         record = make_record(**fields, wall_time_s=time.perf_counter() - t_start,
                              mlflow=(tracker.run_id, uri, tracker.experiment),
                              env_digest=environment.save(out))
+        check_against_record(read_predictions(out), record, out / PREDICTIONS_NAME)
         write_record(record, out)
         atomic_write_text(out / "config.json", json.dumps(f["config"], indent=2) + "\n")
-        # final metrics, record and config as `hkt train` logs them (environment.json: by start())
-        log_final(tracker, record, [out / "config.json"])
+        # final metrics, record, config and predictions as `hkt train` logs them
+        # (environment.json: by start())
+        log_final(tracker, record, [out / "config.json", out / PREDICTIONS_NAME])
     except BaseException:
         tracker.finish("FAILED")
         raise

@@ -25,15 +25,20 @@ from torch import nn, optim
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
 from hkt import signals
+from hkt.predictions import SplitPredictions
 from hkt.run_record import HISTORY_NAME, write_history
 from hkt.train import rundir
 from hkt.train.data import RunData
 
-__all__ = ["CHECKPOINT_FORMAT", "TrainState", "save_checkpoint", "load_checkpoint",
-           "rng_state", "set_rng_state", "Checkpointing"]
+__all__ = ["CHECKPOINT_FORMAT", "VAL_PREDICTIONS", "TrainState", "save_checkpoint",
+           "load_checkpoint", "predictions_state", "predictions_from_state", "rng_state",
+           "set_rng_state", "Checkpointing"]
 
 #: Version of the checkpoint layout; a checkpoint of another version is refused on resume.
 CHECKPOINT_FORMAT = 1
+#: ``best.pt``'s key for the predictions of the validation that made it the best (a best.pt
+#: of before issue 58 lacks it: the run's end evaluates the validation split again).
+VAL_PREDICTIONS = "val_predictions"
 
 
 def _no_best() -> dict[str, Any]:
@@ -100,6 +105,17 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                             f"{str(exc).splitlines()[0] if str(exc) else ''}; delete it "
                             "(and the run directory's other checkpoints) to start over") from None
     return ck
+
+
+def predictions_state(p: SplitPredictions) -> dict[str, torch.Tensor]:
+    """One split's predictions as the tensors a checkpoint holds."""
+    return {"rows": torch.from_numpy(p.rows), "labels": torch.from_numpy(p.labels),
+            "preds": torch.from_numpy(p.preds), "probs": torch.from_numpy(p.probs)}
+
+
+def predictions_from_state(state: dict[str, torch.Tensor]) -> SplitPredictions:
+    """The predictions :func:`predictions_state` stored."""
+    return SplitPredictions(*(state[k].numpy() for k in ("rows", "labels", "preds", "probs")))
 
 
 def rng_state() -> dict[str, Any]:
@@ -188,10 +204,13 @@ class Checkpointing:
         save_checkpoint(state, self.last_path)
         write_history(self.state.history, self.run_dir / HISTORY_NAME)
 
-    def _save_best(self, metrics: dict[str, float]) -> None:
+    def _save_best(self, metrics: dict[str, Any]) -> None:
+        """``best.pt``: the model of this step and its validation, the predictions included
+        (what the run's ``predictions.parquet`` holds of the validation split at the end)."""
         save_checkpoint({"format": CHECKPOINT_FORMAT, "model": self.model.state_dict(),
                          "config": self.cfg_dict, "step": self.state.step,
-                         "val_accuracy": metrics["acc"], "val_loss": metrics["loss"]},
+                         "val_accuracy": metrics["acc"], "val_loss": metrics["loss"],
+                         VAL_PREDICTIONS: predictions_state(metrics["predictions"])},
                         self.best_path)
 
     def _stopped(self, signum: int, *, saved: bool, during: str = "") -> str:

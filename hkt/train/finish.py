@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.models.serving import served_tokens
+from hkt.predictions import PREDICTIONS_NAME
 from hkt.run_record import HISTORY_NAME, RECORD_NAME, make_record, write_record
 from hkt.mlflow_store import BEST_VAL_TAG
 from hkt.train.checkpoint import TrainState
@@ -28,11 +29,13 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
                     checksums: dict[str, str], tracker: NullTracker,
                     content_checksums: dict[str, str] | None = None,
                     env_digest: str | None = None, train_examples: int | None = None,
-                    execution: dict[str, Any] | None = None) -> dict[str, Any]:
+                    execution: dict[str, Any] | None = None,
+                    predictions: dict[str, str] | None = None) -> dict[str, Any]:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
     was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
     names the software environment (:mod:`hkt.environment`); ``execution`` the precision,
-    threads and GPU sharing (:mod:`hkt.train.execution`)."""
+    threads and GPU sharing (:mod:`hkt.train.execution`); ``predictions`` the file of the
+    run's predictions and its SHA-256 (:func:`hkt.predictions.write_predictions`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
         task=cfg.task.family, model=cfg.tracking.model, variant=cfg.variant, seed=cfg.seed,
@@ -45,7 +48,8 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
         device=device, git=git, data_dir=data_dir, data_checksums=checksums,
         data_content_checksums=content_checksums,
         mlflow=(state.mlflow_run_id, tracker.uri, tracker.experiment) if tracker.enabled else None,
-        suite_run=suite_run(cfg.tracking), env_digest=env_digest, **(execution or {}))
+        suite_run=suite_run(cfg.tracking), env_digest=env_digest, predictions=predictions,
+        **(execution or {}))
 
 
 def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path]) -> None:
@@ -83,14 +87,16 @@ def publish(tracker: NullTracker, record: dict[str, Any], run_dir: Path, *, mode
             data: Any, cfg: Any) -> dict[str, Any]:
     """Send a finished run to MLflow: the model (the best checkpoint, loaded in ``model``, with
     an input example of ``data``'s test split; None: not sent), the final metrics, the
-    artifacts and the record (:func:`log_final`). Returns ``record``, with :data:`GAP_FIELD`
-    where the store stopped answering (what the record then says), without it where the MLflow
+    artifacts (config, curve, history, predictions) and the record (:func:`log_final`).
+    Returns ``record``, with :data:`GAP_FIELD` where the store stopped answering (what the
+    record then says), without it where the MLflow
     run is whole."""
     record = {k: v for k, v in record.items() if k != GAP_FIELD}
     if model is not None and cfg.tracking.log_model and tracker.enabled and tracker.gap is None:
         example = next(iter(data.eval_batches("test", int(cfg.tracking.model_examples), 1)))
         tracker.log_model(model, served_tokens(example["tokens"], example["mask"]))
-    artifacts = [run_dir / CONFIG_NAME, run_dir / "learning_curve.png", run_dir / HISTORY_NAME]
+    artifacts = [run_dir / CONFIG_NAME, run_dir / "learning_curve.png", run_dir / HISTORY_NAME,
+                 run_dir / PREDICTIONS_NAME]
     log_final(tracker, record, [p for p in artifacts if p.exists()])
     if tracker.gap is not None:
         record[GAP_FIELD] = {**tracker.gap, "model_logged": tracker.model_logged}

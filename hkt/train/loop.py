@@ -31,9 +31,12 @@ from hkt.errors import RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
 from hkt.data.layout import SPLITS
 from hkt.provenance import code_digest, git_state
+from hkt.predictions import (PREDICTIONS_NAME, check_against_record, read_predictions,
+                             write_predictions)
 from hkt.run_record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
 from hkt.train import rundir
-from hkt.train.checkpoint import Checkpointing, TrainState, load_checkpoint, rng_state
+from hkt.train.checkpoint import (VAL_PREDICTIONS, Checkpointing, TrainState, load_checkpoint,
+                                  predictions_from_state, rng_state)
 from hkt.train.config import validate
 from hkt.train.data import RunData, model_for
 from hkt.train.backfill import complete_tracking
@@ -314,7 +317,7 @@ class _Run(Checkpointing):
         try:
             val = evaluate(self.forward, self.model, self.data.eval_batches(
                 "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
-                on_batch=validating)
+                on_batch=validating, keep=True)  # a new best keeps its predictions (best.pt)
         except signals.Stopped as exc:
             raise self._stop_validating(exc.signum, window, row, due, rng) from None
         if val["acc"] > st.best["acc"]:
@@ -347,6 +350,22 @@ class _Run(Checkpointing):
         raise signals.Stopped(signum, self._stopped(signum, saved=True))
 
     # -- the end ---------------------------------------------------------------------------
+    def _predictions(self, best: dict[str, Any], test: dict[str, Any]) -> dict[str, str]:
+        """Write ``predictions.parquet``: the validation that made ``best`` the best (kept in
+        ``best.pt``) and ``test``, the test of the same model; the record's field for it. A
+        ``best.pt`` of before issue 58 holds no predictions: its validation is made again."""
+        if VAL_PREDICTIONS in best:
+            val = predictions_from_state(best[VAL_PREDICTIONS])
+        else:
+            self.say(f"{self.best_path} holds no validation predictions (written before they were "
+                     "kept): validating the best checkpoint again for them")
+            tc = self.cfg.train
+            val = evaluate(self.forward, self.model, self.data.eval_batches(
+                "val", int(tc.batch_size), tc.eval_batches), self.device, self.amp,
+                keep=True)["predictions"]
+        return write_predictions({"val": val, "test": test["predictions"]}, self.run_dir,
+                                 self.data.num_classes)
+
     def _finish(self) -> dict[str, Any]:
         """Test the best checkpoint; write the curve, history and record (last); close MLflow."""
         cfg = self.cfg
@@ -362,8 +381,9 @@ class _Run(Checkpointing):
         self.during = " (while testing)"
         test = evaluate(self.forward, self.model, self.data.eval_batches("test", bs, limit),
                         self.device, self.amp, on_batch=lambda b, n: beat.pass_note(
-                            self.state.step, "testing", b, n_test, n, since=since))
+                            self.state.step, "testing", b, n_test, n, since=since), keep=True)
         self.during = ""
+        predictions = self._predictions(best, test)
         # the budget in the title: a curve read alone says what the run trained for
         title = (f"{cfg.task.id} / {cfg.tracking.model} / {cfg.variant} / seed {cfg.seed}\n"
                  f"budget: {cfg.train.profile}, {int(cfg.train.max_steps):,} steps of batch {bs}")
@@ -376,7 +396,10 @@ class _Run(Checkpointing):
             content_checksums=self.data.content_checksums, tracker=self.tracker,
             env_digest=environment.save(self.run_dir),  # writes RUN_DIR/environment.json
             train_examples=self.data.size("train"),  # the sharing as it ends: its most seen
-            execution=execution(self.device.type, self.amp, self.execution["threads"], held()))
+            execution=execution(self.device.type, self.amp, self.execution["threads"], held()),
+            predictions=predictions)
+        check_against_record(read_predictions(self.run_dir), record,
+                             self.run_dir / PREDICTIONS_NAME)  # never a file the record belies
         record = publish(self.tracker, record, self.run_dir, model=self.model,  # the best, loaded above
                          data=self.data, cfg=cfg)
         write_record(record, self.run_dir / RECORD_NAME)  # last: its presence means "done"

@@ -13,6 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from hkt.errors import ConfigError, TrainingError
+from hkt.predictions import PROB_DTYPE, SplitPredictions
+
+#: The probabilities' dtype as torch names it (the file's: hkt.predictions.PROB_DTYPE)
+PROB_TORCH = {np.float16: torch.float16, np.float32: torch.float32}[PROB_DTYPE]
 
 __all__ = ["autocast_dtype", "seed_everything", "to_device", "forward_backward", "evaluate"]
 
@@ -66,27 +70,39 @@ def forward_backward(forward: Any, opt: torch.optim.Optimizer, params: list[nn.P
 
 @torch.no_grad()
 def evaluate(forward, model: nn.Module, batches, device: torch.device,
-             amp: torch.dtype | None, on_batch: Callable[[int, int], None] | None = None
-             ) -> dict[str, float]:
+             amp: torch.dtype | None, on_batch: Callable[[int, int], None] | None = None,
+             *, keep: bool = False) -> dict[str, Any]:
     """Mean loss, accuracy and example count ``n`` over ``batches`` (model in eval mode,
     restored afterwards). ``on_batch(batches_done, examples_done)`` is called after each batch
-    (progress lines during a long validation)."""
+    (progress lines during a long validation). ``keep``: also ``predictions``, every example's
+    row in its split's file (the batch's ``index``), label, predicted class and probabilities
+    (:class:`hkt.predictions.SplitPredictions`), from this same pass, whose accuracy is
+    ``acc``."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     correct = torch.zeros((), dtype=torch.int64, device=device)
     n = 0
+    kept: list[tuple[torch.Tensor, ...]] = []
     for i, batch in enumerate(batches):
         tokens, mask, labels = to_device(batch, device)
         with torch.autocast(device.type, dtype=amp or torch.float32, enabled=amp is not None):
             logits = forward(tokens, mask)
         logits = logits.float()
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").double()
-        correct += (logits.argmax(-1) == labels).sum()
+        pred = logits.argmax(-1)
+        correct += (pred == labels).sum()
         n += labels.numel()
+        if keep:  # on the device until the pass ends: no copy (and sync) per batch
+            kept.append((batch["index"], labels, pred, logits.softmax(-1).to(PROB_TORCH)))
         if on_batch is not None:
             on_batch(i + 1, n)
     model.train(was_training)
     if n == 0:
         raise TrainingError("evaluation saw no examples (empty split?)")
-    return {"loss": loss_sum.item() / n, "acc": correct.item() / n, "n": n}
+    out: dict[str, Any] = {"loss": loss_sum.item() / n, "acc": correct.item() / n, "n": n}
+    if keep:
+        rows, labels, preds, probs = (torch.cat([k[j].cpu() for k in kept]).numpy()
+                                      for j in range(4))
+        out["predictions"] = SplitPredictions(rows, labels, preds, probs)
+    return out
