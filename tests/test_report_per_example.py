@@ -22,6 +22,8 @@ from hkt.data.examples import load_examples
 from hkt.data.layout import EXAMPLES
 from hkt.data.prepare import prepare_task
 from hkt.report import per_example
+from hkt.predictions import (PREDICTIONS_NAME, RECORD_FIELD, SPLITS, SplitPredictions, one_hot,
+                             write_predictions)
 from hkt.report.stats import mcnemar, paired_bootstrap
 from hkt.report.tables import TEST_SET_NOTE
 
@@ -90,12 +92,14 @@ def listops(tmp_path_factory) -> Path:
     return out
 
 
-def _predictions(path: Path, facts: pl.DataFrame, pred: np.ndarray) -> None:
-    """A run's predictions.parquet in the schema every run writes (probabilities one-hot)."""
-    cols = {"split": facts["split"], "row": facts["row"], "label": facts["label"],
-            "pred": pl.Series(pred.astype(np.int64))}
-    cols |= {f"p{k}": pl.Series((pred == k).astype(np.float32)) for k in range(10)}
-    pl.DataFrame(cols).write_parquet(path)
+def _predictions(run_dir: Path, facts: pl.DataFrame, pred: np.ndarray) -> dict[str, str]:
+    """A run's predictions.parquet, written as every run writes it (probabilities one-hot);
+    returns the record's field naming it."""
+    split = {name: (facts["split"] == name).to_numpy() for name in SPLITS}
+    return write_predictions({name: SplitPredictions(
+        rows=facts["row"].to_numpy()[m], labels=facts["label"].to_numpy()[m],
+        preds=pred.astype(np.int64)[m], probs=one_hot(pred.astype(np.int64)[m], 10))
+        for name, m in split.items()}, run_dir, 10)
 
 
 def _suite(root: Path, data: Path, *, predictions: bool = True, models=("hkt", "mha"),
@@ -120,9 +124,9 @@ def _suite(root: Path, data: Path, *, predictions: bool = True, models=("hkt", "
                               test_examples=int(test.sum()), data_dir=str(data), steps=1000)
             d = runs / "listops" / model / "main" / f"seed{seed}"
             d.mkdir(parents=True, exist_ok=True)
-            (d / "record.json").write_text(json.dumps(rec))
             if predictions:
-                _predictions(d / per_example.PREDICTIONS, facts, pred)
+                rec[RECORD_FIELD] = _predictions(d, facts, pred)
+            (d / "record.json").write_text(json.dumps(rec))
     for rule in RULES if rules else ():  # the rule references, as their baselines record them
         right = (facts[rule] == facts["label"]).to_numpy()
         test = (facts["split"] == "test").to_numpy()
@@ -131,9 +135,9 @@ def _suite(root: Path, data: Path, *, predictions: bool = True, models=("hkt", "
                           data_dir=str(data), n_params=0, external=f"hkt.baselines.{rule}")
         d = runs / "listops" / rule / "main" / "seed0"
         d.mkdir(parents=True, exist_ok=True)
-        (d / "record.json").write_text(json.dumps(rec))
         if predictions:
-            _predictions(d / per_example.PREDICTIONS, facts, facts[rule].to_numpy())
+            rec[RECORD_FIELD] = _predictions(d, facts, facts[rule].to_numpy())
+        (d / "record.json").write_text(json.dumps(rec))
     return runs
 
 
@@ -272,7 +276,7 @@ def test_runs_without_predictions_leave_every_table_as_it_was(listops, tmp_path)
 
 def test_predictions_on_other_data_stop_with_one_line(listops, tmp_path, capsys):
     runs = _suite(tmp_path, listops, models=("hkt",))
-    path = runs / "listops" / "hkt" / "main" / "seed0" / per_example.PREDICTIONS
+    path = runs / "listops" / "hkt" / "main" / "seed0" / PREDICTIONS_NAME
     bad = pl.read_parquet(path).with_columns((pl.col("label") + 1) % 10)
     bad.write_parquet(path)
     assert hkt_main(["aggregate", str(runs), "--out", str(tmp_path / "out")]) == 2
@@ -380,7 +384,7 @@ def test_the_per_example_products_are_written_where_predictions_are_and_declared
 
 def test_an_unreadable_facts_or_predictions_file_is_one_line_naming_it(listops, tmp_path, capsys):
     runs = _suite(tmp_path, listops, models=("hkt",))
-    path = runs / "listops" / "hkt" / "main" / "seed0" / per_example.PREDICTIONS
+    path = runs / "listops" / "hkt" / "main" / "seed0" / PREDICTIONS_NAME
     pl.read_parquet(path).drop("pred").write_parquet(path)
     assert hkt_main(["aggregate", str(runs), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

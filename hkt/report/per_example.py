@@ -39,19 +39,18 @@ import yaml
 from hkt import paper
 from hkt.data.examples import load_examples
 from hkt.errors import ConfigValueError
+from hkt.predictions import PREDICTIONS_NAME
 from hkt.references import RULE_REFERENCES
 from hkt.report.stats import Difference, mcnemar, paired_bootstrap
 from hkt.report.writers import Display, pm, signed
 from hkt.runs_frame import KEY, MODEL_ORDER, AggregateError, ordered, record_length
 from hkt.value_checks import integer, number
 
-__all__ = ["PREDICTIONS", "Settings", "load_settings", "Readings", "load_readings", "data_dirs",
+__all__ = ["Settings", "load_settings", "Readings", "load_readings", "data_dirs",
            "paired_table", "with_paired", "paired_note", "paired_display", "agreement_table",
            "agreement_display", "rule_readings", "breakdown_table", "breakdown_display",
            "breakdown_gap_table", "breakdown_gap_display", "mechanism_table"]
 
-#: A run's predictions, beside its record (one row per val and test example).
-PREDICTIONS = "predictions.parquet"
 #: The facets a breakdown reads, in this order, with the fact each buckets.
 DEPTH, DEPTH_GROUP, NEEDED, LENGTH, ROOT, CLASS = (
     "depth", "depth group", "answer depth", "length quartile", "root operator", "class")
@@ -181,7 +180,7 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
     missing = []
     facts: dict[tuple[str, int | None], pl.DataFrame] = {}
     for r in runs.select(*KEY, "source").iter_rows(named=True):
-        path = Path(r["source"]).parent / PREDICTIONS if r["source"] else None
+        path = Path(r["source"]).parent / PREDICTIONS_NAME if r["source"] else None
         key = tuple(r[k] for k in KEY)
         if path is None or not path.is_file():
             missing.append(f"{r['task']}/{r['model']}/{r['variant']}/seed{r['seed']}")
