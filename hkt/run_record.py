@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -51,8 +52,14 @@ APPROXIMATION_STATES = ("trained", "init")
 
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
            "APPROXIMATION_SECTION", "APPROXIMATION_STATES",
-           "HISTORY_COLUMNS", "RecordError", "schema", "validate_record", "load_record",
+           "HISTORY_COLUMNS", "REBUILD", "RecordError", "schema", "validate_record", "load_record",
            "make_record", "write_record", "write_history", "read_history"]
+
+
+#: What to do about a record that does not load (a damaged record; docs/faults.md).
+REBUILD = ("a damaged record: run the workflow again, which redoes a run whose record does not "
+           "load, or the run's own `hkt train` command, which rebuilds the record from the run's "
+           "final checkpoint (an external baseline's command runs it again)")
 
 
 class RecordError(HKTError):
@@ -74,8 +81,27 @@ def _validator() -> jsonschema.Draft202012Validator:
         schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+def _non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number in ``value`` (a record, or a part of it) that is not finite (NaN or
+    ±inf, which ``json.dump`` writes and the schema's ``number`` lets through): its dotted
+    place and value; None where every number is finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "(record)", value
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def validate_record(record: dict[str, Any]) -> dict[str, Any]:
-    """Check ``record`` against the schema; raise :class:`RecordError` naming the field."""
+    """Check ``record`` against the schema, and that every number in it is finite; raise
+    :class:`RecordError` naming the field."""
+    bad = _non_finite(record)
+    if bad is not None:
+        raise RecordError(f"invalid run record: {bad[0]} is {bad[1]}, not a finite number")
     errors = sorted(_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         lines = []
@@ -96,12 +122,12 @@ def load_record(path: str | Path) -> dict[str, Any]:
         record = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         raise RecordError(f"no run record at {path}") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path} is not valid JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path} is not valid JSON ({exc}): {REBUILD}") from None
     try:
         record = validate_record(record)
     except RecordError as exc:
-        raise RecordError(f"{path}: {exc}") from None
+        raise RecordError(f"{path}: {exc}; {REBUILD}") from None
     return record
 
 
