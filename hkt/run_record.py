@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -52,7 +53,7 @@ APPROXIMATION_STATES = ("trained", "init")
 
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
            "APPROXIMATION_SECTION", "APPROXIMATION_STATES",
-           "HISTORY_COLUMNS", "REBUILD", "RecordError", "schema", "validate_record", "load_record",
+           "HISTORY_COLUMNS", "REBUILD", "DAMAGED_NAME", "RecordError", "set_aside_if_damaged", "schema", "validate_record", "load_record",
            "make_record", "write_record", "write_history", "read_history"]
 
 
@@ -62,8 +63,17 @@ REBUILD = ("a damaged record: run the workflow again, which redoes a run whose r
            "final checkpoint (an external baseline's command runs it again)")
 
 
+#: The name a record that does not load is set aside under (:func:`set_aside_if_damaged`).
+DAMAGED_NAME = RECORD_NAME + ".damaged"
+
+
 class RecordError(HKTError):
-    """A run record that does not match the schema."""
+    """A run record that does not match the schema; ``problem`` says what is wrong, without what
+    to do."""
+
+    def __init__(self, message: str, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem or message
 
 
 @lru_cache(maxsize=1)
@@ -123,12 +133,31 @@ def load_record(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise RecordError(f"no run record at {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path} is not valid JSON ({exc}): {REBUILD}") from None
+        problem = f"not valid JSON ({exc})"
+        raise RecordError(f"{path} is {problem}: {REBUILD}", problem) from None
     try:
         record = validate_record(record)
     except RecordError as exc:
-        raise RecordError(f"{path}: {exc}; {REBUILD}") from None
+        raise RecordError(f"{path}: {exc}; {REBUILD}", str(exc)) from None
     return record
+
+
+def set_aside_if_damaged(path: str | Path) -> str | None:
+    """Rename a record (a ``record.json``, or a run directory holding one) that exists but does
+    not load to :data:`DAMAGED_NAME` beside it (replacing an earlier one), so that nothing takes
+    its run as finished: ``hkt train`` and the workflow then finish the run again (from its last
+    checkpoint). Returns what was wrong with it; None where it loads or there is none."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORD_NAME
+    if not path.exists():
+        return None
+    try:
+        load_record(path)
+    except RecordError as exc:
+        os.replace(path, path.with_name(DAMAGED_NAME))
+        return exc.problem
+    return None
 
 
 def _rounded(value: float | None, digits: int) -> float | None:

@@ -157,3 +157,106 @@ def test_an_aggregate_that_fails_leaves_out_as_it_was(tmp_path, capsys, monkeypa
     assert _aggregate(capsys, root, out=out)[0] == 0
     assert (out / "tables" / "main.md").read_bytes() != before["tables/main.md"]
     assert not (out / build.STAGE).exists() and sorted(before) == _files(out)
+
+
+# ------------------------------------------------------------------ a record that does not load
+
+
+def _train_cmd(data: Path, out: Path) -> list[str]:
+    return ["train", "--data", str(data), "--out", str(out), "task=listops", "model=mha",
+            "profile=smoke", "train.max_steps=6", "train.eval_every=3", "train.log_every=3",
+            "train.checkpoint_every=3", "--no-progress"]
+
+
+def test_hkt_train_rebuilds_a_truncated_record_from_the_final_checkpoint(tmp_path, capsys,
+                                                                       isolated_results):
+    """Issue 61: a record.json cut short counted as done; `hkt train` said "not valid JSON"
+    and stopped. The same command now sets it aside (record.json.damaged), says so in one line,
+    and finishes the run from its last checkpoint: the best checkpoint tested again, the same
+    numbers, its MLflow run FINISHED."""
+    from mlflow.tracking import MlflowClient
+
+    from conftest import write_prepared_data
+    from hkt.mlflow_store import tracking_uri
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    run = tmp_path / "run"
+    assert hkt_main(_train_cmd(data, run)) == 0
+    record = json.loads((run / "record.json").read_text())
+    text = (run / "record.json").read_text()
+    (run / "record.json").write_text(text[: len(text) // 2])  # a copy cut off half-way
+    capsys.readouterr()
+    assert hkt_main(_train_cmd(data, run)) == 0
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if line.startswith("hkt: warning:")]
+    assert len(warned) == 1 and f"{run / 'record.json'} does not load (not valid JSON" in warned[0]
+    assert "kept as record.json.damaged" in warned[0] and "from its last checkpoint" in warned[0]
+    assert "resuming from" in err and "at step 6/6" in err  # nothing left to train: it tests
+    rebuilt = json.loads((run / "record.json").read_text())
+    for key in ("val_accuracy", "test_accuracy", "test_loss", "best_step", "steps", "n_params",
+                "data_checksums", "mlflow_run_id"):
+        assert rebuilt[key] == record[key], key
+    assert (run / "record.json.damaged").read_text() == text[: len(text) // 2]
+    client = MlflowClient(tracking_uri(None, isolated_results))
+    assert client.get_run(rebuilt["mlflow_run_id"]).info.status == "FINISHED"
+    # a record with a NaN, or whose schema fails, is rebuilt the same way; a whole one is kept
+    (run / "record.json").write_text(json.dumps({**rebuilt, "test_accuracy": math.nan}))
+    assert hkt_main(_train_cmd(data, run)) == 0
+    assert "test_accuracy is nan, not a finite number" in capsys.readouterr().err
+    assert json.loads((run / "record.json").read_text())["test_accuracy"] == record["test_accuracy"]
+    assert hkt_main(_train_cmd(data, run)) == 0
+    assert "run already finished; nothing to do." in capsys.readouterr().err
+
+
+def test_the_workflow_redoes_a_run_whose_record_does_not_load(tmp_path):
+    """Snakemake takes a job whose output exists as done. A record that does not load is set
+    aside when the workflow reads its Snakefile, so the job runs again; a whole one is left
+    alone (a dry run here: the data and one run's record in place)."""
+    from hkt.workflow.suites import load_suite
+    from test_workflow import ROOT, snakemake
+
+    grid = load_suite("smoke", overrides={"results_dir": "res"}).grid
+    job = grid.train_jobs()[0]
+    for f in grid.data_files(job.task):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+    record = tmp_path / grid.record(job)
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps(make_record(task=job.task, model=job.model, seed=job.seed)))
+    args = ("-n", grid.record(job), "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"),
+            "--config", "results_dir=res")
+    r = snakemake(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Nothing to be done" in r.stdout + r.stderr
+    record.write_text(record.read_text()[:100])
+    r = snakemake(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout + r.stderr
+    warned = [line for line in out.splitlines() if line.startswith("hkt: warning:")]
+    assert len(warned) == 1 and f"{grid.record(job)} does not load (not valid JSON" in warned[0]
+    assert "set aside as record.json.damaged: its job runs again" in warned[0]
+    assert "rule train:" in out and "Nothing to be done" not in out
+    assert not record.exists() and record.with_name("record.json.damaged").exists()
+
+
+def test_hkt_status_does_not_count_a_record_that_does_not_load_as_done(tmp_path, capsys):
+    """`hkt status` said such a run was done. It is waiting now, named with what happens."""
+    from test_status import results as _results  # noqa: F401 - the plan of a small suite
+    from hkt.status import format_status, settings, suite_status
+
+    res = _results.__wrapped__(tmp_path)
+    for j in json.loads((res / "plan" / "suite.json").read_text())["jobs"]:
+        out = tmp_path / j["output"]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(make_record(seed=int(j["name"][-1]))) if j["rule"] == "train"
+                       else "{}")
+    broken = res / "runs/listops/hkt/main/seed1/record.json"
+    broken.write_text(broken.read_text()[:50])
+    s = suite_status(res, settings([]))
+    text = format_status(s)
+    assert "jobs: 6: done 4, running 0, waiting 2, failed 0" in text  # the run, and the aggregate
+    assert "to redo:" in text
+    line = next(line for line in text.splitlines() if "listops/hkt/main/seed1" in line)
+    assert "does not load (not valid JSON" in line and "the workflow's next run redoes this run" \
+        in line
+    assert broken.exists()  # status only reads
