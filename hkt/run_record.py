@@ -229,8 +229,8 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
 
 def write_record(record: dict[str, Any], path: str | Path) -> Path:
     """Validate and write ``record`` atomically to ``path`` (a file, or a run directory that
-    gets ``record.json``; any path not ending in .json is one); returns the file written. Written last by every run: its presence
-    means the run is finished."""
+    gets ``record.json``; any path not ending in .json is one); returns the file written. Written last by every run: a record that
+    loads means the run is finished (one that does not is set aside: :func:`set_aside_if_damaged`)."""
     validate_record(record)
     path = Path(path)
     if path.suffix != ".json":
