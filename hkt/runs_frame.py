@@ -145,8 +145,8 @@ def check_place(rec: dict[str, Any], path: str | Path) -> None:
             f"{path} lies in the run directory of {m['task']}/{m['model']}/{m['variant']}/"
             f"seed{m['seed']} but is the record of {rec.get('task')}/{rec.get('model')}/"
             f"{rec.get('variant')}/seed{rec.get('seed')} (its {', '.join(wrong)} differ): a record "
-            "copied or edited by hand; put each run's own record back in its directory (the "
-            "workflow rewrites it when the record is deleted)")
+            "copied or edited by hand; delete it, or put back the record of the run this "
+            "directory holds")
 
 
 def check_unique(rows: Sequence[dict[str, Any]]) -> None:
