@@ -178,7 +178,7 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
                                   for r in records])
         curves = curves_from_records(records, runs)
         unreadable = unreadable_histories(records, runs)
-        for r in unreadable.iter_rows(named=True):
+        for r in unreadable.iter_rows(named=True) if not args.no_tables else ():
             print(f"hkt: warning: {r['history']} is not readable as its run's history "
                   f"({r['why']}): {r['task']} T={r['length']} {r['model']}/{r['variant']} seed "
                   f"{r['seed']} has no curve in the convergence table and figures/val_curves.png "
