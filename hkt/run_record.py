@@ -21,6 +21,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import os
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -51,12 +53,27 @@ APPROXIMATION_STATES = ("trained", "init")
 
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
            "APPROXIMATION_SECTION", "APPROXIMATION_STATES",
-           "HISTORY_COLUMNS", "RecordError", "schema", "validate_record", "load_record",
+           "HISTORY_COLUMNS", "REBUILD", "DAMAGED_NAME", "RecordError", "set_aside_if_damaged", "schema", "validate_record", "load_record",
            "make_record", "write_record", "write_history", "read_history"]
 
 
+#: What to do about a record that does not load (a damaged record; docs/faults.md).
+REBUILD = ("a damaged record: run the workflow again, which redoes a run whose record does not "
+           "load, or the run's own `hkt train` command, which rebuilds the record from the run's "
+           "final checkpoint (an external baseline's command runs it again)")
+
+
+#: The name a record that does not load is set aside under (:func:`set_aside_if_damaged`).
+DAMAGED_NAME = RECORD_NAME + ".damaged"
+
+
 class RecordError(HKTError):
-    """A run record that does not match the schema."""
+    """A run record that does not match the schema; ``problem`` says what is wrong, without what
+    to do."""
+
+    def __init__(self, message: str, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem or message
 
 
 @lru_cache(maxsize=1)
@@ -74,8 +91,27 @@ def _validator() -> jsonschema.Draft202012Validator:
         schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+def _non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number in ``value`` (a record, or a part of it) that is not finite (NaN or
+    ±inf, which ``json.dump`` writes and the schema's ``number`` lets through): its dotted
+    place and value; None where every number is finite."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "(record)", value
+    items = value.items() if isinstance(value, dict) else enumerate(value) \
+        if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def validate_record(record: dict[str, Any]) -> dict[str, Any]:
-    """Check ``record`` against the schema; raise :class:`RecordError` naming the field."""
+    """Check ``record`` against the schema, and that every number in it is finite; raise
+    :class:`RecordError` naming the field."""
+    bad = _non_finite(record)
+    if bad is not None:
+        raise RecordError(f"invalid run record: {bad[0]} is {bad[1]}, not a finite number")
     errors = sorted(_validator().iter_errors(record), key=lambda e: list(e.absolute_path))
     if errors:
         lines = []
@@ -96,13 +132,32 @@ def load_record(path: str | Path) -> dict[str, Any]:
         record = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         raise RecordError(f"no run record at {path}") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path} is not valid JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        problem = f"not valid JSON ({exc})"
+        raise RecordError(f"{path} is {problem}: {REBUILD}", problem) from None
     try:
         record = validate_record(record)
     except RecordError as exc:
-        raise RecordError(f"{path}: {exc}") from None
+        raise RecordError(f"{path}: {exc}; {REBUILD}", str(exc)) from None
     return record
+
+
+def set_aside_if_damaged(path: str | Path) -> str | None:
+    """Rename a record (a ``record.json``, or a run directory holding one) that exists but does
+    not load to :data:`DAMAGED_NAME` beside it (replacing an earlier one), so that nothing takes
+    its run as finished: ``hkt train`` and the workflow then finish the run again (from its last
+    checkpoint). Returns what was wrong with it; None where it loads or there is none."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORD_NAME
+    if not path.exists():
+        return None
+    try:
+        load_record(path)
+    except RecordError as exc:
+        os.replace(path, path.with_name(DAMAGED_NAME))
+        return exc.problem
+    return None
 
 
 def _rounded(value: float | None, digits: int) -> float | None:
@@ -183,8 +238,8 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
 
 def write_record(record: dict[str, Any], path: str | Path) -> Path:
     """Validate and write ``record`` atomically to ``path`` (a file, or a run directory that
-    gets ``record.json``; any path not ending in .json is one); returns the file written. Written last by every run: its presence
-    means the run is finished."""
+    gets ``record.json``; any path not ending in .json is one); returns the file written. Written last by every run: a record that
+    loads means the run is finished (one that does not is set aside: :func:`set_aside_if_damaged`)."""
     validate_record(record)
     path = Path(path)
     if path.suffix != ".json":

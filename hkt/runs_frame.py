@@ -3,7 +3,8 @@
 Shared by the report (tables, figures) and the analyses (a run's identity, :data:`KEY`), so it
 sits below both. :func:`load_records` + :func:`runs_from_records` give the frame
 (:data:`RUN_COLUMNS`), :func:`curves_from_records` the validation curves
-(:data:`CURVE_COLUMNS`); :func:`record_row` is one row. A model's mixer columns
+(:data:`CURVE_COLUMNS`; :func:`unreadable_histories` the runs whose history lost theirs);
+:func:`record_row` is one row. A model's mixer columns
 (:data:`MIXER_FIELDS`: levels, stride, …) come from the fields of its token-mixer config present
 in the record (``config.model.mixer``), whatever the model: a field the model lacks is null. The MLflow reader
 (:mod:`hkt.report.mlflow_runs`) builds the same frame from MLflow. Accuracies are fractions here
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,8 @@ CURVE_COLUMNS: dict[str, Any] = {
     "seed": pl.Int64, "step": pl.Int64, "val_accuracy": pl.Float64, "source": pl.String,
 }
 
-#: A run's identity: rows with the same key are reruns of one run (the latest one counts).
+#: A run's identity: records must hold one run each (:func:`check_unique`); MLflow runs with the
+#: same key are reruns of one run (the latest one counts: :func:`latest`).
 KEY = ["task", "length", "model", "variant", "seed"]
 
 #: Display order of models; others follow alphabetically.
@@ -101,7 +104,8 @@ def find_records(paths: Iterable[str | Path], name: str = RECORD_NAME) -> list[P
 def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[dict[str, Any]]:
     """Read (and validate against the run-record schema) every record under ``paths``.
 
-    Each record gets a ``_path`` key: where it was read from.
+    Each record gets a ``_path`` key: where it was read from. A record in a run directory of
+    the workflow's layout (:func:`check_place`) must be the run that directory is.
     """
     records = []
     for f in find_records(paths):
@@ -112,9 +116,53 @@ def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[
                 rec = json.loads(f.read_text("utf-8"))
             except (OSError, json.JSONDecodeError) as exc:
                 raise AggregateError(f"{f}: cannot read the run record: {exc}") from None
+        check_place(rec, f)
         rec["_path"] = str(f)
         records.append(rec)
     return records
+
+
+#: A run directory of the workflow's layout: ``runs/TASK/MODEL/VARIANT/seedK`` (TASK: the task
+#: file's id, which the record's ``config.task.id`` names; a record's ``task`` is its family).
+RUN_PLACE = re.compile(r"(?:^|/)runs/(?P<task>[^/]+)/(?P<model>[^/]+)/(?P<variant>[^/]+)/"
+                       r"seed(?P<seed>\d+)/" + re.escape(RECORD_NAME) + "$")
+
+
+def check_place(rec: dict[str, Any], path: str | Path) -> None:
+    """Refuse (:class:`AggregateError`) a record whose place in a results directory's ``runs/``
+    says another run than the record does (a record copied under another model's folder, and
+    perhaps edited): the folders name the task, model, variant and seed. Records elsewhere are
+    not checked."""
+    m = RUN_PLACE.search(Path(path).as_posix())
+    if m is None:
+        return
+    task_ids = {rec.get("task"), get_path(rec.get("config") or {}, "task.id")}
+    said = {"task": m["task"] in task_ids, "model": m["model"] == rec.get("model"),
+            "variant": m["variant"] == rec.get("variant"),
+            "seed": as_int(rec.get("seed")) == int(m["seed"])}
+    wrong = [k for k, ok in said.items() if not ok]
+    if wrong:
+        raise AggregateError(
+            f"{path} lies in the run directory of {m['task']}/{m['model']}/{m['variant']}/"
+            f"seed{m['seed']} but is the record of {rec.get('task')}/{rec.get('model')}/"
+            f"{rec.get('variant')}/seed{rec.get('seed')} (its {', '.join(wrong)} differ): a record "
+            "copied or edited by hand; delete it, or put back the record of the run this "
+            "directory holds")
+
+
+def check_unique(rows: Sequence[dict[str, Any]]) -> None:
+    """Refuse (:class:`AggregateError`) two records of one run (:data:`KEY`): which of them the
+    tables showed would depend on the order they were read in."""
+    seen: dict[tuple[Any, ...], Any] = {}
+    for row in rows:
+        key = tuple(row.get(k) for k in KEY)
+        if key in seen:
+            task, length, model, variant, seed = key
+            raise AggregateError(
+                f"two records of one run ({task} T={length} {model}/{variant} seed {seed}): "
+                f"{seen[key]} and {row.get('source')}; aggregate one of them (the records of "
+                "one results directory, or of one rerun) and move the other away")
+        seen[key] = row.get("source")
 
 
 def get_path(d: Any, dotted: str) -> Any:
@@ -268,37 +316,87 @@ def latest(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def runs_from_records(records: Sequence[dict[str, Any]]) -> pl.DataFrame:
-    """The runs frame of ``records`` (see :func:`load_records`)."""
-    return latest(frame([record_row(r) for r in records], RUN_COLUMNS))
+    """The runs frame of ``records`` (see :func:`load_records`): one record per run, or an
+    :class:`AggregateError` naming two of one run (:func:`check_unique`)."""
+    rows = [record_row(r) for r in records]
+    check_unique(rows)
+    return latest(frame(rows, RUN_COLUMNS))  # one per run already: in the order it gives
 
 
 def curves_from_records(records: Sequence[dict[str, Any]],
                         runs: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Validation curves of the runs kept in ``runs`` (default: ``runs_from_records(records)``).
+    """Validation curves of the trained runs in ``runs`` (default: ``runs_from_records(records)``).
 
-    Each curve is read from the ``history.csv`` beside the run's record (its ``source``), so a
-    rerun's superseded record, dropped from ``runs``, contributes no curve either.
+    Each curve is read from the ``history.csv`` beside the run's record (its ``source``); one
+    that does not read as the run's history has no curve here: :func:`unreadable_histories`
+    names them, for a warning and the tables' notes.
     """
     if runs is None:
         runs = runs_from_records(records)
-    external = {r.get("_path") for r in records if r.get("external")}
     rows = []
-    for run in runs.select(*KEY, "source").iter_rows(named=True):
-        if not run["source"] or run["source"] in external:
-            continue  # external baselines: no training curve comparable to the models'
-        hist = Path(run["source"]).parent / HISTORY_NAME
-        if not hist.is_file():
-            continue
+    for run, rec in _trained(records, runs):
         try:
-            h = pl.read_csv(hist, infer_schema_length=None)
-        except Exception:  # noqa: BLE001 - a broken history only loses its curve
+            curve = read_curve(Path(run["source"]).parent / HISTORY_NAME, rec)
+        except ValueError:
             continue
-        if "step" not in h.columns or "val_acc" not in h.columns:
-            continue
-        h = h.select(pl.col("step").cast(pl.Int64), pl.col("val_acc").cast(pl.Float64, strict=False))
-        for step, acc in h.drop_nulls().iter_rows():
+        for step, acc in curve.iter_rows():
             rows.append({**run, "step": step, "val_accuracy": acc})
     return frame(rows, CURVE_COLUMNS)
+
+
+def unreadable_histories(records: Sequence[dict[str, Any]],
+                         runs: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The trained runs of ``runs`` whose ``history.csv`` is missing or damaged (no curve of
+    theirs is drawn or counted): :data:`KEY`, ``history`` (its path) and ``why``."""
+    if runs is None:
+        runs = runs_from_records(records)
+    rows = []
+    for run, rec in _trained(records, runs):
+        hist = Path(run["source"]).parent / HISTORY_NAME
+        try:
+            read_curve(hist, rec)
+        except ValueError as exc:
+            rows.append({**{k: run[k] for k in KEY}, "history": str(hist), "why": str(exc)})
+    return pl.DataFrame(rows, schema={**{k: RUN_COLUMNS[k] for k in KEY},
+                                      "history": pl.String, "why": pl.String})
+
+
+def _trained(records: Sequence[dict[str, Any]], runs: pl.DataFrame
+             ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The runs of ``runs`` read from a record of ``hkt train`` (external baselines have no
+    training curve comparable to the models'), each with its record."""
+    by_path = {r.get("_path"): r for r in records}
+    return [(run, by_path[run["source"]])
+            for run in runs.select(*KEY, "source").iter_rows(named=True)
+            if run["source"] in by_path and not by_path[run["source"]].get("external")]
+
+
+def read_curve(hist: Path, rec: dict[str, Any]) -> pl.DataFrame:
+    """The validation curve (``step``, ``val_acc``) of the run of record ``rec`` from its
+    ``history.csv``; a ``ValueError`` saying why where it is missing, does not parse, or is not
+    that run's whole history (it ends before the record's last step, or its best validation is
+    not the record's: a file cut short or from another run)."""
+    if not hist.is_file():
+        raise ValueError("missing")
+    try:
+        h = pl.read_csv(hist, infer_schema_length=None)
+        if "step" not in h.columns or "val_acc" not in h.columns:
+            raise ValueError("it has no step or val_acc column")
+        h = h.select(pl.col("step").cast(pl.Int64), pl.col("val_acc").cast(pl.Float64))
+    except (pl.exceptions.PolarsError, OSError, UnicodeDecodeError) as exc:
+        raise ValueError(str(exc).strip().splitlines()[0] if str(exc).strip() else
+                         type(exc).__name__) from None
+    curve = h.drop_nulls()
+    steps, best = as_int(rec.get("steps")), as_float(rec.get("val_accuracy"))
+    last = h["step"].max()
+    if steps is not None and last != steps:
+        raise ValueError(f"it ends at step {last}, the run at step {steps}")
+    if h.filter(pl.col("step") == last)["val_acc"].is_null().all():
+        raise ValueError(f"its last row (step {last}) has no validation accuracy")
+    if best is not None and not curve.is_empty() and curve["val_acc"].max() != best:
+        raise ValueError(f"its best validation accuracy {curve['val_acc'].max()} is not the "
+                         f"record's {best}")
+    return curve
 
 
 def most_common_length(runs: pl.DataFrame) -> int | None:

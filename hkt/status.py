@@ -39,6 +39,7 @@ from typing import Any
 
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
+from hkt.run_record import RECORD_NAME, RecordError, load_record
 from hkt.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace, pack,
                           settle_done, train_cost)
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
@@ -132,6 +133,8 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     log = Path(job.get("log") or "")
     header, lines = last_attempt(log, tail_bytes) if job.get("log") and log.is_file() else (None, [])
     if job.get("output") and Path(job["output"]).exists():
+        if _damaged_record(job["output"], st):
+            return st
         st.state, st.remaining_s = "done", 0.0
         if header is not None:  # what it took: from its attempt's start to its output
             st.elapsed_s = Path(job["output"]).stat().st_mtime - attempt_start(header, log)
@@ -169,6 +172,20 @@ def job_state(job: dict[str, Any], *, now: float, host: str, stale_after_s: floa
     else:
         st.detail = f"running for {duration(now - started)}"
     return st
+
+
+def _damaged_record(output: str, st: JobState) -> bool:
+    """A job whose output is a run record that does not load is not done: the workflow's next
+    run sets the record aside and redoes the job (``st`` says so, waiting). True where so."""
+    if Path(output).name != RECORD_NAME:
+        return False
+    try:
+        load_record(output)
+    except RecordError as exc:
+        st.detail = (f"{output} does not load ({exc.problem}): the workflow's next run redoes "
+                     "this run (hkt train finishes it from its last checkpoint)")
+        return True
+    return False
 
 
 def _modelled(job: dict[str, Any]) -> bool:
@@ -339,6 +356,10 @@ def format_status(s: SuiteStatus) -> str:
             for j in group:
                 where = f"  (log: {j.log})" if state == "failed" else ""
                 lines.append(f"  {j.rule:<9} {j.name:<{width}}  {j.detail}{where}")
+    redo = [j for j in s.jobs if j.state == "waiting" and j.detail]  # a record that does not load
+    if redo:
+        lines.append("to redo:")
+        lines += [f"  {j.rule:<9} {j.name:<{width}}  {j.detail}" for j in redo]
     for state in ("waiting", "done"):
         per_rule = {r: sum(j.state == state and j.rule == r for j in s.jobs) for r in RULE_ORDER}
         if any(per_rule.values()):

@@ -4,6 +4,7 @@ number without rerunning it, and nothing large.
     .venv/bin/python scripts/publish_results.py RESULTS DEST [--replace]
     .venv/bin/python scripts/publish_results.py --retable DEST
     .venv/bin/python scripts/publish_results.py --add RESULTS DEST
+    .venv/bin/python scripts/publish_results.py --manifest DEST
 
 
 Copies the summary, every table and figure, the attention benchmark, the plan the workflow
@@ -27,6 +28,14 @@ did not finish), one a workflow is running in (it claims ``.workflow.lock`` as a
 so none starts while it copies), and one with a run
 record or analysis newer than its summary (a run since the last aggregate); a DEST that holds
 files, unless ``--replace``, which swaps the new copy in only once it is complete.
+
+Every publication holds ``SHA256SUMS`` (``sha256sum -c SHA256SUMS`` checks it), written when it
+is published, added to or sealed (``--manifest``): the SHA-256 of every file it holds but its
+README, ``pending.json`` and what ``--retable`` rewrites (summary, tables, figures). Before its
+tables are regenerated (``--retable``, ``--add``, the drift test) a publication is checked
+against it, and each run's record against its ``history.csv`` (the record's validation accuracy
+is the history's best, at its last step): a file edited, added or removed since is refused in
+one line naming it.
 
 ``--add`` grows a publication by the jobs its suite gained (a new model in the main grid): the
 runs of suite DEST's name that DEST lacks and RESULTS holds are copied as above, made in DEST's
@@ -54,6 +63,10 @@ from hkt.report.summary import data_metadata
 from hkt.workflow.lock import ResultsInUse, claim_results_dir
 
 PENDING = "pending.json"  # a publication's jobs of its suite not run and published yet
+MANIFEST = "SHA256SUMS"  # the SHA-256 of what a publication's runs wrote (sha256sum's format)
+#: What the manifest leaves out: the publisher's prose and pending list, and what --retable
+#: rewrites from the rest (the drift test holds those byte for byte).
+UNSEALED = ("README.md", PENDING, MANIFEST, "summary.md", "tables/", "figures/")
 TOP = ("summary.md", "tables", "figures", "bench/attention.csv", "bench/attention.md", "plan/suite.json",
        "plan/sessions.json")
 RUN_FILES = ("record.json", "history.csv", "config.yaml")
@@ -217,10 +230,67 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
     if envs:
         (stage / "environment.json").write_text(next(iter(envs.values())).read_text("utf-8"), "utf-8")
         copied += 1
+    write_manifest(stage)
+    copied += 1
     if dest.exists():
         shutil.rmtree(dest)
     stage.rename(dest)
     return copied, left
+
+
+def sealed_files(dest: Path) -> list[str]:
+    """The files of publication ``dest`` its manifest covers (POSIX paths relative to it)."""
+    files = (f.relative_to(dest).as_posix() for f in dest.rglob("*") if f.is_file())
+    return sorted(f for f in files if not any(f == u or (u.endswith("/") and f.startswith(u))
+                                                for u in UNSEALED))
+
+
+def write_manifest(dest: Path) -> Path:
+    """``dest/SHA256SUMS``: every sealed file's SHA-256, in ``sha256sum``'s format."""
+    from hkt.fileio import sha256_file
+
+    path = dest / MANIFEST
+    path.write_text("".join(f"{sha256_file(dest / f)}  {f}\n" for f in sealed_files(dest)), "utf-8")
+    return path
+
+
+def verify(dest: Path) -> None:
+    """Refuse (one line naming the file) a publication whose files are not the ones it was
+    published with (its :data:`MANIFEST`), or a run whose record disagrees with its history."""
+    from hkt.fileio import sha256_file
+    from hkt.run_record import HISTORY_NAME, RECORD_NAME, load_record
+    from hkt.runs_frame import read_curve
+
+    path = dest / MANIFEST
+    if not path.is_file():
+        raise SystemExit(f"{dest} has no {MANIFEST}: nothing shows its records are the ones its runs "
+                         "wrote; publish it again, or seal it as it is with --manifest (then review "
+                         "the files it lists)")
+    listed: dict[str, str] = {}
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise SystemExit(f"{path}: line {n} is not `SHA256  FILE`")
+        listed[name] = digest
+    redo = (f"restore the published file (git checkout -- {dest}), or republish the suite; a file "
+            f"added on purpose is sealed with --manifest")
+    for name in sealed_files(dest):
+        if name not in listed:
+            raise SystemExit(f"{dest / name} is not in {path}: a file added since the publication; {redo}")
+        if sha256_file(dest / name) != listed[name]:
+            raise SystemExit(f"{dest / name} is not the file published (its SHA-256 differs from "
+                             f"{path}'s): edited since; {redo}")
+    gone = sorted(set(listed) - set(sealed_files(dest)))
+    if gone:
+        raise SystemExit(f"{dest / gone[0]} is in {path} but missing ({len(gone)} such files); {redo}")
+    for rec_path in sorted(dest.glob(f"runs/**/{RECORD_NAME}")):
+        hist = rec_path.with_name(HISTORY_NAME)
+        if not hist.is_file():
+            continue
+        try:
+            read_curve(hist, load_record(rec_path))
+        except ValueError as exc:
+            raise SystemExit(f"{rec_path} disagrees with its run's {HISTORY_NAME} ({exc}); {redo}") from None
 
 
 def regenerate(dest: Path, work: Path) -> Path:
@@ -230,10 +300,12 @@ def regenerate(dest: Path, work: Path) -> Path:
     ``work`` and read from there (the records' paths are part of runs.csv). A publication of no
     suite (runs made by ``hkt train`` directly: ``docs/results/gpu``) is aggregated from every
     record under its ``runs/``, with the ablation table on the paper's ablation task. Returns
-    the output directory."""
+    the output directory. A publication whose files are not the ones published is refused
+    first (:func:`verify`)."""
     from hkt.cli import main as hkt_main
 
     check_predictions(dest)  # carried like records: each the file its record names
+    verify(dest)
     results = work / "results"
     for part in ("runs", "analysis"):
         if (dest / part).is_dir():
@@ -319,6 +391,7 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         claim_results_dir(results, Path(__file__).resolve().parents[1])
     except ResultsInUse as exc:
         raise SystemExit(f"{exc}; add its runs when it has finished") from None
+    verify(dest)  # what it holds is what was published, before anything joins it
     if not (dest / "environment.json").is_file():
         raise SystemExit(f"{dest} has no environment.json to compare the runs' with")
     unknown = [run for run in new if not (results / "runs" / run / "environment.json").is_file()]
@@ -345,6 +418,7 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         (dest / PENDING).write_text(json.dumps({"why": why, "runs": pending}, indent=1) + "\n", "utf-8")
     else:
         (dest / PENDING).unlink(missing_ok=True)
+    write_manifest(dest)
     retable(dest)
     return [str(PurePosixPath(run)) for run in new]
 
@@ -385,10 +459,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replace", action="store_true", help="replace what DEST holds, once the new copy is complete")
     ap.add_argument("--add", action="store_true",
                     help="add to DEST the runs of its suite it lacks that RESULTS holds, then retable")
+    ap.add_argument("--manifest", action="store_true",
+                    help=f"no RESULTS: write DEST's {MANIFEST} anew from the files it holds (a "
+                         "publication assembled by hand, a file added on purpose: review the diff)")
     ap.add_argument("--retable", action="store_true",
                     help="no RESULTS: rebuild DEST's tables, figures and summary from its own records "
                          "with this code (DEST's name is its suite's)")
     args = ap.parse_args(argv)
+    if args.manifest:
+        if args.results is not None:
+            ap.error("--manifest takes DEST alone")
+        print(f"wrote {write_manifest(args.dest)}: {len(sealed_files(args.dest))} files")
+        return 0
     if args.retable:
         if args.results is not None:
             ap.error("--retable takes DEST alone")

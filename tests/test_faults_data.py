@@ -71,3 +71,58 @@ def test_good_data_still_trains(tmp_path, capsys):
     code, err = _train(data, tmp_path / "run", capsys)
     assert code == 0, err
     assert json.loads((tmp_path / "run" / "record.json").read_text())["steps"] == 12
+
+
+@pytest.fixture(scope="module")
+def listops_512(tmp_path_factory) -> Path:
+    """ListOps as `hkt prepare listops` writes it, at T = 512 (a few examples)."""
+    from hkt.data.prepare import prepare_task
+
+    out = tmp_path_factory.mktemp("listops512") / "data"
+    prepare_task("listops", out, overrides=["prepare.splits.train=64", "prepare.splits.val=16",
+                                            "prepare.splits.test=16"])
+    return out
+
+
+def test_data_prepared_for_another_task_is_refused_before_step_1(tmp_path, capsys, listops_512,
+                                                                 isolated_results):
+    """Issue 61: ListOps prepared at T = 512, trained as task=listops_lra, trained, and its record
+    and tables called it T = 2000 beside LRA's figure. Now one line names what differs, before
+    anything is written: no run directory, no MLflow run."""
+    out = tmp_path / "run"
+    capsys.readouterr()
+    code = main(["train", "--data", str(listops_512), "--out", str(out), "task=listops_lra",
+                 "model=mha", "profile=smoke", "--no-progress"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hkt: error")]
+    assert code == 2 and len(err) == 1
+    assert f"{listops_512} was prepared for task listops (T = 512), not for this run's task " \
+           "listops_lra" in err[0]
+    assert "task.id is 'listops_lra' here but 'listops' in the data" in err[0]
+    assert "task.max_length is 2000 here but 512 in the data" in err[0]
+    assert "`hkt prepare listops_lra --out DIR`" in err[0] and "task=listops)" in err[0]
+    assert not out.exists() and not list(isolated_results.rglob("meta.yaml")) \
+        and not list(isolated_results.rglob("*.db"))
+    # T alone (a listops run at T = 1024 on the T = 512 data)
+    code, err = _train(listops_512, tmp_path / "run2", capsys, "task.max_length=1024")
+    assert code == 2 and "task.max_length is 1024 here but 512 in the data" in err
+    assert "task.id" not in err
+    # the task it was prepared for trains
+    code, err = _train(listops_512, tmp_path / "run3", capsys)
+    assert code == 0, err
+
+
+def test_analyze_refuses_data_of_another_task(tmp_path, capsys, listops_512):
+    """`hkt analyze RUN --data DIR`: DIR must be of the run's task (here: its T)."""
+    from hkt.data.prepare import prepare_task
+
+    run = tmp_path / "run"
+    code, err = _train(listops_512, run, capsys)
+    assert code == 0, err
+    other = tmp_path / "listops1024"
+    prepare_task("listops", other, overrides=["max_length=1024", "prepare.splits.train=8",
+                                              "prepare.splits.val=4", "prepare.splits.test=4"])
+    code = main(["analyze", str(run), "--out", str(tmp_path / "an"), "--data", str(other)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hkt: error")]
+    assert code == 2 and len(err) == 1
+    assert "task.max_length is 512 here but 1024 in the data" in err[0]
+    assert not (tmp_path / "an").exists()

@@ -32,18 +32,75 @@ def test_the_published_suites_are_found_and_each_names_its_own_folder():
         assert published == f"docs/results/{name}", name
 
 
-@pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
-def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
-    root = DOCS / suite
-    if not (root / "runs").is_dir():
-        pytest.skip(f"docs/results/{suite}/ holds no published records")
-    out = _publish_script().regenerate(root, tmp_path)
+def check_publication(root: Path, work: Path) -> None:
+    """What holds of publication ``root`` (docs/results/NAME, or a copy of one): its files are the
+    ones published (its SHA256SUMS, and each record agrees with its history), and every table
+    regenerates from them byte for byte (``work``: a scratch directory)."""
+    out = _publish_script().regenerate(root, work)  # refuses a publication changed since
     published = sorted(f.name for f in (root / "tables").iterdir()
                        if not f.name.startswith("mlflow_check."))  # the MLflow store is not published
     assert published and set(published) <= {f.name for f in (out / "tables").iterdir()}
     differ = [name for name in published
               if (out / "tables" / name).read_bytes() != (root / "tables" / name).read_bytes()]
-    assert not differ, f"docs/results/{suite}/tables: {differ} do not regenerate from its records"
+    assert not differ, f"{root}/tables: {differ} do not regenerate from its records"
+
+
+@pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
+def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
+    root = DOCS / suite
+    if not (root / "runs").is_dir():
+        pytest.skip(f"docs/results/{suite}/ holds no published records")
+    check_publication(root, tmp_path)
+
+
+def test_every_publication_is_sealed():
+    """Every publication holds the SHA-256 of what its runs wrote, and holds those files."""
+    publish = _publish_script()
+    roots = sorted(p for p in DOCS.iterdir() if p.is_dir())
+    assert {"cpu", "gpu", "quick"} <= {p.name for p in roots}
+    for root in roots:
+        publish.verify(root)
+
+
+def test_a_tampered_publication_is_refused_naming_the_file(tmp_path):
+    """Issue 61: one published record's test_accuracy edited, and `--retable` rewrote the tables
+    around the edit (and the drift test then passed). The same checks on a copy now refuse it,
+    in one line naming the record, and leave its tables as they were."""
+    import json
+    import shutil
+
+    publish = _publish_script()
+    root = tmp_path / "quick"
+    shutil.copytree(DOCS / "quick", root)
+    check_publication(root, tmp_path / "w0")  # the copy as published passes
+    record = root / "runs" / "listops" / "hkt" / "main" / "seed0" / "record.json"
+    rec = json.loads(record.read_text())
+    tables = {f.name: f.read_bytes() for f in (root / "tables").iterdir()}
+    record.write_text(json.dumps({**rec, "test_accuracy": 0.9}, indent=2) + "\n")
+    with pytest.raises(SystemExit, match=rf"{record} is not the file published \(its SHA-256 "
+                                         r"differs from .*SHA256SUMS's\): edited since"):
+        check_publication(root, tmp_path / "w1")
+    with pytest.raises(SystemExit) as exc:
+        publish.main(["--retable", str(root)])
+    assert str(record) in str(exc.value) and "\n" not in str(exc.value)
+    assert {f.name: f.read_bytes() for f in (root / "tables").iterdir()} == tables
+    # the manifest rewritten to match: the record still disagrees with its run's history
+    record.write_text(json.dumps({**rec, "val_accuracy": 0.9}, indent=2) + "\n")
+    publish.write_manifest(root)
+    with pytest.raises(SystemExit, match=rf"{record} disagrees with its run's history.csv \(its "
+                                         r"best validation accuracy .* is not the record's 0.9\)"):
+        check_publication(root, tmp_path / "w2")
+    # a record added (a copy under another seed) or a file removed: named too
+    record.write_text(json.dumps(rec, indent=2) + "\n")
+    publish.write_manifest(root)
+    extra = root / "runs" / "listops" / "hkt" / "main" / "seed9"
+    shutil.copytree(record.parent, extra)
+    with pytest.raises(SystemExit, match=r"seed9/\S+ is not in .*SHA256SUMS: a file added since"):
+        publish.verify(root)
+    shutil.rmtree(extra)
+    (root / "runs" / "listops" / "mha" / "main" / "seed1" / "history.csv").unlink()
+    with pytest.raises(SystemExit, match=r"mha/main/seed1/history.csv is in .*SHA256SUMS but missing"):
+        publish.verify(root)
 
 
 @pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])

@@ -64,7 +64,8 @@ def test_history_has_one_layout_and_feeds_the_curves(tmp_path):
     lines = (run / "history.csv").read_text().splitlines()
     assert lines[0] == ",".join(HISTORY_COLUMNS)
     assert lines[1:] == ["5,,,,,,0.4", "10,1.5,,,,,0.6"]
-    write_record(make_record(**_fields(data)), run)
+    # the run's record: the history ends at its last step, and holds its best validation
+    write_record(make_record(**_fields(data, steps=10, best_step=10, val_accuracy=0.6)), run)
     curves = curves_from_records(load_records([run]))
     assert curves.select("step", "val_accuracy").rows() == [(5, 0.4), (10, 0.6)]
 

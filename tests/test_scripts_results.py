@@ -3,6 +3,7 @@ docs/results/) and scripts/identity_check.py (two results directories, the same 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def test_publish_copies_every_record_and_history_and_nothing_large(tmp_path):
     assert files == sorted([
         "summary.md", "tables/main.csv", "tables/runs.csv", "figures/val_curves.png", "bench/attention.csv",
         "environment.json", "plan/suite.json", "plan/sessions.json", "data/listops/README.md",
-        "data/listops/metadata.json",
+        "data/listops/metadata.json", "SHA256SUMS",
         "runs/listops/hkt/main/seed0/record.json", "runs/listops/hkt/main/seed0/history.csv",
         "runs/listops/hkt/main/seed0/config.yaml", "runs/listops/hkt/main/seed0/predictions.parquet",
         "runs/listops/majority/main/seed0/record.json",
@@ -88,6 +89,11 @@ def test_publish_copies_every_record_and_history_and_nothing_large(tmp_path):
         "analysis/listops/hkt/main/seed0/summary.md", "analysis/listops/hkt/main/seed0/settings.json",
         "analysis/listops/hkt/main/seed0/analysis.parquet"])
     assert json.loads((dest / "environment.json").read_text()) == {"torch": "2.13.0"}
+    # the SHA-256 of every file its runs wrote (sha256sum's format); not of what --retable rewrites
+    sums = dict(reversed(line.split("  ")) for line in (dest / "SHA256SUMS").read_text().splitlines())
+    assert sorted(sums) == sorted(f for f in files if not f.startswith(("summary", "tables/", "figures/", "SHA")))
+    assert sums["runs/listops/hkt/main/seed0/record.json"] == hashlib.sha256(
+        (dest / "runs/listops/hkt/main/seed0/record.json").read_bytes()).hexdigest()
     # what the data warnings are read from (hkt aggregate --data), not the data
     assert json.loads((dest / "data/listops/metadata.json").read_text()) == DATA_META
     # predictions travel with the record that names them, checked; a stray file stays behind
@@ -287,6 +293,9 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
     (dest / "pending.json").write_text(json.dumps({"why": "a test", "runs": [str(r) for r in added]}))
     write_predictions(results / "runs" / added[0])  # a run with predictions, beside ones without
     publish = script("publish_results")
+    with pytest.raises(SystemExit, match=r"s4d/main/seed0/\S+ is in .*SHA256SUMS but missing"):
+        publish.add_runs(results, dest)  # the copy is not the publication: refused before adding
+    publish.write_manifest(dest)  # sealed as it is: a publication without S4D's runs
 
     other = tmp_path / "other"
     shutil.copytree(results, other)
@@ -300,6 +309,7 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
     assert (dest / "runs" / added[0] / "predictions.parquet").read_bytes() == \
         (results / "runs" / added[0] / "predictions.parquet").read_bytes()
     assert publish.check_predictions(dest) == 1
+    assert (dest / "SHA256SUMS").read_text() == (published / "SHA256SUMS").read_text()
     for f in sorted((published / "tables").iterdir()):
         if f.name.startswith("mlflow_check."):  # the MLflow audit is not regenerated
             continue

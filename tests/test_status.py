@@ -62,6 +62,13 @@ def results(tmp_path) -> Path:
     return res
 
 
+def record(**fields) -> dict:
+    """A run record that loads (one that does not is no finished run: it is redone)."""
+    from test_report_aggregate import make_record
+
+    return make_record(**fields)
+
+
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -85,7 +92,7 @@ def test_fresh(results):
 def test_half_done_with_a_running_training_job(results):
     write(results / "data" / "listops" / "manifest.json", "{}")
     write(results / "runs" / "listops" / "hkt" / "main" / "seed0" / "record.json",
-          json.dumps({"ms_per_step": 400.0}))  # 0.8x the plan's 0.5 s
+          json.dumps(record(ms_per_step=400.0)))  # 0.8x the plan's 0.5 s
     write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed1.log",
           header(dead_pid(), NOW - 7200) + "an earlier attempt\nhkt: stopped by SIGTERM at step 100/1000\n"
           + header(os.getpid(), NOW - 200)
@@ -130,7 +137,7 @@ def test_a_job_with_no_progress_line_yet_counts_at_the_measured_pace_from_where_
     pace the finished jobs measured, from the step it resumed at, less the time it has run."""
     write(results / "data" / "listops" / "manifest.json", "{}")
     write(results / "runs" / "listops" / "hkt" / "main" / "seed0" / "record.json",
-          json.dumps({"ms_per_step": 400.0}))  # 0.8x the plan's 0.5 s
+          json.dumps(record(ms_per_step=400.0)))  # 0.8x the plan's 0.5 s
     write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed1.log",
           header(os.getpid(), NOW - 20) + "# resolved config\nseed: 1\n")
     write(results / "logs" / "train" / "listops" / "hkt" / "main" / "seed2.log",
@@ -200,7 +207,7 @@ def test_finished(results, capsys):
     plan_file = results / "plan" / "suite.json"
     plan = json.loads(plan_file.read_text())
     for j in plan["jobs"]:
-        write(results.parent / j["output"], "{}")
+        write(results.parent / j["output"], json.dumps(record()) if j["rule"] == "train" else "{}")
     now = time.time()  # main() reads the clock itself; NOW (at import) can be minutes old here
     plan["started"] = now - 3600
     plan_file.write_text(json.dumps(plan))

@@ -142,6 +142,27 @@ def check_manifest(out: str | os.PathLike, checksums: dict[str, str]) -> None:
                             f"interrupted re-prepare, or a file copied in by hand); {redo}")
 
 
+def check_task(data_dir: str | os.PathLike, meta: dict[str, Any], task: Any) -> None:
+    """Refuse (:class:`DataError`, one line) data that were prepared for another task than
+    ``task`` (a run's ``task`` config: ``family``, ``id``, ``max_length``, ``num_classes``),
+    naming each setting that differs. ``meta`` is the data's metadata (``max_length`` the
+    largest of its splits'); a setting either side lacks is not compared (data prepared before
+    the metadata named the task file)."""
+    pairs = (("family", "task"), ("id", "task_config"), ("max_length", "max_length"),
+             ("num_classes", "num_classes"))
+    differ = [f"task.{key} is {task.get(key)!r} here but {meta[field]!r} in the data"
+              for key, field in pairs
+              if task.get(key) is not None and meta.get(field) is not None
+              and str(task.get(key)) != str(meta[field])]
+    if differ:
+        prepared = meta.get("task_config") or meta.get("task")
+        raise DataError(
+            f"{data_dir} was prepared for task {prepared} (T = {meta.get('max_length')}), not for "
+            f"this run's task {task.get('id') or task.get('family')}: {'; '.join(differ)}; pass "
+            f"this task's data (`hkt prepare {task.get('id') or task.get('family')} --out DIR`, "
+            f"then --data DIR) or the task the data were prepared for (task={prepared})")
+
+
 def to_table(data: SplitData) -> pa.Table:
     lengths = data.lengths
     if lengths.size and lengths.max() >= 2**31:

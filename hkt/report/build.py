@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,8 @@ from hkt.report.approximation import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import Budget, claims_section, load_minimum
 from hkt.report.controls import controls_display, controls_table
-from hkt.report.convergence import convergence_display, convergence_table, time_display, time_table
+from hkt.report.convergence import (convergence_display, convergence_table, time_display,
+                                    time_table, unreadable_note)
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.products import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
@@ -37,15 +40,17 @@ from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, 
                                with_test_interval)
 from hkt.report.writers import learning_rate, write_table
 from hkt.runs_frame import (KEY, AggregateError, curves_from_records, examples_note, load_records,
-                      paper_caveat, runs_from_records)
+                            paper_caveat, runs_from_records, unreadable_histories)
 
 
 def aggregate(args: argparse.Namespace) -> int:
     """`hkt aggregate`: read the runs, write every output, log the suite run, run the audit
-    (see the CLI)."""
+    (see the CLI). The tables, figures and summary are written to a staging folder inside
+    ``--out`` and moved into place only once all of them are: a failure leaves ``--out`` as it
+    was, never a partial set."""
     out = Path(args.out)
     choice = _check_args(args)
-    runs, curves, records, source = _read_runs(args, choice)
+    runs, curves, records, source, unreadable = _read_runs(args, choice)
     for warning in environments.mixed_warnings(runs):
         print(f"hkt: warning: {warning} (summary.md lists what differs)", file=sys.stderr)
     written: list[Path] = []
@@ -57,23 +62,26 @@ def aggregate(args: argparse.Namespace) -> int:
         readings = None if args.mlflow else per_example.load_readings(
             runs, per_example.data_dirs(records, Path(args.data) if args.data else None),
             per_example.load_settings())
-        made, (main, gap, abl, abl_len, read) = write_all(
-            runs, curves, out, main_variant=args.main_variant, ablation_task=args.ablation_task,
-            ablation_length=args.ablation_length, data_warnings=warnings,
-            derived=derived_spec(args.derived), reference=reference,
-            readings=readings)
-        written += made
-        made, sections, frames = _write_analyses(args, runs, out)
-        written += made
-        budget = Budget(runs, load_minimum(), args.main_variant)
-        sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
-                                    budget=budget, reference=reference), *sections]
-        # last: it links every table and figure written above
-        written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
-                                     ablation_task=args.ablation_task, ablation_length=abl_len,
-                                     sections=sections, data_warnings=warnings,
-                                     controls=read["controls"]))
-        _check_declared(out, written, analyses=bool(args.analyses))
+        with _staged(out) as stage:
+            made, (main, gap, abl, abl_len, read) = write_all(
+                runs, curves, stage, main_variant=args.main_variant,
+                ablation_task=args.ablation_task, ablation_length=args.ablation_length,
+                data_warnings=warnings, derived=derived_spec(args.derived),
+                reference=reference, unreadable=unreadable, readings=readings)
+            written += made
+            made, sections, frames = _write_analyses(args, runs, stage)
+            written += made
+            budget = Budget(runs, load_minimum(), args.main_variant)
+            sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
+                                        budget=budget, reference=reference), *sections]
+            # last: it links every table and figure written above
+            written.append(write_summary(stage / SUMMARY, runs, main, gap, abl, source=source,
+                                         ablation_task=args.ablation_task,
+                                         ablation_length=abl_len, sections=sections,
+                                         data_warnings=warnings, controls=read["controls"],
+                                         out=out))
+            _check_declared(stage, written, analyses=bool(args.analyses))
+            written = _move_into(stage, out, written)
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
     for p in written:
@@ -81,6 +89,36 @@ def aggregate(args: argparse.Namespace) -> int:
     if args.check_mlflow:
         _audit(records, args, out)
     return 0
+
+
+#: Where ``hkt aggregate`` writes its outputs before moving them into ``--out`` (inside it: one
+#: file system, so that each move is a rename).
+STAGE = ".aggregate.partial"
+
+
+@contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A fresh staging folder inside ``out`` (what a killed aggregate left there is removed
+    first), removed again on the way out, whatever happens."""
+    stage = out / STAGE
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _move_into(stage: Path, out: Path, written: list[Path]) -> list[Path]:
+    """Move every file ``written`` under ``stage`` to its place under ``out`` (each a rename,
+    replacing the file of an earlier aggregate); returns the new paths."""
+    moved = []
+    for f in written:
+        target = out / Path(f).relative_to(stage)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(f, target)
+        moved.append(target)
+    return moved
 
 
 def _check_args(args: argparse.Namespace) -> SuiteChoice:
@@ -122,9 +160,12 @@ def check_record_suites(records: list[dict[str, Any]], suite: str) -> None:
 
 
 def _read_runs(args: argparse.Namespace, choice: SuiteChoice
-               ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]], str]:
-    """The runs frame, the validation curves, the records (none from MLflow) and where from."""
+               ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]], str,
+                          pl.DataFrame | None]:
+    """The runs frame, the validation curves, the records (none from MLflow), where from, and
+    the runs whose history.csv is unreadable (None from MLflow)."""
     records: list[dict[str, Any]] = []
+    unreadable = None
     if args.mlflow:
         runs, curves = runs_from_mlflow(args.mlflow, args.experiment, choice=choice)
         source = f"MLflow {args.mlflow}"
@@ -141,10 +182,16 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
         runs = runs_from_records([{**r, "data_warning": record_data_warning(r, data_root)}
                                   for r in records])
         curves = curves_from_records(records, runs)
+        unreadable = unreadable_histories(records, runs)
+        for r in unreadable.iter_rows(named=True) if not args.no_tables else ():
+            print(f"hkt: warning: {r['history']} is not readable as its run's history "
+                  f"({r['why']}): {r['task']} T={r['length']} {r['model']}/{r['variant']} seed "
+                  f"{r['seed']} has no curve in the convergence table and figures/val_curves.png "
+                  "(the table says so)", file=sys.stderr)
         source = f"{len(records)} run records"
     if runs.is_empty() and not args.no_tables:
         raise AggregateError(f"no finished runs found in {', '.join(args.sources) or args.mlflow}")
-    return runs, curves, records, source
+    return runs, curves, records, source, unreadable
 
 
 def _reference_runs(args: argparse.Namespace) -> pl.DataFrame | None:
@@ -291,7 +338,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
-              reference: pl.DataFrame | None = None,
+              reference: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
               readings: per_example.Readings | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
                                            dict[str, pl.DataFrame]]]:
@@ -301,6 +348,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
     ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs;
     ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
+    ``unreadable`` (:func:`hkt.runs_frame.unreadable_histories`) marks the convergence table;
     ``readings`` (the runs' predictions, :mod:`hkt.report.per_example`) pair the gap's and the
     controls' test-set intervals and add the per-example tables, when there are any."""
     tables, figs = out / "tables", out / "figures"
@@ -361,12 +409,15 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
                            + with_refs(notes(abl_runs), TEST_SET_NOTE))
-    conv = convergence_table(runs, curves, (main_variant,))
-    written += write_table(conv, convergence_display(conv), tables / "convergence",
+    conv = convergence_table(runs, curves, (main_variant,), unreadable)
+    written += write_table(conv, convergence_display(conv, unreadable, (main_variant,)),
+                           tables / "convergence",
                            "Where the validation curves stand at the end of each budget: the best "
                            "checkpoint's step (the one tested), how many seeds were best at their "
                            "last validation (still rising), and the mean validation curve over "
-                           "seeds (steps every seed evaluated)." + (" " + refs if refs else ""))
+                           "seeds (steps every seed evaluated)."
+                           + "".join(" " + n for n in (unreadable_note(unreadable, (main_variant,)),
+                                                       refs) if n))
     spent = time_table(runs)
     written += write_table(spent, time_display(spent), tables / "time",
                            "Where the trained runs' time went: each run's wall time summed (jobs "

@@ -42,14 +42,19 @@ def _mean_curve(curves: pl.DataFrame, seeds: int) -> pl.DataFrame:
 
 
 def convergence_table(runs: pl.DataFrame, curves: pl.DataFrame,
-                      variants: Sequence[str] = ("main",)) -> pl.DataFrame:
-    """One row per task, T and trained model of ``variants`` with validation curves."""
+                      variants: Sequence[str] = ("main",),
+                      unreadable: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per task, T and trained model of ``variants`` with validation curves, or with
+    runs whose history is ``unreadable`` (:func:`hkt.runs_frame.unreadable_histories`: their
+    curves are missing from the row, which :func:`convergence_display` and
+    :func:`unreadable_note` say)."""
     rows = []
     trained = runs.filter(pl.col("variant").is_in(list(variants)) & pl.col("external").is_null())
+    lost = _lost(unreadable, variants)
     for (task, length, model), sel in trained.group_by(["task", "length", "model"]):
         cur = curves.filter((pl.col("task") == task) & (pl.col("length") == length)
                             & (pl.col("model") == model) & pl.col("variant").is_in(list(variants)))
-        if cur.is_empty():
+        if cur.is_empty() and not lost.get((task, length, model)):
             continue
         last = cur.group_by("seed").agg(pl.col("step").max().alias("last_step"))
         best = sel.join(last, on="seed", how="inner")
@@ -77,11 +82,40 @@ def _range(low: int | None, high: int | None) -> str:
     return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
-def convergence_display(t: pl.DataFrame) -> Display:
+def _lost(unreadable: pl.DataFrame | None, variants: Sequence[str]) -> dict[tuple, int]:
+    """How many runs of ``variants`` per (task, T, model) have an unreadable history."""
+    if unreadable is None or unreadable.is_empty():
+        return {}
+    sel = unreadable.filter(pl.col("variant").is_in(list(variants)))
+    return {(t, n, m): k for t, n, m, k in sel.group_by("task", "length", "model").len().rows()}
+
+
+def unreadable_note(unreadable: pl.DataFrame | None, variants: Sequence[str] = ("main",)) -> str:
+    """The convergence table's warning where runs of ``variants`` lost their curve to a missing
+    or damaged ``history.csv``: how many, and which files; empty where none did."""
+    if unreadable is None:
+        return ""
+    sel = unreadable.filter(pl.col("variant").is_in(list(variants)))
+    if sel.is_empty():
+        return ""
+    files = "; ".join(f"{h} ({why})" for h, why in sel.select("history", "why").rows()[:5])
+    more = f" and {len(sel) - 5} more" if len(sel) > 5 else ""
+    return (f"Warning: {len(sel)} run(s) have no readable history.csv, and so no curve here (their "
+            f"rows say how many seeds lack one): {files}{more}.")
+
+
+def convergence_display(t: pl.DataFrame, unreadable: pl.DataFrame | None = None,
+                        variants: Sequence[str] = ("main",)) -> Display:
     header = ["task", "T", "model", "seeds", "steps", "best step (tested)",
               "seeds best at their last validation", f"mean val curve, last {LAST_EVALS} (step: %)",
               "mean val curve, best (%)"]
-    rows = [[r["task"], str(r["length"]), r["model"], str(r["seeds"]), fmt(r["steps"]),
+    lost = _lost(unreadable, variants)
+
+    def seeds(r: dict) -> str:
+        k = lost.get((r["task"], r["length"], r["model"]))
+        return f"{r['seeds']} ({k} without a readable history.csv)" if k else str(r["seeds"])
+
+    rows = [[r["task"], str(r["length"]), r["model"], seeds(r), fmt(r["steps"]),
              _range(r["best_step_min"], r["best_step_max"]),
              f"{r['best_at_last']} of {r['seeds']}", r["mean_curve_last"],
              "" if r["mean_curve_best"] is None

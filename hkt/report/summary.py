@@ -77,12 +77,15 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
                   ablation_length: int | None, sections: Sequence[str] = (),
                   data_warnings: dict[tuple[str, int | None], str] | None = None,
-                  controls: pl.DataFrame | None = None) -> Path:
+                  controls: pl.DataFrame | None = None, out: Path | None = None) -> Path:
     """A few lines on the suite, the main and ablation tables, ``sections`` (more Markdown), and
     links to every table and figure in ``path``'s directory: write it after them.
     ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T);
-    ``controls`` (:func:`hkt.report.controls.controls_table`), when it has rows, follows the gap."""
-    out = path.parent
+    ``controls`` (:func:`hkt.report.controls.controls_table`), when it has rows, follows the gap.
+    ``out``: the folder the summary and its files end up in, where that is not ``path``'s (a
+    staging folder): its tables and figures are linked too."""
+    here = path.parent
+    out = here if out is None else out
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
     suites = sorted({s for s in runs[SUITE_TAG].to_list() if s})
     dirs = sorted({d for d in runs[RESULTS_DIR_TAG].to_list() if d})
@@ -119,12 +122,12 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         *environments.summary_section(runs),
         "## Files", "",
     ]
-    tables = sorted(p.stem for p in (out / "tables").glob("*.md"))
+    tables = sorted({p.stem for d in {here, out} for p in (d / "tables").glob("*.md")})
     ordered = [t for t in TABLES if t in tables] + [t for t in tables if t not in TABLES]
     lines.append("- Tables (Markdown, CSV, LaTeX): " + ", ".join(
         f"[{t}](tables/{t}.md) ([csv](tables/{t}.csv), [tex](tables/{t}.tex))" for t in ordered)
         + ", every run: [runs.csv](tables/runs.csv)")
-    figures = sorted(p.stem for p in (out / "figures").glob("*.png"))
+    figures = sorted({p.stem for d in {here, out} for p in (d / "figures").glob("*.png")})
     ordered = [f for f in FIGURES if f in figures] + [f for f in figures if f not in FIGURES]
     lines.append("- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in ordered))
     lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "

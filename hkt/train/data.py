@@ -13,7 +13,7 @@ from typing import Any
 
 from hkt.data.layout import SPLITS, split_file
 from hkt.data.load import TokenDataset, make_loader, read_split_metadata
-from hkt.data.parquet import check_manifest, content_sha256
+from hkt.data.parquet import check_manifest, check_task, content_sha256
 from hkt.errors import ConfigError, DataError
 from hkt.fileio import sha256_file
 
@@ -57,20 +57,9 @@ class RunData:
             self.dataset(s).check_ranges(self.vocab_size, self.num_classes)
 
     def check_task(self, task_cfg: Any) -> None:
-        family = task_cfg.get("family")
-        if family != self.family:
-            raise DataError(f"{self.dir} holds data of family '{self.family}' but the task's "
-                            f"family (task.family) is {family!r}; pass a task of family "
-                            f"'{self.family}' (task=…) or the right --data")
-        nc = task_cfg.get("num_classes")
-        if nc is not None and int(nc) != self.num_classes:
-            raise DataError(f"{self.dir} has {self.num_classes} classes but config key "
-                            f"'task.num_classes' is {nc}")
-        ml = task_cfg.get("max_length")
-        if ml is not None and int(ml) < self.max_length:
-            raise DataError(f"{self.dir} has sequences up to {self.max_length} tokens but config "
-                            f"key 'task.max_length' is {ml}; prepare the data with the same "
-                            "task settings")
+        """The data were prepared for this task: family, task file, T and classes
+        (:func:`hkt.data.parquet.check_task`), before step 1."""
+        check_task(self.dir, {**self.meta["train"], "max_length": self.max_length}, task_cfg)
 
     @property
     def checksums(self) -> dict[str, str]:

@@ -33,7 +33,8 @@ from hkt.data.layout import SPLITS
 from hkt.provenance import code_digest, git_state
 from hkt.predictions import (PREDICTIONS_NAME, check_against_record, read_predictions,
                              write_predictions)
-from hkt.run_record import HISTORY_NAME, RECORD_NAME, load_record, write_history, write_record
+from hkt.run_record import (DAMAGED_NAME, HISTORY_NAME, RECORD_NAME, RecordError, load_record,
+                            set_aside_if_damaged, write_history, write_record)
 from hkt.train import rundir
 from hkt.train.checkpoint import (VAL_PREDICTIONS, Checkpointing, TrainState, load_checkpoint,
                                   predictions_from_state, rng_state)
@@ -71,13 +72,13 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
     stream = stream or sys.stderr
     try:
         validate(cfg)
-        # Wrong or missing data fails here, before anything is created; a finished run needs
-        # the data only to check it is still the same.
-        finished = (run_dir / RECORD_NAME).exists()
+        # Wrong or missing data fails here, before anything is created; a finished run (one
+        # whose record loads) needs the data only to check it is still the same.
+        finished = _record_loads(run_dir)
         data = RunData(data_dir, cfg.task) if restart_if_changed or not finished else None
 
         def attempt() -> dict[str, Any]:
-            if (run_dir / RECORD_NAME).exists():
+            if (run_dir / RECORD_NAME).exists() and not _set_aside(run_dir, stream):
                 return _report_finished(cfg, data, data_dir, run_dir, stream)
             run_data = data or RunData(data_dir, cfg.task)  # the record vanished meanwhile
             return _Run(cfg, data_dir, run_data, run_dir, stream, progress).run()
@@ -94,6 +95,30 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(det, warn_only=det_warn)
+
+
+def _record_loads(run_dir: Path) -> bool:
+    """Whether the run's record exists and loads (the run is finished)."""
+    try:
+        load_record(run_dir / RECORD_NAME)
+    except RecordError:
+        return False
+    return True
+
+
+def _set_aside(run_dir: Path, stream: TextIO) -> bool:
+    """A record that does not load (cut short, edited, non-finite) is set aside, said in one
+    line, and the run finished again: from its last checkpoint, which at the end of training
+    only tests the best one and writes the record anew. True where it was."""
+    problem = set_aside_if_damaged(run_dir / RECORD_NAME)
+    if problem is None:
+        return False
+    last = run_dir / "checkpoints" / "last.pt"
+    how = (f"the run is finished again from its last checkpoint ({last})" if last.exists()
+           else "the run has no checkpoint left: it is trained again")
+    print(f"hkt: warning: {run_dir / RECORD_NAME} does not load ({problem}); it is kept as "
+          f"{DAMAGED_NAME}, and {how}", file=stream, flush=True)
+    return True
 
 
 def _report_finished(cfg: DictConfig, data: RunData | None, data_dir: Path, run_dir: Path,

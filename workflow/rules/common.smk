@@ -10,6 +10,7 @@ from snakemake.exceptions import WorkflowError
 from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.mlflow_store import tracking_uri
+from hkt.run_record import DAMAGED_NAME, set_aside_if_damaged
 from hkt.workflow.configs import check_analysable, seedless, train_config_digests
 from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
@@ -37,6 +38,18 @@ if workflow.is_main_process:
           f"results in {GRID.results}/", file=sys.stderr)
 
 R = GRID.results  # as given: relative to the working directory
+
+# A run record that does not load (cut short by a copy, edited by hand, holding a NaN) would
+# count as done: Snakemake checks only that a job's output exists. It is set aside
+# (RUN/record.json.damaged) before the DAG is built, so its job runs again: `hkt train` finishes
+# the run from its last checkpoint (an external baseline runs again). A dry run does so too.
+if workflow.is_main_process:
+    for _record in GRID.records():
+        _problem = set_aside_if_damaged(_record)
+        if _problem is not None:
+            print(f"hkt: warning: {_record} does not load ({_problem}); set aside as "
+                  f"{DAMAGED_NAME}: its job runs again (hkt train finishes the run from its last "
+                  "checkpoint)", file=sys.stderr)
 PY = sys.executable  # the Python that runs Snakemake (has hkt installed)
 CONDA_ENV = str(REPO / "environment.yml")  # the rules' software (with --use-conda)
 
