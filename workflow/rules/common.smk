@@ -21,7 +21,8 @@ from hkt.workflow.suites import put_interpreter_first, workflow_suite
 try:
     SUITE = workflow_suite(
         config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
-        files=bool(workflow.config_settings.configfiles))
+        files=bool(workflow.config_settings.configfiles),
+        command_line=workflow.config_settings.config)
 except ConfigError as exc:  # one line, not a traceback: often a suite's name mistyped
     print(f"hkt: error: workflow config (config/config.yaml + --configfile/--config): {exc}",
           file=sys.stderr, flush=True)
