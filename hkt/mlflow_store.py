@@ -339,10 +339,24 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
                               "failed to establish", "timed out", "nodename nor servname")):
         return (f"the MLflow tracking server {uri} does not answer ({first[:200]}): start it, "
                 f"check the address, or {ELSEWHERE}")
+    if "error code 401" in low or "not authenticated" in low:
+        given = "the user name and password given were refused" if _credentials() else \
+            "none was given"
+        return (f"the MLflow tracking server {uri} asks for a user name and password ({given}): "
+                "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or the [mlflow] "
+                "section of ~/.mlflow/credentials) to an account of the server; see "
+                "docs/clusters.md, \"Starting the tracking server\"")
     if "unable to open database file" in low or "readonly database" in low:
         return (f"the MLflow store {where} cannot be opened for writing ({first[:200]}): fix the "
                 f"permissions of it and its directory, or {ELSEWHERE}")
     return f"cannot open the MLflow store {where}: {first[:300]}; {ELSEWHERE}"
+
+
+def _credentials() -> str | None:
+    """The user name MLflow sends to a tracking server (its environment or credentials file)."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    return read_mlflow_creds().username
 
 
 def _found_revision(text: str) -> str | None:
