@@ -40,7 +40,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
-from hkt.errors import ConfigError
+from hkt.errors import ConfigError, did_you_mean
 from hkt.mlflow_store import experiment_name
 
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
@@ -152,7 +152,11 @@ def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> D
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_composition_message(exc, overrides, hint)) from None
+        message = _composition_message(exc, overrides, hint)
+        if message.startswith("unknown config key '"):
+            key = message.split("'")[1]
+            message += _close_key(cdir, config_name, overrides, key)
+        raise ConfigError(message) from None
     finally:
         GlobalHydra.instance().clear()
 
@@ -176,7 +180,7 @@ def _missing_message(exc: Exception, cdir: Path) -> str:
         options = getattr(exc, "options", None) or sorted(
             p.stem for p in (cdir / group).glob("*.yaml"))
         return (f"{group}={option}: no such option in config group '{group}' "
-                f"(available: {', '.join(options) or 'none'})")
+                f"(available: {', '.join(options) or 'none'})" + did_you_mean(option, options))
     return " ".join(str(exc).split())
 
 
@@ -206,6 +210,22 @@ def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str
         return (f"cannot parse override '{bad.group(1) if bad else '?'}': "
                 "write overrides as key=value (e.g. model.d_model=128, task=imdb)")
     return " ".join(text.split())
+
+
+def _close_key(cdir: Path, config_name: str, overrides: list[str], key: str) -> str:
+    """``"; did you mean train.max_steps?"`` for the unknown ``key`` (``train.max_stpes``) where
+    a key beside it is close: the config composed with the group choices alone says which keys
+    are there. ``""`` where none is close, or that config does not compose either."""
+    groups = [o for o in overrides if (cdir / o.lstrip("+~").split("=", 1)[0]).is_dir()]
+    try:
+        reference = _compose(cdir, config_name, groups, "")
+    except ConfigError:
+        return ""
+    parent, _, name = key.rpartition(".")
+    node = OmegaConf.select(reference, parent) if parent else reference
+    if not isinstance(node, DictConfig):
+        return ""
+    return did_you_mean(name, [str(k) for k in node.keys()], f"{parent}." if parent else "")
 
 
 def _override_for(key: str, overrides: list[str]) -> str:
@@ -246,9 +266,13 @@ def _check_types(cfg: DictConfig, reference: DictConfig, key_overrides: list[str
             if leaf not in ref and full[leaf] is None and any(k.startswith(leaf + ".") for k in ref):
                 continue  # a node set to null (model.mixer=null): its owner's check says why
             if leaf not in ref:
+                parent, _, name = leaf.rpartition(".")
+                siblings = {k[len(parent) + 1:].split(".")[0] if parent else k.split(".")[0]
+                            for k in ref if not parent or k.startswith(parent + ".")}
                 raise ConfigError(f"unknown config key '{leaf}' (from override "
                                   f"'{_override_for(key, key_overrides)}'); check the spelling, "
-                                  f"or see the keys with: {hint}")
+                                  f"or see the keys with: {hint}"
+                                  + did_you_mean(name, siblings, f"{parent}." if parent else ""))
             _check_value(leaf, full[leaf], ref[leaf])
 
 

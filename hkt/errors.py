@@ -1,5 +1,9 @@
 """Errors a user can fix. The CLI prints them as one clear message, without a traceback."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 
 class HKTError(Exception):
     """Base class: the message says what is wrong and what to do."""
@@ -40,3 +44,27 @@ class TrainingError(HKTError):
 
 class RunMismatch(TrainingError):
     """The run directory holds a run with another config or other data."""
+
+
+def did_you_mean(name: object, known: Iterable[object], prefix: str = "") -> str:
+    """``"; did you mean NAME?"`` where one of ``known`` is closest to ``name`` (a typo, by
+    :func:`difflib.get_close_matches`' measure and cutoff), ``"; did you mean A or B?"`` where
+    several are equally close, else ``""``: appended to every message that refuses an unknown
+    name and lists the known ones (suites, config groups' options, config keys, mixers,
+    registries). ``prefix`` goes before each suggestion (``train.`` for the key
+    ``train.max_steps``, matched on its last part alone, so that a shared prefix makes no
+    match)."""
+    import difflib
+
+    options = sorted({str(k) for k in known})
+    close = difflib.get_close_matches(str(name), options, n=len(options) or 1)
+    if not close:
+        return ""
+
+    def score(option: str) -> float:
+        return difflib.SequenceMatcher(None, str(name), option).ratio()
+
+    best = sorted(c for c in close if score(c) == score(close[0]))
+    names = [f"{prefix}{c}" for c in best]
+    return "; did you mean " + (names[0] if len(names) == 1 else
+                                f"{', '.join(names[:-1])} or {names[-1]}") + "?"

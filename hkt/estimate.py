@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hkt.fileio import atomic_write_text
 from hkt.run_record import HISTORY_NAME
 from hkt.workflow.gpuslots import GPU_COMMANDS
 from hkt.workflow.grid import RULE_ORDER
@@ -132,10 +133,8 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
             entry = {"ms_per_step": m.ms_per_step, "batch": batch, "length": n, "shape": shape.label,
                      "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             store[key] = entry
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp")
-            tmp.write_text(json.dumps(store, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(cache)
+            # whole or not at all: a full disk leaves the cache as it was, and no temporary file
+            atomic_write_text(cache, json.dumps(store, indent=1, sort_keys=True))
             if on_measure:
                 on_measure(shape.label, m.ms_per_step)
         return entry["ms_per_step"] / 1000 / entry["batch"] * shape.batch_size
@@ -624,7 +623,6 @@ def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
     import os
     import socket
 
-    from hkt.fileio import atomic_write_text
     from hkt.workflow.gpuslots import shared_out
 
     if plan.gpu_slots is None:  # the GPU slots the workflow's jobs claim, counted from now on

@@ -17,6 +17,8 @@ naming the store, what is wrong and what to do; nothing is written anywhere in t
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import random
 import time
@@ -99,6 +101,35 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+_FULL = ("database or disk is full", "no space left")
+
+
+def _is_full(exc: BaseException) -> bool:
+    """A store whose disk is full (SQLite's ``database or disk is full``, ENOSPC)."""
+    cause = exc.__cause__ or exc.__context__
+    return any(t in f"{exc} {cause or ''}".lower() for t in _FULL) or \
+        getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk(store: str) -> OSError:
+    """The error of an SQLite store whose disk is full, as a full disk is everywhere else: an
+    ``OSError`` (ENOSPC) naming the store's file, which the CLI prints as the one line of every
+    full disk (:func:`hkt.cli.describe_os_error`: the space free there, what to do)."""
+    db = sqlite_path(store)
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(db) if db is not None else store)
+
+
+class _QuietStoreErrors(logging.Filter):
+    """Drops MLflow's own log of an SQLAlchemy error (its whole traceback, some 40 lines, at
+    ERROR): :func:`with_retry` retries the error or reports it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+_QUIET = _QuietStoreErrors()
+
+
 def _is_unwritable(exc: BaseException) -> bool:
     """A store that cannot take writes (full disk, read-only): retrying does not help."""
     cause = exc.__cause__ or exc.__context__
@@ -108,15 +139,20 @@ def _is_unwritable(exc: BaseException) -> bool:
 
 def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
                attempts: int = 12, base_delay: float = 0.05, max_delay: float = 5.0,
-               also: tuple[str, ...] = (), within_s: float | None = None, **kwargs: Any) -> T:
+               also: tuple[str, ...] = (), within_s: float | None = None,
+               store: str | None = None, **kwargs: Any) -> T:
     """Call ``fn`` and retry transient store errors (``database is locked`` …) with backoff;
-    ``also``: more error texts (lower case) that are transient for this call.
+    ``also``: more error texts (lower case) that are transient for this call. ``store``: the
+    tracking URI ``fn`` writes to; an SQLite store on a full disk raises :func:`full_disk`.
 
     Delays grow as ``base_delay * 2**i`` (capped at ``max_delay``) with full jitter, so
     contending processes spread out; about a minute in total before giving up, or, with
     ``within_s``, no retry that would start more than ``within_s`` seconds after the first call
     (a tracking server that does not answer must not hold a training run for a minute).
     """
+    logger = logging.getLogger("mlflow.store.db.utils")
+    if _QUIET not in logger.filters:
+        logger.addFilter(_QUIET)
     start = time.monotonic()
     for i in range(attempts):
         try:
@@ -126,6 +162,8 @@ def with_retry(fn: Callable[..., T], *args: Any, what: str = "MLflow call",
             delay = min(max_delay, base_delay * 2 ** i)
             late = within_s is not None and time.monotonic() - start + delay > within_s
             if not transient or i == attempts - 1 or late:
+                if store is not None and sqlite_path(store) is not None and _is_full(exc):
+                    raise full_disk(store) from exc
                 if _is_unwritable(exc):
                     raise TrackingError(f"{what} failed: the MLflow store is not writable "
                                         f"({_first_line(exc)}); free space or fix its permissions, "
@@ -204,7 +242,8 @@ def open_client(uri: str, *, create: bool = True) -> Any:
         with store_lock(uri):
             if db is not None and not db.exists():
                 _create_sqlite(db)
-            return with_retry(_reached_client, uri, what=f"opening the MLflow store {uri}")
+            return with_retry(_reached_client, uri, what=f"opening the MLflow store {uri}",
+                              store=uri)
     except StoreError:
         raise
     except TrackingError as exc:
@@ -213,6 +252,10 @@ def open_client(uri: str, *, create: bool = True) -> Any:
                              "a minute of retries): wait for it to finish, or stop it") from None
         raise StoreError(describe_store_error(uri, exc.__cause__ or exc)) from None
     except Exception as exc:  # noqa: BLE001 - every other fault of the store, described
+        if db is not None and _is_full(exc):  # a full disk (creating the store too): its line
+            if isinstance(exc, OSError) and exc.filename is not None:
+                raise
+            raise full_disk(uri) from None
         raise StoreError(describe_store_error(uri, exc)) from None
 
 
@@ -232,6 +275,8 @@ def _check_sqlite_file(db: Path, uri: str, create: bool) -> None:
         try:
             ensure_writable_dir(db.parent)
         except OSError as exc:
+            if _is_full(exc):
+                raise  # the one line of a full disk, naming the directory
             raise StoreError(f"the MLflow store {db} cannot be created ({exc.filename}: "
                              f"{os.strerror(exc.errno) if exc.errno else exc}); fix the "
                              f"directory's permissions, or {ELSEWHERE}") from None
@@ -294,10 +339,24 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
                               "failed to establish", "timed out", "nodename nor servname")):
         return (f"the MLflow tracking server {uri} does not answer ({first[:200]}): start it, "
                 f"check the address, or {ELSEWHERE}")
+    if "error code 401" in low or "not authenticated" in low:
+        given = "the user name and password given were refused" if _credentials() else \
+            "none was given"
+        return (f"the MLflow tracking server {uri} asks for a user name and password ({given}): "
+                "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or the [mlflow] "
+                "section of ~/.mlflow/credentials) to an account of the server; see "
+                "docs/clusters.md, \"Starting the tracking server\"")
     if "unable to open database file" in low or "readonly database" in low:
         return (f"the MLflow store {where} cannot be opened for writing ({first[:200]}): fix the "
                 f"permissions of it and its directory, or {ELSEWHERE}")
     return f"cannot open the MLflow store {where}: {first[:300]}; {ELSEWHERE}"
+
+
+def _credentials() -> str | None:
+    """The user name MLflow sends to a tracking server (its environment or credentials file)."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    return read_mlflow_creds().username
 
 
 def _found_revision(text: str) -> str | None:

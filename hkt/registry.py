@@ -33,6 +33,8 @@ import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, TypeVar
 
+from hkt.errors import did_you_mean
+
 __all__ = ["Registry", "UnknownName", "PluginSkipped"]
 
 T = TypeVar("T")
@@ -47,7 +49,7 @@ class UnknownName(KeyError, ValueError):
         self.kind, self.name, self.known = kind, name, known
         broken = "".join(f"; {path} was skipped ({error})" for path, error in (skipped or {}).items())
         super().__init__(f"unknown {kind} {name!r}; registered: {', '.join(known) or 'none'}"
-                         + broken)
+                         + did_you_mean(name, known) + broken)
 
     def __str__(self) -> str:  # not KeyError's repr of the message
         return str(self.args[0])

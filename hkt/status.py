@@ -52,7 +52,7 @@ __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule
 schedule = pack
 
 PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
-ERROR = re.compile(r"^(hkt: error: |hkt: stopped by |\w*Error: )")
+ERROR = re.compile(r"^(hkt(?: [\w-]+)*: error: |hkt: stopped by |\w*Error: )")  # hkt train: error: argparse
 ETA = re.compile(r"eta (?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 STOPPED = re.compile(r"^hkt: stopped by \w+")
 RESUMES_AT = re.compile(r"at step \d+/(?P<total>\d+).*?(?:checkpoint written at step "

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.errors import ConfigError, ConfigValueError
+from hkt.errors import ConfigError, ConfigValueError, did_you_mean
 
 __all__ = ["Check", "integer", "number", "choice", "boolean", "text", "label", "hexdigest",
            "str_list", "number_list", "spec", "optional", "pos_int", "nonneg_int", "probability",
@@ -55,7 +55,8 @@ _FLOAT32_MAX = 3.4028234663852886e38
 
 def choice(value: Any, key: str, options: Sequence[Any]) -> Any:
     if value not in options:
-        raise ConfigValueError(key, value, f"must be one of {', '.join(map(str, options))}")
+        raise ConfigValueError(key, value, f"must be one of {', '.join(map(str, options))}"
+                               + did_you_mean(value, options))
     return value
 
 
@@ -128,7 +129,8 @@ def check_schema(cfg: Any, schema: Mapping[str, Any], prefix: str) -> dict[str, 
     if unknown:
         where = f" of {prefix}" if prefix else ""
         raise ConfigError(f"unknown config key '{prefix + '.' if prefix else ''}{unknown[0]}' "
-                          f"(known keys{where}: {', '.join(sorted(schema))})")
+                          f"(known keys{where}: {', '.join(sorted(schema))})"
+                          + did_you_mean(unknown[0], schema, f"{prefix}." if prefix else ""))
     out: dict[str, Any] = {}
     for key, entry in schema.items():
         full = f"{prefix}.{key}" if prefix else key

@@ -172,19 +172,25 @@ def free_port() -> int:
 
 
 @contextmanager
-def mlflow_server(root: Path, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+def mlflow_server(root: Path, port: int | None = None, *, args: list[str] | None = None,
+                  env: dict[str, str] | None = None,
+                  cwd: Path | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """A running `mlflow server` on 127.0.0.1 (SQLite store and artifacts under ``root``, which a
     second server on the same ``root`` and port continues), and its process; stopped by PID
-    (its process group) at the end, unless stopped already (:func:`stop_server`)."""
+    (its process group) at the end, unless stopped already (:func:`stop_server`). ``args``:
+    the server's own arguments instead (after ``mlflow``; 127.0.0.1 and ``port`` among them),
+    ``env``: variables added to its environment, ``cwd``: where it runs."""
     port = port or free_port()
     mlflow = Path(sys.executable).parent / "mlflow"
     root.mkdir(parents=True, exist_ok=True)
+    if args is None:
+        args = ["server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+                "--artifacts-destination", str(root / "artifacts")]
     with open(root / "server.log", "a") as log:
-        proc = subprocess.Popen(
-            [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-             "--artifacts-destination", str(root / "artifacts")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([str(mlflow), *args], stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=cwd,
+                                env=None if env is None else {**os.environ, **env})
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

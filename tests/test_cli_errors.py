@@ -57,7 +57,7 @@ def test_a_mistyped_suite_name_stops_the_workflow_with_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert re.fullmatch(r"hkt: error: workflow config \(config/config.yaml \+ --configfile/--config\):"
                         r" suite 'smok' has no config/suites/smok.yaml \(suites: cpu, .*smoke.*, or "
-                        r"auto: paper with CUDA, else cpu\)", lines[-1]), lines
+                        r"auto: paper with CUDA, else cpu\); did you mean smoke\?", lines[-1]), lines
     assert not any(line.startswith("hkt: error:") for line in lines[:-1])
 
 

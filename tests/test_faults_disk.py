@@ -7,6 +7,8 @@ root (as here and in CI); skipped elsewhere.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -92,9 +94,10 @@ def test_analyze_into_a_read_only_directory(mount, tmp_path, capsys):
     assert str(ro / "analysis") in errors[0] and "Read-only file system" in errors[0]
 
 
-def fill(point: Path) -> Path:
+def fill(point: Path, leave: int = 0) -> Path:
     """Take every free page of the file system at ``point`` (a file of zeros, written in
-    ever smaller pieces until not one byte more fits); return the file, to delete for space."""
+    ever smaller pieces until not one byte more fits), then give ``leave`` bytes back; return
+    the file, to delete for space."""
     filler = point / "filler"
     with open(filler, "wb", buffering=0) as fh:
         for piece in (1 << 20, 1 << 16, 1 << 12, 1):
@@ -103,6 +106,8 @@ def fill(point: Path) -> Path:
                     fh.write(b"\0" * piece)
             except OSError:
                 pass
+    if leave:
+        os.truncate(filler, filler.stat().st_size - leave)
     return filler
 
 
@@ -182,3 +187,81 @@ def test_a_disk_filled_mid_run_stops_training_with_one_line_and_the_same_command
     resumed, whole = (json.loads((d / RECORD_NAME).read_text()) for d in (run, tmp_path / "whole"))
     for key in ("steps", "best_step", "val_accuracy", "test_accuracy", "test_loss"):
         assert resumed[key] == whole[key], key
+
+
+# --- issue 61, item 8: a full disk at the workflow's start and at the MLflow store -------------
+FULL_LINE = (r"hkt: error: cannot write or read {path}: No space left on device \((the write needed "
+             r"[\d.]+ [KMG]?i?B, )?[\d.]+ [KMG]?i?B free there\); free some space or choose another "
+             r"location, then run the same command again: it goes on from the files written whole")
+
+
+def _errors(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("hkt: error:")]
+
+
+def test_train_on_a_full_mlflow_store_is_the_full_disk_line(mount, tmp_path, capsys, monkeypatch):
+    """The store's disk full when the run is created (80 lines of SQLAlchemy before) and when the
+    store itself is created: the line of every full disk, naming the store's file; no MLflow
+    run is left behind, and with space the same command logs its run."""
+    from hkt.mlflow_store import open_client
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    base = ["train", "--data", str(data), "task=listops", "model=mha", "profile=smoke",
+            "--no-progress", "--out", str(tmp_path / "run")]
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for name, existing in (("new", False), ("existing", True)):
+        disk = mount(name, size_kb=4096)
+        store = disk / "results" / "mlflow.db"
+        if existing:
+            open_client(f"sqlite:///{store}")
+        filler = fill(disk)
+        monkeypatch.setenv("HKT_RESULTS_DIR", str(store.parent))
+        capsys.readouterr()
+        code = main(base)
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err and "SQLAlchemy" not in err, err[-3000:]
+        assert len(_errors(err)) == 1, err[-3000:]
+        assert re.fullmatch(FULL_LINE.format(path=re.escape(str(store))), _errors(err)[0]), err
+        assert not [p for p in store.parent.rglob("*.tmp")]
+        if existing:  # nothing was logged: the store holds no run
+            filler.unlink()
+            client = open_client(f"sqlite:///{store}")
+            assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+            assert main(base) == 0  # the same command, with space: trains and logs its run
+            runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+            assert [r.info.status for r in runs] == ["FINISHED"]
+
+
+def test_the_workflow_starting_on_a_full_disk_stops_with_one_line(mount, tmp_path):
+    """Issue 61, 8: the disk of results_dir fills at the workflow's start: the store (on an
+    empty disk too small for it), the lock, the plan (plan/calibration.json, plan/suite.json):
+    each is the one line of a full disk, naming its file, not a traceback; every file there
+    is whole, and no temporary file is left."""
+    from test_workflow import snakemake
+
+    from hkt.mlflow_store import open_client
+
+    small = mount("small", size_kb=512)  # an MLflow store needs about 1 MiB
+    r = snakemake("--cores", "1", "--config", "suite=smoke", f"results_dir={small / 'results'}",
+                  cwd=tmp_path / "work", timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "Traceback" not in out and len(_errors(out)) == 1, out[-3000:]
+    assert re.fullmatch(FULL_LINE.format(path=re.escape(str(small / "results" / "mlflow.db"))),
+                        _errors(out)[0]), out[-3000:]
+
+    disk = mount("disk", size_kb=4096)
+    results = disk / "results"
+    open_client(f"sqlite:///{results / 'mlflow.db'}")  # a second run's store: there already
+    fill(disk, leave=24 << 10)  # the lock and the calibration fit, the plan does not
+    r = snakemake("--cores", "1", "--config", "suite=smoke", f"results_dir={results}",
+                  cwd=tmp_path / "work", timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "Traceback" not in out and len(_errors(out)) == 1, out[-3000:]
+    assert re.fullmatch(FULL_LINE.format(path=re.escape(str(results / "plan")) + r"/\w+\.json"),
+                        _errors(out)[0]), out[-3000:]
+    assert not (results / "runs").exists() and not (results / "data").exists()
+    left = [p for p in results.rglob("*") if p.is_file()]
+    assert not [p for p in left if p.name.endswith(".tmp")], left
+    for p in left:
+        if p.suffix == ".json":
+            json.loads(p.read_text())  # whole

@@ -128,7 +128,7 @@ def test_an_unknown_variant_is_one_line_listing_the_variants():
     message = str(err.value)
     assert "\n" not in message
     assert message == ("variant=levels9: no such option in config group 'variant' (available: "
-                       f"{', '.join(groups('variant'))})")
+                       f"{', '.join(groups('variant'))}); did you mean levels1, levels2 or levels4?")
 
 
 def test_paper_profile_sizes_are_per_task():

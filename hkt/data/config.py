@@ -25,7 +25,7 @@ from hkt.value_checks import check_schema, pos_int, text
 from hkt.config import compose, config_dir
 from hkt.data.families import FAMILIES, REQUIRED
 from hkt.data.taskfile import task_id_problem
-from hkt.errors import ConfigError
+from hkt.errors import ConfigError, did_you_mean
 
 __all__ = ["FAMILIES", "available_tasks", "compose_task", "family_module", "load_task_config",
            "split_sizes", "validate_task"]
@@ -73,7 +73,8 @@ def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     cdir = config_dir()
     if not (cdir / "task" / f"{task}.yaml").is_file():
         known = ", ".join(available_tasks()) or "none"
-        raise ConfigError(f"unknown task {task!r}: no {cdir / 'task' / (task + '.yaml')} (available: {known})")
+        raise ConfigError(f"unknown task {task!r}: no {cdir / 'task' / (task + '.yaml')} "
+                          f"(available: {known})" + did_you_mean(task, available_tasks()))
     if problem := task_id_problem(cdir / "task" / f"{task}.yaml"):
         raise ConfigError(problem)
     # types are checked with the values, by validate_task's schema

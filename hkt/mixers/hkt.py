@@ -53,7 +53,7 @@ from hkt.mixers.tile import TileGeometry, TileSizes, config_problem, tile_attent
 from hkt.mixers.upsample import Upsampler
 
 __all__ = ["FUSIONS", "UPSAMPLES", "IMPLS", "HKTConfig", "choose_kernel", "score_cost_ratio",
-           "score_cost_limit", "HKTAttention", "truncate_levels"]
+           "max_levels", "score_cost_limit", "HKTAttention", "truncate_levels"]
 
 FUSIONS = ("dynamic", "static")
 UPSAMPLES = ("nearest", "linear")
@@ -65,7 +65,9 @@ class HKTConfig:
     """HKT's own settings (``model.mixer`` when ``model.name`` is ``hkt``).
 
     Attributes:
-        levels: L >= 1 pyramid levels (1 = standard attention).
+        levels: L >= 1 pyramid levels (1 = standard attention), at most the L with
+            stride^(L-1) <= T, the task's ``max_length`` (:meth:`check_length`): there the
+            coarsest level is one position per sequence, and a level more would only pad.
         stride: s >= 2, downsampling factor between consecutive levels.
         kernel_size: k >= s, width of the depthwise pyramid convolutions (k = s: disjoint
             blocks; k > s: overlapping).
@@ -107,6 +109,21 @@ class HKTConfig:
         if self.impl == "tile" and (problem := config_problem(self.levels, self.stride, self.upsample)):
             raise ConfigValueError(*problem)
 
+    def check_length(self, max_length: int) -> None:
+        """Refuse more levels than a sequence of ``max_length`` tokens has: the coarsest level's
+        block, stride^(levels-1) tokens, must fit in it. At that bound the coarsest level is one
+        position per sequence already; every level beyond it would be one position too, and
+        would only pad the sequence to its block (levels=40 at stride 2 pads to 2^39 tokens)."""
+        block = self.stride ** (self.levels - 1)
+        if block > max_length:
+            most = max_levels(self.stride, max_length)
+            raise ConfigValueError(
+                "levels", self.levels,
+                f"stride^(levels-1) = {self.stride}^{self.levels - 1} = {block:,} tokens exceeds "
+                f"the task's sequence length (task.max_length = {max_length}): at most {most} "
+                f"levels at stride {self.stride}, whose coarsest level is already one position per "
+                "sequence; more levels add nothing but padding to their block (and memory)")
+
     def check_causal(self, causal: bool) -> None:
         """The one cross-module rule: linear upsampling is not causal."""
         if boolean(causal, "causal") and self.upsample == "linear":
@@ -146,6 +163,15 @@ def score_cost_ratio(levels: int, stride: int) -> float:
     if stride < 2:
         raise ValueError(f"stride must be >= 2, got {stride}")
     return sum(float(stride) ** (-2 * level) for level in range(levels))
+
+
+def max_levels(stride: int, max_length: int) -> int:
+    """The most levels a sequence of ``max_length`` tokens has at ``stride``: the largest L with
+    stride^(L-1) <= max_length (:meth:`HKTConfig.check_length`)."""
+    levels = 1
+    while stride ** levels <= max_length:
+        levels += 1
+    return levels
 
 
 def score_cost_limit(stride: int) -> float:

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from hkt.mixers import MIXERS, build_mixer, mixer_class
 from hkt.value_checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
-from hkt.errors import ConfigValueError
+from hkt.errors import ConfigValueError, did_you_mean
 from hkt.models.norms import NORMS, make_norm
 
 POSITIONALS = ("learned", "sinusoidal", "none")
@@ -88,7 +88,8 @@ class EncoderConfig:
         label(self.name, "name")
         if self.name not in MIXERS:
             raise ConfigValueError("name", self.name, "no mixer registered under this name "
-                                                  f"(known: {', '.join(sorted(MIXERS))})")
+                                                  f"(known: {', '.join(sorted(MIXERS))})"
+                                                  + did_you_mean(self.name, MIXERS))
         for key in ("d_model", "n_layers", "n_heads"):
             integer(getattr(self, key), key, 1)
         integer(self.d_ffn, "d_ffn", 0)
@@ -121,6 +122,14 @@ class EncoderConfig:
         except ConfigValueError as exc:
             raise exc.under("mixer") from None
 
+    def check_length(self, max_length: int) -> None:
+        """Refuse mixer settings that the task's sequence length cannot hold (HKT's levels:
+        :meth:`hkt.mixers.hkt.HKTConfig.check_length`); the key is ``mixer.…``."""
+        try:
+            getattr(self.mixer, "check_length", lambda max_length: None)(max_length)
+        except ConfigValueError as exc:
+            raise exc.under("mixer") from None
+
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any] | DictConfig) -> EncoderConfig:
         """From a ``model`` config node; unknown keys and bad values raise ConfigValueError."""
@@ -130,7 +139,8 @@ class EncoderConfig:
         for key in cfg:
             if key not in known:
                 raise ConfigValueError(str(key), cfg[key], "not a setting of the encoder "
-                                                           f"(it has: {', '.join(sorted(known))})")
+                                                           f"(it has: {', '.join(sorted(known))})"
+                                                           + did_you_mean(key, known))
         if "mixer" in cfg and cfg["mixer"] is None:
             raise ConfigValueError("mixer", None, f"must hold the '{cfg.get('name')}' "
                                    "mixer's settings (a mapping), not null; leave the "
@@ -153,7 +163,8 @@ def _mixer_config(name: str, settings: Any) -> Any:
         if key not in known:
             raise ConfigValueError(f"mixer.{key}", settings[key],
                                    f"not a setting of the '{name}' mixer "
-                                   f"(it has: {', '.join(known) or 'none'})")
+                                   f"(it has: {', '.join(known) or 'none'})"
+                                   + did_you_mean(key, known))
     try:
         return config_class(**settings)
     except ConfigValueError as exc:
@@ -246,6 +257,7 @@ class EncoderClassifier(nn.Module):
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+        config.check_length(max_length)
         self.config = c = config
         d_model, pooling = c.d_model, c.pooling
         self.pooling, self.max_length = pooling, max_length

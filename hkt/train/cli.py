@@ -2,8 +2,9 @@
 
 Overrides are Hydra's: ``model=mha task=imdb profile=smoke seed=1 optim.lr=3e-4
 model.mixer.levels=2`` or ``model=hkt variant=levels1``. The resolved config is printed
-first; a bad override stops before any work with one message naming the key. Re-running the
-same command resumes an interrupted run from its last checkpoint, or only reports a finished one.
+once the arguments are checked; a bad override or ``--data`` stops before any work with one
+message naming it. Re-running the same command resumes an interrupted run from its last
+checkpoint, or only reports a finished one.
 """
 
 from __future__ import annotations
@@ -62,11 +63,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.data or not args.out:
         raise ConfigError("hkt train needs --data DATA_DIR and --out RUN_DIR "
                           "(or --print-config to only show the config)")
-    print("# resolved config\n" + OmegaConf.to_yaml(cfg), end="", flush=True)
     from hkt.train.loop import train  # torch: loaded after the config is checked, not for --help
 
+    def announce() -> None:  # once the data are checked too: a bad --data is one line alone
+        print("# resolved config\n" + OmegaConf.to_yaml(cfg), end="", flush=True)
+
     train(cfg, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
-          restart_if_changed=args.restart_if_changed)
+          restart_if_changed=args.restart_if_changed, announce=announce)
     return 0
 
 

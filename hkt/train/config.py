@@ -36,7 +36,7 @@ from hkt.value_checks import (
 )
 from hkt.config import compose, config_dir
 from hkt.data.taskfile import task_id_problem
-from hkt.errors import ConfigError, ConfigValueError
+from hkt.errors import ConfigError, ConfigValueError, did_you_mean
 from hkt.provenance import SUITE_ENV
 
 __all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params",
@@ -152,7 +152,8 @@ def validate(cfg: DictConfig) -> DictConfig:
     for key in cfg:
         if key not in SCHEMA and key not in ("task", "model"):
             raise ConfigError(f"unknown config key '{key}' (known: "
-                              f"{', '.join(sorted([*SCHEMA, 'task', 'model']))})")
+                              f"{', '.join(sorted([*SCHEMA, 'task', 'model']))})"
+                              + did_you_mean(key, [*SCHEMA, "task", "model"]))
     checked = check_schema(rest, SCHEMA, "")
     if checked["optim"]["warmup_steps"] > checked["train"]["max_steps"]:
         raise ConfigValueError("optim.warmup_steps", checked["optim"]["warmup_steps"],
@@ -162,7 +163,7 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError("config keys 'task' and 'model' are missing (the config files are incomplete)")
     validate_task(OmegaConf.to_container(cfg.task, resolve=True), for_prepare=False)
     try:
-        EncoderConfig.from_mapping(cfg.model)
+        EncoderConfig.from_mapping(cfg.model).check_length(int(cfg.task.max_length))
     except ConfigValueError as exc:
         raise exc.under("model") from None
     return cfg

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import torch
@@ -56,8 +57,13 @@ __all__ = ["train"]
 
 def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
           stream: TextIO | None = None, progress: bool | None = None,
-          restart_if_changed: bool = False) -> dict[str, Any]:
+          restart_if_changed: bool = False,
+          announce: Callable[[], None] | None = None) -> dict[str, Any]:
     """Train (or resume, or just report) the run described by ``cfg``; return its record.
+
+    ``announce`` is called once the arguments are checked (the config, the data against the
+    task), before anything is created: ``hkt train`` prints the resolved config there, so that a
+    wrong ``--data`` is one line, not the config and then the line.
 
     A run directory holding a run with another config or other data is refused
     (:class:`RunMismatch`), or with ``restart_if_changed`` emptied and started over (what the
@@ -76,6 +82,8 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
         # whose record loads) needs the data only to check it is still the same.
         finished = _record_loads(run_dir)
         data = RunData(data_dir, cfg.task) if restart_if_changed or not finished else None
+        if announce is not None:
+            announce()
 
         def attempt() -> dict[str, Any]:
             if (run_dir / RECORD_NAME).exists() and not _set_aside(run_dir, stream):

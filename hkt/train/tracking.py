@@ -278,7 +278,7 @@ class Tracker(NullTracker):
         no retry starts later than this after the first call (None: the full policy, as at a
         run's start, before there is training to stall)."""
         with self._bounded():
-            return with_retry(fn, *args, what=what, within_s=within_s, **kwargs)
+            return with_retry(fn, *args, what=what, within_s=within_s, store=self.uri, **kwargs)
 
     def _send(self, fn: Callable[..., T], *args: Any, what: str, retried: bool = False,
               **kwargs: Any) -> T | None:

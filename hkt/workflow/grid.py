@@ -30,7 +30,7 @@ import yaml
 from hkt.baselines import BASELINES
 from hkt.data.layout import MANIFEST, SPLITS, split_file
 from hkt.data.taskfile import read_task_info, task_id_problem
-from hkt.errors import GridError
+from hkt.errors import GridError, did_you_mean
 from hkt.paper import ABLATION_TASK
 from hkt.mlflow_store import experiment_name
 from hkt.workflow.external import externals
@@ -208,7 +208,7 @@ class Grid(Placement):
     def _check_task(self, task: str, where: str) -> None:
         if task not in self.tasks:
             self._fail(f"{where} names task '{task}', which is not under `tasks:` "
-                       f"(defined: {', '.join(sorted(self.tasks))})")
+                       f"(defined: {', '.join(sorted(self.tasks))})" + did_you_mean(task, self.tasks))
         path = self.config_dir / "task" / f"{self.task_config(task)}.yaml"
         if not path.is_file():
             self._fail(f"task '{task}' uses Hydra task config '{self.task_config(task)}', but "
@@ -220,13 +220,14 @@ class Grid(Placement):
         if model not in self.models:
             self._fail(f"{where} names model '{model}', which has no config/model/{model}.yaml "
                        f"(models: {', '.join(self.models)}); add one (docs/extending.md, "
-                       "recipe (a))")
+                       "recipe (a))" + did_you_mean(model, self.models))
 
     def _check_variant(self, name: str, where: str) -> None:
         path = self.config_dir / "variant" / f"{name}.yaml"
         if not path.is_file():
             self._fail(f"{where} names variant '{name}', which has no config/variant/"
-                       f"{name}.yaml (variants: {', '.join(self._options('variant'))})")
+                       f"{name}.yaml (variants: {', '.join(self._options('variant'))})"
+                       + did_you_mean(name, self._options("variant")))
         if name != MAIN:
             model = read_variant_model(path)
             if model is None:
@@ -238,7 +239,8 @@ class Grid(Placement):
         path = self.config_dir / "variant" / f"{name}.yaml"
         if not path.is_file():
             self._fail(f"sweep.variants names variant '{name}', which has no config/variant/"
-                       f"{name}.yaml (variants: {', '.join(self._options('variant'))})")
+                       f"{name}.yaml (variants: {', '.join(self._options('variant'))})"
+                       + did_you_mean(name, self._options("variant")))
         model = read_variant_model(path)
         if model is not None:
             self._fail(f"sweep.variants: config/variant/{name}.yaml selects model '{model}'; a "

@@ -49,12 +49,19 @@ def claim_results_dir(results_dir: str | Path, checkout: str | Path) -> Path:
         other = holder(path)
         fh.close()
         raise ResultsInUse(_in_use(results, other)) from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                         "checkout": str(Path(checkout).resolve()),
-                         "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
-    fh.flush()
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                             "checkout": str(Path(checkout).resolve()),
+                             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
+        fh.flush()
+    except OSError as exc:  # a full disk: let go of the lock, and name the file
+        try:
+            fh.close()  # its flush fails again; the file is closed all the same
+        except OSError:
+            pass
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     _held[str(results)] = fh  # kept open: closing the file would release the lock
     return path
 

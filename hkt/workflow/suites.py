@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from hkt.errors import ConfigError, GridError
+from hkt.errors import ConfigError, GridError, did_you_mean
 from hkt.provenance import NO_SUITE, SUITE_ENV
 from hkt.workflow.grid import Grid
 
@@ -97,10 +97,15 @@ def suite_file(name: str, config_dir: str | Path) -> Path:
     """``config/suites/NAME.yaml``, or a :class:`ConfigError` listing the suites there."""
     path = Path(config_dir) / "suites" / f"{name}.yaml"
     if not path.is_file():
-        names = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml"))) or "none"
-        raise ConfigError(f"suite '{name}' has no config/suites/{name}.yaml (suites: {names}, "
-                          f"or {AUTO}: paper with CUDA, else cpu)")
+        raise ConfigError(_no_suite_message(name, Path(config_dir)))
     return path
+
+
+def _no_suite_message(name: str, config_dir: Path, more: str = "") -> str:
+    """Suite ``name`` has no file: the suites there, ``more``, and the one ``name`` is close to."""
+    known = sorted(p.stem for p in (config_dir / "suites").glob("*.yaml"))
+    return (f"suite '{name}' has no config/suites/{name}.yaml (suites: {', '.join(known) or 'none'}, "
+            f"or {AUTO}: paper with CUDA, else cpu){more}" + did_you_mean(name, [*known, AUTO]))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -156,6 +161,7 @@ def load_suite(choice: str | Path = AUTO, *, base: Mapping[str, Any] | None = No
 
 def workflow_suite(config: Mapping[str, Any], config_dir: str | Path, *,
                    overrides: Mapping[str, Any] | None = None, files: bool = False,
+                   command_line: Mapping[str, Any] | None = None,
                    cuda: Callable[[], bool] = cuda_available,
                    env: Mapping[str, str] | None = None) -> Suite:
     """The :class:`Suite` of a Snakemake invocation. ``config`` is ``config.yaml`` with the
@@ -167,10 +173,20 @@ def workflow_suite(config: Mapping[str, Any], config_dir: str | Path, *,
     given is merged again under them: no change). Config files given that set no ``suite`` make
     no suite (:data:`NO_SUITE`), ``config`` whole; so do files that set it where ``overrides``
     lacks it (Snakemake 8, which keeps file keys out of them), and files that name a suite of
-    their own (no ``config/suites/NAME.yaml``: the files are that suite)."""
+    their own (no ``config/suites/NAME.yaml``: the files are that suite).
+
+    ``command_line`` is what ``--config`` alone gave (Snakemake's ``config_settings.config``): a
+    suite named there is chosen, not a label, so one without a ``config/suites/`` file is refused
+    (listing the suites) even beside config files; a suite of one's own is named in its file."""
     overrides = overrides or {}
     named = str(config.get("suite", AUTO))
     own = named != AUTO and not (Path(config_dir) / "suites" / f"{named}.yaml").is_file()
+    chosen = (command_line or {}).get("suite")
+    if files and own and chosen is not None and str(chosen) == named and named != NO_SUITE \
+            and not _is_file_name(named):  # without files, load_suite refuses it
+        raise ConfigError(f"--config suite={named}: " + _no_suite_message(
+            named, Path(config_dir), "; a suite of your own is named in its config file "
+                                     "(suite: NAME), not chosen with --config"))
     if files and ("suite" not in overrides or own):  # own: files naming a suite of their own
         name = NO_SUITE if named == AUTO else named
         return _made(name, dict(config), "from the config files given", Path(config_dir))
@@ -205,8 +221,32 @@ def check_config(config: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
         unknown = sorted(k for k in err.instance if k not in allowed)
         keys = ", ".join(f"{where}.{k}" if where else k for k in unknown)
         raise GridError(f"unknown key {keys} (allowed{' under ' + where if where else ''}: "
-                        f"{', '.join(allowed)})")
-    raise GridError(f"key {where or '(top level)'}: {err.message}")
+                        f"{', '.join(allowed)})"
+                        + did_you_mean(unknown[0], allowed, f"{where}." if where else ""))
+    raise GridError(f"key {where or '(top level)'}: {err.message}{_list_hint(err)}")
+
+
+def _list_hint(err: Any) -> str:
+    """How to pass a list of numbers, where the error is one given the Snakemake way:
+    ``--config seeds=[0,1]`` reaches the workflow as ``['0', '1']`` (Snakemake's ``--config``
+    reads a list's items as text) and ``seeds=0`` as a number where a list belongs."""
+    path = list(err.absolute_path)
+    wanted = err.schema.get("type") if isinstance(err.schema, Mapping) else None
+    numeric = wanted in ("integer", "number") and isinstance(err.instance, str)
+    if numeric and path and isinstance(path[-1], int):
+        try:
+            float(err.instance)
+        except ValueError:
+            return ""
+        key = ".".join(str(p) for p in path[:-1])
+        return (f"; Snakemake's --config reads the items of a list as text ({key}=[0,1] gives "
+                f"['0', '1']): give a list of numbers in a config file, --configfile FILE "
+                f"holding `{key}: [0, 1]`")
+    if wanted == "array" and not isinstance(err.instance, list):
+        key = ".".join(str(p) for p in path)
+        return (f"; {key} is a list: give it in a config file, --configfile FILE holding "
+                f"`{key}: [{err.instance}]` (Snakemake's --config reads a list's items as text)")
+    return ""
 
 
 def put_interpreter_first() -> str:

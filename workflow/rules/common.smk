@@ -22,7 +22,8 @@ from hkt.workflow.suites import put_interpreter_first, workflow_suite
 try:
     SUITE = workflow_suite(
         config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
-        files=bool(workflow.config_settings.configfiles))
+        files=bool(workflow.config_settings.configfiles),
+        command_line=workflow.config_settings.config)
 except ConfigError as exc:  # one line, not a traceback: often a suite's name mistyped
     print(f"hkt: error: workflow config (config/config.yaml + --configfile/--config): {exc}",
           file=sys.stderr, flush=True)
@@ -84,13 +85,31 @@ envvars:
     "MLFLOW_TRACKING_URI",
 
 
+def disk_error(exc):
+    """A full disk or a read-only file system met at the workflow's start (the lock, the store,
+    the plan and its calibration cache, plan/sessions.json): the one line `hkt` prints for
+    every such error (hkt.cli.describe_os_error), as a WorkflowError, which stops the workflow
+    without a traceback."""
+    from hkt.cli import describe_os_error
+
+    return WorkflowError(f"hkt: error: {describe_os_error(exc)}")
+
+
+PLAN_ERRORS = []  # what stopped suite_plan(), for onstart to report in one line
+
+
 def print_plan(calibrate):
     """The suite's plan (hkt/plan.py): its job counts when the workflow is read (a dry run too,
     without timing anything), the full plan with its ETA when jobs are about to start."""
     from hkt.plan import workflow_plan
 
     plan = suite_plan() if calibrate else None
-    print(workflow_plan(SUITE, plan=plan), file=sys.stderr, flush=True)
+    if calibrate and PLAN_ERRORS:
+        raise PLAN_ERRORS[0]
+    try:
+        print(workflow_plan(SUITE, plan=plan), file=sys.stderr, flush=True)
+    except OSError as exc:  # writing plan/suite.json
+        raise disk_error(exc)
     if LOCAL_GPU_SLOTS and GRID.gpu_packing():
         print(f"hkt: {GRID.gpu_packing(workflow.cores)}", file=sys.stderr, flush=True)
 
@@ -100,7 +119,10 @@ def suite_plan():
     """The suite's plan, calibrated once per workflow (cached timings, else a short fresh one):
     the training jobs' priorities and the plan printed at start. The results directory is
     claimed and the store opened first, so that nothing is timed for a workflow that cannot run;
-    None when either fails (onstart then stops the workflow with their one-line error)."""
+    None when either fails (onstart then stops the workflow with their one-line error), or the
+    calibration cannot write its cache (PLAN_ERRORS: onstart says so in one line). Never
+    raises: it runs while Snakemake builds the DAG (the jobs' priorities), where an error is a
+    traceback."""
     from hkt.plan import calibrated_plan
 
     try:
@@ -108,7 +130,11 @@ def suite_plan():
         init_tracking_store()
     except WorkflowError:
         return None
-    return calibrated_plan(SUITE)
+    try:
+        return calibrated_plan(SUITE)
+    except OSError as exc:
+        PLAN_ERRORS.append(disk_error(exc))
+        return None
 
 
 def train_priority(wc):
@@ -150,6 +176,8 @@ def claim_results():
         claim_results_dir(R, REPO)
     except HKTError as exc:
         raise WorkflowError(f"hkt: error: {exc}")
+    except OSError as exc:
+        raise disk_error(exc)
 
 
 def start_session():
@@ -159,8 +187,11 @@ def start_session():
     from hkt.workflow.sessions import start_session as start
 
     plan = suite_plan()
-    start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0,
-          heartbeat_s=float(settings([])["heartbeat_s"]), cluster=bool(workflow.non_local_exec))
+    try:
+        start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0,
+              heartbeat_s=float(settings([])["heartbeat_s"]), cluster=bool(workflow.non_local_exec))
+    except OSError as exc:  # writing plan/sessions.json
+        raise disk_error(exc)
 
 
 def end_session(ok):
@@ -196,6 +227,8 @@ def init_tracking_store():
         open_client(TRACKING_URI)
     except HKTError as exc:
         raise WorkflowError(f"hkt: error: {exc}")
+    except OSError as exc:  # a full disk (hkt.mlflow_store.full_disk)
+        raise disk_error(exc)
 
 
 def job(wc):
