@@ -99,8 +99,9 @@ def suite_plan():
 
 
 def train_priority(wc):
-    """The longest training jobs start first (their estimated seconds, from the plan), so that
-    the last long job does not run alone at the end; none on a dry run (nothing is timed)."""
+    """Jobs resuming from a checkpoint start first, then the longest (their estimated seconds,
+    from the plan: Plan.priority), so that the last long job does not run alone at the end;
+    none on a dry run (nothing is timed)."""
     if workflow.dryrun or not workflow.is_main_process:
         return 0
     plan = suite_plan()
