@@ -66,7 +66,8 @@ def aggregate(args: argparse.Namespace) -> int:
         written.append(write_summary(out / SUMMARY, runs, main, gap, abl, source=source,
                                      ablation_task=args.ablation_task, ablation_length=abl_len,
                                      sections=sections, data_warnings=warnings,
-                                     controls=read["controls"]))
+                                     controls=read["controls"],
+                                     report_command=args.report_command))
         _check_declared(out, written, analyses=bool(args.analyses))
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)

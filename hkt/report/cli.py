@@ -20,9 +20,11 @@ claims read "cannot tell at this budget" below the minimum steps and seeds of
 from __future__ import annotations
 
 import argparse
+import os
 
 from hkt.data.layout import DATA_METADATA
 from hkt.paper import ABLATION_TASK
+from hkt.workflow.next_steps import REPORT_COMMAND_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "named as the record's data_dir): its train.parquet, or the "
                              f"{DATA_METADATA} that scripts/publish_results.py keeps of it; read for the "
                              "data's provenance warnings (default: each record's data_dir)")
+    parser.add_argument("--report-command", metavar="CMD", default=os.environ.get(REPORT_COMMAND_ENV),
+                        help="the command that builds this suite's report, printed in summary.md "
+                             f"(default: ${REPORT_COMMAND_ENV}, which the workflow sets; without "
+                             "it, summary.md names `snakemake --report OUT/report.html` alone)")
     parser.add_argument("--no-validate", action="store_true",
                         help="read records without checking them against the schema")
 

@@ -65,11 +65,12 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
                   ablation_length: int | None, sections: Sequence[str] = (),
                   data_warnings: dict[tuple[str, int | None], str] | None = None,
-                  controls: pl.DataFrame | None = None) -> Path:
+                  controls: pl.DataFrame | None = None, report_command: str | None = None) -> Path:
     """A few lines on the suite, the main and ablation tables, ``sections`` (more Markdown), and
     links to every table and figure in ``path``'s directory: write it after them.
     ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T);
-    ``controls`` (:func:`hkt.report.controls.controls_table`), when it has rows, follows the gap."""
+    ``controls`` (:func:`hkt.report.controls.controls_table`), when it has rows, follows the gap;
+    ``report_command``: the workflow's command that builds the report (hkt.workflow.next_steps)."""
     out = path.parent
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
     suites = sorted({s for s in runs[SUITE_TAG].to_list() if s})
@@ -114,9 +115,14 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     figures = sorted(p.stem for p in (out / "figures").glob("*.png"))
     ordered = [f for f in FIGURES if f in figures] + [f for f in figures if f not in FIGURES]
     lines.append("- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in ordered))
-    lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
-                 f"`snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
-                 "repository, writes it: every table and figure with its caption, in one HTML file")
+    if report_command:
+        lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
+                     f"`{report_command}`, run where the workflow ran, writes it: every table "
+                     "and figure with its caption, in one HTML file")
+    else:
+        lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
+                     f"`snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
+                     "repository, writes it: every table and figure with its caption, in one HTML file")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
