@@ -467,9 +467,16 @@ class Plan:
 
     def priority(self, output: str) -> int:
         """A training job's Snakemake priority: its estimated seconds (longest first; 0 when
-        ``output`` is no training job of the plan)."""
-        return next((round(j.seconds) for j in self.jobs if j.rule == "train" and j.output == output),
-                    0)
+        ``output`` is no training job of the plan), and above every job that starts from nothing
+        where it resumes from a checkpoint: after `hkt stop`, the runs that were under way finish
+        first (their checkpoints hold work; a fresh job can wait)."""
+        train = [j for j in self.jobs if j.rule == "train"]
+        job = next((j for j in train if j.output == output), None)
+        if job is None:
+            return 0
+        if job.done_steps and not job.done:
+            return round(job.seconds) + 1 + max(round(j.seconds) for j in train)
+        return round(job.seconds)
 
     def data_priority(self, outputs: Iterable[str]) -> int:
         """A task's ``prepare`` priority: the highest of the training jobs that wait on its data

@@ -4,6 +4,7 @@
 #
 #   bash scripts/bootstrap.sh          # the package and everything the workflow needs
 #   bash scripts/bootstrap.sh --dev    # plus the test tools
+#   bash scripts/bootstrap.sh --which-torch   # the torch it would install, and why; nothing else
 #
 # By default the dependencies come from the hashed locks requirements/lock.txt (--dev:
 # requirements/lock-dev.txt), installed with pip's --require-hashes; regenerate them with
@@ -13,10 +14,13 @@
 # Environment:
 #   PYTHON       interpreter that creates the venv (default: python3)
 #   HKT_VENV     where the venv goes (default: .venv)
-#   HKT_TORCH    pip arguments for torch (default: the line in requirements/torch.txt). For
-#                example a CUDA build:
-#                HKT_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
-#                An already-installed torch that satisfies the spec is kept.
+#   HKT_TORCH    pip arguments for torch. Default: the line in requirements/torch.txt, from
+#                PyPI (on Linux its CUDA build, several GB) where `nvidia-smi -L` lists a GPU, else
+#                (Linux without an NVIDIA GPU) the same release's CPU build, about 2 GB less, from
+#                https://download.pytorch.org/whl/cpu; one line says which and why. For example
+#                a CUDA build: HKT_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+#                An already-installed torch that satisfies the spec is kept. A wheelhouse
+#                (HKT_WHEELHOUSE) installs the torch it holds.
 #   HKT_UNLOCKED=1  install pyproject.toml's loose ranges instead of the locks (newest
 #                releases that fit; what a plain `pip install -e .` would do)
 #   HKT_WHEELHOUSE=DIR  install without network from a wheelhouse made by
@@ -30,13 +34,32 @@ cd "$(dirname "$0")/.."
 
 python=${PYTHON:-python3}
 venv=${HKT_VENV:-.venv}
-torch_spec=${HKT_TORCH:-$(grep -m1 '^torch==' requirements/torch.txt)}
-extras="" lock=requirements/lock.txt
+extras="" lock=requirements/lock.txt which_torch=0
 case "${1:-}" in
   --dev) extras="[dev]" lock=requirements/lock-dev.txt ;;
+  --which-torch) which_torch=1 ;;
   "") ;;
-  *) echo "usage: bash scripts/bootstrap.sh [--dev]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/bootstrap.sh [--dev | --which-torch]" >&2; exit 2 ;;
 esac
+
+# Which torch: HKT_TORCH when set; else the pinned release, its CPU build on a Linux machine
+# without an NVIDIA GPU (PyPI's Linux wheel is the CUDA one, with GBs of CUDA libraries).
+torch_pin=$(grep -m1 '^torch==' requirements/torch.txt)
+cpu_index=https://download.pytorch.org/whl/cpu
+if [ -n "${HKT_TORCH:-}" ]; then
+  torch_spec=$HKT_TORCH torch_why="HKT_TORCH"
+elif [ -n "${HKT_WHEELHOUSE:-}" ]; then
+  torch_spec=$torch_pin torch_why="the wheelhouse's (HKT_WHEELHOUSE)"
+elif [ "$(uname -s)" != Linux ]; then
+  torch_spec=$torch_pin torch_why="PyPI's build for $(uname -s)"
+elif nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  torch_spec=$torch_pin torch_why="nvidia-smi lists a GPU: the CUDA build"
+else
+  torch_spec="$torch_pin --index-url $cpu_index"
+  torch_why="no NVIDIA GPU: nvidia-smi lists none; for CUDA set HKT_TORCH, docs/install.md"
+fi
+echo "bootstrap: torch: $torch_spec ($torch_why)"
+[ "$which_torch" = 1 ] && exit 0
 
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "error: $python is not Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2

@@ -289,3 +289,22 @@ def test_file_digests_match_hashlib(tmp_path):
     p = tmp_path / "f"
     p.write_bytes(io.BytesIO(PAYLOAD).read())
     assert sources.file_digests(p) == {"sha256": SHA, "md5": MD5}
+
+
+def test_a_download_that_cannot_connect_says_how_to_run_offline(tmp_path):
+    """Offline, with nothing set (issue 64): the error names the mirror variable, the file to put
+    where, and the page that says more, in one line."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    prep = _prep(url=f"http://127.0.0.1:{port}/official.tar.gz", download_dir=str(tmp_path / "dl"))
+    with pytest.raises(DataError) as err:
+        resolve_source("task", prep, progress=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "failed after 0 retries" in msg
+    assert "put official.tar.gz" in msg and "DIR/task/" in msg and "HKT_DATA_MIRROR=DIR" in msg
+    assert f"copy official.tar.gz to {tmp_path / 'dl' / 'official.tar.gz'}" in msg
+    assert msg.endswith("(docs/data.md)")
+    assert not (tmp_path / "dl" / "official.tar.gz.part").exists()

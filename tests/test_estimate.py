@@ -211,3 +211,20 @@ def test_a_baseline_added_to_a_finished_suite_costs_itself_and_the_aggregate(smo
     status = suite_status(Path("results"), settings([]), now=time.time())
     assert {(j.rule, j.name) for j in status.jobs if j.state != "done"} == left
     assert status.remaining_s == pytest.approx(plan.wall_seconds)
+
+
+def test_a_checkpointed_job_resumes_before_any_fresh_one(smoke):
+    """After `hkt stop` (issue 64): the workflow's priority puts every training job with a
+    checkpoint before every job that starts from nothing, however long those are; among fresh
+    jobs the longest still goes first."""
+    jobs, records = half_done(smoke)
+    plan = make_plan(compose("plan", ["device=cpu"]), smoke)
+    by_output = {j.output: j for j in plan.jobs}
+    resumed = plan.priority(str(records[1]))
+    fresh = [str(r) for r in records[2:]]
+    assert by_output[str(records[1])].done_steps == 6
+    assert max(by_output[r].seconds for r in fresh) > by_output[str(records[1])].seconds
+    assert resumed > max(plan.priority(r) for r in fresh)
+    longest = max(fresh, key=lambda r: by_output[r].seconds)
+    assert plan.priority(longest) == max(plan.priority(r) for r in fresh)
+    assert plan.priority(str(records[0])) == 0  # done

@@ -12,6 +12,8 @@ copied first, so the test never touches the repository's own files. The run is m
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ import yaml
 
 from hkt.report.products import aggregate_files
 from test_faults_workflow import files_under
-from test_workflow import ROOT, job_stats, snakemake
+from test_workflow import ROOT, job_stats, snakemake, user_env
 from conftest import load_script
 
 pytestmark = pytest.mark.slow
@@ -105,6 +107,19 @@ def workflow_run(tmp_path_factory):
             "snakefile": snakefile, "output": r.stdout + r.stderr}
 
 
+def test_a_finished_suite_ends_by_naming_its_summary_report_and_mlflow_ui(workflow_run):
+    """Issue 64: the last lines, after Snakemake's `Elapsed time`, say where the summary is, the
+    command that builds the report (the one summary.md prints) and the MLflow UI's."""
+    out = workflow_run["output"].rstrip().splitlines()
+    summary = (workflow_run["results"] / "summary.md").read_text()
+    report = re.search(r"^- Report: .*?`([^`]+)`", summary, re.M).group(1)
+    assert out[-3] == f"hkt: suite complete: results in {RESULTS}/, read {RESULTS}/summary.md first"
+    assert out[-2].endswith(f"`{report}`")
+    db = shlex.quote(f"sqlite:///{RESULTS}/mlflow.db")
+    assert f"ui --backend-store-uri {db} --host 127.0.0.1 --port 5000`" in out[-1]
+    assert any(line.startswith("Elapsed time:") for line in out[-8:-3])
+
+
 def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
     out = workflow_run["output"]
     plan = out.index("estimated wall time:")
@@ -112,6 +127,8 @@ def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
     assert "jobs: " in out and "train " in out and "(measured, at the job's batch)" in out
     assert f"tail -f '{RESULTS}'/logs/train/" in out
     assert plan < out.index("rule prepare:")
+    assert plan < out.index("hkt: from Snakemake's start, as its `Elapsed time` and `hkt status` "
+                            "count: about ") < out.index("rule prepare:")
     assert (workflow_run["results"] / "plan" / "calibration.json").is_file()
     assert f"where it stands, any time: `hkt status '{RESULTS}'`" in out
 
@@ -127,6 +144,13 @@ def test_status_reads_the_finished_suite(workflow_run):
     assert "workflow: not running" in r.stdout
     (session,) = json.loads((workflow_run["results"] / "plan" / "sessions.json").read_text())["sessions"]
     assert session["ok"] is True and session["ended"] >= session["started"] and session["estimate_s"] > 0
+    # one span (issue 64): the session is Snakemake's `Elapsed time` (from its start, not the
+    # first job's), and its estimate counts the time before the first job as well as the plan's
+    h, m, sec = re.search(r"^Elapsed time: (\d+):(\d+):([\d.]+)$", workflow_run["output"], re.M).groups()
+    assert abs(session["ended"] - session["started"] - (3600 * int(h) + 60 * int(m) + float(sec))) < 5
+    plan = json.loads((workflow_run["results"] / "plan" / "suite.json").read_text())
+    before = plan["started"] - session["started"]  # the plan is written when the jobs start
+    assert before > 0 and session["estimate_s"] == pytest.approx(before + plan["estimate_s"], abs=2)
     assert "wall time: " in r.stdout and " over 1 run of the workflow, against " in r.stdout
 
 
@@ -308,11 +332,23 @@ def test_adding_an_external_baseline_reruns_only_what_reads_its_record(workflow_
     assert stats.get("aggregate") == 1
 
 
-def test_report_has_the_captions(workflow_run):
+def test_the_report_command_summary_md_prints_builds_the_report_as_printed(workflow_run):
+    """Issue 64: the command summary.md prints, run as printed where the workflow ran (the venv's
+    Snakemake, its Snakefile and config), builds report.html, with the captions; it writes into
+    no other results directory (nor times anything: no plan/ written anywhere)."""
     w = workflow_run
-    r = snakemake("--configfile", str(w["cfg"]), "--report", f"{RESULTS}/report.html",
-                  cwd=w["work"], snakefile=w["snakefile"])
+    summary = (w["results"] / "summary.md").read_text()
+    (printed,) = re.findall(r"^- Report: .*?`([^`]+)`, run where the workflow ran", summary, re.M)
+    words = shlex.split(printed)
+    assert words[0] == str(Path(sys.executable).parent / "snakemake")  # the venv's, by path
+    assert words[1:3] == ["--report", f"{RESULTS}/report.html"]
+    before = sorted(p.name for p in w["work"].iterdir())
+    plan_files = sorted(str(p) for p in w["work"].rglob("plan/*"))
+    r = subprocess.run(words, cwd=w["work"], capture_output=True, text=True, timeout=300,
+                       env=user_env())
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert sorted(p.name for p in w["work"].iterdir()) == before
+    assert sorted(str(p) for p in w["work"].rglob("plan/*")) == plan_files
     html = (w["results"] / "report.html").read_text()
     for caption in ("Main table.", "Ablations", "Accuracy vs pyramid levels", "MLflow audit"):
         assert caption in html

@@ -93,3 +93,14 @@ def test_another_processs_session_is_not_touched(tmp_path):
                                            (4 * 86400, "4.0 days")])
 def test_durations(seconds, said):
     assert S.duration(seconds) == said
+
+
+def test_a_session_starts_where_the_workflow_says_and_is_estimated_over_that_span(tmp_path):
+    """Issue 64: the workflow records Snakemake's start, not the first job's, so that `hkt
+    status` measures the span of Snakemake's `Elapsed time`, against an estimate of that span."""
+    began = time.time() - 42.0
+    S.start_session(tmp_path, estimate_s=100.0, heartbeat_s=3600, started=began)
+    S.end_session(tmp_path, ok=True)
+    (session,) = S.load_sessions(tmp_path)
+    assert session["started"] == began
+    assert S.session_seconds(session, now=time.time(), host=HOST) >= 42.0

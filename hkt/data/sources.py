@@ -67,6 +67,11 @@ def verify_file(path: Path, expected: dict[str, str | None], *, delete_on_mismat
 # tqdm was not taken for the progress line either: in a log file (not a terminal) it writes
 # carriage-return redraws or, with disable=None, nothing; this writes one plain line every 5 s.
 
+class DownloadFailed(DataError):
+    """A download that could not reach its host or was refused by it (no network, a firewall,
+    HTTP errors): :func:`resolve_source` adds how to run without it (the mirror)."""
+
+
 class _Progress:
     def __init__(self, name: str, total: int | None, start: int, enabled: bool) -> None:
         self.name, self.total, self.done = name, total, start
@@ -136,7 +141,7 @@ def _download(url: str, dest: Path, sha256: str | None, md5: str | None, size: i
             if attempt > retries:
                 got = _size(part)
                 part.unlink(missing_ok=True)
-                raise DataError(f"downloading {url} failed after {retries} retries ({exc}); got "
+                raise DownloadFailed(f"downloading {url} failed after {retries} retries ({exc}); got "
                                 f"{got} bytes of {total if total else 'unknown'}; the partial "
                                 "file was deleted") from None
             log.warning("%s: %s; retrying (%d/%d)", dest.name, exc, attempt, retries)
@@ -206,7 +211,7 @@ def _fetch(url: str, part: Path, total: int | None, size: int | None, timeout: f
             bar.update(0, final=True)
     except urllib.error.HTTPError as exc:
         if exc.code != 416 or not have:
-            raise DataError(f"downloading {url} failed: HTTP {exc.code} {exc.reason}") from None
+            raise DownloadFailed(f"downloading {url} failed: HTTP {exc.code} {exc.reason}") from None
     return total
 
 
@@ -311,6 +316,17 @@ def resolve_source(family: str, prep: dict[str, Any], source: Path | None = None
         return mirror_source(Path(prep["mirror"]).expanduser(), family, prep)
     ddir = Path(prep["download_dir"]).expanduser() if prep.get("download_dir") else default_download_dir()
     dest = ddir / prep["filename"]
-    digests = download(prep["url"], dest, sha256=prep.get("sha256"), md5=prep.get("md5"), size=prep.get("size"),
-                       retries=prep.get("retries", 3), timeout=prep.get("timeout_s", 60), progress=progress)
+    try:
+        digests = download(prep["url"], dest, sha256=prep.get("sha256"), md5=prep.get("md5"),
+                           size=prep.get("size"), retries=prep.get("retries", 3),
+                           timeout=prep.get("timeout_s", 60), progress=progress)
+    except DownloadFailed as exc:
+        raise DownloadFailed(f"{exc}. {offline_advice(family, prep['filename'], dest)}") from None
     return Source(dest, official=True, origin="download", digests=digests)
+
+
+def offline_advice(family: str, filename: str, dest: Path) -> str:
+    """What to do where the official host cannot be reached: the mirror, the file, the page."""
+    return (f"Without internet: put {filename} (or one archive or directory of its layout) in "
+            f"DIR/{family}/ and set HKT_DATA_MIRROR=DIR, or copy {filename} to {dest} "
+            "(docs/data.md)")

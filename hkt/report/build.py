@@ -79,7 +79,7 @@ def aggregate(args: argparse.Namespace) -> int:
                                          ablation_task=args.ablation_task,
                                          ablation_length=abl_len, sections=sections,
                                          data_warnings=warnings, controls=read["controls"],
-                                         out=out))
+                                         out=out, report_command=args.report_command))
             _check_declared(stage, written, analyses=bool(args.analyses))
             written = _move_into(stage, out, written)
         if args.suite_run:

@@ -20,9 +20,11 @@ claims read "cannot tell at this budget" below the minimum steps and seeds of
 from __future__ import annotations
 
 import argparse
+import os
 
 from hkt.data.layout import DATA_METADATA
 from hkt.paper import ABLATION_TASK
+from hkt.workflow.next_steps import REPORT_COMMAND_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "data's provenance warnings, and its examples.parquet (made there from "
                              "the splits if missing) for the per-example readings of runs with "
                              "predictions.parquet (default: each record's data_dir)")
+    parser.add_argument("--report-command", metavar="CMD", default=os.environ.get(REPORT_COMMAND_ENV),
+                        help="the command that builds this suite's report, printed in summary.md "
+                             f"(default: ${REPORT_COMMAND_ENV}, which the workflow sets; without "
+                             "it, summary.md names `snakemake --report OUT/report.html` alone)")
     parser.add_argument("--no-validate", action="store_true",
                         help="read records without checking them against the schema")
 

@@ -77,13 +77,15 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
                   abl: pl.DataFrame, *, source: str, ablation_task: str,
                   ablation_length: int | None, sections: Sequence[str] = (),
                   data_warnings: dict[tuple[str, int | None], str] | None = None,
-                  controls: pl.DataFrame | None = None, out: Path | None = None) -> Path:
+                  controls: pl.DataFrame | None = None, out: Path | None = None,
+                  report_command: str | None = None) -> Path:
     """A few lines on the suite, the main and ablation tables, ``sections`` (more Markdown), and
     links to every table and figure in ``path``'s directory: write it after them.
     ``data_warnings`` (:func:`data_warnings`) head it, one quoted warning per (task, T);
     ``controls`` (:func:`hkt.report.controls.controls_table`), when it has rows, follows the gap.
     ``out``: the folder the summary and its files end up in, where that is not ``path``'s (a
-    staging folder): its tables and figures are linked too."""
+    staging folder): its tables and figures are linked too. ``report_command``: the workflow's
+    command that builds the report (hkt.workflow.next_steps)."""
     here = path.parent
     out = here if out is None else out
     profiles = ", ".join(sorted({p for p in runs["profile"].to_list() if p}))
@@ -130,9 +132,14 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
     figures = sorted({p.stem for d in {here, out} for p in (d / "figures").glob("*.png")})
     ordered = [f for f in FIGURES if f in figures] + [f for f in figures if f not in FIGURES]
     lines.append("- Figures: " + ", ".join(f"[{f}](figures/{f}.png)" for f in ordered))
-    lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
-                 f"`snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
-                 "repository, writes it: every table and figure with its caption, in one HTML file")
+    if report_command:
+        lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
+                     f"`{report_command}`, run where the workflow ran, writes it: every table "
+                     "and figure with its caption, in one HTML file")
+    else:
+        lines.append(f"- Report: not made by the workflow (it needs the finished DAG); "
+                     f"`snakemake --report {shlex.quote(f'{out}/report.html')}`, run from the "
+                     "repository, writes it: every table and figure with its caption, in one HTML file")
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path

@@ -4,8 +4,9 @@ over its interruptions.
 A night-long suite is often run in pieces: paused for other work, preempted, ended with a
 login session, and resumed by the same command from its checkpoints. Its wall time is then the
 sum of those pieces, which no single log holds. When it starts executing, the workflow appends a
-session to ``RESULTS_DIR/plan/sessions.json`` (host, pid, the checkout's commit, the plan's
-estimate of the whole suite; the command and directory it ran from, which ``hkt stop`` gives
+session to ``RESULTS_DIR/plan/sessions.json`` (host, pid, the checkout's commit, its start, which
+is Snakemake's, so that a session spans what Snakemake's ``Elapsed time`` measures, and the
+estimate of that span: the time before the first job, measured, plus the plan's; the command and directory it ran from, which ``hkt stop`` gives
 back as the way to resume, and whether its jobs go to a cluster) and, from a background
 thread, writes the session's ``last_seen`` every ``heartbeat_s`` (config/status.yaml), so that
 a session killed without a word (SIGKILL, a lost node) still has an end, to within that. One that ends by itself also writes ``ended``
@@ -92,15 +93,18 @@ def command_line() -> list[str]:
 
 
 def start_session(results_dir: str | Path, *, estimate_s: float, heartbeat_s: float,
-                  cluster: bool = False) -> threading.Thread:
-    """Record that this process (the workflow, holding the results directory's lock) starts a
-    session of the suite its plan estimates at ``estimate_s`` (its jobs on a ``cluster`` or
-    here), and keep its ``last_seen`` fresh until the process ends; returns the thread."""
+                  cluster: bool = False, started: float | None = None) -> threading.Thread:
+    """Record that this process (the workflow, holding the results directory's lock) runs a
+    session of the suite that began at ``started`` (default: now; the workflow gives Snakemake's
+    start, the span its ``Elapsed time`` measures) and that its plan estimates at ``estimate_s``
+    over the same span (its jobs on a ``cluster`` or here), and keep its ``last_seen`` fresh until
+    the process ends; returns the thread."""
     from hkt.provenance import git_state
 
     commit, dirty = git_state()
     now = time.time()
-    _update(results_dir, {"started": now, "last_seen": now, "host": socket.gethostname(),
+    _update(results_dir, {"started": now if started is None else float(started), "last_seen": now,
+                          "host": socket.gethostname(),
                           "pid": os.getpid(), "commit": commit, "dirty": dirty,
                           "estimate_s": float(estimate_s), "argv": command_line(),
                           "cwd": os.getcwd(), "cluster": bool(cluster)}, new=True)

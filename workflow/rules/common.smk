@@ -14,6 +14,7 @@ from hkt.run_record import DAMAGED_NAME, set_aside_if_damaged
 from hkt.workflow.configs import check_analysable, seedless, train_config_digests
 from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
+from hkt.workflow.next_steps import REPORT_COMMAND_ENV, closing_lines, report_command
 from hkt.workflow.suites import put_interpreter_first, workflow_suite
 
 # The suite, made once (hkt.workflow.suites): `suite: auto` (config.yaml's default) is the paper
@@ -61,6 +62,12 @@ TRACKING_URI = tracking_uri(config.get("tracking_uri"), R)  # hkt.mlflow_store: 
 os.environ.update(HKT_CONFIG_DIR=str(CONFIG_DIR), HKT_RESULTS_DIR=str(Path(R).resolve()),
                   MLFLOW_TRACKING_URI=TRACKING_URI, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false")
 put_interpreter_first()  # rules call `hkt`: the one beside this Python, venv activated or not
+# The command that builds this suite's report, as it works here (hkt/workflow/next_steps.py):
+# summary.md prints it (`hkt aggregate` reads it from the environment), the last lines repeat it.
+if workflow.is_main_process:
+    os.environ[REPORT_COMMAND_ENV] = report_command(
+        R, suite=SUITE.name, snakefile=workflow.main_snakefile,
+        configfiles=workflow.config_settings.configfiles, config=workflow.config_settings.config)
 
 # GPUs shared by local jobs (hkt/workflow/gpuslots.py): Snakemake counts the slots (a global
 # resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
@@ -137,10 +144,18 @@ def suite_plan():
         return None
 
 
+def executing():
+    """Whether this process runs jobs: not a dry run, a cluster job, nor `--report` or `--lint`
+    (no executor), which must neither time anything nor write into a results directory."""
+    return (workflow.is_main_process and not workflow.dryrun
+            and workflow.executor_plugin is not None)
+
+
 def train_priority(wc):
-    """The longest training jobs start first (their estimated seconds, from the plan), so that
-    the last long job does not run alone at the end; none on a dry run (nothing is timed)."""
-    if workflow.dryrun or not workflow.is_main_process:
+    """Jobs resuming from a checkpoint start first, then the longest (their estimated seconds,
+    from the plan: Plan.priority), so that the last long job does not run alone at the end;
+    none on a dry run (nothing is timed)."""
+    if not executing():
         return 0
     plan = suite_plan()
     return plan.priority(GRID.record(job(wc))) if plan is not None else 0
@@ -149,7 +164,7 @@ def train_priority(wc):
 def prepare_priority(wc):
     """A task's data first where its training jobs are the longest (the plan's), so that the
     longest job does not wait on another task's download; none on a dry run."""
-    if workflow.dryrun or not workflow.is_main_process:
+    if not executing():
         return 0
     plan = suite_plan()
     records = [GRID.record(j) for j in GRID.train_jobs() if j.task == wc.task]
@@ -182,22 +197,44 @@ def claim_results():
 
 def start_session():
     """Record this run of the workflow in the results directory (hkt/workflow/sessions.py), so
-    that `hkt status` measures the suite's wall time over its interruptions."""
+    that `hkt status` measures the suite's wall time over its interruptions: from Snakemake's
+    start, the span of its `Elapsed time`, against the time already spent before the first job
+    (reading the workflow, checking every config, opening the store, the calibration: measured)
+    plus the plan's. One line says that whole estimate."""
+    import time
+
     from hkt.status import settings
-    from hkt.workflow.sessions import start_session as start
+    from hkt.workflow.sessions import duration, start_session as start
 
     plan = suite_plan()
+    began = getattr(workflow, "start_time", None)  # Snakemake's start (a local datetime)
+    started = began.timestamp() if began is not None else time.time()
+    before = max(0.0, time.time() - started)
+    jobs = plan.wall_seconds if plan is not None else 0.0
     try:
-        start(R, estimate_s=plan.wall_seconds if plan is not None else 0.0,
+        start(R, estimate_s=before + jobs, started=started,
               heartbeat_s=float(settings([])["heartbeat_s"]), cluster=bool(workflow.non_local_exec))
     except OSError as exc:  # writing plan/sessions.json
         raise disk_error(exc)
+    if plan is not None:
+        print(f"hkt: from Snakemake's start, as its `Elapsed time` and `hkt status` count: about "
+              f"{duration(before + jobs)} ({before:.0f} s before the first job: reading the workflow, "
+              f"checking every config, the calibration; then the jobs)", file=sys.stderr, flush=True)
 
 
 def end_session(ok):
     from hkt.workflow.sessions import end_session as end
 
     end(R, ok=ok)
+
+
+def say_complete():
+    """After a suite completes, its last lines (after Snakemake's `Elapsed time`, as the process
+    exits) say where the summary is, how to build the report and how to open MLflow's UI."""
+    import atexit
+
+    lines = closing_lines(R, SUMMARY, os.environ[REPORT_COMMAND_ENV], TRACKING_URI)
+    atexit.register(lambda: print("\n".join(lines), file=sys.stderr, flush=True))
 
 
 def say_if_stopped():

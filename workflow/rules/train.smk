@@ -4,7 +4,7 @@
 # config/model/hkt.yaml re-runs the HKT jobs only. A run directory left by an interrupted job with
 # the same config is resumed from its last checkpoint; one whose config or data changed is
 # started over (`hkt train --restart-if-changed`). Priority: the job's estimated seconds (the
-# plan's), so the longest jobs start first.
+# plan's), so the longest jobs start first; a job with a checkpoint before every fresh one.
 
 
 wildcard_constraints:
