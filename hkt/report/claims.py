@@ -73,7 +73,7 @@ import polars as pl
 import yaml
 
 from hkt import paper
-from hkt.references import RULE_REFERENCES, Line, reading
+from hkt.references import RULE_REFERENCES, Line, figure_error, reading
 from hkt.report.stats import binomial_variance
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
 from hkt.errors import ConfigValueError
@@ -623,8 +623,7 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[lis
             figure = paper.paper_accuracy(task, length, r["model"])
             theirs = "no figure"
             if figure is not None:
-                err = math.sqrt((figure.std or 0.0) ** 2 / paper.SEEDS
-                                + binomial_variance(figure.mean, refs[0].test_examples))
+                err = figure_error(figure.mean, figure.std, paper.SEEDS, refs[0].test_examples)
                 theirs = (f"{r['model'].upper()} {figure.mean:.2f}: "
                           f"{reading(figure.mean, err, refs)}")
             rows.append([f"Which rule reference {r['model'].upper()} reaches on {task} "

@@ -27,6 +27,7 @@ class Product:
     category: str   # its section of `snakemake --report`
     caption: str    # workflow/report/CAPTION.rst
     analyses: bool = False  # written only when the suite analyses trained runs
+    leaderboard: bool = False  # written only when the suite reads published figures (--leaderboard)
 
     def files(self, out: str | Path) -> list[Path]:
         """Its files under the results directory ``out`` (the captioned one first)."""
@@ -55,18 +56,21 @@ PRODUCTS: tuple[Product, ...] = (
     _figure("kappa_by_level", "Analyses", analyses=True),
     _figure("truncation", "Analyses", "truncation_curve", analyses=True),
     _figure("approximation", "Analyses", "approximation_figure", analyses=True),
+    Product("leaderboard", "table", "Tables", "leaderboard_table", leaderboard=True),
 )
 RUNS_TABLE = Product("runs", "table", "Tables", "runs_table")  # tables/runs.csv only
 SUMMARY = "summary.md"
 MLFLOW_CHECK = Product("mlflow_check", "table", "Audit", "mlflow_check")  # hkt aggregate --check-mlflow
 
 
-def products(*, analyses: bool) -> list[Product]:
-    """The tables and figures of a suite that does (or does not) analyse trained runs."""
-    return [p for p in PRODUCTS if analyses or not p.analyses]
+def products(*, analyses: bool, leaderboard: bool = False) -> list[Product]:
+    """The tables and figures of a suite that does (or does not) analyse trained runs and read
+    published figures against its rule references (``leaderboard``)."""
+    return [p for p in PRODUCTS if (analyses or not p.analyses)
+            and (leaderboard or not p.leaderboard)]
 
 
-def aggregate_files(out: str | Path, *, analyses: bool) -> list[Path]:
+def aggregate_files(out: str | Path, *, analyses: bool, leaderboard: bool = False) -> list[Path]:
     """Every file ``hkt aggregate`` writes under ``out`` (tables, figures, runs.csv, summary)."""
-    files = [f for p in products(analyses=analyses) for f in p.files(out)]
+    files = [f for p in products(analyses=analyses, leaderboard=leaderboard) for f in p.files(out)]
     return [*files, Path(out) / "tables" / "runs.csv", Path(out) / SUMMARY]
