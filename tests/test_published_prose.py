@@ -194,3 +194,40 @@ def test_a_stale_count_is_found():
         ["27 runs"]
     assert unsupported_counts("its 36 training runs, 12 per task, 3 seeds each, in 9 runs of the "
                               "same command and 4 more sessions, 10k steps", [cpu]) == []
+
+
+# ------------------------------------------------ published figures read against the rules (issue 60)
+#: The documents that quote the reading of LRA's published ListOps figures, and its publication.
+LEADERBOARD = DOCS / "lra_listops" / "tables" / "leaderboard.csv"
+READINGS_QUOTED = (DOCS / "lra_listops" / "README.md", ROOT / "docs" / "listops.md")
+#: A row of a quoted readings table: | model | published (%) | reading |.
+READING_ROW = re.compile(r"^\| (?P<model>[^|]+?) \| (?P<figure>\d+\.\d\d) \| (?P<reading>(?:at|above|"
+                         r"below) the [^|]+?) \|$", re.M)
+
+
+def computed_readings() -> list[tuple[str, str, str]]:
+    """(model, figure, reading) of each published figure, as hkt aggregate --leaderboard read it."""
+    return [(r["model"], f"{float(r['accuracy']):.2f}", r["position"])
+            for r in csv.DictReader(LEADERBOARD.open(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("doc", READINGS_QUOTED, ids=lambda p: p.name)
+def test_the_quoted_readings_of_the_published_figures_are_the_computed_ones(doc):
+    """Each document's table of readings is the computed table, row for row, and its count of
+    figures at the prior is the computed count."""
+    if not LEADERBOARD.is_file():
+        pytest.skip("docs/results/lra_listops/ holds no leaderboard table")
+    text = doc.read_text("utf-8")
+    quoted = [(m["model"], m["figure"], m["reading"]) for m in READING_ROW.finditer(text)]
+    computed = computed_readings()
+    assert quoted == computed
+    at_prior = sum(r == "at the root-operator prior" for _, _, r in computed)
+    assert f"{at_prior} of the {len(computed)}" in text
+
+
+def test_a_reading_the_computation_does_not_give_is_found():
+    text = "| Transformer | 36.37 | above the root-operator prior, below the depth-1 rule |"
+    assert [(m["model"], m["figure"], m["reading"]) for m in READING_ROW.finditer(text)] == \
+        [("Transformer", "36.37", "above the root-operator prior, below the depth-1 rule")]
+    if LEADERBOARD.is_file():
+        assert ("Transformer", "36.37", "at the root-operator prior") in computed_readings()
