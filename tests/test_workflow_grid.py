@@ -199,7 +199,7 @@ def test_a_node_key_that_does_not_exist_is_named():
     ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
     ({"external": {"mine": {"enabled": True}}},
      "external.mine: no `command` given, and hkt/baselines/ has no baseline 'mine' "
-     r"\(registered: depth1_rule, depth2_rule, depth3_rule, exact_rule, majority, ngram, "
+     r"\(registered: bracketless_rule, depth1_rule, depth2_rule, depth3_rule, exact_rule, majority, ngram, "
      r"root_op_prior\)"),
     ({"external": {"mine": {"command": "x {data} {out} {dir}"}}},
      r"external.mine.command names \{dir\}; it may name \{data\}, \{out\}"),
