@@ -97,3 +97,5 @@ def test_the_suite_passes_the_release_folder_to_prepare(release):
                                   "source": str(release)}}}).grid
     assert grid.prepare_args("listops_lra") == ["listops_lra", "--source", str(release.resolve())]
     assert {j.model for j in grid.external_jobs()} >= set(RULES)
+    assert grid.leaderboard_args() == ["--leaderboard", "config/report/lra_listops.yaml"]
+    assert grid.train_jobs() == []

@@ -197,6 +197,8 @@ def test_a_node_key_that_does_not_exist_is_named():
     ({"main": {"tasks": ["pathfinder"]}}, "main.tasks names task 'pathfinder'"),
     ({"ablation": {"include": ["levels9"]}}, "ablation.include names variant 'levels9'.*levels1"),
     ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
+    ({"leaderboard": "config/report/nope.yaml"},
+     "leaderboard: config/report/nope.yaml is not a file in the repository"),
     ({"external": {"mine": {"enabled": True}}},
      "external.mine: no `command` given, and hkt/baselines/ has no baseline 'mine' "
      r"\(registered: bracketless_rule, depth1_rule, depth2_rule, depth3_rule, exact_rule, majority, ngram, "
