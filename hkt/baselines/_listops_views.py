@@ -8,8 +8,9 @@ the TSV's parenthesised trees and tokenises them in one of two ways:
   are removed before tokenising, so the model sees operators, closing brackets and digits: the
   tokens our generator writes, one per operator, bracket and digit;
 * **first** (the code released with the paper, 2020-10-23 to 2021-03-04): the vocabulary and the
-  encoder use ``tfds.deprecated.text.Tokenizer``, which keeps alphanumeric tokens only, so the
-  model sees operators (``MIN`` …) and digits, and no closing bracket.
+  encoder use ``tfds.deprecated.text.Tokenizer``, alphanumeric-only by default (tensorflow/datasets
+  ``text_encoder.py``), so the model sees operators (``MIN`` …) and digits, and no closing
+  bracket.
 
 Either way the input is cut at ``max_length`` = 2000 tokens, which no tree reaches: the generator
 keeps a tree when its length (operators, closing brackets and digits) is below 2000.
