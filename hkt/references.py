@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-__all__ = ["RULE_REFERENCES", "Line", "lines", "lines_note", "is_reference", "reading"]
+__all__ = ["RULE_REFERENCES", "Line", "lines", "lines_note", "is_reference", "reading",
+           "figure_error"]
 
 #: The rule references, lowest first: model name -> what it means (its name in tables and figures).
 RULE_REFERENCES = {"root_op_prior": "root-operator prior", "depth1_rule": "depth-1 rule",
@@ -74,6 +75,17 @@ def lines_note(runs: pl.DataFrame) -> str:
              for task, length in keys.iter_rows()]
     return ("Rule references (test accuracy %, docs/listops.md: what a rule reading the "
             f"expression to a known depth gets): {'; '.join(parts)}.")
+
+
+def figure_error(mean: float, std: float | None, seeds: int | None,
+                 test_examples: int | None) -> float:
+    """The standard error (pp) of a published figure ``mean`` (%): its spread over seeds,
+    std² / seeds, where its source gives one (``std`` None: none), plus the binomial error
+    p(1 − p)/N of a test set of ``test_examples`` (None: none known)."""
+    spread = (std or 0.0) ** 2 / seeds if std is not None and seeds else 0.0
+    p = mean / 100
+    binomial = 1e4 * p * (1 - p) / test_examples if test_examples else 0.0
+    return math.sqrt(spread + binomial)
 
 
 def reading(value: float, error: float, refs: list[Line]) -> str:

@@ -373,7 +373,8 @@ def _aggregate_inputs(name: str, results: Path, pending: list[str] = (), *,
     records = [r for r in grid.records()
                if not any(r.endswith(f"/runs/{run}/record.json") for run in pending)
                and (not published_only or (results.parent / r).is_file())]
-    return [*records, "--suite", name, *grid.ablation_args(), *reference, *analyses]
+    board = ["--leaderboard", str(configs.parent / grid.leaderboard)] if grid.leaderboard else []
+    return [*records, "--suite", name, *grid.ablation_args(), *reference, *analyses, *board]
 
 
 def add_runs(results: Path, dest: Path) -> list[str]:

@@ -298,3 +298,52 @@ def test_the_listops_page_names_every_suite_that_turns_the_rules_off():
                  .get("root_op_prior", {}).get("enabled") is False)
     assert "long" in off
     assert [s for s in off if f"`{s}`" not in sentence] == []
+
+
+# ------------------------------------------------ published figures read against the rules (issue 60)
+#: The documents that quote the reading of LRA's published ListOps figures, and its publication.
+LEADERBOARD = DOCS / "lra_listops" / "tables" / "leaderboard.csv"
+READINGS_QUOTED = (DOCS / "lra_listops" / "README.md", ROOT / "docs" / "listops.md")
+#: A row of a quoted readings table: | model | published (%) | reading |.
+READING_ROW = re.compile(r"^\| (?P<model>[^|]+?) \| (?P<figure>\d+\.\d\d) \| (?P<reading>(?:at|above|"
+                         r"below) the [^|]+?) \|$", re.M)
+
+
+def computed_readings() -> list[tuple[str, str, str]]:
+    """(model, figure, reading) of each published figure, as hkt aggregate --leaderboard read it."""
+    return [(r["model"], f"{float(r['accuracy']):.2f}", r["position"])
+            for r in csv.DictReader(LEADERBOARD.open(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("doc", READINGS_QUOTED, ids=lambda p: p.name)
+def test_the_quoted_readings_of_the_published_figures_are_the_computed_ones(doc):
+    """Each document's table of readings is the computed table, row for row, and its count of
+    figures at the prior is the computed count."""
+    if not LEADERBOARD.is_file():
+        pytest.skip("docs/results/lra_listops/ holds no leaderboard table")
+    text = doc.read_text("utf-8")
+    quoted = [(m["model"], m["figure"], m["reading"]) for m in READING_ROW.finditer(text)]
+    computed = computed_readings()
+    assert quoted == computed
+    at_prior = sum(r == "at the root-operator prior" for _, _, r in computed)
+    assert f"{at_prior} of the {len(computed)}" in text
+
+
+def test_a_reading_the_computation_does_not_give_is_found():
+    text = "| Transformer | 36.37 | above the root-operator prior, below the depth-1 rule |"
+    assert [(m["model"], m["figure"], m["reading"]) for m in READING_ROW.finditer(text)] == \
+        [("Transformer", "36.37", "above the root-operator prior, below the depth-1 rule")]
+    if LEADERBOARD.is_file():
+        assert ("Transformer", "36.37", "at the root-operator prior") in computed_readings()
+
+
+def test_the_lra_tables_efficient_transformers_at_the_prior_are_counted_as_computed():
+    """README's Results at a glance and the results index count the LRA paper's efficient
+    Transformers at the prior (its Table 1 rows but the Transformer's) from the computed table."""
+    if not LEADERBOARD.is_file():
+        pytest.skip("docs/results/lra_listops/ holds no leaderboard table")
+    rows = [r for r in csv.DictReader(LEADERBOARD.open(encoding="utf-8"))
+            if "2011.04006), Table 1" in r["source"] and r["model"] != "Transformer"]
+    at = sum(r["position"] == "at the root-operator prior" for r in rows)
+    for doc in (ROOT / "README.md", DOCS / "README.md"):
+        assert f"{at} of its {len(rows)} efficient Transformers" in " ".join(doc.read_text("utf-8").split()), doc

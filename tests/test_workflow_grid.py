@@ -197,9 +197,11 @@ def test_a_node_key_that_does_not_exist_is_named():
     ({"main": {"tasks": ["pathfinder"]}}, "main.tasks names task 'pathfinder'"),
     ({"ablation": {"include": ["levels9"]}}, "ablation.include names variant 'levels9'.*levels1"),
     ({"external": {"conv": {"enabled": True}}}, "external.conv: the name is taken"),
+    ({"leaderboard": "config/report/nope.yaml"},
+     "leaderboard: config/report/nope.yaml is not a file in the repository"),
     ({"external": {"mine": {"enabled": True}}},
      "external.mine: no `command` given, and hkt/baselines/ has no baseline 'mine' "
-     r"\(registered: depth1_rule, depth2_rule, depth3_rule, exact_rule, majority, ngram, "
+     r"\(registered: bracketless_rule, depth1_rule, depth2_rule, depth3_rule, exact_rule, majority, ngram, "
      r"root_op_prior\)"),
     ({"external": {"mine": {"command": "x {data} {out} {dir}"}}},
      r"external.mine.command names \{dir\}; it may name \{data\}, \{out\}"),

@@ -71,6 +71,10 @@ def aggregate(args: argparse.Namespace) -> int:
             written += made
             made, sections, frames = _write_analyses(args, runs, stage)
             written += made
+            if args.leaderboard:
+                made, section = _write_leaderboard(args.leaderboard, runs, stage / "tables")
+                written += made
+                sections = [*sections, *section]
             budget = Budget(runs, load_minimum(), args.main_variant)
             sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
                                         budget=budget, reference=reference), *sections]
@@ -80,7 +84,8 @@ def aggregate(args: argparse.Namespace) -> int:
                                          ablation_length=abl_len, sections=sections,
                                          data_warnings=warnings, controls=read["controls"],
                                          out=out, report_command=args.report_command))
-            _check_declared(stage, written, analyses=bool(args.analyses))
+            _check_declared(stage, written, analyses=bool(args.analyses),
+                            leaderboard=bool(args.leaderboard))
             written = _move_into(stage, out, written)
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
@@ -252,12 +257,29 @@ def _audit(records: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
         raise AggregateError(f"{len(bad)} record(s) disagree with MLflow: {shown}")
 
 
-def _check_declared(out: Path, written: list[Path], *, analyses: bool) -> None:
+def _check_declared(out: Path, written: list[Path], *, analyses: bool,
+                    leaderboard: bool = False) -> None:
     """Every file the workflow declares for this aggregate (hkt.report.products) was written."""
-    missing = sorted(set(aggregate_files(out, analyses=analyses)) - {Path(p) for p in written})
+    declared = aggregate_files(out, analyses=analyses, leaderboard=leaderboard)
+    missing = sorted(set(declared) - {Path(p) for p in written})
     if missing:
         raise AggregateError("hkt aggregate did not write what the workflow declares for it: "
                              f"{', '.join(map(str, missing))} (a bug: please report it)")
+
+
+def _write_leaderboard(path: str, runs: pl.DataFrame, tables: Path
+                       ) -> tuple[list[Path], list[str]]:
+    """The leaderboard table (:mod:`hkt.report.leaderboard`): the published figures of ``path``
+    read against the rule references of ``runs``; and the summary's section on it."""
+    from hkt.report.leaderboard import caption, leaderboard_display, leaderboard_table, load_leaderboard
+    from hkt.report.writers import markdown
+
+    board = load_leaderboard(path)
+    table = leaderboard_table(board, runs)
+    text = caption(board, table)
+    made = write_table(table, leaderboard_display(table), tables / "leaderboard", text)
+    return made, ["## Published results read against the rules", "", text, "",
+                  markdown(*leaderboard_display(table)), ""]
 
 
 def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:

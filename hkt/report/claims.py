@@ -88,7 +88,7 @@ import polars as pl
 import yaml
 
 from hkt import paper
-from hkt.references import RULE_REFERENCES, Line, is_reference, lines, reading
+from hkt.references import RULE_REFERENCES, Line, figure_error, is_reference, lines, reading
 from hkt.report.stats import binomial_variance, summary_difference_with_test_set
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
 from hkt.errors import ConfigValueError
@@ -711,8 +711,7 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
             figure = paper.paper_accuracy(task, length, r["model"])
             theirs = "no figure"
             if figure is not None:
-                err = math.sqrt((figure.std or 0.0) ** 2 / paper.SEEDS
-                                + binomial_variance(figure.mean, refs[0].test_examples))
+                err = figure_error(figure.mean, figure.std, paper.SEEDS, refs[0].test_examples)
                 theirs = (f"{r['model'].upper()} {figure.mean:.2f}: "
                           f"{reading(figure.mean, err, refs)}")
             rows.append([f"Which rule reference {r['model'].upper()} reaches on {task} "

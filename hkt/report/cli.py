@@ -62,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="records read for the learning-rate tables only (the sweep and "
                              "sweep_gap tables), e.g. a publication's runs at the profile's rate "
                              "beside a sensitivity suite's; repeatable")
+    parser.add_argument("--leaderboard", metavar="YAML", default=None,
+                        help="published figures (config/report/lra_listops.yaml's format) read "
+                             "against the runs' rule references: tables/leaderboard.*")
     parser.add_argument("--check-mlflow", action="store_true",
                         help="check every record against its MLflow run; fail on a difference")
     parser.add_argument("--tracking-uri", metavar="URI",

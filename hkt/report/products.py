@@ -30,6 +30,7 @@ class Product:
     caption: str    # workflow/report/CAPTION.rst
     analyses: bool = False  # written only when the suite analyses trained runs
     predictions: bool = False  # written only when runs have predictions (hkt.report.per_example)
+    leaderboard: bool = False  # written only when the suite reads published figures (--leaderboard)
 
     def files(self, out: str | Path) -> list[Path]:
         """Its files under the results directory ``out`` (the captioned one first)."""
@@ -64,20 +65,25 @@ PRODUCTS: tuple[Product, ...] = (
     _table("breakdown", "Per example", predictions=True),
     _table("breakdown_gap", "Per example", predictions=True),
     _figure("accuracy_by_depth", "Per example", predictions=True),
+    Product("leaderboard", "table", "Tables", "leaderboard_table", leaderboard=True),
 )
 RUNS_TABLE = Product("runs", "table", "Tables", "runs_table")  # tables/runs.csv only
 SUMMARY = "summary.md"
 MLFLOW_CHECK = Product("mlflow_check", "table", "Audit", "mlflow_check")  # hkt aggregate --check-mlflow
 
 
-def products(*, analyses: bool, predictions: bool = False) -> list[Product]:
-    """The tables and figures of a suite that does (or does not) analyse trained runs, and
-    whose runs do (or do not) write their predictions."""
+def products(*, analyses: bool, predictions: bool = False,
+             leaderboard: bool = False) -> list[Product]:
+    """The tables and figures of a suite that does (or does not) analyse trained runs, whose
+    runs do (or do not) write their predictions, and that does (or does not) read published
+    figures against its rule references (``leaderboard``)."""
     return [p for p in PRODUCTS if (analyses or not p.analyses)
-            and (predictions or not p.predictions)]
+            and (predictions or not p.predictions) and (leaderboard or not p.leaderboard)]
 
 
-def aggregate_files(out: str | Path, *, analyses: bool, predictions: bool = False) -> list[Path]:
+def aggregate_files(out: str | Path, *, analyses: bool, predictions: bool = False,
+                    leaderboard: bool = False) -> list[Path]:
     """Every file ``hkt aggregate`` writes under ``out`` (tables, figures, runs.csv, summary)."""
-    files = [f for p in products(analyses=analyses, predictions=predictions) for f in p.files(out)]
+    files = [f for p in products(analyses=analyses, predictions=predictions,
+                                 leaderboard=leaderboard) for f in p.files(out)]
     return [*files, Path(out) / "tables" / "runs.csv", Path(out) / SUMMARY]

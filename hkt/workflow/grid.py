@@ -256,6 +256,10 @@ class Grid(Placement):
                            f"(profiles: {', '.join(self._options('profile'))})")
         for t in self._main["tasks"]:
             self._check_task(t, "main.tasks")
+        if self.leaderboard and not (self.config_dir.parent / self.leaderboard).is_file():
+            self._fail(f"leaderboard: {self.leaderboard} is not a file in the repository "
+                       f"({self.config_dir.parent}); give the path of a file of published "
+                       "figures, e.g. config/report/lra_listops.yaml")
         for name, ext in self.external.items():
             if name in self._options("model"):
                 self._fail(f"external.{name}: the name is taken by config/model/{name}.yaml")
@@ -406,6 +410,17 @@ class Grid(Placement):
         ref = self._sweep.get("reference") if self.sweep_enabled else None
         paths = [ref] if isinstance(ref, str) else list(ref or [])
         return [word for path in paths for word in ("--reference", str(path))]
+
+    @property
+    def leaderboard(self) -> str | None:
+        """The suite's file of published figures (``leaderboard``: a path in the repository),
+        read against its rule references (``hkt aggregate --leaderboard``), or None."""
+        path = self.config.get("leaderboard")
+        return str(path) if path else None
+
+    def leaderboard_args(self) -> list[str]:
+        """``hkt aggregate --leaderboard PATH`` when the suite has a leaderboard file."""
+        return ["--leaderboard", self.leaderboard] if self.leaderboard else []
 
     def analyze_args(self) -> list[str]:
         return [str(a) for a in self._analyze.get("args", [])]

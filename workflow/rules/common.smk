@@ -319,6 +319,7 @@ def aggregate_inputs():
                 bench=[f"{R}/bench/attention.csv"] if GRID.bench_enabled else [],
                 # a derived row's setting is read from its variant file
                 derived=[str(CONFIG_DIR / "variant" / f"{name}.yaml") for name in GRID.derived],
+                leaderboard=[GRID.leaderboard] if GRID.leaderboard else [],  # published figures
                 audit=declared(MLFLOW_CHECK)[0])  # first: the summary and the suite run include it
 
 
@@ -330,6 +331,8 @@ def bench_after():
 def aggregate_params():
     return dict(out=lambda wc, output: Path(output.summary).parent, main=MAIN, suite=SUITE.name,
                 ablation=GRID.ablation_args(), reference=GRID.sweep_reference_args(),
+                leaderboard=lambda wc, input: (["--leaderboard", *input.leaderboard]
+                                               if input.leaderboard else []),
                 tracking_uri=TRACKING_URI,
                 analyses=lambda wc, input: ["--analyses", *input.analyses] if input.analyses else [],
                 bench=lambda wc, input: ["--bench", *input.bench] if input.bench else [])
@@ -382,7 +385,8 @@ def declared(product):
 
 def aggregate_outputs():
     """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.products)."""
-    out = [f for p in products(analyses=bool(GRID.analyses())) for f in declared(p)]
+    out = [f for p in products(analyses=bool(GRID.analyses()), leaderboard=bool(GRID.leaderboard))
+           for f in declared(p)]
     return [*out, declared(RUNS_TABLE)[0]]
 
 
