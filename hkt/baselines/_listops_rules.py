@@ -24,15 +24,13 @@ from typing import Any
 import numpy as np
 
 from hkt.baselines.run import Fit, Splits, add_run_arguments, answers
-from hkt.data.families._listops_vocab import CLOSE, DIGIT0, OPERATORS, apply_operator
+from hkt.data.families._listops_vocab import CLOSE, DIGIT0, OPERATORS, ROOT_NAMES, apply_operator
 from hkt.data.parquet import SplitData
 from hkt.errors import ConfigError, DataError
 
 __all__ = ["ROOT_NAMES", "root_operators", "root_prior", "truncated_value", "rule_fit",
            "rule_answers", "add_arguments"]
 
-#: The root operators' names as the record states them (``[MIN`` -> ``MIN``).
-ROOT_NAMES = tuple(op.lstrip("[") for op in OPERATORS)
 _FIRST_OP, _LAST_OP = 1, len(OPERATORS)  # operator code k has token id 1 + k
 
 

@@ -24,7 +24,10 @@ import os
 
 from hkt.data.layout import DATA_METADATA
 from hkt.paper import ABLATION_TASK
-from hkt.workflow.next_steps import REPORT_COMMAND_ENV
+
+#: How the workflow hands its report command to ``hkt aggregate`` for ``summary.md``
+#: (:mod:`hkt.workflow.next_steps` makes the command).
+REPORT_COMMAND_ENV = "HKT_REPORT_COMMAND"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -509,7 +509,7 @@ def _facets(fact: pl.DataFrame, settings: Settings
         idx, labels = _length_buckets(fact["length"].to_numpy(), settings.length_buckets)
         out.append((LENGTH, idx, labels))
     if "root_op" in fact.columns:
-        from hkt.baselines._listops_rules import ROOT_NAMES
+        from hkt.data.families.listops import ROOT_NAMES
 
         ops = fact["root_op"].to_list()
         out.append((ROOT, np.asarray([ROOT_NAMES.index(o) for o in ops]), list(ROOT_NAMES)))

@@ -22,12 +22,11 @@ from typing import Any
 
 from hkt.mlflow_store import sqlite_path
 from hkt.provenance import NO_SUITE
+from hkt.report.cli import REPORT_COMMAND_ENV
 
 __all__ = ["REPORT_COMMAND_ENV", "shown", "program", "report_command", "mlflow_ui_command",
            "closing_lines"]
 
-#: How the workflow hands its report command to ``hkt aggregate`` (for ``summary.md``).
-REPORT_COMMAND_ENV = "HKT_REPORT_COMMAND"
 #: Where the MLflow UI listens (docs/tracking.md: this machine only; an SSH tunnel from elsewhere).
 UI_ADDRESS = ("127.0.0.1", 5000)
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["OPERATORS", "VOCAB", "PAD", "CLOSE", "DIGIT0", "TOKENIZER", "evaluate",
-           "apply_operator"]
+           "apply_operator", "ROOT_NAMES"]
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
+#: The operators' names as records and tables state them (``[MIN`` -> ``MIN``).
+ROOT_NAMES = tuple(op.lstrip("[") for op in OPERATORS)
 VOCAB = ["<pad>", *OPERATORS, "]", *[str(d) for d in range(10)]]
 PAD, CLOSE, DIGIT0 = 0, 5, 6          # token ids; operator code k (0..3) has id 1 + k
 TOKENIZER = "ListOps tokens, parentheses dropped; id 0 = padding"

@@ -31,7 +31,7 @@ from hkt.data.parquet import Prepared, SplitData, offsets_from_lengths
 from hkt.data.families import register
 from hkt.data.families._listops_tsv import from_tsv
 from hkt.data.families._listops_vocab import (  # noqa: F401  (re-exported: listops.VOCAB, …)
-    CLOSE, DIGIT0, OPERATORS, PAD, TOKENIZER, VOCAB, evaluate)
+    CLOSE, DIGIT0, OPERATORS, PAD, ROOT_NAMES, TOKENIZER, VOCAB, evaluate)
 from hkt.errors import ConfigError, DataError
 
 log = logging.getLogger("hkt.data")
