@@ -149,7 +149,9 @@ def run_baseline(name: str, data_dir: str | Path, out: str | Path, *, seed: int 
         train = train.take(np.arange(int(max_train)))
     res: Fit = fit(Splits(train, splits["val"], splits["test"], int(meta["num_classes"])),
                    seed=seed, **options)
-    config = {"task": {"family": task, "num_classes": int(meta["num_classes"]),
+    # the task file the data was prepared for (its id names the run's folder), then its family
+    task_id = {"id": str(meta["task_config"])} if meta.get("task_config") else {}
+    config = {"task": {**task_id, "family": task, "num_classes": int(meta["num_classes"]),
                        "max_length": int(meta["max_length"]),
                        "prepare": meta.get("params") or {}},  # how `hkt prepare` made the data
               "model": {"name": name, **res.model},
