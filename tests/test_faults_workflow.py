@@ -177,8 +177,14 @@ def test_every_combination_is_a_valid_grid_or_refused(tmp_path):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A smoke run of each model, and the analyses of the HKT and MHA ones."""
+    from hkt.data.prepare import prepare_task
+    from test_baselines_listops_rules import SMALL
+
     tmp = tmp_path_factory.mktemp("combos")
-    data = write_prepared_data(tmp / "data", "listops")
+    # real ListOps (a few hundred trees): the aggregate reads its runs' predictions against the
+    # trees' facts (depth, the rules' answers), which random tokens do not have
+    data = tmp / "data"
+    prepare_task("listops", data, overrides=SMALL)
     runs, analyses = {}, {}
     for model in ("mha", "hkt", "conv"):
         runs[model] = tmp / "runs" / model
@@ -210,7 +216,8 @@ def test_the_aggregate_writes_exactly_what_the_workflow_declares(models, analyse
     if analysed:
         args += ["--analyses", *(str(done[m] / "analysis.parquet") for m in analysed)]
     assert main(args) == 0
-    declared = set(aggregate_files(out, analyses=bool(grid.analyses())))
+    declared = set(aggregate_files(out, analyses=bool(grid.analyses()),
+                                   predictions=grid.writes_predictions))
     assert files_under(out) == declared
 
 
@@ -228,7 +235,9 @@ def test_the_workflow_declares_the_products_list(models, analyses, tmp_path):
     line = next(ln for ln in block.splitlines() if ln.strip().startswith("output:"))
     outputs = {Path(f.strip()) for f in line.split("output:", 1)[1].split(",")}
     grid = Grid(combination(models, analyses, False, True, True, False), ROOT / "config")
-    assert outputs == set(aggregate_files(Path("res"), analyses=bool(grid.analyses())))
+    assert grid.writes_predictions  # a suite that trains declares the per-example readings
+    assert outputs == set(aggregate_files(Path("res"), analyses=bool(grid.analyses()),
+                                          predictions=True))
 
 
 def test_analysing_a_model_without_scores_is_refused_before_any_job(tmp_path):

@@ -85,7 +85,7 @@ def aggregate(args: argparse.Namespace) -> int:
                                          data_warnings=warnings, controls=read["controls"],
                                          out=out, report_command=args.report_command))
             _check_declared(stage, written, analyses=bool(args.analyses),
-                            leaderboard=bool(args.leaderboard))
+                            leaderboard=bool(args.leaderboard), predictions=readings is not None)
             written = _move_into(stage, out, written)
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
@@ -258,9 +258,10 @@ def _audit(records: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
 
 
 def _check_declared(out: Path, written: list[Path], *, analyses: bool,
-                    leaderboard: bool = False) -> None:
+                    leaderboard: bool = False, predictions: bool = False) -> None:
     """Every file the workflow declares for this aggregate (hkt.report.products) was written."""
-    declared = aggregate_files(out, analyses=analyses, leaderboard=leaderboard)
+    declared = aggregate_files(out, analyses=analyses, leaderboard=leaderboard,
+                               predictions=predictions)
     missing = sorted(set(declared) - {Path(p) for p in written})
     if missing:
         raise AggregateError("hkt aggregate did not write what the workflow declares for it: "

@@ -319,6 +319,15 @@ class Grid(Placement):
         return [Job(t, name, MAIN, s) for name, ext in self.external.items()
                 for t in ext.tasks or self._main["tasks"] for s in ext.seeds]
 
+    @property
+    def writes_predictions(self) -> bool:
+        """Whether a job of the suite writes ``predictions.parquet`` (every training run, every
+        baseline of ours; an external program need not): then the aggregate writes the
+        per-example readings (:mod:`hkt.report.per_example`), and the workflow declares them."""
+        return bool(self.train_jobs()) or any(
+            ext.command is None for name, ext in self.external.items()
+            if any(j.model == name for j in self.external_jobs()))
+
     def analysis_jobs(self) -> list[Job]:
         """The trained runs ``hkt analyze`` analyses."""
         if not self._analyze.get("enabled"):

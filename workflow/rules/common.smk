@@ -385,7 +385,8 @@ def declared(product):
 
 def aggregate_outputs():
     """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.products)."""
-    out = [f for p in products(analyses=bool(GRID.analyses()), leaderboard=bool(GRID.leaderboard))
+    out = [f for p in products(analyses=bool(GRID.analyses()), leaderboard=bool(GRID.leaderboard),
+                               predictions=GRID.writes_predictions)
            for f in declared(p)]
     return [*out, declared(RUNS_TABLE)[0]]
 
