@@ -27,6 +27,7 @@ readings are not written.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ import yaml
 
 from hkt import paper
 from hkt.data.examples import load_examples
-from hkt.errors import ConfigValueError
+from hkt.errors import ConfigError, ConfigValueError
 from hkt.predictions import PREDICTIONS_NAME
 from hkt.references import RULE_REFERENCES
 from hkt.report.stats import Difference, mcnemar, paired_bootstrap
@@ -179,6 +180,7 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
     found: dict[tuple[Any, ...], Run] = {}
     missing = []
     facts: dict[tuple[str, int | None], pl.DataFrame] = {}
+    unmade: set[tuple[str, int | None]] = set()
     for r in runs.select(*KEY, "source").iter_rows(named=True):
         path = Path(r["source"]).parent / PREDICTIONS_NAME if r["source"] else None
         key = tuple(r[k] for k in KEY)
@@ -187,8 +189,14 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
             continue
         test = _read_predictions(path).filter(pl.col("split") == "test").sort("row")
         where = (r["task"], r["length"])
-        if where not in facts and where in dirs:
-            every = load_examples(dirs[where])
+        if where not in facts and where in dirs and where not in unmade:
+            try:
+                every = load_examples(dirs[where])
+            except ConfigError as exc:  # data its family cannot read as examples (not ListOps)
+                unmade.add(where)
+                print(f"hkt: warning: no per-example facts for {where[0]} (T={where[1]}): {exc}; "
+                      "its readings by depth, length and rule are left out", file=sys.stderr)
+                every = None
             if every is not None:
                 facts[where] = every.filter(pl.col("split") == "test").sort("row")
         fact = facts.get(where)
