@@ -586,17 +586,23 @@ GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "facet": pl.String, "bucket
               "significant": pl.String, "seeds_a": pl.Int64, "seeds_b": pl.Int64}
 
 
-def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> pl.DataFrame:
-    """HKT − MHA (pp) per bucket of each facet, paired over the bucket's test examples and the
-    seeds (:func:`hkt.report.stats.paired_bootstrap`)."""
+def _compared(r: Readings, runs: pl.DataFrame, variant: str) -> Iterable[tuple[Any, ...]]:
+    """Per task with facts where both compared models (HKT, MHA) have predictions, in order:
+    (task, length, its facts, HKT's and MHA's seeds' correctness, as :func:`_groups` gives)."""
     a, b = paper.COMPARED_MODELS
     by = {(t, n, m): c for t, n, m, (c, _, _), _ in _groups(r, runs, variant)}
-    rows = []
     for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]),
                                                                         kv[0][1] or 0)):
         ca, cb = by.get((task, length, a)), by.get((task, length, b))
-        if ca is None or cb is None:
-            continue
+        if ca is not None and cb is not None:
+            yield task, length, fact, ca, cb
+
+
+def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> pl.DataFrame:
+    """HKT − MHA (pp) per bucket of each facet, paired over the bucket's test examples and the
+    seeds (:func:`hkt.report.stats.paired_bootstrap`)."""
+    rows = []
+    for task, length, fact, ca, cb in _compared(r, runs, variant):
         for facet, idx, labels in _facets(fact, r.settings):
             for k, lab in enumerate(labels):
                 where = idx == k
@@ -660,13 +666,9 @@ def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
     deepest of ``depth_groups`` groups of test examples minus on the shallowest
     (:func:`depth_groups`), with the paired bootstrap's interval of that difference (examples
     and seeds drawn together)."""
-    a, b = paper.COMPARED_MODELS
-    by = {(t, n, m): c for t, n, m, (c, _, _), _ in _groups(r, runs, variant)}
     rows = []
-    for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]),
-                                                                        kv[0][1] or 0)):
-        ca, cb = by.get((task, length, a)), by.get((task, length, b))
-        if "depth" not in fact.columns or ca is None or cb is None:
+    for task, length, fact, ca, cb in _compared(r, runs, variant):
+        if "depth" not in fact.columns:
             continue
         measures = [(TREE_DEPTH, fact["depth"].to_numpy(), _span)]
         if (needed := answer_depth(fact)) is not None:
