@@ -147,13 +147,14 @@ def write_predictions(predictions: dict[str, SplitPredictions], run_dir: str | P
     return {"file": PREDICTIONS_NAME, "sha256": sha256_file(path)}
 
 
-def read_predictions(path: str | Path) -> pa.Table:
-    """A predictions file (or a run directory holding one) as an Arrow table."""
+def read_predictions(path: str | Path, columns: list[str] | None = None) -> pa.Table:
+    """A predictions file (or a run directory holding one) as an Arrow table (``columns``: only
+    these; a missing one is an error)."""
     path = Path(path)
     if path.is_dir():
         path = path / PREDICTIONS_NAME
     try:
-        return pq.read_table(path)
+        return pq.read_table(path, columns=columns)
     except FileNotFoundError:
         raise PredictionsError(f"no predictions at {path}") from None
     except (pa.ArrowInvalid, OSError) as exc:

@@ -40,7 +40,7 @@ import yaml
 from hkt import paper
 from hkt.data.examples import load_examples
 from hkt.errors import ConfigError, ConfigValueError
-from hkt.predictions import PREDICTIONS_NAME
+from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_predictions
 from hkt.references import RULE_REFERENCES
 from hkt.report.stats import Difference, mcnemar, paired_bootstrap
 from hkt.report.writers import Display, pm, signed
@@ -163,10 +163,11 @@ class Readings:
 
 
 def _read_predictions(path: Path) -> pl.DataFrame:
+    """The columns the readings use, read by :func:`hkt.predictions.read_predictions`."""
     try:
-        return pl.read_parquet(path, columns=["split", "row", "label", "pred"])
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return pl.from_arrow(read_predictions(path, ["split", "row", "label", "pred"]))
+    except PredictionsError as exc:
+        why = str(exc).strip().splitlines()[0]
         raise AggregateError(f"{path} is not a run's predictions (split, row, label, pred): "
                              f"{why}; make them again from the run's best checkpoint") from None
 
