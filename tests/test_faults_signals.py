@@ -276,3 +276,29 @@ def test_a_stop_while_evaluating_keeps_the_last_step_and_resumes_to_the_same_res
     assert (run / "predictions.parquet").read_bytes() == \
         (eval_reference / "predictions.parquet").read_bytes()
     assert [r["step"] for r in history(run) if r["val_acc"]] == ["10", "20", "30"]
+
+
+def test_a_run_stopped_at_one_thread_finishes_at_two_as_on_another_machine(data, reference,
+                                                                             tmp_path):
+    """Issue 59: a long run checkpointed on one machine resumes on another with other threads
+    (train.num_threads is run-neutral); it resumes, not restarts, and its record says the threads
+    it finished with. Threads move losses in the 8th digit at most: the accuracies are the same."""
+    results, run = tmp_path / "results", tmp_path / "run"
+    cmd = hkt_cmd("train", "--data", str(data), "--out", str(run), *TRAIN)
+    proc = subprocess.Popen([*cmd, "train.num_threads=1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env_for(results))
+    wait_for(run / "checkpoints" / "last.pt", proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    step = torch.load(run / "checkpoints" / "last.pt", weights_only=True)["step"]
+    resumed = subprocess.run([*cmd, "train.num_threads=2"], capture_output=True, text=True,
+                             env=env_for(results), timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {run / 'checkpoints' / 'last.pt'} at step {step}/200" in resumed.stderr
+    ours = json.loads((run / "record.json").read_text())
+    ref = json.loads((reference / "record.json").read_text())
+    assert ours["threads"] == 2 and ours["config"]["train"]["num_threads"] == 2
+    assert (ours["val_accuracy"], ours["test_accuracy"], ours["best_step"]) == \
+        (ref["val_accuracy"], ref["test_accuracy"], ref["best_step"])
+    assert ours["test_loss"] == pytest.approx(ref["test_loss"], rel=1e-6)

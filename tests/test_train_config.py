@@ -95,14 +95,15 @@ def test_an_encoder_config_with_an_old_key_lists_the_settings():
     assert mixer_param({}, "levels") is None
 
 
-def test_how_a_session_stops_or_reports_defines_no_new_run():
-    """Changing a display or signal setting must not re-run a suite's jobs (the workflow's config
-    digest) nor make `--restart-if-changed` empty a finished run (the run's compared config)."""
+def test_how_a_session_stops_reports_or_threads_defines_no_new_run():
+    """Changing a display or signal setting, or the CPU threads (where a run runs, like the CPU),
+    must not re-run a suite's jobs (the workflow's config digest) nor make
+    `--restart-if-changed` empty a finished run (the run's compared config)."""
     from hkt.train.config import strip_for_compare
     from hkt.workflow.configs import train_config_digest
 
     base = ["task=listops", "model=mha", "profile=smoke"]
-    for key in ("train.progress_every_s=5", "train.stop_grace_s=1"):
+    for key in ("train.progress_every_s=5", "train.stop_grace_s=1", "train.num_threads=2"):
         assert train_config_digest([*base, key]) == train_config_digest(base), key
         assert strip_for_compare(load_config([*base, key])) == strip_for_compare(load_config(base))
     assert train_config_digest([*base, "train.log_every=5"]) != train_config_digest(base)

@@ -214,9 +214,12 @@ def _count_params(model_cfg: DictConfig, num_classes: int, max_length: int) -> i
     return sum(p.numel() for p in model.parameters())
 
 
-# train.* keys that change how a session behaves or reports, not what the run computes: a resumed
-# run may change them, and the workflow does not re-run a job for them (nor empty a finished run)
-RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s", "progress_every_s")
+# train.* keys that change how a session behaves or reports, or where it runs, not what the run
+# computes: a resumed run may change them, and the workflow does not re-run a job for them (nor
+# empty a finished run). CPU threads are like the CPU itself: they move a run's losses in the 8th
+# significant digit (the order of summation), as a different CPU model does, and the record's
+# `threads` says what a run used; a run checkpointed at 1 thread may finish at 2 on another machine
+RUN_NEUTRAL_TRAIN_KEYS = ("stop_grace_s", "progress_every_s", "num_threads")
 
 
 def strip_for_compare(cfg: Any) -> dict[str, Any]:
