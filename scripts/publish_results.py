@@ -37,9 +37,12 @@ against it, and each run's record against its ``history.csv`` (the record's vali
 is the history's best, at its last step): a file edited, added or removed since is refused in
 one line naming it.
 
-``--add`` grows a publication by the jobs its suite gained (a new model in the main grid): the
-runs of suite DEST's name that DEST lacks and RESULTS holds are copied as above, made in DEST's
-software environment (or it stops), RESULTS' workflow sessions join DEST's, the jobs leave
+``--add`` grows a publication by the jobs its suite gained (a new model in the main grid, a long
+suite's runs as each finishes): the runs of suite DEST's name that DEST lacks and RESULTS holds
+are copied as above; a run made in another software environment than DEST's (the lock moved
+between sessions) carries its own ``environment.json`` beside its record, which the summary's
+Environment section compares with DEST's (a run that records none is refused); RESULTS'
+workflow sessions join DEST's, the jobs leave
 DEST's ``pending.json`` (the suite's jobs not published yet, and why: the drift test,
 ``tests/test_published_results.py``, holds a publication to its suite but for these), and DEST
 is retabled. The published runs are untouched. Regenerating a publication (``--retable``,
@@ -310,6 +313,7 @@ def regenerate(dest: Path, work: Path) -> Path:
     for part in ("runs", "analysis"):
         if (dest / part).is_dir():
             shutil.copytree(dest / part, results / part)
+    _lay_environments(dest, results)
     for meta in dest.glob(f"data/*/{DATA_METADATA}"):
         (results / meta.parent.relative_to(dest)).mkdir(parents=True)
         shutil.copy(meta, results / meta.relative_to(dest))
@@ -325,6 +329,22 @@ def regenerate(dest: Path, work: Path) -> Path:
         if hkt_main(["aggregate", *args]) != 0:
             raise SystemExit(f"hkt aggregate failed on the records of {dest}")
     return results
+
+
+def _lay_environments(dest: Path, results: Path) -> None:
+    """Beside each record laid out in ``results`` that has no ``environment.json`` of its own, the
+    publication's, where the record's ``env_digest`` is that environment's (as a workflow's run
+    directory holds it): the summary reads a run's environment beside its record."""
+    from hkt.run_record import RECORD_NAME
+
+    root = dest / "environment.json"
+    if not root.is_file():
+        return
+    digest = json.loads(root.read_text("utf-8")).get("digest")
+    for rec in results.glob(f"runs/**/{RECORD_NAME}"):
+        env = rec.with_name("environment.json")
+        if not env.exists() and digest and json.loads(rec.read_text("utf-8")).get("env_digest") == digest:
+            shutil.copyfile(root, env)
 
 
 def pending_runs(dest: Path) -> list[str]:
@@ -396,17 +416,23 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     if not (dest / "environment.json").is_file():
         raise SystemExit(f"{dest} has no environment.json to compare the runs' with")
     unknown = [run for run in new if not (results / "runs" / run / "environment.json").is_file()]
-    others = set(environments(results, new)) - {env_digest(dest / "environment.json")}
-    if unknown or others:
-        raise SystemExit(f"runs made in another software environment than {dest}'s, or in none "
-                         f"recorded ({', '.join(map(str, unknown)) or 'digests ' + ', '.join(sorted(others))}): "
-                         "publish them apart, or rerun them in the lock's environment")
+    if unknown:
+        raise SystemExit(f"runs that record no software environment ({', '.join(map(str, unknown))}): "
+                         f"{dest}'s readers could not tell what they ran in; rerun them with this code")
+    ours = env_digest(dest / "environment.json")
     for run in new:  # before anything is copied: each record's predictions, as it names them
         run_predictions(results / "runs" / run)
     for run in new:
-        for f in run_files(results, run):
+        env = results / "runs" / run / "environment.json"
+        # a run of another environment (a publication that spans sessions while the lock moves)
+        # carries its own beside its record: the summary lists the packages that differ
+        other = [Path("runs") / run / "environment.json"] if env_digest(env) != ours else []
+        for f in [*run_files(results, run), *other]:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(results / f, dest / f)
+        if other:
+            print(f"{run}: made in another software environment than {dest}'s ({env_digest(env)[:12]}, "
+                  f"not {ours[:12]}); its environment.json is published beside its record")
     for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):  # what the added runs are read by
         target = dest / facts.relative_to(results)
         if target.parent.is_dir() and not target.is_file():

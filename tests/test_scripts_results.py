@@ -302,10 +302,26 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
 
     other = tmp_path / "other"
     shutil.copytree(results, other)
-    (other / "runs" / added[0] / "environment.json").write_text('{"digest": "another"}')
-    with pytest.raises(SystemExit, match="another software environment"):
+    (other / "runs" / added[0] / "environment.json").unlink()
+    with pytest.raises(SystemExit, match=r"runs that record no software environment \(.*s4d/main/seed0"):
         publish.add_runs(other, dest)
     assert not (dest / "runs" / added[0]).exists()
+
+    # a run of another environment (the lock moved between sessions) joins with its own beside it
+    env = json.loads((published / "environment.json").read_text())
+    env["packages"] = {**env["packages"], "a-new-package": "1.0"}
+    (other / "runs" / added[0] / "environment.json").write_text(json.dumps(env))
+    record = other / "runs" / added[0] / "record.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "env_digest": "f00dfeedcafe"}))
+    elsewhere = tmp_path / "elsewhere" / "quick"  # a publication is named by its suite
+    shutil.copytree(dest, elsewhere)
+    assert publish.add_runs(other, elsewhere) == [str(r) for r in added]
+    assert json.loads((elsewhere / "runs" / added[0] / "environment.json").read_text()) == env
+    assert not (elsewhere / "runs" / added[1] / "environment.json").exists()  # the publication's
+    assert f"runs/{added[0]}/environment.json" in (elsewhere / "SHA256SUMS").read_text()
+    summary = (elsewhere / "summary.md").read_text()
+    assert "Packages that differ between the environments (1)" in summary
+    assert "| a-new-package | — | 1.0 |" in summary and "No environment.json found" not in summary
 
     assert publish.add_runs(results, dest) == [str(r) for r in added]
     assert not (dest / "pending.json").exists()
