@@ -219,6 +219,9 @@ def test_one_gpu_runs_the_paper_suites_training_jobs_nine_at_once(tmp_path):
     assert job_stats(out)["train"] == expected_counts(suite("paper"))["train"]
     train = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
     assert train and all("gpu_slots=1" in line for line in train)
+    # the plan made at the start is the jobs' priorities: the longest first (estimated seconds)
+    priorities = re.findall(r"rule train:\n(?:    .*\n)*?    priority: (\d+)", out)
+    assert len(priorities) == len(train) and min(map(int, priorities)) > 0, priorities
     selected = [int(n) for n in re.findall(r"Selected jobs: (\d+)", out)]
     in_use = [9 - int(n) for n in re.findall(r"Resources after job selection: .*'gpu_slots': (\d+)", out)]
     assert max(selected) == 9 and max(in_use) == 9, (selected, in_use)
