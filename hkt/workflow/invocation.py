@@ -53,7 +53,6 @@ class Invocation:
     config_dir: Path          # the repository's config/ (every job's $HKT_CONFIG_DIR)
     tracking_uri: str         # the store every job logs to (hkt.mlflow_store.tracking_uri)
     main: bool                # the process that runs the workflow (not a cluster node's job)
-    cluster: bool             # its jobs run on other nodes (a cluster executor)
     local_gpu_slots: bool     # local jobs share the GPUs through $HKT_GPU_SLOTS
     report_command: str | None  # the command that builds the report (the main process's)
     #: each seedless training override set's config digest (the main process composes all)
@@ -185,8 +184,9 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
     ``config`` is ``config.yaml`` with the ``--configfile`` files and ``--config`` keys merged,
     ``overrides`` Snakemake's ``overwrite_config``, ``command_line`` what ``--config`` alone gave
     (see :func:`~hkt.workflow.suites.workflow_suite`); ``main`` whether this process runs the
-    workflow (not a cluster node's job), ``cluster`` whether jobs run elsewhere, ``nodes``
-    Snakemake's ``--jobs`` of a cluster executor (its dry run runs locally but has them).
+    workflow (not a cluster node's job), ``cluster`` whether jobs run elsewhere and ``nodes``
+    Snakemake's ``--jobs``, as Snakemake tells them when it reads the workflow (a cluster
+    executor's ``--jobs``, not yet the executor itself).
 
     The main process composes every training config once (the configs of the suite, checked
     before any job runs) and lists the records that do not load. Raises :class:`ConfigError`
@@ -219,7 +219,7 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
         report = report_command(grid.results, suite=suite.name, snakefile=snakefile,
                                 configfiles=list(configfiles), config=command_line)
     return Invocation(suite=suite, config_dir=cdir.resolve(), tracking_uri=uri, main=main,
-                      cluster=cluster, local_gpu_slots=main and not cluster and nodes is None,
+                      local_gpu_slots=main and not cluster and nodes is None,
                       report_command=report, digests=digests, damaged=damaged)
 
 
@@ -232,15 +232,16 @@ def apply_env(inv: Invocation) -> None:
 
 
 def start(inv: Invocation, *, started: float | None = None, cores: int | None = None,
-          claim: Callable[[], Any], open_store: Callable[[], Any],
+          cluster: bool = False, claim: Callable[[], Any], open_store: Callable[[], Any],
           say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> Any:
     """What the workflow does when its jobs are about to run (``onstart``), in this order: the
     jobs' environment; the results directory claimed and the store opened (``claim``,
     ``open_store``: a workflow that cannot run stops before anything is timed); the plan
     calibrated, written for ``hkt status`` and printed; this session recorded
-    (:mod:`hkt.workflow.sessions`) from Snakemake's ``started``. Returns the plan, whose
-    estimates are the training jobs' priorities. Raises what the lock, the store or a write
-    raises (:class:`~hkt.errors.HKTError`, :class:`OSError`)."""
+    (:mod:`hkt.workflow.sessions`) from Snakemake's ``started``, its jobs on a ``cluster`` or
+    here (known once Snakemake has its executor, not when it reads the workflow). Returns the
+    plan, whose estimates are the training jobs' priorities. Raises what the lock, the store or
+    a write raises (:class:`~hkt.errors.HKTError`, :class:`OSError`)."""
     from hkt.plan import calibrated_plan, workflow_plan
     from hkt.status import settings
     from hkt.workflow.sessions import duration, start_session
@@ -257,7 +258,7 @@ def start(inv: Invocation, *, started: float | None = None, cores: int | None = 
     began = time.time() if started is None else started
     before = max(0.0, time.time() - began)
     start_session(inv.results, estimate_s=before + plan.wall_seconds, started=began,
-                  heartbeat_s=float(settings([])["heartbeat_s"]), cluster=inv.cluster)
+                  heartbeat_s=float(settings([])["heartbeat_s"]), cluster=cluster)
     say(f"hkt: from Snakemake's start, as its `Elapsed time` and `hkt status` count: about "
         f"{duration(before + plan.wall_seconds)} ({before:.0f} s before the first job: reading "
         "the workflow, checking every config, the calibration; then the jobs)")

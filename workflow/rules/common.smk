@@ -85,6 +85,7 @@ def start():
     try:
         PLAN = start_jobs(RUN, started=began.timestamp() if began is not None else None,
                           cores=workflow.cores if packing else None,
+                          cluster=bool(workflow.non_local_exec),  # known now, not when read
                           claim=claim_results, open_store=init_tracking_store)
     except HKTError as exc:
         raise WorkflowError(f"hkt: error: {exc}")
