@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,7 @@ class Invocation:
         process composes only its own."""
         key = seedless(self.grid.train_overrides(job))
         found = self.digests.get(key)
-        return found if found is not None else _digests([key], self.config_dir)[key]
+        return found if found is not None else _digest(key, self.config_dir)
 
     def train_priority(self, job: Job, plan: Any) -> int:
         """A training job's priority: the plan's (jobs resuming from a checkpoint first, then the
@@ -147,6 +148,11 @@ def _digests(keys: Sequence[Sequence[str]], config_dir: Path) -> dict[tuple[str,
             return train_config_digests(keys)
     except ConfigError as exc:
         raise ConfigError(f"training config: {exc}") from None
+
+
+@lru_cache(maxsize=None)  # a job's params are read more than once
+def _digest(key: tuple[str, ...], config_dir: Path) -> str:
+    return _digests([key], config_dir)[key]
 
 
 def damaged_records(records: Sequence[str]) -> tuple[tuple[str, str], ...]:
