@@ -209,9 +209,11 @@ def test_hkt_train_rebuilds_a_truncated_record_from_the_final_checkpoint(tmp_pat
 
 
 def test_the_workflow_redoes_a_run_whose_record_does_not_load(tmp_path):
-    """Snakemake takes a job whose output exists as done. A record that does not load is set
-    aside when the workflow reads its Snakefile, so the job runs again; a whole one is left
-    alone (a dry run here: the data and one run's record in place)."""
+    """Snakemake takes a job whose output exists as done. A record that does not load is named
+    when the workflow is read; a dry run leaves it (reading the workflow changes nothing, issue
+    62), a run sets it aside as it builds its DAG, so the job runs again, even where nothing else
+    is left to do; a whole one is left alone (the data and one run's record in place; a --touch
+    run: the real DAG and start, no command run)."""
     from hkt.workflow.suites import load_suite
     from test_workflow import ROOT, snakemake
 
@@ -223,18 +225,23 @@ def test_the_workflow_redoes_a_run_whose_record_does_not_load(tmp_path):
     record = tmp_path / grid.record(job)
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps(make_record(task=job.task, model=job.model, seed=job.seed)))
-    args = ("-n", grid.record(job), "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"),
+    args = (grid.record(job), "--configfile", str(ROOT / "config" / "suites" / "smoke.yaml"),
             "--config", "results_dir=res")
-    r = snakemake(*args, cwd=tmp_path)
+    r = snakemake("-n", *args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Nothing to be done" in r.stdout + r.stderr
     record.write_text(record.read_text()[:100])
-    r = snakemake(*args, cwd=tmp_path)
+    r = snakemake("-n", *args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     warned = [line for line in out.splitlines() if line.startswith("hkt: warning:")]
     assert len(warned) == 1 and f"{grid.record(job)} does not load (not valid JSON" in warned[0]
-    assert "set aside as record.json.damaged: its job runs again" in warned[0]
+    assert ("a run sets it aside as record.json.damaged and runs its job again" in warned[0]
+            and "a dry run leaves it, and lists its job as done" in warned[0])
+    assert "Nothing to be done" in out and record.exists()  # as it says
+    r = snakemake("--touch", "--cores", "1", *args, cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
     assert "rule train:" in out and "Nothing to be done" not in out
     assert not record.exists() and record.with_name("record.json.damaged").exists()
 

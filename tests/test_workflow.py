@@ -4,6 +4,7 @@ before any job runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -218,6 +219,9 @@ def test_one_gpu_runs_the_paper_suites_training_jobs_nine_at_once(tmp_path):
     assert job_stats(out)["train"] == expected_counts(suite("paper"))["train"]
     train = re.findall(r"rule train:.*?resources: ([^\n]*)", out, re.S)
     assert train and all("gpu_slots=1" in line for line in train)
+    # the plan made at the start is the jobs' priorities: the longest first (estimated seconds)
+    priorities = re.findall(r"rule train:\n(?:    .*\n)*?    priority: (\d+)", out)
+    assert len(priorities) == len(train) and min(map(int, priorities)) > 0, priorities
     selected = [int(n) for n in re.findall(r"Selected jobs: (\d+)", out)]
     in_use = [9 - int(n) for n in re.findall(r"Resources after job selection: .*'gpu_slots': (\d+)", out)]
     assert max(selected) == 9 and max(in_use) == 9, (selected, in_use)
@@ -265,3 +269,51 @@ def test_a_bad_training_override_stops_before_any_job(tmp_path):
     assert "hkt train task=listops model=mha profile=smoke variant=main optim.lr=abc" in out
     assert "Job stats" not in out and "rule prepare" not in out
     assert not (tmp_path / "results").exists()
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int, bytes]] | None:
+    """Every path under ``root`` with its mode, modification time and bytes; None when absent."""
+    if not root.exists():
+        return None
+    return {str(p.relative_to(root)): (p.stat().st_mode, p.stat().st_mtime_ns,
+                                       p.read_bytes() if p.is_file() else b"")
+            for p in sorted(root.rglob("*"))}
+
+
+def test_reading_the_workflow_changes_nothing(tmp_path):
+    """Issue 62: `snakemake -n` (the cpu suite, run twice) writes nothing into the results
+    directory and claims nothing: no lock, no MLflow store, no plan, no sessions file; an absent
+    results directory stays absent, a results directory with runs in it (one whole record, one
+    that does not load) stays byte for byte and time for time as it was. The record that does
+    not load is named (set aside when jobs start: tests/test_faults_records.py)."""
+    from hkt.workflow.suites import load_suite
+    from test_report_aggregate import make_record
+
+    args = ("-n", "--config", "suite=cpu", "results_dir=res")
+    res = tmp_path / "res"
+    r = snakemake(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _tree(res) is None  # not even created
+
+    grid = load_suite("cpu", overrides={"results_dir": "res"}).grid
+    whole, damaged = grid.train_jobs()[:2]
+    for f in grid.data_files(whole.task):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+    for j, text in ((whole, json.dumps(make_record(task=whole.task, model=whole.model,
+                                                   seed=whole.seed))),
+                    (damaged, '{"task": "cut short')):
+        (tmp_path / grid.record(j)).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / grid.record(j)).write_text(text)
+    before = _tree(res)
+    for _ in range(2):
+        r = snakemake(*args, cwd=tmp_path)
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out[-3000:]
+        assert _tree(res) == before
+        warned = [line for line in out.splitlines() if line.startswith("hkt: warning:")]
+        assert len(warned) == 1 and f"{grid.record(damaged)} does not load (not valid JSON" \
+            in warned[0] and "a dry run leaves it, and lists its job as done" in warned[0]
+        listed = re.findall(r"rule train:\n(?:    .*\n)*?    output: (\S+)", out)
+        assert grid.record(damaged) not in listed and grid.record(whole) not in listed
+        assert len(listed) == len(grid.train_jobs()) - 2  # the rest

@@ -264,15 +264,15 @@ def test_a_bad_override_names_the_job_and_the_key():
         train_config_digests(g.train_overrides(j) for j in g.train_jobs())
 
 
-def test_jobs_find_hkt_beside_the_python_that_runs_snakemake(monkeypatch):
+def test_jobs_find_hkt_beside_the_python_that_runs_snakemake():
     import os
     import sys
 
-    from hkt.workflow.suites import put_interpreter_first
+    from hkt.workflow.suites import interpreter_first
 
     here = str(Path(sys.executable).parent)
-    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", here, "/bin"]))
-    assert put_interpreter_first().split(os.pathsep) == [here, "/usr/bin", "/bin"]  # once, first
+    path = os.pathsep.join(["/usr/bin", here, "/bin"])
+    assert interpreter_first(path).split(os.pathsep) == [here, "/usr/bin", "/bin"]  # once, first
     assert (Path(here) / "hkt").exists()
 
 

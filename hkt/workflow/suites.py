@@ -37,7 +37,7 @@ from hkt.workflow.grid import Grid
 
 __all__ = ["AUTO", "NO_SUITE", "SUITE_ENV", "GPU_SUITE", "CPU_SUITE", "Suite", "load_suite",
            "workflow_suite", "choose", "cuda_available", "merge", "suite_file", "SCHEMA_FILE",
-           "check_config", "put_interpreter_first"]
+           "check_config", "interpreter_first"]
 
 AUTO = "auto"
 GPU_SUITE = "paper"  # sized for a GPU (config/suites/paper.yaml)
@@ -249,12 +249,11 @@ def _list_hint(err: Any) -> str:
     return ""
 
 
-def put_interpreter_first() -> str:
-    """Put the ``bin/`` of the Python that runs Snakemake first on this process's PATH, which
-    the suite's jobs inherit (as they do ``$HKT_SUITE``): rules call ``hkt``, and
+def interpreter_first(path: str) -> str:
+    """``path`` (a PATH value) with the ``bin/`` of the Python that runs Snakemake first, once:
+    the PATH the suite's jobs inherit (as they do ``$HKT_SUITE``). Rules call ``hkt``, and
     `.venv/bin/snakemake` must find the venv's without an activated venv (the README's main
-    command). Returns the new PATH."""
+    command)."""
     here = str(Path(sys.executable).parent)
-    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != here]
-    os.environ["PATH"] = os.pathsep.join([here, *rest])
-    return os.environ["PATH"]
+    rest = [p for p in path.split(os.pathsep) if p and p != here]
+    return os.pathsep.join([here, *rest])

@@ -1,95 +1,60 @@
-# Shared definitions: a thin adapter over hkt.workflow.grid (the jobs, paths, command arguments
-# and resources of the config; tested in tests/test_workflow_grid.py), and the check of every
-# training config before any job runs (hkt.workflow.configs).
+# Shared definitions: a thin adapter over hkt.workflow.invocation. Reading the workflow makes one
+# frozen Invocation (the suite, its grid, every training config checked, the records that do not
+# load) and changes nothing: a dry run, --lint and --report write nothing, claim nothing and set no
+# environment variable. What starts the jobs (their environment, the results directory's lock,
+# the MLflow store, the calibrated plan, the session) is onstart's: start() below.
 
-import os
+import sys
 from functools import lru_cache
 
 from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError, HKTError
 from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
-from hkt.mlflow_store import tracking_uri
-from hkt.run_record import DAMAGED_NAME, set_aside_if_damaged
-from hkt.workflow.configs import check_analysable, seedless, train_config_digests
-from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
-from hkt.workflow.next_steps import REPORT_COMMAND_ENV, closing_lines, report_command
-from hkt.workflow.suites import put_interpreter_first, workflow_suite
+from hkt.workflow.invocation import (ENV_PASSED, GPU_SLOTS, apply_env, damage_warning,
+                                     read_invocation)
+from hkt.workflow.next_steps import closing_lines
 
-# The suite, made once (hkt.workflow.suites): `suite: auto` (config.yaml's default) is the paper
-# suite with CUDA, else the CPU suite; the command line's --configfile/--config keys still win.
-# Its Grid (GRID) is the one this process builds: every rule and the plan read it.
 try:
-    SUITE = workflow_suite(
-        config, CONFIG_DIR, overrides=workflow.config_settings.overwrite_config,
-        files=bool(workflow.config_settings.configfiles),
-        command_line=workflow.config_settings.config)
+    RUN = read_invocation(
+        config, CONFIG_DIR, main=workflow.is_main_process,
+        overrides=workflow.config_settings.overwrite_config,
+        configfiles=workflow.config_settings.configfiles,
+        command_line=workflow.config_settings.config,
+        cluster=bool(workflow.non_local_exec), nodes=workflow.resource_settings.nodes,
+        snakefile=workflow.main_snakefile)
 except ConfigError as exc:  # one line, not a traceback: often a suite's name mistyped
-    print(f"hkt: error: workflow config (config/config.yaml + --configfile/--config): {exc}",
-          file=sys.stderr, flush=True)
+    print(f"hkt: error: {exc}", file=sys.stderr, flush=True)
     sys.exit(1)
-config.clear()
+SUITE, GRID = RUN.suite, RUN.grid
+config.clear()  # the workflow's `config` is its suite's merged config
 config.update(SUITE.config)
-GRID = SUITE.grid
-# Its jobs' suite, by the one channel ($HKT_SUITE: a cluster node's job and an external command
-# inherit it); a cluster job re-reads the Snakefile, and auto then chooses the same suite.
-os.environ.update(SUITE.env)
-if workflow.is_main_process:
-    print(f"hkt: suite {SUITE.name} ({SUITE.reason}), profile {GRID.profile}, "
-          f"results in {GRID.results}/", file=sys.stderr)
-
-R = GRID.results  # as given: relative to the working directory
-
-# A run record that does not load (cut short by a copy, edited by hand, holding a NaN) would
-# count as done: Snakemake checks only that a job's output exists. It is set aside
-# (RUN/record.json.damaged) before the DAG is built, so its job runs again: `hkt train` finishes
-# the run from its last checkpoint (an external baseline runs again). A dry run does so too.
-if workflow.is_main_process:
-    for _record in GRID.records():
-        _problem = set_aside_if_damaged(_record)
-        if _problem is not None:
-            print(f"hkt: warning: {_record} does not load ({_problem}); set aside as "
-                  f"{DAMAGED_NAME}: its job runs again (hkt train finishes the run from its last "
-                  "checkpoint)", file=sys.stderr)
+R = RUN.results  # as given: relative to the working directory
+TRACKING_URI = RUN.tracking_uri
 PY = sys.executable  # the Python that runs Snakemake (has hkt installed)
 CONDA_ENV = str(REPO / "environment.yml")  # the rules' software (with --use-conda)
 
-TRACKING_URI = tracking_uri(config.get("tracking_uri"), R)  # hkt.mlflow_store: the one rule
+if workflow.is_main_process:  # what was read, before Snakemake's DAG (a dry run too)
+    print(f"hkt: suite {SUITE.name} ({SUITE.reason}), profile {GRID.profile}, "
+          f"results in {R}/", file=sys.stderr)
+    from hkt.plan import workflow_plan
 
-# Every job runs with the repository's config/ and MLflow writing under results_dir (or the
-# server); jobs inherit the environment, on a cluster too (envvars: below).
-os.environ.update(HKT_CONFIG_DIR=str(CONFIG_DIR), HKT_RESULTS_DIR=str(Path(R).resolve()),
-                  MLFLOW_TRACKING_URI=TRACKING_URI, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false")
-put_interpreter_first()  # rules call `hkt`: the one beside this Python, venv activated or not
-# The command that builds this suite's report, as it works here (hkt/workflow/next_steps.py):
-# summary.md prints it (`hkt aggregate` reads it from the environment), the last lines repeat it.
-if workflow.is_main_process:
-    os.environ[REPORT_COMMAND_ENV] = report_command(
-        R, suite=SUITE.name, snakefile=workflow.main_snakefile,
-        configfiles=workflow.config_settings.configfiles, config=workflow.config_settings.config)
+    print(workflow_plan(SUITE, plan=None), file=sys.stderr, flush=True)  # jobs per rule
+    for _clamp in GRID.clamps():
+        print(f"hkt: {_clamp}", file=sys.stderr)
+    for _record, _problem in RUN.damaged:  # set aside when a run builds its DAG: run_inputs()
+        print(damage_warning(_record, _problem), file=sys.stderr)
+else:  # a cluster node's job runs no onstart: its jobs get their environment here
+    apply_env(RUN)
 
 # GPUs shared by local jobs (hkt/workflow/gpuslots.py): Snakemake counts the slots (a global
 # resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
-# told where the slots are by $HKT_GPU_SLOTS (an environment variable, so that the rules' shell
-# text and params, rerun triggers, stay as they were). Not on a cluster, whose jobs get GPUs of
-# their own (resources.RULE.gpu); a cluster executor's dry run runs locally but has --jobs
-# (Snakemake's "nodes"), which a local run has not.
-LOCAL_GPU_SLOTS = (workflow.is_main_process and not workflow.non_local_exec
-                   and workflow.resource_settings.nodes is None)
-if workflow.is_main_process:
-    os.environ.pop(SLOTS_ENV, None)  # the jobs inherit this process's choice, nothing older
-if LOCAL_GPU_SLOTS and GRID.gpu_env() is not None:
-    os.environ[SLOTS_ENV] = GRID.gpu_env()
-    if GPU_SLOTS not in workflow.global_resources:
-        workflow.register_resource(GPU_SLOTS, GRID.gpu_layout().total)
-
-
-envvars:
-    "HKT_SUITE",
-    "HKT_CONFIG_DIR",
-    "HKT_RESULTS_DIR",
-    "MLFLOW_TRACKING_URI",
+# told where the slots are by $HKT_GPU_SLOTS (set by start(): an environment variable, so that
+# the rules' shell text and params, rerun triggers, stay as they were). Not on a cluster, whose
+# jobs get GPUs of their own (resources.RULE.gpu).
+if RUN.gpu_slots_total is not None and GPU_SLOTS not in workflow.global_resources:
+    workflow.register_resource(GPU_SLOTS, RUN.gpu_slots_total)
 
 
 def disk_error(exc):
@@ -102,124 +67,90 @@ def disk_error(exc):
     return WorkflowError(f"hkt: error: {describe_os_error(exc)}")
 
 
-PLAN_ERRORS = []  # what stopped suite_plan(), for onstart to report in one line
+PLAN = None  # the calibrated plan, once start() has made it: the training jobs' priorities
 
 
-def print_plan(calibrate):
-    """The suite's plan (hkt/plan.py): its job counts when the workflow is read (a dry run too,
-    without timing anything), the full plan with its ETA when jobs are about to start."""
-    from hkt.plan import workflow_plan
+def start():
+    """onstart: jobs are about to run (not a dry run, --lint or --report). The jobs'
+    environment, the results directory claimed (one running workflow per results_dir, whichever
+    checkout it runs from), the MLflow store opened (a broken one stops here, before anything is
+    timed), the plan calibrated and printed (the device, jobs per rule, ETA, where the logs are)
+    and this session recorded (plan/sessions.json). The plan's estimates then become the jobs'
+    priorities."""
+    from hkt.workflow.invocation import start as start_jobs
 
-    plan = suite_plan() if calibrate else None
-    if calibrate and PLAN_ERRORS:
-        raise PLAN_ERRORS[0]
+    global PLAN
+    began = getattr(workflow, "start_time", None)  # Snakemake's start (a local datetime)
+    packing = RUN.local_gpu_slots and GRID.gpu_packing()  # what it prints needs --cores
     try:
-        print(workflow_plan(SUITE, plan=plan), file=sys.stderr, flush=True)
-    except OSError as exc:  # writing plan/suite.json
-        raise disk_error(exc)
-    if LOCAL_GPU_SLOTS and GRID.gpu_packing():
-        print(f"hkt: {GRID.gpu_packing(workflow.cores)}", file=sys.stderr, flush=True)
-
-
-@lru_cache(maxsize=None)
-def suite_plan():
-    """The suite's plan, calibrated once per workflow (cached timings, else a short fresh one):
-    the training jobs' priorities and the plan printed at start. The results directory is
-    claimed and the store opened first, so that nothing is timed for a workflow that cannot run;
-    None when either fails (onstart then stops the workflow with their one-line error), or the
-    calibration cannot write its cache (PLAN_ERRORS: onstart says so in one line). Never
-    raises: it runs while Snakemake builds the DAG (the jobs' priorities), where an error is a
-    traceback."""
-    from hkt.plan import calibrated_plan
-
-    try:
-        claim_results()
-        init_tracking_store()
-    except WorkflowError:
-        return None
-    try:
-        return calibrated_plan(SUITE)
+        PLAN = start_jobs(RUN, started=began.timestamp() if began is not None else None,
+                          cores=workflow.cores if packing else None,
+                          cluster=bool(workflow.non_local_exec),  # known now, not when read
+                          claim=claim_results, open_store=init_tracking_store)
+    except HKTError as exc:
+        raise WorkflowError(f"hkt: error: {exc}")
     except OSError as exc:
-        PLAN_ERRORS.append(disk_error(exc))
-        return None
+        raise disk_error(exc)
+    workflow.register_envvars(*ENV_PASSED)  # set now: what a cluster node's jobs receive
+    workflow.dag.update_priority()  # the priority functions now read PLAN
+
+
+def claim_results():
+    """Refuse to start when another running workflow (another checkout) uses results_dir; the
+    lock is held by this process until it exits."""
+    from hkt.workflow.lock import claim_results_dir
+
+    claim_results_dir(R, REPO)
+
+
+def init_tracking_store():
+    """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,
+    before parallel jobs start."""
+    from hkt.mlflow_store import open_client
+
+    open_client(TRACKING_URI)
+
+
+def run_inputs(wc):
+    """A run's job (train, external) waits for its task's data. The first call of a run that
+    executes jobs sets aside the records that do not load (RUN.damaged), so that Snakemake,
+    which takes a job whose output exists as done, runs their jobs again (`hkt train` finishes
+    the run from its last checkpoint). Here and not in onstart: Snakemake decides which jobs run
+    before onstart, which it skips when nothing is left to do; and not when the workflow is read,
+    which cannot tell a run from a dry run, --lint or --report, none of which may change it."""
+    if RUN.damaged and executing():
+        set_aside_damaged()
+    return GRID.data_files(wc.task)
 
 
 def executing():
     """Whether this process runs jobs: not a dry run, a cluster job, nor `--report` or `--lint`
-    (no executor), which must neither time anything nor write into a results directory."""
+    (no executor). Known once Snakemake builds its DAG, not when it reads the workflow."""
     return (workflow.is_main_process and not workflow.dryrun
             and workflow.executor_plugin is not None)
+
+
+@lru_cache(maxsize=None)  # once per run
+def set_aside_damaged():
+    from hkt.run_record import set_aside_if_damaged
+
+    try:
+        for record, _ in RUN.damaged:
+            set_aside_if_damaged(record)
+    except OSError as exc:
+        raise disk_error(exc)
 
 
 def train_priority(wc):
     """Jobs resuming from a checkpoint start first, then the longest (their estimated seconds,
     from the plan: Plan.priority), so that the last long job does not run alone at the end;
-    none on a dry run (nothing is timed)."""
-    if not executing():
-        return 0
-    plan = suite_plan()
-    return plan.priority(GRID.record(job(wc))) if plan is not None else 0
+    0 until the plan exists (a dry run times nothing)."""
+    return RUN.train_priority(job(wc), PLAN)
 
 
 def prepare_priority(wc):
-    """A task's data first where its training jobs are the longest (the plan's), so that the
-    longest job does not wait on another task's download; none on a dry run."""
-    if not executing():
-        return 0
-    plan = suite_plan()
-    records = [GRID.record(j) for j in GRID.train_jobs() if j.task == wc.task]
-    return plan.data_priority(records) if plan is not None else 0
-
-
-if workflow.is_main_process:
-    print_plan(calibrate=False)
-    if workflow.non_local_exec:  # a cluster: jobs run on other nodes than this one
-        try:
-            GRID.check_cluster_node()
-        except ConfigError as exc:
-            raise WorkflowError(f"workflow config: {exc}")
-    for _clamp in GRID.clamps():
-        print(f"hkt: {_clamp}", file=sys.stderr)
-
-
-@lru_cache(maxsize=None)  # once: the lock is held by this process until it exits
-def claim_results():
-    """Refuse to start when another running workflow (another checkout) uses results_dir."""
-    from hkt.workflow.lock import claim_results_dir
-
-    try:
-        claim_results_dir(R, REPO)
-    except HKTError as exc:
-        raise WorkflowError(f"hkt: error: {exc}")
-    except OSError as exc:
-        raise disk_error(exc)
-
-
-def start_session():
-    """Record this run of the workflow in the results directory (hkt/workflow/sessions.py), so
-    that `hkt status` measures the suite's wall time over its interruptions: from Snakemake's
-    start, the span of its `Elapsed time`, against the time already spent before the first job
-    (reading the workflow, checking every config, opening the store, the calibration: measured)
-    plus the plan's. One line says that whole estimate."""
-    import time
-
-    from hkt.status import settings
-    from hkt.workflow.sessions import duration, start_session as start
-
-    plan = suite_plan()
-    began = getattr(workflow, "start_time", None)  # Snakemake's start (a local datetime)
-    started = began.timestamp() if began is not None else time.time()
-    before = max(0.0, time.time() - started)
-    jobs = plan.wall_seconds if plan is not None else 0.0
-    try:
-        start(R, estimate_s=before + jobs, started=started,
-              heartbeat_s=float(settings([])["heartbeat_s"]), cluster=bool(workflow.non_local_exec))
-    except OSError as exc:  # writing plan/sessions.json
-        raise disk_error(exc)
-    if plan is not None:
-        print(f"hkt: from Snakemake's start, as its `Elapsed time` and `hkt status` count: about "
-              f"{duration(before + jobs)} ({before:.0f} s before the first job: reading the workflow, "
-              f"checking every config, the calibration; then the jobs)", file=sys.stderr, flush=True)
+    """A task's data first where its training jobs are the longest (the plan's)."""
+    return RUN.prepare_priority(wc.task, PLAN)
 
 
 def end_session(ok):
@@ -233,7 +164,7 @@ def say_complete():
     exits) say where the summary is, how to build the report and how to open MLflow's UI."""
     import atexit
 
-    lines = closing_lines(R, SUMMARY, os.environ[REPORT_COMMAND_ENV], TRACKING_URI)
+    lines = closing_lines(R, SUMMARY, RUN.report_command, TRACKING_URI)
     atexit.register(lambda: print("\n".join(lines), file=sys.stderr, flush=True))
 
 
@@ -254,37 +185,17 @@ def say_if_stopped():
         atexit.register(lambda: print(line, file=sys.stderr, flush=True))
 
 
-@lru_cache(maxsize=None)
-def init_tracking_store():
-    """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,
-    before parallel jobs start: a broken store stops the workflow here with one line."""
-    from hkt.mlflow_store import open_client
-
-    try:
-        open_client(TRACKING_URI)
-    except HKTError as exc:
-        raise WorkflowError(f"hkt: error: {exc}")
-    except OSError as exc:  # a full disk (hkt.mlflow_store.full_disk)
-        raise disk_error(exc)
-
-
 def job(wc):
     """The grid job of a rule's wildcards."""
     return Job(wc.task, wc.model, wc.variant, int(wc.seed))
 
 
 def resources(rule_name):
-    """``resources.RULE`` of the config without threads (the one place resources are set), and
-    the GPU slots a local job takes."""
-    res = {k: v for k, v in GRID.resources(rule_name).items() if k != "threads"}
-    slots = GRID.gpu_slots(rule_name) if LOCAL_GPU_SLOTS else None
-    if slots is not None:
-        res[GPU_SLOTS] = slots.take
-    return res
+    return RUN.resources(rule_name)
 
 
 def threads(rule_name):
-    return GRID.resources(rule_name)["threads"]
+    return RUN.threads(rule_name)
 
 
 # --- the rules' parameters (the rules stay a few lines: input, output, log, one command) ---------
@@ -297,7 +208,7 @@ def train_params():
                 out=lambda wc: GRID.path("run", **job(wc).wildcards()),
                 overrides=lambda wc: list(GRID.train_overrides(job(wc))),
                 suite=SUITE.name,
-                config_digest=lambda wc: train_digest(job(wc)))
+                config_digest=lambda wc: RUN.train_digest(job(wc)))
 
 
 def analyze_params():
@@ -340,35 +251,6 @@ def aggregate_params():
 
 def data_dir(task):
     return GRID.path("data", task=task)
-
-
-# --- every training config, composed and validated before any job runs ---------------------------
-
-TRAIN_DIGESTS = {}
-
-
-def _check_train_configs(jobs):
-    try:
-        TRAIN_DIGESTS.update(train_config_digests(GRID.train_overrides(j) for j in jobs))
-    except ConfigError as exc:
-        raise WorkflowError(f"training config: {exc}")
-
-
-if workflow.is_main_process:  # a cluster job composes only its own config (train_digest)
-    _check_train_configs(GRID.train_jobs())
-    try:
-        check_analysable(GRID.analyze_models if GRID.analysis_jobs() else [])
-    except ConfigError as exc:
-        raise WorkflowError(f"workflow config: {exc}")
-
-
-@lru_cache(maxsize=None)
-def train_digest(j):
-    """The digest of a job's composed config: its rerun trigger (a param)."""
-    key = seedless(GRID.train_overrides(j))
-    if key not in TRAIN_DIGESTS:
-        _check_train_configs([j])
-    return TRAIN_DIGESTS[key]
 
 
 # --- the tables and figures (`snakemake --report` captions in workflow/report/) ----------------------

@@ -4,7 +4,7 @@
 
 
 rule external:
-    input: lambda wc: GRID.data_files(wc.task)
+    input: run_inputs
     output: GRID.pattern("run", "record.json")
     wildcard_constraints: model="|".join(GRID.external) or "(?!)"
     params: **external_params()

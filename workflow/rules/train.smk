@@ -14,7 +14,7 @@ wildcard_constraints:
 
 
 rule train:
-    input: lambda wc: GRID.data_files(wc.task)
+    input: run_inputs
     output: GRID.pattern("run", "record.json")
     wildcard_constraints: model="|".join(GRID.models)
     params: **train_params()
