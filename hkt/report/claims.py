@@ -73,7 +73,19 @@ Three further kinds of row read what limits our values against the paper's (issu
   Either way the row says how far the best setting's mean stays from the paper's figure for
   that model. A setting is named by its steps too where the model was trained for more than
   one budget. Without reference runs there is no such row. HKT − MHA with each model at its
-  best setting is read as an accuracy difference above, against the paper's gap.
+  best setting is read as an accuracy difference above, against the paper's gap;
+- the lead at a longer budget (issue 59: "HKT's lead holds at twice the budget"), per learning
+  rate at which both models trained for more than one budget (the learning-rate gap's rows
+  "both at one setting"): HKT − MHA at the longest budget read by :func:`difference_verdict`
+  against HKT − MHA at the shortest, over seeds (Welch) and over the test examples (paired,
+  where both sides' runs have predictions; else with the test set's error, unpaired, and the
+  row names the runs without predictions): *holds* when the interval lies above 0 (at its
+  size when it holds the shorter budget's lead, at another size when not), *does not hold*
+  when it lies below 0 (MHA leads), *cannot tell* when it holds 0 or there is none; no lead at
+  the shorter budget reads *cannot tell* (nothing to hold). MHA catching up reads as the longer
+  budget's interval reaching 0 (*cannot tell*) or below it (*does not hold*) while the shorter
+  budget's stays above 0, beside it in the row. Every learning-rate gap row carries its paired
+  interval or why it has none (:func:`hkt.report.per_example.paired_or_why`).
 """
 
 from __future__ import annotations
