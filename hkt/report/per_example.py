@@ -263,7 +263,8 @@ def _pair(r: Readings, a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any] | Non
 def _named(sel: pl.DataFrame) -> str:
     """Runs in words: ``MHA lr1e3 seeds 0, 1`` (model, variant, seeds), per model and variant."""
     parts = []
-    for (model, variant), group in sorted(sel.group_by("model", "variant"), key=lambda kv: str(kv[0])):
+    for (model, variant), group in sorted(sel.group_by("model", "variant"),
+                                          key=lambda kv: str(kv[0])):
         seeds = sorted(group["seed"].to_list())
         parts.append(f"{str(model).upper()} {variant} seed{'' if len(seeds) == 1 else 's'} "
                      + ", ".join(str(s) for s in seeds))

@@ -22,7 +22,7 @@ from hkt.report.tables import (DIFF_SCHEMA, TEST_SET_HEADER, ci_text, difference
                                seed_stats, test_set_cells)
 from hkt.report.writers import Display, pm, signed
 
-__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "PAIRED_COLUMNS", "THIS_SUITE", "ONE_RATE", "EACH_AT_BEST",
+__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE", "EACH_AT_BEST",
            "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display"]
 
 #: The ``source`` of the aggregated suite's own runs; any other source names the reference
@@ -37,16 +37,15 @@ SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr":
                 "steps": pl.Int64, "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
                 "test_mean": pl.Float64, "test_std": pl.Float64, "source": pl.String,
                 "best": pl.Boolean, "test_examples": pl.Int64, "precision": pl.String}
+#: The learning-rate gap: Welch over seeds, with the test set's error (``ts_*``), and paired
+#: over the test examples both sides answered (``paired_*``:
+#: :func:`hkt.report.per_example.paired_or_why`), or why it is not (``paired_why``).
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
                     "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA,
                     "paired_ci_low_pp": pl.Float64, "paired_ci_high_pp": pl.Float64,
                     "paired_p_value": pl.Float64, "paired_examples": pl.Int64,
                     "paired_why": pl.String}
-#: The paired columns of :data:`SWEEP_GAP_SCHEMA`: the difference read over the test examples
-#: both sides answered (:func:`hkt.report.per_example.paired_or_why`), or why it is not.
-PAIRED_COLUMNS = ("paired_ci_low_pp", "paired_ci_high_pp", "paired_p_value", "paired_examples",
-                  "paired_why")
 
 
 def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
