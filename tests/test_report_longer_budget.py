@@ -103,6 +103,9 @@ def test_one_seed_reads_paired_over_the_examples_but_no_welch_interval(listops, 
                                    "seeds 0, 1, 2")
     table = (out / "tables" / "sweep_gap.md").read_text()
     assert "none: no predictions for HKT lr1e3 seeds 0, 1, 2" in table
+    row = [ln for ln in table.splitlines() if "| 20,000 |" in ln and "one setting" in ln][0]
+    assert "| +{:.2f} | none: fewer than 2 seeds on a side |  | n/a (fewer than 2 seeds on a " \
+        "side) | none: fewer than 2 seeds on a side |".format(long["ours_pp"]) in row
     assert "paired over the test examples" in table.splitlines()[0]
     claim, paper, ours, reading = _claim(out)
     assert paper == "not said (the paper's budget is not public)"

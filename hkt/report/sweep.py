@@ -132,6 +132,19 @@ def sweep_display(table: pl.DataFrame) -> Display:
     return header, rows
 
 
+def _none(why: str | None) -> str:
+    """An interval's cell where there is none: why, in words (``n/a (…)`` read as its reason)."""
+    why = (why or "").strip()
+    if why.startswith("n/a (") and why.endswith(")"):
+        why = why[len("n/a ("):-1]
+    return f"none: {why}" if why else "none"
+
+
+def _with_why(cells: list[str], why: str | None) -> list[str]:
+    """An interval's cells (interval, p), the interval's saying why where there is none."""
+    return [cells[0] or _none(why), *cells[1:]]
+
+
 def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MODELS) -> Display:
     a, b = (m.upper() for m in pair)
     header = ["task", "T", "comparison", f"{a} learning rate", f"{a} steps", f"{b} learning rate",
@@ -139,8 +152,9 @@ def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MO
               *TEST_SET_HEADER, "CI, paired over the test examples (pp)", "p, paired",
               "seeds"]
     rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['steps_a']:,}",
-             f"{r['lr_b']:g}", f"{r['steps_b']:,}", signed(r["ours_pp"]), ci_text(r),
-             p_text(r["p_value"]), r["significant"] or "", *test_set_cells(r),
-             ci_text(r, "paired_") or f"none: {r['paired_why']}", p_text(r["paired_p_value"]),
+             f"{r['lr_b']:g}", f"{r['steps_b']:,}", signed(r["ours_pp"]),
+             ci_text(r) or _none(r["significant"]), p_text(r["p_value"]), r["significant"] or "",
+             *_with_why(test_set_cells(r), r["ts_significant"]),
+             ci_text(r, "paired_") or _none(r["paired_why"]), p_text(r["paired_p_value"]),
              f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows
