@@ -298,6 +298,12 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
     publish = script("publish_results")
     with pytest.raises(SystemExit, match=r"s4d/main/seed0/\S+ is in .*SHA256SUMS but missing"):
         publish.add_runs(results, dest)  # the copy is not the publication: refused before adding
+    # the per-example facts come with the added runs' results, as the long suite's will (issue 59:
+    # its publication has none until its first runs with predictions join it)
+    facts = Path("data/listops/examples.parquet")
+    if (dest / facts).is_file():
+        (results / facts).parent.mkdir(parents=True)
+        shutil.move(dest / facts, results / facts)
     publish.write_manifest(dest)  # sealed as it is: a publication without S4D's runs
 
     other = tmp_path / "other"
@@ -328,6 +334,8 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
     assert (dest / "runs" / added[0] / "predictions.parquet").read_bytes() == \
         (results / "runs" / added[0] / "predictions.parquet").read_bytes()
     assert publish.check_predictions(dest) == with_predictions
+    if (published / facts).is_file():  # carried, sealed (below) and read by the tables
+        assert (dest / facts).read_bytes() == (published / facts).read_bytes()
     # sealed as published, but for a run given predictions here (its record names them)
     sealed = set((dest / "SHA256SUMS").read_text().splitlines())
     differ = sealed ^ set((published / "SHA256SUMS").read_text().splitlines())

@@ -264,9 +264,11 @@ def test_aggregate_from_the_server_rebuilds_the_record_tables(slurm_run, tmp_pat
         theirs = pl.read_csv(table)
         records = pl.read_csv(ours / table.name)
         # `--mlflow` reads no predictions (docs/per-example.md): its "+ test set" intervals
-        # (ts_*) are the unpaired ones, where the records' own are paired over the examples
-        keep = [c for c in records.columns if c not in BY_NATURE and not c.startswith("ts_")]
-        assert {c for c in theirs.columns if not c.startswith("ts_")} - BY_NATURE == set(keep), \
+        # (ts_*) are the unpaired ones, where the records' own are paired over the examples, and
+        # the learning-rate gap's paired columns (paired_*) say why it has none
+        paired = ("ts_", "paired_")
+        keep = [c for c in records.columns if c not in BY_NATURE and not c.startswith(paired)]
+        assert {c for c in theirs.columns if not c.startswith(paired)} - BY_NATURE == set(keep), \
             table.name
         assert theirs.select(keep).equals(records.select(keep)), (
             f"{table.name}:\n{theirs.select(keep)}\n{records.select(keep)}")

@@ -38,6 +38,7 @@ from hkt.references import lines_note
 from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, derived_runs,
                                gap_display, gap_table, main_display, main_notes, main_table,
                                with_test_interval)
+from hkt.predictions import RECORD_FIELD
 from hkt.report.writers import learning_rate, write_table
 from hkt.runs_frame import (KEY, AggregateError, curves_from_records, examples_note, load_records,
                             paper_caveat, runs_from_records, unreadable_histories)
@@ -59,15 +60,20 @@ def aggregate(args: argparse.Namespace) -> int:
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
         reference = _reference_runs(args)
+        settings = per_example.load_settings()
         readings = None if args.mlflow else per_example.load_readings(
             runs, per_example.data_dirs(records, Path(args.data) if args.data else None),
-            per_example.load_settings())
+            settings)
+        # the learning-rate gap names the runs without predictions (none of MLflow's are read)
+        sweep_readings = readings if readings is not None or args.mlflow else \
+            per_example.Readings({}, {}, settings)
         with _staged(out) as stage:
             made, (main, gap, abl, abl_len, read) = write_all(
                 runs, curves, stage, main_variant=args.main_variant,
                 ablation_task=args.ablation_task, ablation_length=args.ablation_length,
                 data_warnings=warnings, derived=derived_spec(args.derived),
-                reference=reference, unreadable=unreadable, readings=readings)
+                reference=reference, unreadable=unreadable, readings=readings,
+                sweep_readings=sweep_readings)
             written += made
             made, sections, frames = _write_analyses(args, runs, stage)
             written += made
@@ -201,8 +207,13 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
 
 def _reference_runs(args: argparse.Namespace) -> pl.DataFrame | None:
     """The ``--reference`` records' runs, each with the path it was named by as its source."""
-    frames = [runs_from_records(load_records([src], validate=not args.no_validate))
-              .with_columns(pl.lit(src).alias("source")) for src in args.reference]
+    frames = []
+    for src in args.reference:
+        records = load_records([src], validate=not args.no_validate)
+        named = {r.get("_path"): bool(r.get(RECORD_FIELD)) for r in records}
+        frames.append(runs_from_records(records).with_columns(
+            pl.col("source").replace_strict(named, default=False, return_dtype=pl.Boolean)
+            .alias(per_example.NAMES_PREDICTIONS), pl.lit(src).alias("source")))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
@@ -332,16 +343,18 @@ def learning_rate_note(runs: pl.DataFrame) -> str:
 
 
 def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
-                 notes: Callable[[pl.DataFrame], str], refs: str = ""
+                 notes: Callable[[pl.DataFrame], str], refs: str = "",
+                 readings: per_example.Readings | None = None
                  ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
     """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs: the
     paths written and the tables by name (``sweep``, ``sweep_gap``). ``refs``: the rule
-    references' sentence, said beside the rows."""
+    references' sentence, said beside the rows; ``readings``: the runs' predictions, which
+    pair the gap's rows whose runs all have them."""
     mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
     both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
     swept = swept_runs(both)
     table, caveats = sweep_table(swept), notes(swept)
-    gap = sweep_gap_table(swept, table)
+    gap = sweep_gap_table(swept, table, readings=readings)
     none = "No model of these runs was trained at more than one learning rate or budget."
     written = write_table(table, sweep_display(table), tables / "sweep",
                           "Learning rates and budgets: each model's validation and test accuracy "
@@ -352,9 +365,22 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
                            "HKT − MHA test accuracy (pp) at each setting (peak learning rate, "
                            "steps) both were trained with, and with each model at its own best "
                            "setting (by validation), Welch's test over seeds. "
-                           + (" ".join(filter(None, (caveats, TEST_SET_NOTE, refs)))
+                           + (" ".join(filter(None, (caveats, TEST_SET_NOTE,
+                                                     _sweep_paired_note(readings), refs)))
                               if len(gap) else none))
     return written, {"sweep": table, "sweep_gap": gap}
+
+
+def _sweep_paired_note(readings: per_example.Readings | None) -> str:
+    """What the learning-rate gap table's caption says of its paired columns."""
+    level = "" if readings is None else f" {readings.settings.level}"
+    how = "" if readings is None else (
+        f" (a bootstrap over the examples and the seeds together, "
+        f"{readings.settings.resamples:,} resamples, seed {readings.settings.seed}; "
+        "config/report.yaml per_example)")
+    return (f"'paired over the test examples': the{level} CI and p of the difference read "
+            f"example by example from both sides' predictions{how}, which counts the errors the "
+            "two models share; where a side's runs have no predictions the cell says whose.")
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
@@ -362,7 +388,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
               reference: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
-              readings: per_example.Readings | None = None
+              readings: per_example.Readings | None = None,
+              sweep_readings: per_example.Readings | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
                                            dict[str, pl.DataFrame]]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
@@ -373,7 +400,9 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
     ``unreadable`` (:func:`hkt.runs_frame.unreadable_histories`) marks the convergence table;
     ``readings`` (the runs' predictions, :mod:`hkt.report.per_example`) pair the gap's and the
-    controls' test-set intervals and add the per-example tables, when there are any."""
+    controls' test-set intervals and add the per-example tables, when there are any;
+    ``sweep_readings`` (``readings``, or none found: the runs read for predictions) pair the
+    learning-rate gap's rows."""
     tables, figs = out / "tables", out / "figures"
     main = main_table(runs, (main_variant,))
     gap = gap_table(main, runs, variants=(main_variant,))
@@ -446,7 +475,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
                            "Where the trained runs' time went: each run's wall time summed (jobs "
                            "that ran side by side count each), the part in training steps, and "
                            "the rest. The suite's own wall time is in plan/sessions.json.")
-    made, sweeps = _write_sweep(runs, reference, tables, notes, refs)
+    made, sweeps = _write_sweep(runs, reference, tables, notes, refs,
+                                readings if sweep_readings is None else sweep_readings)
     written += made
     runs_csv = tables / "runs.csv"
     with atomic_path(runs_csv) as tmp:
@@ -480,7 +510,13 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                           "predictions; McNemar's exact test per seed pair (examples only the "
                           "model / only the versus gets right). " + boot + " The unpaired "
                           "interval beside it counts the two sides as independent." + missing)
-    agreement = per_example.agreement_table(readings, runs, variant)
+    variants = per_example.compared_variants(runs, variant)
+
+    def each(table: Callable[..., pl.DataFrame]) -> pl.DataFrame:
+        """A per-example table over every variant read (:func:`per_example.compared_variants`)."""
+        return pl.concat([table(readings, runs, v) for v in variants])
+
+    agreement = each(per_example.agreement_table)
     written += write_table(agreement, per_example.agreement_display(agreement),
                            tables / "rule_agreement",
                            "Agreement with the rule references: per ListOps model, the share (%) "
@@ -488,7 +524,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            "(mean ± std over seeds), and its accuracy on the examples the "
                            "root-operator prior gets wrong (what it learned beyond the first "
                            "token)." + (f" {refs}" if refs else "") + missing)
-    breakdown = per_example.breakdown_table(readings, runs, variant)
+    breakdown = each(per_example.breakdown_table)
     written += write_table(breakdown, per_example.breakdown_display(breakdown),
                            tables / "breakdown",
                            "Where the accuracy comes from: test accuracy (%) per bucket of each "
@@ -498,16 +534,19 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            "(tokens) and root operator; IMDB: length quartile (bytes); CIFAR-10: "
                            f"class. Quartiles: {settings.length_buckets} buckets at the test "
                            "set's quantiles of length." + missing)
-    gaps = per_example.breakdown_gap_table(readings, runs, variant)
+    gaps = each(per_example.breakdown_gap_table)
     written += write_table(gaps, per_example.breakdown_gap_display(gaps, settings.confidence), tables / "breakdown_gap",
                            "HKT − MHA test accuracy (pp) per bucket of each per-example fact "
                            "(as tables/breakdown), paired: " + boot + missing)
     written.append(per_example_figures.accuracy_by_depth(
-        breakdown, out / "figures" / "accuracy_by_depth.png"))
-    readings_by_model = per_example.rule_readings(readings, runs, agreement, variant)
-    frames = {"mechanism": per_example.mechanism_table(readings, runs, variant),
+        per_example.labelled_by_variant(breakdown, variant),
+        out / "figures" / "accuracy_by_depth.png"))
+    readings_by_model = [(t, n, v, m, text) for v in variants for (t, n, m), text in
+                         per_example.rule_readings(
+                             readings, runs, agreement.filter(pl.col("variant") == v), v).items()]
+    frames = {"mechanism": each(per_example.mechanism_table),
               "rule_readings": pl.DataFrame(
-                  [(t, n, m, text) for (t, n, m), text in readings_by_model.items()],
-                  schema={"task": pl.String, "length": pl.Int64, "model": pl.String,
-                          "reading": pl.String}, orient="row")}
+                  readings_by_model, schema={"task": pl.String, "length": pl.Int64,
+                                             "variant": pl.String, "model": pl.String,
+                                             "reading": pl.String}, orient="row")}
     return written, frames

@@ -73,7 +73,19 @@ Three further kinds of row read what limits our values against the paper's (issu
   Either way the row says how far the best setting's mean stays from the paper's figure for
   that model. A setting is named by its steps too where the model was trained for more than
   one budget. Without reference runs there is no such row. HKT − MHA with each model at its
-  best setting is read as an accuracy difference above, against the paper's gap.
+  best setting is read as an accuracy difference above, against the paper's gap;
+- the lead at a longer budget (issue 59: "HKT's lead holds at twice the budget"), per learning
+  rate at which both models trained for more than one budget (the learning-rate gap's rows
+  "both at one setting"): HKT − MHA at the longest budget read by :func:`difference_verdict`
+  against HKT − MHA at the shortest, over seeds (Welch) and over the test examples (paired,
+  where both sides' runs have predictions; else with the test set's error, unpaired, and the
+  row names the runs without predictions): *holds* when the interval lies above 0 (at its
+  size when it holds the shorter budget's lead, at another size when not), *does not hold*
+  when it lies below 0 (MHA leads), *cannot tell* when it holds 0 or there is none; no lead at
+  the shorter budget reads *cannot tell* (nothing to hold). MHA catching up reads as the longer
+  budget's interval reaching 0 (*cannot tell*) or below it (*does not hold*) while the shorter
+  budget's stays above 0, beside it in the row. Every learning-rate gap row carries its paired
+  interval or why it has none (:func:`hkt.report.per_example.paired_or_why`).
 """
 
 from __future__ import annotations
@@ -640,11 +652,95 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame,
                                                                                   (b, "_b"))))
         rows.append([f"{a.upper()} beats {b.upper()} with each model at its best {what} "
                      f"({r['task']}, T={r['length']})", f"{claimed:+.2f} pp",
-                     _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
+                     _interval(r) + _paired_beside(r) + rates + _size(claimed, r.get("ci_low_pp"),
                                                   r.get("ci_high_pp"), r) + beside
                      + _grid_edge(sweep, r["task"], r["length"]) + precision,
                      budget.read(_both(r, claimed), steps=(r["steps_a"], r["steps_b"]),
                                  seeds=(r.get("seeds_a"), r.get("seeds_b")))])
+    return rows
+
+
+def _paired_beside(r: dict[str, Any]) -> str:
+    """``; paired over the test examples: …`` for a learning-rate gap row that reads it, or
+    says why not; '' for a row that does neither."""
+    said = r.get("paired_ci_low_pp") is not None or r.get("paired_why")
+    return f"; paired over the test examples: {_paired(r)}" if said else ""
+
+
+def _paired(r: dict[str, Any]) -> str:
+    """A learning-rate gap row's difference read paired over the test examples (its
+    ``paired_*`` columns, hkt.report.sweep), or why it has no such reading."""
+    if r.get("paired_ci_low_pp") is None or r.get("paired_ci_high_pp") is None:
+        return f"none ({r.get('paired_why') or 'not read'})"
+    p = "" if r.get("paired_p_value") is None else f", p = {r['paired_p_value']:.3g}"
+    return (f"CI [{r['paired_ci_low_pp']:+.2f}, {r['paired_ci_high_pp']:+.2f}]{p} "
+            f"({r['paired_examples']:,} examples)")
+
+
+#: How the lead at a longer budget reads, by :func:`difference_verdict` of its interval against
+#: the lead at the shorter budget (the rule of :func:`longer_budget_claims`).
+LEAD_READINGS = {SUPPORTS: "holds (at its size at the shorter budget)",
+                 DIRECTION_ONLY: "holds, at another size (the shorter budget's lead lies outside "
+                                 "the interval)",
+                 REFUTES: "does not hold: MHA leads at the longer budget",
+                 CANNOT_TELL: "cannot tell (the interval holds 0: MHA may have caught up, or the "
+                              "runs cannot tell the two apart)"}
+
+
+def _lead(low: float | None, high: float | None, shorter: float) -> str:
+    return LEAD_READINGS[difference_verdict(low, high, shorter)]
+
+
+def longer_budget_claims(sweep_gap: pl.DataFrame,
+                         budget: Budget = NO_BUDGET) -> list[list[str]]:
+    """Per task, T and learning rate at which both models were trained for more than one budget
+    (the learning-rate gap table's rows "both at one setting"): whether HKT's lead over MHA at
+    the shortest budget holds at the longest. The lead at the longer budget is read by
+    :func:`difference_verdict` against the lead at the shorter one (:data:`LEAD_READINGS`): its
+    interval above 0 → *holds* (at its size, or at another where the shorter budget's lead lies
+    outside it); below 0 → *does not hold* (MHA leads); holding 0, or none → *cannot tell*
+    (MHA catching up reads so: the longer budget's interval reaching 0 or below while the
+    shorter budget's stays above). Read over seeds (Welch) and over the test examples (paired,
+    where both sides' runs have predictions; else with the test set's error, unpaired, and the
+    row says why). No lead at the shorter budget (HKT − MHA ≤ 0): nothing to hold, *cannot
+    tell*."""
+    if sweep_gap.is_empty():
+        return []
+    a, b = (m.upper() for m in paper.COMPARED_MODELS)
+    shared = sweep_gap.filter(pl.col("comparison") == ONE_RATE)
+    rows = []
+    for (task, length, lr), group in sorted(shared.group_by("task", "length", "lr_a"),
+                                            key=lambda kv: str(kv[0])):
+        steps = sorted(set(group["steps_a"].to_list()))
+        if len(steps) < 2:
+            continue
+        short, long = (group.filter(pl.col("steps_a") == n).row(0, named=True)
+                       for n in (steps[0], steps[-1]))
+        ratio = steps[-1] / steps[0]
+        times = "twice" if ratio == 2 else f"{ratio:g} times"
+        lead = short["ours_pp"]
+        paired = long.get("paired_ci_low_pp") is not None
+        ex_low, ex_high = ((long["paired_ci_low_pp"], long["paired_ci_high_pp"]) if paired
+                           else (long.get("ts_ci_low_pp"), long.get("ts_ci_high_pp")))
+        how = ("paired over the test examples" if paired else
+               f"with the test set's error, unpaired ({long.get('paired_why') or 'not paired'})")
+        if lead is None or lead <= 0:
+            verdict = (f"{CANNOT_TELL} (no lead to hold: {a} − {b} is {lead:+.2f} pp at "
+                       f"{steps[0]:,} steps)")
+        else:
+            seeds, examples = _lead(long.get("ci_low_pp"), long.get("ci_high_pp"), lead), \
+                _lead(ex_low, ex_high, lead)
+            verdict = (f"{seeds} (over seeds, and {how} too)" if seeds == examples else
+                       f"{seeds} over seeds; {examples} {how} (the verdict changes)")
+        ours = (f"at {steps[-1]:,} steps: {_interval(long)}; paired over the test examples: "
+                f"{_paired(long)}. At {steps[0]:,} steps: {_interval(short)}; paired: "
+                f"{_paired(short)}. The lead moves {long['ours_pp'] - lead:+.2f} pp (means) "
+                f"from {steps[0]:,} to {steps[-1]:,} steps")
+        rows.append([f"{a}'s lead over {b} holds at {times} the budget ({task}, T={length}; "
+                     f"lr {learning_rate(lr)}: {steps[-1]:,} against {steps[0]:,} steps)",
+                     "not said (the paper's budget is not public)", ours,
+                     budget.read(verdict, steps=(long["steps_a"],),
+                                 seeds=(long.get("seeds_a"), long.get("seeds_b")))])
     return rows
 
 
@@ -689,10 +785,12 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
     the paper's figure for the model read the same way (its error: its std over the paper's
     seeds, and a test set of our size). Where ``paired`` (task, length, model, reading: the
     per-example readings' :func:`hkt.report.per_example.rule_readings`) has the model, its
-    reading is the paired one, example by example, instead."""
+    reading is the paired one, example by example, instead (of the main variant's runs)."""
+    main_variant = budget.main_variant or "main"
     by_example = {} if paired is None else {
-        (t, n, m): text for t, n, m, text in paired.select("task", "length", "model", "reading")
-        .iter_rows()}
+        (t, n, m): text for t, n, m, text in
+        (paired.filter(pl.col("variant") == main_variant) if "variant" in paired.columns
+         else paired).select("task", "length", "model", "reading").iter_rows()}
     rows: list[list[str]] = []
     if main.is_empty() or not main["model"].is_in(list(RULE_REFERENCES)).any():
         return rows
@@ -722,13 +820,18 @@ def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
     return rows
 
 
-def variant_reference_claims(budget: Budget,
-                             reference: pl.DataFrame | None = None) -> list[list[str]]:
+def variant_reference_claims(budget: Budget, reference: pl.DataFrame | None = None,
+                             paired: pl.DataFrame | None = None) -> list[list[str]]:
     """Per task, T, trained model and variant other than the main one (ablations, learning-rate
     and budget variants: ``budget.runs``, the suite's own runs): which rule reference its test
     accuracy reaches, read as :func:`reference_claims` reads a main-table row, so that every
     trained run of a task with rules gets its reading. The rules are the suite's own runs', else
-    those among the ``reference`` runs (``--reference`` records, which the row names)."""
+    those among the ``reference`` runs (``--reference`` records, which the row names). Where
+    ``paired`` (:func:`reference_claims`' readings, with their variant) has the model and
+    variant, its reading is the paired one, example by example, instead."""
+    by_example = {} if paired is None or "variant" not in paired.columns else {
+        (t, n, v, m): text for t, n, v, m, text in paired.select(
+            "task", "length", "variant", "model", "reading").iter_rows()}
     runs = budget.runs
     if runs is None or runs.is_empty():
         return []
@@ -751,7 +854,11 @@ def variant_reference_claims(budget: Budget,
         r = {"test_mean": float(test.mean()), "seeds": group["seed"].n_unique(),
              "test_std": None if len(test) < 2 else float(test.std(ddof=1)),
              "test_examples": str(int(n.min())) if len(n) else None}
-        ours = reading(r["test_mean"], _main_error(r), refs)
+        paired_reading = by_example.get((task, length, variant, model))
+        if paired_reading:  # read against the rules' answers in the task's facts
+            ours, where = paired_reading, ""
+        else:
+            ours = reading(r["test_mean"], _main_error(r), refs)
         rows.append([f"Which rule reference {model.upper()} ({variant}) reaches on {task} "
                      f"(T={length})", "no figure (a variant)",
                      f"{pm(r['test_mean'], r['test_std'])} ({r['seeds']} "
@@ -785,9 +892,12 @@ def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list
                     "and seeds together)")
             verdict = (SUPPORTS if r["ci_low_pp"] > 0 else REFUTES if r["ci_high_pp"] < 0
                        else CANNOT_TELL)
-        steps = budget.main_steps(r["task"], r["length"], list(paper.COMPARED_MODELS))
+        main = r.get("variant") in (None, budget.main_variant or "main")
+        steps = (budget.main_steps(r["task"], r["length"], list(paper.COMPARED_MODELS)) if main
+                 else budget.steps(r["task"], r["length"], paper.COMPARED_MODELS, [r["variant"]]))
+        which = "" if main else f"; {r['variant']}"
         rows.append([f"{a}'s gain comes from the hierarchy of operations: {a} − {b} is larger on "
-                     f"deeper trees ({r['task']}, T={r['length']}; by {r['measure']})",
+                     f"deeper trees ({r['task']}, T={r['length']}{which}; by {r['measure']})",
                      "said, no figure", ours,
                      budget.read(verdict, steps=steps, seeds=(r["seeds_a"], r["seeds_b"]))])
     return rows
@@ -810,11 +920,12 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
                   *kernel_claim(tables.get("kernel", empty), budget)]
     paper_rows += mechanism_claim(tables.get("mechanism", empty), budget)
     limit_rows = [*reference_claims(main, budget, tables.get("rule_readings")),
-                  *variant_reference_claims(budget, reference),
+                  *variant_reference_claims(budget, reference, tables.get("rule_readings")),
                   *control_claims(tables.get("controls", empty), main, budget),
                   *learning_rate_claims(tables.get("sweep", empty), budget),
                   *tuned_gap_claims(tables.get("sweep_gap", empty), tables.get("sweep", empty),
-                                    budget)]
+                                    budget),
+                  *longer_budget_claims(tables.get("sweep_gap", empty), budget)]
     if not paper_rows and not limit_rows:
         return []
     minimum = "" if budget.minimum is None else (

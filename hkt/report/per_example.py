@@ -48,7 +48,9 @@ from hkt.runs_frame import KEY, MODEL_ORDER, AggregateError, ordered, record_len
 from hkt.value_checks import integer, number
 
 __all__ = ["Settings", "load_settings", "Readings", "load_readings", "data_dirs",
-           "paired_table", "with_paired", "paired_note", "paired_display", "agreement_table",
+           "paired_or_why", "NOT_READ", "NAMES_PREDICTIONS", "compared_variants",
+           "labelled_by_variant", "paired_table", "with_paired", "paired_note", "paired_display",
+           "agreement_table",
            "agreement_display", "rule_readings", "breakdown_table", "breakdown_display",
            "breakdown_gap_table", "breakdown_gap_display", "mechanism_table"]
 
@@ -220,6 +222,16 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
     return Readings(found, facts, settings, missing, unfacted)
 
 
+def compared_variants(runs: pl.DataFrame, main_variant: str = "main") -> list[str]:
+    """The variants the per-example tables read: the main one, then every other in which both
+    compared models (HKT, MHA) have runs (a learning-rate or budget variant of both, as the long
+    suite trains; an ablation of one model is not read here), in name order."""
+    a, b = paper.COMPARED_MODELS
+    both = [v for v in sorted(set(runs["variant"].to_list()) - {main_variant}) if v is not None
+            and {a, b} <= set(runs.filter(pl.col("variant") == v)["model"].to_list())]
+    return [main_variant, *both]
+
+
 # ------------------------------------------------------------------------ paired differences
 
 PAIRED_SCHEMA = {
@@ -246,6 +258,49 @@ def _pair(r: Readings, a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any] | Non
     return {"difference_pp": d.diff, "ci_low_pp": _num(d.ci_low), "ci_high_pp": _num(d.ci_high),
             "p_value": _num(d.p_value), "significant": d.verdict, "mcnemar": "; ".join(tests),
             "seeds_a": d.n_a, "seeds_b": d.n_b, "examples": int(ma[1].size)}
+
+
+def _named(sel: pl.DataFrame) -> str:
+    """Runs in words: ``MHA lr1e3 seeds 0, 1`` (model, variant, seeds), per model and variant."""
+    parts = []
+    for (model, variant), group in sorted(sel.group_by("model", "variant"),
+                                          key=lambda kv: str(kv[0])):
+        seeds = sorted(group["seed"].to_list())
+        parts.append(f"{str(model).upper()} {variant} seed{'' if len(seeds) == 1 else 's'} "
+                     + ", ".join(str(s) for s in seeds))
+    return "; ".join(parts)
+
+
+#: The column of a ``--reference`` runs frame that says whether a run's record names its
+#: predictions (they are not read: a reference is read for its accuracies).
+NAMES_PREDICTIONS = "names_predictions"
+#: Why a difference has no paired reading where no run it reads was read for predictions.
+NOT_READ = ("predictions are not read from MLflow, which does not keep them: aggregate the runs' "
+            "records to pair")
+
+
+def paired_or_why(r: Readings | None, a: pl.DataFrame, b: pl.DataFrame
+                  ) -> tuple[dict[str, Any] | None, str]:
+    """The paired reading of runs ``a`` against runs ``b`` over their shared test examples (as
+    :func:`paired_table` reads each row), or None and why not, in words: the runs without
+    predictions, by name, or test examples that differ."""
+    if r is None:
+        return None, NOT_READ
+    got = _pair(r, a, b)
+    if got is not None:
+        return got, ""
+    keys = pl.concat([a, b], how="diagonal_relaxed")
+    lacking = keys.filter(pl.Series([tuple(k) not in r.runs for k in
+                                     keys.select(KEY).iter_rows()], dtype=pl.Boolean))
+    if lacking.is_empty():
+        return None, "the two sides' predictions are not on the same test examples"
+    kept = (pl.col(NAMES_PREDICTIONS).fill_null(False) if NAMES_PREDICTIONS in lacking.columns
+            else pl.lit(False))
+    none = lacking.filter(~kept)
+    if not none.is_empty():
+        return None, f"no predictions for {_named(none)}"
+    return None, (f"the predictions of {_named(lacking)} are not read (--reference records are "
+                  "read for their accuracies)")
 
 
 def paired_table(r: Readings, runs: pl.DataFrame, gap: pl.DataFrame, controls: pl.DataFrame,
@@ -373,7 +428,8 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float | None]:
 # ------------------------------------------------------------------------- agreement with rules
 
 AGREEMENT_SCHEMA = {
-    "task": pl.String, "length": pl.Int64, "model": pl.String, "seeds": pl.Int64,
+    "task": pl.String, "length": pl.Int64, "variant": pl.String, "model": pl.String,
+    "seeds": pl.Int64,
     "test_mean": pl.Float64, "test_std": pl.Float64,
     **{f"agree_{rule}": pl.Float64 for rule in RULE_REFERENCES},
     **{f"agree_{rule}_std": pl.Float64 for rule in RULE_REFERENCES},
@@ -395,7 +451,8 @@ def agreement_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
         rules = _rule_columns(fact)
         if not rules or model in RULE_REFERENCES:
             continue
-        row: dict[str, Any] = {"task": task, "length": length, "model": model,
+        row: dict[str, Any] = {"task": task, "length": length, "variant": variant,
+                               "model": model,
                                "seeds": len(seeds)}
         row["test_mean"], row["test_std"] = _mean_std(correct.mean(axis=1))
         for rule in rules:
@@ -411,10 +468,10 @@ def agreement_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
 
 
 def agreement_display(t: pl.DataFrame) -> Display:
-    header = ["task", "T", "model", "seeds", "test acc (%)",
+    header = ["task", "T", "variant", "model", "seeds", "test acc (%)",
               *(f"agrees with the {label} (%)" for label in RULE_REFERENCES.values()),
               "acc. where the prior is wrong (%)", "examples the prior gets wrong"]
-    return header, [[r["task"], str(r["length"]), r["model"], str(r["seeds"]),
+    return header, [[r["task"], str(r["length"]), r["variant"], r["model"], str(r["seeds"]),
                      pm(r["test_mean"], r["test_std"]),
                      *(pm(r[f"agree_{rule}"], r[f"agree_{rule}_std"]) for rule in RULE_REFERENCES),
                      pm(r["prior_wrong_mean"], r["prior_wrong_std"]),
@@ -531,7 +588,8 @@ def _facets(fact: pl.DataFrame, settings: Settings
     return out
 
 
-BREAKDOWN_SCHEMA = {"task": pl.String, "length": pl.Int64, "facet": pl.String,
+BREAKDOWN_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String,
+                    "facet": pl.String,
                     "bucket": pl.String, "order": pl.Int64, "examples": pl.Int64,
                     "model": pl.String, "seeds": pl.Int64, "accuracy_mean": pl.Float64,
                     "accuracy_std": pl.Float64}
@@ -558,7 +616,8 @@ def breakdown_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
                     continue
                 for model, correct in mine:
                     mean, std = _mean_std(correct[:, where].mean(axis=1))
-                    rows.append({"task": task, "length": length, "facet": facet, "bucket": lab,
+                    rows.append({"task": task, "length": length, "variant": variant,
+                                 "facet": facet, "bucket": lab,
                                  "order": b, "examples": int(where.sum()), "model": model,
                                  "seeds": correct.shape[0], "accuracy_mean": mean,
                                  "accuracy_std": std})
@@ -566,22 +625,38 @@ def breakdown_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
 
 
 def breakdown_display(t: pl.DataFrame) -> Display:
-    """One row per (task, facet, bucket), one column per model (mean ± std over seeds)."""
+    """One row per (task, variant, facet, bucket), one column per model (mean ± std over
+    seeds)."""
     models = ordered(t["model"].unique().to_list(), MODEL_ORDER) if len(t) else []
-    header = ["task", "T", "facet", "bucket", "examples",
+    header = ["task", "T", "variant", "facet", "bucket", "examples",
               *(RULE_REFERENCES.get(m, m) for m in models)]
     rows = []
-    keys = t.select("task", "length", "facet", "order", "bucket", "examples").unique(
+    keys = t.select("task", "length", "variant", "facet", "order", "bucket", "examples").unique(
         maintain_order=True).rows()
-    cell = {(r["task"], r["length"], r["facet"], r["order"], r["model"]):
+    cell = {(r["task"], r["length"], r["variant"], r["facet"], r["order"], r["model"]):
             pm(r["accuracy_mean"], r["accuracy_std"]) for r in t.iter_rows(named=True)}
-    for task, length, facet, order, bucket, examples in keys:
-        rows.append([task, str(length), facet, bucket, str(examples),
-                     *(cell.get((task, length, facet, order, m), "") for m in models)])
+    for task, length, variant, facet, order, bucket, examples in keys:
+        rows.append([task, str(length), variant, facet, bucket, str(examples),
+                     *(cell.get((task, length, variant, facet, order, m), "") for m in models)])
     return header, rows
 
 
-GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "facet": pl.String, "bucket": pl.String,
+def labelled_by_variant(breakdown: pl.DataFrame, main_variant: str = "main") -> pl.DataFrame:
+    """The breakdown with each model of a variant other than ``main_variant`` named with it
+    (``hkt (lr1e3_steps20k)``) and each rule once (a rule answers alike in every variant): one
+    line per model and variant in the figure, which reads the model column only."""
+    if breakdown.is_empty():
+        return breakdown
+    rule = pl.col("model").is_in(list(RULE_REFERENCES))
+    named = (pl.when(rule | (pl.col("variant") == main_variant)).then(pl.col("model"))
+             .otherwise(pl.format("{} ({})", pl.col("model"), pl.col("variant"))))
+    return (breakdown.with_columns(named.alias("model"))
+            .unique(subset=["task", "length", "facet", "order", "model"], keep="first",
+                    maintain_order=True))
+
+
+GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String, "facet": pl.String,
+              "bucket": pl.String,
               "order": pl.Int64, "examples": pl.Int64, "difference_pp": pl.Float64,
               "ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.Float64,
               "significant": pl.String, "seeds_a": pl.Int64, "seeds_b": pl.Int64}
@@ -610,7 +685,8 @@ def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") 
                 if not where.any():
                     continue
                 d = r.settings.bootstrap(ca[:, where], cb[:, where])
-                rows.append({"task": task, "length": length, "facet": facet, "bucket": lab,
+                rows.append({"task": task, "length": length, "variant": variant,
+                             "facet": facet, "bucket": lab,
                              "order": k, "examples": int(where.sum()), "difference_pp": d.diff,
                              "ci_low_pp": _num(d.ci_low), "ci_high_pp": _num(d.ci_high),
                              "p_value": _num(d.p_value), "significant": d.verdict,
@@ -621,15 +697,17 @@ def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") 
 def breakdown_gap_display(t: pl.DataFrame, confidence: float = 0.95) -> Display:
     a, b = (m.upper() for m in paper.COMPARED_MODELS)
     level, alpha = _levels(confidence)
-    header = ["task", "T", "facet", "bucket", "examples", f"{a} − {b} (pp)",
+    header = ["task", "T", "variant", "facet", "bucket", "examples", f"{a} − {b} (pp)",
               f"{level} CI, paired (pp)", "p, paired", f"significant ({alpha})", "seeds"]
-    return header, [[r["task"], str(r["length"]), r["facet"], r["bucket"], str(r["examples"]),
+    return header, [[r["task"], str(r["length"]), r["variant"], r["facet"], r["bucket"],
+                     str(r["examples"]),
                      signed(r["difference_pp"]), _ci(r["ci_low_pp"], r["ci_high_pp"]),
                      _p(r["p_value"]), r["significant"] or "",
                      f"{r['seeds_a']} vs {r['seeds_b']}"] for r in t.iter_rows(named=True)]
 
 
-MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "measure": pl.String,
+MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String,
+                    "measure": pl.String,
                     "shallow": pl.String,
                     "shallow_examples": pl.Int64, "shallow_pp": pl.Float64, "deep": pl.String,
                     "deep_examples": pl.Int64, "deep_pp": pl.Float64,
@@ -676,7 +754,8 @@ def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
             measures.append((ANSWER_DEPTH, needed, _answer_span))
         for measure, depth, span in measures:
             groups = depth_groups(depth, r.settings.depth_groups)
-            row: dict[str, Any] = {"task": task, "length": length, "measure": measure,
+            row: dict[str, Any] = {"task": task, "length": length, "variant": variant,
+                                   "measure": measure,
                                    "groups": r.settings.depth_groups,
                                    "confidence": r.settings.confidence,
                                    "seeds_a": ca.shape[0], "seeds_b": cb.shape[0]}

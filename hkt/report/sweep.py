@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from hkt import paper
+from hkt.report.per_example import Readings, paired_or_why
 from hkt.report.tables import (DIFF_SCHEMA, TEST_SET_HEADER, ci_text, difference_columns, p_text,
                                seed_stats, test_set_cells)
 from hkt.report.writers import Display, pm, signed
@@ -36,9 +37,15 @@ SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr":
                 "steps": pl.Int64, "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
                 "test_mean": pl.Float64, "test_std": pl.Float64, "source": pl.String,
                 "best": pl.Boolean, "test_examples": pl.Int64, "precision": pl.String}
+#: The learning-rate gap: Welch over seeds, with the test set's error (``ts_*``), and paired
+#: over the test examples both sides answered (``paired_*``:
+#: :func:`hkt.report.per_example.paired_or_why`), or why it is not (``paired_why``).
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
-                    "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA}
+                    "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA,
+                    "paired_ci_low_pp": pl.Float64, "paired_ci_high_pp": pl.Float64,
+                    "paired_p_value": pl.Float64, "paired_examples": pl.Int64,
+                    "paired_why": pl.String}
 
 
 def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
@@ -80,10 +87,13 @@ def _best_setting(table: pl.DataFrame, task: str, length: int, model: str) -> Se
 
 
 def sweep_gap_table(sel: pl.DataFrame, table: pl.DataFrame,
-                    pair: Sequence[str] = paper.COMPARED_MODELS) -> pl.DataFrame:
+                    pair: Sequence[str] = paper.COMPARED_MODELS,
+                    readings: Readings | None = None) -> pl.DataFrame:
     """Per task and T of the runs ``sel`` (:func:`swept_runs`): ``pair[0] − pair[1]`` (pp,
     Welch over seeds) at each setting (learning rate, steps) both were trained with, and with
-    each at its own best setting (``table``: :func:`sweep_table`)."""
+    each at its own best setting (``table``: :func:`sweep_table`); beside it, the same paired
+    over the test examples where every run of both sides has its predictions (``readings``),
+    else why not (``paired_why``)."""
     a, b = pair
     rows = []
     for task, length in table.select("task", "length").unique().sort("task", "length").rows():
@@ -100,9 +110,15 @@ def sweep_gap_table(sel: pl.DataFrame, table: pl.DataFrame,
             rb = here.filter((pl.col("model") == b) & (pl.col("lr") == lr_b)
                              & (pl.col("steps") == steps_b))
             ours = (ra["test_accuracy"].mean() - rb["test_accuracy"].mean()) * 100
+            paired, why = paired_or_why(readings, ra, rb)
             rows.append({"task": task, "length": length, "comparison": label, "lr_a": lr_a,
                          "steps_a": steps_a, "lr_b": lr_b, "steps_b": steps_b, "ours_pp": ours,
-                         **difference_columns(ra, rb)})
+                         **difference_columns(ra, rb),
+                         **({"paired_why": why} if paired is None else {
+                             "paired_ci_low_pp": paired["ci_low_pp"],
+                             "paired_ci_high_pp": paired["ci_high_pp"],
+                             "paired_p_value": paired["p_value"],
+                             "paired_examples": paired["examples"]})})
     return pl.DataFrame(rows, schema=SWEEP_GAP_SCHEMA)
 
 
@@ -116,13 +132,29 @@ def sweep_display(table: pl.DataFrame) -> Display:
     return header, rows
 
 
+def _none(why: str | None) -> str:
+    """An interval's cell where there is none: why, in words (``n/a (…)`` read as its reason)."""
+    why = (why or "").strip()
+    if why.startswith("n/a (") and why.endswith(")"):
+        why = why[len("n/a ("):-1]
+    return f"none: {why}" if why else "none"
+
+
+def _with_why(cells: list[str], why: str | None) -> list[str]:
+    """An interval's cells (interval, p), the interval's saying why where there is none."""
+    return [cells[0] or _none(why), *cells[1:]]
+
+
 def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MODELS) -> Display:
     a, b = (m.upper() for m in pair)
     header = ["task", "T", "comparison", f"{a} learning rate", f"{a} steps", f"{b} learning rate",
               f"{b} steps", f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
-              *TEST_SET_HEADER, "seeds"]
+              *TEST_SET_HEADER, "CI, paired over the test examples (pp)", "p, paired",
+              "seeds"]
     rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['steps_a']:,}",
-             f"{r['lr_b']:g}", f"{r['steps_b']:,}", signed(r["ours_pp"]), ci_text(r),
-             p_text(r["p_value"]), r["significant"] or "", *test_set_cells(r),
+             f"{r['lr_b']:g}", f"{r['steps_b']:,}", signed(r["ours_pp"]),
+             ci_text(r) or _none(r["significant"]), p_text(r["p_value"]), r["significant"] or "",
+             *_with_why(test_set_cells(r), r["ts_significant"]),
+             ci_text(r, "paired_") or _none(r["paired_why"]), p_text(r["paired_p_value"]),
              f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows
