@@ -5,7 +5,8 @@ modules, imported lazily so that ``hkt --help`` stays fast. A command module exp
 ``add_arguments(parser)`` and ``run(args) -> int``. ``hkt bench`` and ``hkt baseline`` have one
 level more: ``hkt bench NAME`` maps to the modules in ``BENCHMARKS``, ``hkt baseline NAME`` to
 the baselines registered in ``hkt/baselines/`` (:data:`hkt.baselines.BASELINES`: a module there
-is the whole registration).
+is the whole registration). A group's command module is given the name it was called by
+(``args.name``): one module may register several (``hkt/baselines/depth_rule.py``).
 
 ``hkt --log FILE COMMAND …`` appends the command's output (Python's and the libraries', at the
 file descriptor level) to FILE under a header naming the attempt (command, time, host, pid) and,
@@ -125,6 +126,8 @@ def _command_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, str] | No
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=help_text)
     module.add_arguments(parser)
+    if table is not COMMANDS:  # a group's command is told its name: one module may serve several
+        parser.set_defaults(name=name)
     return parser, module_name
 
 

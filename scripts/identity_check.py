@@ -5,7 +5,8 @@ creation times, commit and environment digests (and the measured rows of the cos
     .venv/bin/python scripts/identity_check.py RESULTS_A RESULTS_B
 
 The check of a change that must not alter a number (issue 22): run a suite before and after it,
-from clean results directories, and compare. Besides the tables, every training run's
+from clean results directories, and compare; the recipe, with the smoke suite and the cpu cut
+(``config/cuts/cpu.yaml``), is in docs/development.md. Besides the tables, every training run's
 history (each logged step's loss, accuracy, learning rate and validation) must be the same, and
 so must every run's predictions (``predictions.parquet``: each example's class and
 probabilities), where A's run has them.

@@ -99,6 +99,24 @@ def test_a_depth_rule_scores_what_its_values_say_and_counts_the_prior_fallbacks(
     assert rec["depth"] == depth and rec["config"]["model"]["depth"] == depth
 
 
+def test_the_depth_rules_are_one_rule_and_each_name_runs_its_own_depth(tmp_path):
+    """One module registers the rule once per depth (hkt/baselines/depth_rule.py); `hkt
+    baseline depthK_rule` runs depth K under that name, and says so in `hkt baseline --help`."""
+    from hkt.baselines import BASELINES, baseline_module, summary
+    from hkt.cli import main
+
+    names = [n for n in BASELINES.names() if n.startswith("depth")]
+    assert names == ["depth1_rule", "depth2_rule", "depth3_rule"]
+    assert {baseline_module(n).__name__ for n in names} == {"hkt.baselines.depth_rule"}
+    assert summary("depth2_rule").startswith("ListOps depth-2 rule: ")
+    data = expression_data(tmp_path / "d", {"train": TRAIN, "val": EVAL, "test": EVAL})
+    for name, depth in (("depth3_rule", 3), ("depth1_rule", 1)):
+        assert main(["baseline", name, "--data", str(data), "--out", str(tmp_path / name)]) == 0
+        rec = json.loads((tmp_path / name / "record.json").read_text())
+        assert (rec["model"], rec["depth"], rec["external"]) == (name, depth,
+                                                                 "hkt.baselines.depth_rule")
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("listops-rules")

@@ -51,6 +51,17 @@ def test_the_report_command_keeps_the_workflows_own_files_and_keys(venv, tmp_pat
     assert words[words.index("--config") + 1:] == ["results_dir=my results é/wf", 'seeds=["0", "1"]']
 
 
+def test_the_report_command_of_a_suite_made_of_config_files_names_them_all_and_not_the_suite(venv):
+    """The cpu cut (config/cuts/cpu.yaml, given after config/suites/cpu.yaml) names its own
+    suite: `--config suite=cpu_cut` would be refused, and a second `--configfile` would drop the
+    first file."""
+    files = [venv / "config" / "suites" / "cpu.yaml", venv / "config" / "cuts" / "cpu.yaml"]
+    cmd = report_command("results-cut", suite="cpu_cut", snakefile="workflow/Snakefile",
+                         configfiles=files, config={"results_dir": "results-cut"})
+    assert cmd == (".venv/bin/snakemake --report results-cut/report.html --configfile "
+                   "config/suites/cpu.yaml config/cuts/cpu.yaml --config results_dir=results-cut")
+
+
 def test_the_closing_lines_name_the_summary_the_report_and_the_mlflow_ui(venv):
     ui = mlflow_ui_command(f"sqlite:///{venv / 'results-smoke' / 'mlflow.db'}")
     assert ui == (".venv/bin/mlflow ui --backend-store-uri sqlite:///results-smoke/mlflow.db "

@@ -11,6 +11,10 @@ whose ``fit`` is decorated with ``@register("NAME")``. ``hkt baseline NAME`` run
 * ``add_arguments(parser)``: ``add_run_arguments(parser)`` and its own options;
 * ``run(args) -> int``: ``run_command("NAME", args)``.
 
+One rule at several settings that each have a name of their own is one module that registers
+its ``fit`` once per name, and whose ``run`` reads the name it was called by, ``args.name``
+(``hkt/baselines/depth_rule.py``: ``depth1_rule``, ``depth2_rule``, ``depth3_rule``).
+
 What every baseline shares (its arguments, the data read, the record and MLflow run written) is
 :mod:`hkt.baselines.run`. A program that is not ours needs no module: its ``command`` under
 ``external:`` in ``config/config.yaml`` is its whole registration (docs/extending.md,
@@ -49,6 +53,9 @@ def baseline_module(name: str) -> ModuleType:
 
 
 def summary(name: str) -> str:
-    """The first paragraph of baseline ``name``'s module docstring (``hkt baseline --help``)."""
-    doc = baseline_module(name).__doc__ or ""
+    """What baseline ``name`` is (``hkt baseline --help``): the first paragraph of its module's
+    docstring or, where the module registers several baselines, of its ``fit``'s."""
+    module = baseline_module(name).__name__
+    several = sum(fit.__module__ == module for fit in BASELINES.values()) > 1
+    doc = (BASELINES.lookup(name).__doc__ if several else sys.modules[module].__doc__) or ""
     return doc.strip().split("\n\n")[0].replace("\n", " ") or name

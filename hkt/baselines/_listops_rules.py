@@ -1,6 +1,6 @@
 """ListOps rule references: what simple rules on an expression's tree predict, so that a model's
 accuracy reads as "it reaches the rule that ...". Shared by the rule modules beside it
-(``root_op_prior``, ``depth1_rule``, ``depth2_rule``, ``depth3_rule``, ``exact_rule``); private
+(``root_op_prior``, ``depth_rule``: ``depth1_rule`` to ``depth3_rule``, ``exact_rule``); private
 (the registry skips ``_`` modules). Definitions: docs/listops.md.
 
 * **root-operator prior**: the most frequent training label of each root operator (MIN, MAX,

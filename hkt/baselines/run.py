@@ -51,9 +51,10 @@ __all__ = ["Splits", "Fit", "answers", "NO_PROFILE", "read_split", "run_baseline
 
 # The profile label of a run no profile's budget set: config/train.yaml's train.profile default.
 NO_PROFILE = "none"
-# what the command's shared arguments are called in argparse: the rest are the baseline's own
-_SHARED = ("data", "out", "seed", "variant", "profile", "max_train", "tracking_uri", "experiment",
-           "results_dir")
+# what the command's shared arguments are called in argparse (``name``: the baseline's, which
+# hkt.cli gives every `hkt baseline NAME`): the rest are the baseline's own
+_SHARED = ("name", "data", "out", "seed", "variant", "profile", "max_train", "tracking_uri",
+           "experiment", "results_dir")
 
 
 @dataclass(frozen=True)

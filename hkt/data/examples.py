@@ -61,12 +61,11 @@ def tree_facts(flat: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def _rules() -> dict[str, tuple[int | None, bool]]:
     """Each rule reference's (depth, root only), from its own module."""
-    from hkt.baselines import depth1_rule, depth2_rule, depth3_rule, exact_rule, root_op_prior
+    from hkt.baselines import depth_rule, exact_rule, root_op_prior
     from hkt.references import RULE_REFERENCES
 
-    rules = {root_op_prior.NAME: (None, True), depth1_rule.NAME: (depth1_rule.DEPTH, False),
-             depth2_rule.NAME: (depth2_rule.DEPTH, False),
-             depth3_rule.NAME: (depth3_rule.DEPTH, False), exact_rule.NAME: (None, False)}
+    rules = {root_op_prior.NAME: (None, True), exact_rule.NAME: (None, False),
+             **{depth_rule.rule_name(k): (k, False) for k in depth_rule.DEPTHS}}
     return {name: rules[name] for name in RULE_REFERENCES}
 
 

@@ -58,17 +58,20 @@ def report_command(results: str, *, suite: str, snakefile: str | Path,
                    configfiles: Sequence[str | Path] = (), config: Mapping[str, Any] | None = None,
                    cwd: Path | None = None) -> str:
     """The shell line that builds ``results``' report, run where the workflow ran (``cwd``):
-    the workflow's Snakefile (named unless it is the one Snakemake finds there), its config files,
-    its ``--config`` keys, and the suite (unless config files that name none made it) and
-    ``results_dir`` always."""
+    the workflow's Snakefile (named unless it is the one Snakemake finds there), its config files
+    (after one ``--configfile``: given twice, Snakemake would keep only the last), its
+    ``--config`` keys, and ``results_dir`` always; the suite too, unless config files name it
+    (a suite of one's own, config/cuts/cpu.yaml's, is refused as ``--config suite=NAME``) or
+    name none."""
     cwd = Path.cwd() if cwd is None else cwd
     words = [program("snakemake", cwd), "--report", f"{results}/report.html"]
     found = {(cwd / "Snakefile").resolve(), (cwd / "workflow" / "Snakefile").resolve()}
     if Path(cwd, snakefile).resolve() not in found:
         words += ["--snakefile", shown(snakefile, cwd)]
-    for f in configfiles:
-        words += ["--configfile", shown(f, cwd)]
-    keys = {**({"suite": suite} if suite != NO_SUITE else {}), "results_dir": results}
+    if configfiles:
+        words += ["--configfile", *(shown(f, cwd) for f in configfiles)]
+    named = suite != NO_SUITE and not configfiles
+    keys = {**({"suite": suite} if named else {}), "results_dir": results}
     keys.update({k: v for k, v in (config or {}).items() if k not in keys})
     words += ["--config", *(f"{k}={_value(v)}" for k, v in keys.items())]
     return shlex.join(words)
