@@ -1,6 +1,6 @@
 # Shared definitions: a thin adapter over hkt.workflow.grid (the jobs, paths, command arguments
 # and resources of the config; tested in tests/test_workflow_grid.py), and the check of every
-# training config before any job runs (hkt.workflow.configs).
+# training config before any job runs (hkt.workflow.job_configs).
 
 import os
 from functools import lru_cache
@@ -8,11 +8,11 @@ from functools import lru_cache
 from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError, HKTError
-from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
+from hkt.report.aggregate_outputs import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.mlflow_store import tracking_uri
 from hkt.run_record import DAMAGED_NAME, set_aside_if_damaged
-from hkt.workflow.configs import check_analysable, seedless, train_config_digests
-from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
+from hkt.workflow.job_configs import check_analysable, seedless, train_config_digests
+from hkt.gpu_slots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import MAIN, Job
 from hkt.workflow.next_steps import REPORT_COMMAND_ENV, closing_lines, report_command
 from hkt.workflow.suites import put_interpreter_first, workflow_suite
@@ -69,7 +69,7 @@ if workflow.is_main_process:
         R, suite=SUITE.name, snakefile=workflow.main_snakefile,
         configfiles=workflow.config_settings.configfiles, config=workflow.config_settings.config)
 
-# GPUs shared by local jobs (hkt/workflow/gpuslots.py): Snakemake counts the slots (a global
+# GPUs shared by local jobs (hkt/gpu_slots.py): Snakemake counts the slots (a global
 # resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
 # told where the slots are by $HKT_GPU_SLOTS (an environment variable, so that the rules' shell
 # text and params, rerun triggers, stay as they were). Not on a cluster, whose jobs get GPUs of
@@ -95,9 +95,9 @@ envvars:
 def disk_error(exc):
     """A full disk or a read-only file system met at the workflow's start (the lock, the store,
     the plan and its calibration cache, plan/sessions.json): the one line `hkt` prints for
-    every such error (hkt.cli.describe_os_error), as a WorkflowError, which stops the workflow
+    every such error (hkt.cli.main.describe_os_error), as a WorkflowError, which stops the workflow
     without a traceback."""
-    from hkt.cli import describe_os_error
+    from hkt.cli.main import describe_os_error
 
     return WorkflowError(f"hkt: error: {describe_os_error(exc)}")
 
@@ -106,9 +106,9 @@ PLAN_ERRORS = []  # what stopped suite_plan(), for onstart to report in one line
 
 
 def print_plan(calibrate):
-    """The suite's plan (hkt/plan.py): its job counts when the workflow is read (a dry run too,
+    """The suite's plan (hkt/suite/plan.py): its job counts when the workflow is read (a dry run too,
     without timing anything), the full plan with its ETA when jobs are about to start."""
-    from hkt.plan import workflow_plan
+    from hkt.suite.plan import workflow_plan
 
     plan = suite_plan() if calibrate else None
     if calibrate and PLAN_ERRORS:
@@ -130,7 +130,7 @@ def suite_plan():
     calibration cannot write its cache (PLAN_ERRORS: onstart says so in one line). Never
     raises: it runs while Snakemake builds the DAG (the jobs' priorities), where an error is a
     traceback."""
-    from hkt.plan import calibrated_plan
+    from hkt.suite.plan import calibrated_plan
 
     try:
         claim_results()
@@ -185,7 +185,7 @@ if workflow.is_main_process:
 @lru_cache(maxsize=None)  # once: the lock is held by this process until it exits
 def claim_results():
     """Refuse to start when another running workflow (another checkout) uses results_dir."""
-    from hkt.workflow.lock import claim_results_dir
+    from hkt.workflow.results_lock import claim_results_dir
 
     try:
         claim_results_dir(R, REPO)
@@ -203,7 +203,7 @@ def start_session():
     plus the plan's. One line says that whole estimate."""
     import time
 
-    from hkt.status import settings
+    from hkt.suite.status import settings
     from hkt.workflow.sessions import duration, start_session as start
 
     plan = suite_plan()
@@ -239,11 +239,11 @@ def say_complete():
 
 def say_if_stopped():
     """After a stop (`hkt stop`, Ctrl-C, SIGTERM) that failed no job, the run's last line says
-    it is resumable, and how (hkt/stop.py): printed as the process exits, after Snakemake's own
+    it is resumable, and how (hkt/suite/stop.py): printed as the process exits, after Snakemake's own
     closing lines. Snakemake's exit status (1: the suite is not complete) is kept."""
     import atexit
 
-    from hkt.stop import resumable_line
+    from hkt.suite.stop import resumable_line
 
     try:
         line = resumable_line(R)
@@ -377,14 +377,14 @@ CAPTIONS = REPO / "workflow" / "report"  # absolute: these are called from sever
 
 
 def declared(product):
-    """A product's files (hkt.report.products); the first carries its report caption."""
+    """A product's files (hkt.report.aggregate_outputs); the first carries its report caption."""
     first, *rest = (str(f) for f in product.files(R))
     return [report(first, category=product.category,
                    caption=str(CAPTIONS / f"{product.caption}.rst")), *rest]
 
 
 def aggregate_outputs():
-    """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.products)."""
+    """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.aggregate_outputs)."""
     out = [f for p in products(analyses=bool(GRID.analyses()), leaderboard=bool(GRID.leaderboard),
                                predictions=GRID.writes_predictions)
            for f in declared(p)]
