@@ -18,7 +18,7 @@ from conftest import load_script
 ROOT = Path(__file__).resolve().parent.parent
 
 
-lock = load_script("lock")
+lock = load_script("lock_requirements")
 
 
 def requirements(path: Path) -> list[tuple[Requirement, list[str]]]:
