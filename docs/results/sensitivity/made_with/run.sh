@@ -16,7 +16,7 @@ if command -v git >/dev/null && [[ -d .gitcarry ]]; then
   rm -rf /tmp/code && git clone -q .gitcarry /tmp/code && CODE=/tmp/code
 fi
 cd "$CODE"; export PYTHONPATH=$CODE${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-echo 'import sys; from hkt.cli.main import main; sys.exit(main())' > /tmp/hkt_main.py
+echo 'import sys; from hkt.cli import main; sys.exit(main())' > /tmp/hkt_main.py
 hkt() { "$PY" /tmp/hkt_main.py "$@"; }
 { echo "code $CODE commit $(git rev-parse HEAD 2>/dev/null)"; nvidia-smi 2>&1 | head -15
   "$PY" -c 'import torch, sys; print(sys.version, torch.__version__, torch.cuda.is_available())'; } > "$OUT/env.txt" 2>&1
