@@ -12,10 +12,10 @@ HKT = Path(__file__).resolve().parent.parent / "hkt"
 
 #: What a package must not import (its consumers, or their internals).
 FORBIDDEN = {
-    "analysis": ("hkt.report", "hkt.bench", "hkt.cli.main"),
-    "report": ("hkt.train", "hkt.analysis", "hkt.baselines", "hkt.bench", "hkt.models", "hkt.cli.main"),
-    "train": ("hkt.report", "hkt.analysis", "hkt.baselines", "hkt.bench", "hkt.cli.main"),
-    "figures": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.bench", "hkt.cli.main"),
+    "analysis": ("hkt.report", "hkt.bench", "hkt.cli"),
+    "report": ("hkt.train", "hkt.analysis", "hkt.baselines", "hkt.bench", "hkt.models", "hkt.cli"),
+    "train": ("hkt.report", "hkt.analysis", "hkt.baselines", "hkt.bench", "hkt.cli"),
+    "figures": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.bench", "hkt.cli"),
     "record": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.runs_frame", "hkt.figures"),
     "runs": ("hkt.report", "hkt.analysis", "hkt.train", "hkt.figures"),
 }

@@ -18,7 +18,7 @@ from test_baselines_listops_rules import SMALL
 from test_report_aggregate import make_record
 
 from hkt.cli.main import main as hkt_main
-from hkt.report.example_facts import load_examples
+from hkt.facts.examples import load_examples
 from hkt.data_layout import EXAMPLES
 from hkt.data.prepare import prepare_task
 from hkt.report import per_example

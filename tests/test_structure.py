@@ -124,7 +124,7 @@ LAYERS = {
     "hkt.figures": 1,
     "hkt.mixers": 2, "hkt.models": 2, "hkt.data": 2,
     "hkt.train": 3,
-    "hkt.analysis": 4, "hkt.baselines": 4, "hkt.report": 4,
+    "hkt.analysis": 4, "hkt.baselines": 4, "hkt.facts": 4, "hkt.report": 4,
     "hkt.bench": 5, "hkt.suite": 5, "hkt.workflow": 5, "hkt.cli": 5,
 }
 #: Consumers that must not read each other: the report reads files and MLflow only.

@@ -1,5 +1,5 @@
 """``hkt prepare TASK --out DIR [--source PATH] [OVERRIDES…]``: write a task's Parquet splits and data card,
-then its per-example facts (``examples.parquet``, :mod:`hkt.report.example_facts`).
+then its per-example facts (``examples.parquet``, :mod:`hkt.facts.examples`).
 
 A command (layer 5, docs/contracts.md): the facts hold the ListOps rules' answers, which the
 baselines (layer 4) compute, so the command, not :func:`hkt.data.prepare.prepare_task`, writes
@@ -42,7 +42,7 @@ def _setup_logging(quiet: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hkt.data.task_config import load_task_config
-    from hkt.report.example_facts import write_examples
+    from hkt.facts.examples import write_examples
     from hkt.data.prepare import prepare_task
     from hkt.errors import ConfigError
     from hkt.fileio import ensure_writable_dir

@@ -1,5 +1,5 @@
 """Readings example by example: each run's test predictions (``predictions.parquet`` beside its
-record) against its task's per-example facts (``examples.parquet``, :mod:`hkt.report.example_facts`).
+record) against its task's per-example facts (``examples.parquet``, :mod:`hkt.facts.examples`).
 
 Two models tested on the same examples err on many of the same ones, so their difference is
 read pair by pair (:func:`hkt.report.stats.paired_bootstrap`, :func:`hkt.report.stats.mcnemar`):
@@ -38,7 +38,7 @@ import polars as pl
 import yaml
 
 from hkt import paper
-from hkt.report.example_facts import load_examples
+from hkt.facts.examples import load_examples
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_predictions
 from hkt.rule_references import RULE_REFERENCES

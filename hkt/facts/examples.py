@@ -14,9 +14,9 @@ row in that split's Parquet, as ``predictions.parquet`` names it), with its ``la
 * CIFAR-10: ``class`` (the label's class name).
 
 ``hkt prepare`` writes it; :func:`load_examples` makes it on first need for data prepared
-before (docs/data.md). It sits with its one reader, the report's per-example readings
-(:mod:`hkt.report.per_example`): the ListOps rules' answers come from :mod:`hkt.baselines`, a
-layer above the data package.
+before (docs/data.md). Its reader is the report's per-example readings
+(:mod:`hkt.report.per_example`); the ListOps rules' answers come from :mod:`hkt.baselines`, a
+layer above the data package (:mod:`hkt.facts`).
 """
 
 from __future__ import annotations
