@@ -114,7 +114,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically; an ``OSError`` of a full disk carries the size
-    it needed as ``needed`` (bytes), for its message (``hkt.cli.describe_os_error``)."""
+    it needed as ``needed`` (bytes), for its message (``hkt.cli.main.describe_os_error``)."""
     try:
         with atomic_path(path) as tmp:
             tmp.write_bytes(data)

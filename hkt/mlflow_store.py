@@ -114,7 +114,7 @@ def _is_full(exc: BaseException) -> bool:
 def full_disk(store: str) -> OSError:
     """The error of an SQLite store whose disk is full, as a full disk is everywhere else: an
     ``OSError`` (ENOSPC) naming the store's file, which the CLI prints as the one line of every
-    full disk (:func:`hkt.cli.describe_os_error`: the space free there, what to do)."""
+    full disk (:func:`hkt.cli.main.describe_os_error`: the space free there, what to do)."""
     db = sqlite_path(store)
     return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(db) if db is not None else store)
 

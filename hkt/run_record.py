@@ -33,7 +33,7 @@ from typing import Any
 import jsonschema
 
 import hkt
-from hkt.data.layout import SPLITS, split_file
+from hkt.data_layout import SPLITS, split_file
 from hkt.errors import HKTError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.provenance import SuiteRun, code_digest, git_state

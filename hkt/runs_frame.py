@@ -70,7 +70,7 @@ KEY = ["task", "length", "model", "variant", "seed"]
 
 #: Display order of models; others follow alphabetically.
 MODEL_ORDER = ("mha", "hkt", "conv", "s4d", "ngram", "majority", "root_op_prior", "depth1_rule",
-               "depth2_rule", "depth3_rule", "exact_rule")  # the rule references (hkt.references)
+               "depth2_rule", "depth3_rule", "exact_rule")  # the rule references (hkt.rule_references)
 #: Display order of tasks; others follow alphabetically.
 TASK_ORDER = ("listops", "cifar10", "imdb")
 

@@ -8,7 +8,7 @@
 #
 # By default the dependencies come from the hashed locks requirements/lock.txt (--dev:
 # requirements/lock-dev.txt), installed with pip's --require-hashes; regenerate them with
-# `python scripts/lock.py` after editing pyproject.toml's dependencies. torch is not in the
+# `python scripts/lock_requirements.py` after editing pyproject.toml's dependencies. torch is not in the
 # locks (they pin its own dependencies, resolved against requirements/torch.txt).
 #
 # Environment:

@@ -98,7 +98,7 @@ kernel() {  # the tile kernel: its CUDA tests against the reference, and trainin
   PYTHONPATH=$PWD:$kernel_site step tile_tests timeout "$tile_timeout" "$python" -m pytest -q \
     -o addopts=-ra -p no:cacheprovider tests/test_tile.py -k "cuda or bf16" --junitxml="$out/tile_tests.xml"
   PYTHONPATH=$PWD:$kernel_site step bench_train "$python" -c \
-    'import sys; from hkt.cli import main; sys.argv[0] = "hkt"; sys.exit(main())' \
+    'import sys; from hkt.cli.main import main; sys.argv[0] = "hkt"; sys.exit(main())' \
     bench train "${bench_train[@]}" --out "$out"
 }
 

@@ -380,7 +380,7 @@ def _digests(words: tuple[str, ...]) -> tuple[str, str]:
     """The config digest of ``hkt train`` overrides as the workflow takes it now, and as it took
     it before 0.2.0."""
     from hkt.train.config import load_config, strip_for_compare
-    from hkt.workflow.configs import config_digest
+    from hkt.workflow.job_configs import config_digest
 
     cfg = strip_for_compare(load_config(list(words)))
     return config_digest(cfg), config_digest(_old_digest_form(cfg))
@@ -434,7 +434,7 @@ def _train_params(params: list[Any], digests: dict) -> list[str] | None:
     """The train rule's recorded params (each a ``repr``) in the current spelling, or None when
     they are not the old spelling or the job's config changed beyond the names (then it reruns,
     as it should)."""
-    from hkt.workflow.configs import seedless
+    from hkt.workflow.job_configs import seedless
 
     words = digest = None
     for p in params:
@@ -492,8 +492,8 @@ def plan(dirs: list[Path], snakemake_dir: Path) -> list[Change]:
 
 def claim(dirs: list[Path], checkout: Path) -> None:
     """Hold each results directory a workflow has run in (it has a ``.workflow.lock``) as a
-    workflow does (:mod:`hkt.workflow.lock`), so that none runs there while it is migrated."""
-    from hkt.workflow.lock import LOCK_NAME, ResultsInUse, claim_results_dir
+    workflow does (:mod:`hkt.workflow.results_lock`), so that none runs there while it is migrated."""
+    from hkt.workflow.results_lock import LOCK_NAME, ResultsInUse, claim_results_dir
 
     for d in dirs:
         if (d / LOCK_NAME).exists():

@@ -60,10 +60,10 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from hkt.data.layout import DATA_METADATA, EXAMPLES
+from hkt.data_layout import DATA_METADATA, EXAMPLES
 from hkt.environment import third_party_digest
 from hkt.report.summary import data_metadata
-from hkt.workflow.lock import ResultsInUse, claim_results_dir
+from hkt.workflow.results_lock import ResultsInUse, claim_results_dir
 
 PENDING = "pending.json"  # a publication's jobs of its suite not run and published yet
 MANIFEST = "SHA256SUMS"  # the SHA-256 of what a publication's runs wrote (sha256sum's format)
@@ -163,7 +163,7 @@ def counted_runs(results: Path) -> list[Path]:
 
 
 def check_finished(results: Path) -> None:
-    """Claim RESULTS as a workflow does (hkt.workflow.lock), so none runs there while it is copied,
+    """Claim RESULTS as a workflow does (hkt.workflow.results_lock), so none runs there while it is copied,
     and refuse one with a record or analysis newer than its summary."""
     try:
         claim_results_dir(results, Path(__file__).resolve().parents[1])
@@ -305,7 +305,7 @@ def regenerate(dest: Path, work: Path) -> Path:
     record under its ``runs/``, with the ablation table on the paper's ablation task. Returns
     the output directory. A publication whose files are not the ones published is refused
     first (:func:`verify`)."""
-    from hkt.cli import main as hkt_main
+    from hkt.cli.main import main as hkt_main
 
     check_predictions(dest)  # carried like records: each the file its record names
     verify(dest)
@@ -376,7 +376,7 @@ def _aggregate_inputs(name: str, results: Path, pending: list[str] = (), *,
     ``results/runs`` for no suite. ``published_only``: also leave out the suite's runs that
     ``results`` lacks (a model added to the suite since it was published: the drift test,
     ``tests/test_published_results.py``, names them), so its tables regenerate as published."""
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
     from hkt.paper import ABLATION_TASK
     from hkt.workflow.suites import load_suite
 

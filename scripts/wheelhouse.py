@@ -83,7 +83,7 @@ class Locked:
 
 
 def read_lock(path: Path) -> list[Locked]:
-    """The requirements of a lock written by scripts/lock.py (continuation lines joined)."""
+    """The requirements of a lock written by scripts/lock_requirements.py (continuation lines joined)."""
     entries, buf = [], ""
     for raw in path.read_text("utf-8").splitlines():
         line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
@@ -101,7 +101,7 @@ def read_lock(path: Path) -> list[Locked]:
         pins = [s for s in parsed.specifier if s.operator == "=="]
         if len(pins) != 1 or not hashes:
             raise WheelhouseError(f"error: {path}: '{spec}' is not pinned with hashes; "
-                                  "regenerate the lock (python scripts/lock.py)")
+                                  "regenerate the lock (python scripts/lock_requirements.py)")
         entries.append(Locked(canonicalize_name(parsed.name), pins[0].version,
                               str(parsed.marker) if parsed.marker else None, frozenset(hashes), spec))
     return entries

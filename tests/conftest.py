@@ -85,7 +85,7 @@ def write_prepared_data(out: Path, task: str, *, n_train: int = 64, n_eval: int 
 
 def seal_prepared_data(out: Path) -> None:
     """Write the manifest that `hkt prepare` writes last (after a test edits a split on purpose)."""
-    from hkt.data.layout import SPLITS, split_file
+    from hkt.data_layout import SPLITS, split_file
     from hkt.data.parquet import write_manifest
     from hkt.fileio import sha256_file
 

@@ -264,7 +264,7 @@ def _analyses() -> pl.DataFrame:
 
 
 def test_approximation_table_pools_heads_and_seeds_per_layer_and_state():
-    from hkt.report.approximation import approximation_display, approximation_table
+    from hkt.report.approximation_table import approximation_display, approximation_table
 
     analyses = _analyses()
     t = approximation_table(analyses)
@@ -281,7 +281,7 @@ def test_approximation_table_pools_heads_and_seeds_per_layer_and_state():
 
 
 def test_write_approximation_adds_table_figure_and_summary_section(tmp_path):
-    from hkt.report.approximation import CLAIM, write_approximation
+    from hkt.report.approximation_table import CLAIM, write_approximation
 
     written, section, _ = write_approximation(_analyses(), tmp_path)
     assert {p.name for p in written} == {"approximation.md", "approximation.csv", "approximation.tex",
@@ -293,7 +293,7 @@ def test_write_approximation_adds_table_figure_and_summary_section(tmp_path):
 
 
 def test_write_approximation_without_hkt_analyses_still_writes_its_outputs(tmp_path):
-    from hkt.report.approximation import findings, write_approximation
+    from hkt.report.approximation_table import findings, write_approximation
 
     mha = pl.DataFrame([{"section": "kernel", "layer": 0, "head": 0, "level": 0, "quantity": "M",
                          "metric": "psd", "value": 1.0, "task": "listops", "length": 512,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hkt.analysis.capture import capture_internals
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.models import build_model
 
 

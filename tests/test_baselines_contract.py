@@ -19,7 +19,7 @@ import yaml
 from conftest import check_predictions
 
 from hkt.baselines import BASELINES
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.data.prepare import prepare_task
 from hkt.fileio import sha256_file
 from hkt.run_record import load_record, schema

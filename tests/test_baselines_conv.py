@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hkt.mixers import MIXERS, build_mixer
-from hkt.config import compose
+from hkt.config_compose import compose
 from hkt.models import EncoderConfig, build_model
 
 

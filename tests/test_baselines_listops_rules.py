@@ -103,7 +103,7 @@ def test_the_depth_rules_are_one_rule_and_each_name_runs_its_own_depth(tmp_path)
     """One module registers the rule once per depth (hkt/baselines/depth_rule.py); `hkt
     baseline depthK_rule` runs depth K under that name, and says so in `hkt baseline --help`."""
     from hkt.baselines import BASELINES, baseline_module, summary
-    from hkt.cli import main
+    from hkt.cli.main import main
 
     names = [n for n in BASELINES.names() if n.startswith("depth")]
     assert names == ["depth1_rule", "depth2_rule", "depth3_rule"]

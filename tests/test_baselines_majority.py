@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hkt.baselines.run import run_baseline
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.run_record import load_record
 from test_baselines_ngram import keyword_data
 

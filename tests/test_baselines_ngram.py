@@ -16,7 +16,7 @@ import torch
 from hkt.baselines import ngram
 from hkt.provenance import SUITE_ENV
 from hkt.baselines.run import run_baseline
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.data.parquet import SplitData
 from hkt.device import describe_device
 from hkt.report.audit import check_mlflow

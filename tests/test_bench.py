@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 import torch
 
-from hkt.step_timing import peak_memory_bytes
-from hkt.cli import main
+from hkt.train.step_timing import peak_memory_bytes
+from hkt.cli.main import main
 
 
 def test_bench_attention_writes_tables(tmp_path, capsys):
@@ -42,7 +42,7 @@ def test_the_layer_under_test_is_the_hkt_model_config(tmp_path, monkeypatch):
     import shutil
 
     from hkt.bench.attention import load_settings
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     cdir = tmp_path / "config"
     shutil.copytree(config_dir(), cdir)

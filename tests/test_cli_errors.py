@@ -14,7 +14,7 @@ import sys
 from test_status import results  # noqa: F401 - a fixture: a results directory mid-suite
 from test_workflow import ROOT, snakemake
 
-HKT = [sys.executable, "-m", "hkt.cli"]
+HKT = [sys.executable, "-m", "hkt.cli.main"]
 
 
 def run_with_reader_gone(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -44,7 +44,7 @@ def test_help_into_a_closed_pipe_ends_quietly_with_exit_0():
 def test_hkt_status_piped_into_head_exits_0(results):
     for _ in range(3):  # the issue saw "Broken pipe" in 3 of 5 tries
         r = subprocess.run(["bash", "-o", "pipefail", "-c",
-                            f"{sys.executable} -m hkt.cli status {results} | head -1"],
+                            f"{sys.executable} -m hkt.cli.main status {results} | head -1"],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and r.stderr == "", r.stderr
         assert r.stdout.startswith("suite cpu (profile cpu) in ") and r.stdout.count("\n") == 1

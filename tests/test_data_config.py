@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hkt.cli import main
+from hkt.cli.main import main
 
 
 def test_prepare_print_config_shows_overrides_and_writes_nothing(tmp_path, capsys):

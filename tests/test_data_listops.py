@@ -9,7 +9,7 @@ import pytest
 
 from fixtures_data import read_rows
 from hkt.data.families import listops
-from hkt.data.config import load_task_config
+from hkt.data.task_config import load_task_config
 from hkt.data.parquet import read_metadata
 from hkt.data.prepare import prepare_task
 from hkt.errors import ConfigError, DataError

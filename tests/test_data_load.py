@@ -185,7 +185,7 @@ def test_dataset_and_directory_api(tmp_path):
 
 
 def test_cli_prepare_and_errors(tmp_path, capsys):
-    from hkt.cli import main
+    from hkt.cli.main import main
 
     assert main(["prepare", "listops", "--out", str(tmp_path / "d"), *LISTOPS_SMALL]) == 0
     out = capsys.readouterr().out
@@ -200,7 +200,7 @@ def test_cli_prepare_and_errors(tmp_path, capsys):
 
 
 def test_bench_loader(tmp_path, capsys):
-    from hkt.cli import main  # our own package: a broken import fails here, never skips
+    from hkt.cli.main import main  # our own package: a broken import fails here, never skips
 
     data = tmp_path / "d"
     prepare_task("listops", data, overrides=LISTOPS_SMALL)

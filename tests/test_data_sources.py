@@ -201,7 +201,7 @@ def test_mirror_official_alternative_and_errors(tmp_path, caplog):
 
 
 def test_mirror_from_environment_via_config(tmp_path, monkeypatch):
-    from hkt.data.config import load_task_config
+    from hkt.data.task_config import load_task_config
 
     monkeypatch.setenv("HKT_DATA_MIRROR", str(tmp_path))
     assert load_task_config("imdb")["prepare"]["mirror"] == str(tmp_path)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hkt.mixers.sdpa import AttentionCall
-from hkt.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
+from hkt.suite.doctor import StepTiming, load_suite, sdpa_verdict, suite_jobs
 
 # The tiniest suite worth checking: one task, both attention models, the largest HKT ablation,
 # no GPU asked for.
@@ -32,7 +32,7 @@ def doctor(tmp_path: Path, suite_text: str, tracking_uri: str, *extra: str):
     suite.write_text(suite_text)
     env = {**os.environ, "MLFLOW_TRACKING_URI": tracking_uri}
     return subprocess.run(
-        [sys.executable, "-m", "hkt.cli", "doctor", "--suite", str(suite), *TINY, *extra],
+        [sys.executable, "-m", "hkt.cli.main", "doctor", "--suite", str(suite), *TINY, *extra],
         capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -76,12 +76,12 @@ def test_failing_checks_give_nonzero_exit(tmp_path):
 def test_bad_setting_is_a_config_error(tmp_path):
     """An unknown suite lists the suites; the key's spelling of before 0.2.0 (suite.file) is an
     unknown key, in one line."""
-    proc = subprocess.run([sys.executable, "-m", "hkt.cli", "doctor", "suite=no-such-suite"],
+    proc = subprocess.run([sys.executable, "-m", "hkt.cli.main", "doctor", "suite=no-such-suite"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "hkt: error: suite 'no-such-suite' has no config/suites/no-such-suite.yaml" in proc.stderr
     assert "smoke" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "hkt.cli", "doctor", "suite.file=smoke"],
+    proc = subprocess.run([sys.executable, "-m", "hkt.cli.main", "doctor", "suite.file=smoke"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("hkt: error: unknown config key 'suite.file'")
@@ -90,8 +90,8 @@ def test_bad_setting_is_a_config_error(tmp_path):
 def test_the_doctor_checks_the_suite_it_is_given():
     """--suite (as `hkt plan` takes it) names the suite, suite_profile replaces its profile;
     the Suite is made once and every check reads it."""
-    from hkt.config import compose
-    from hkt.doctor import doctor_suite
+    from hkt.config_compose import compose
+    from hkt.suite.doctor import doctor_suite
 
     suite = doctor_suite(compose("doctor", ["suite=smoke", "suite_profile=cpu"]))
     assert suite.name == "smoke" and suite.grid.profile == suite.config["profile"] == "cpu"
@@ -141,9 +141,9 @@ def test_named_suite_resolves_in_config_suites():
 def test_fused_path_meets_the_bf16_tolerance_under_autocast():
     """The doctor's bf16 tolerance holds for HKT's fused path under (CPU) bf16 autocast, for
     every HKT geometry of the paper profile, and a zero tolerance fails."""
-    from hkt.config import compose
-    from hkt.doctor.context import Context
-    from hkt.doctor.equivalence import check_equivalence
+    from hkt.config_compose import compose
+    from hkt.suite.doctor.context import Context
+    from hkt.suite.doctor.equivalence import check_equivalence
 
     suite = load_suite("paper")  # not auto: that is the CPU suite here, with one HKT geometry
     configs = {j: c for j, c in suite_jobs(suite).items()
@@ -163,10 +163,10 @@ def test_a_copied_model_is_checked_by_the_mixer_it_builds():
     not on the job's label."""
     import dataclasses
 
-    from hkt.config import compose
-    from hkt.doctor.context import Context
-    from hkt.doctor.equivalence import check_equivalence
-    from hkt.doctor.sdpa import check_sdpa
+    from hkt.config_compose import compose
+    from hkt.suite.doctor.context import Context
+    from hkt.suite.doctor.equivalence import check_equivalence
+    from hkt.suite.doctor.sdpa import check_sdpa
 
     suite = load_suite("smoke")
     jobs = suite_jobs(suite)
@@ -252,7 +252,7 @@ def test_torch_pick_names_this_machines_choice():
     narrower V, none where every enabled backend refuses."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from hkt.doctor.sdpa import torch_pick
+    from hkt.suite.doctor.sdpa import torch_pick
 
     pick = torch_pick(2, 2, 16, torch.device("cpu"), torch.float32)
     equal, narrow = AttentionCall("cpu", torch.float32, 24, 24, True), AttentionCall("cpu", torch.float32, 24, 8, True)
@@ -273,8 +273,8 @@ H200_MS = {"listops/mha/main": 6, "listops/hkt/main": 16, "listops/conv/main": 7
 def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
     """``check`` of the paper suite on a 16-core machine with one GPU (faked: no GPU needed),
     from the H200 doctor's step times and its largest job's need (imdb/hkt/main, 2.52 GiB)."""
-    from hkt.config import compose
-    from hkt.doctor.context import Context, job_name
+    from hkt.config_compose import compose
+    from hkt.suite.doctor.context import Context, job_name
 
     # the paper suite's models as the H200 doctor timed them (S4D joined main.models after it)
     suite = load_suite("paper", overrides={"node": {"gpus": 1, "cpus": 16},
@@ -289,18 +289,18 @@ def h200(check, jobs_per_gpu: int = 9, free_gib: float = 139.0):
                    timings=timings)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.cuda, "device_count", lambda: 1)
-        mp.setattr("hkt.doctor.free_memory_bytes", lambda device: free_gib * 2**30)
+        mp.setattr("hkt.suite.doctor.free_memory_bytes", lambda device: free_gib * 2**30)
         (result,) = check(ctx)
     return result
 
 
 def h200_estimate(jobs_per_gpu: int) -> str:
     """The doctor's estimate of the paper suite from the H200's step times: the calibration
-    (hkt.estimate.cached_timer) answers each shape with its own H200 time, nothing is timed."""
-    from hkt.doctor import _check_estimate
+    (hkt.suite.estimate.cached_timer) answers each shape with its own H200 time, nothing is timed."""
+    from hkt.suite.doctor import _check_estimate
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("hkt.estimate.cached_timer", lambda *a, **k: (
+        mp.setattr("hkt.suite.estimate.cached_timer", lambda *a, **k: (
             lambda cfg, shape: H200_MS[shape.label] / 1000, {"cached": 0, "untimed": []}))
         mp.setattr("hkt.device.describe_device", lambda device: "one H200 (faked)")
         check = h200(_check_estimate, jobs_per_gpu)
@@ -309,7 +309,7 @@ def h200_estimate(jobs_per_gpu: int) -> str:
 
 
 def test_memory_counts_the_jobs_that_share_a_gpu_and_says_how_many_fit():
-    from hkt.doctor import _check_memory
+    from hkt.suite.doctor import _check_memory
 
     ok = h200(_check_memory)
     assert ok.ok and ok.detail == (

@@ -10,7 +10,7 @@ from torch import nn
 from hkt.errors import ConfigValueError
 from hkt.models import EncoderConfig, build_model
 from hkt.models.norms import MaskedBatchNorm
-from hkt.workflow.configs import config_digest
+from hkt.workflow.job_configs import config_digest
 
 S4_BLOCK = {"norm": "batch", "norm_place": "post", "d_ffn": 0, "positional": "none"}
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import polars as pl
 
 from hkt import environment
-from hkt.cli import main as hkt_main
+from hkt.cli.main import main as hkt_main
 from hkt.report.mlflow_runs import mlflow_row
 from hkt.runs_frame import RUN_COLUMNS
 from hkt.report import environments

@@ -1,4 +1,4 @@
-"""The one cost model (hkt/estimate.py): `hkt plan`, `hkt doctor`, the workflow's start banner
+"""The one cost model (hkt/suite/estimate.py): `hkt plan`, `hkt doctor`, the workflow's start banner
 and `hkt status` give one figure for one results directory; a restart counts the jobs done and
 the steps checkpointed; every distinct shape is costed by its own measurement; a training job's
 cost has its start-up, data, tracking and evaluation terms. Step times are faked (nothing is
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from hkt.config import compose
-from hkt.estimate import JobEstimate, estimate, make_plan, train_cost
-from hkt.workflow.configs import job_configs as COMPOSE
+from hkt.config_compose import compose
+from hkt.suite.estimate import JobEstimate, estimate, make_plan, train_cost
+from hkt.workflow.job_configs import job_configs as COMPOSE
 from hkt.workflow.sessions import duration
 from hkt.workflow.suites import load_suite
 
@@ -43,9 +43,9 @@ def smoke(tmp_path, monkeypatch):
     calibration faked."""
     STEPS.clear()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("hkt.estimate.cached_timer", lambda *a, **k: (
+    monkeypatch.setattr("hkt.suite.estimate.cached_timer", lambda *a, **k: (
         fake_step, {"cached": 0, "untimed": []}))
-    monkeypatch.setattr("hkt.workflow.configs.job_configs", cached_job_configs)
+    monkeypatch.setattr("hkt.workflow.job_configs.job_configs", cached_job_configs)
     return load_suite("smoke")
 
 
@@ -86,10 +86,10 @@ def half_done(suite) -> tuple[list, list]:
 def test_plan_doctor_banner_and_status_print_one_figure(smoke, capsys):
     """One results directory, part done: `hkt plan`'s total, the doctor's estimate, the
     workflow's start banner and `hkt status`'s remaining time are one number."""
-    from hkt import plan as plan_command
-    from hkt.doctor import _check_estimate
-    from hkt.doctor.context import Context
-    from hkt.status import format_status, settings, suite_status
+    from hkt.suite import plan as plan_command
+    from hkt.suite.doctor import _check_estimate
+    from hkt.suite.doctor.context import Context
+    from hkt.suite.status import format_status, settings, suite_status
 
     half_done(smoke)
     plan = make_plan(compose("plan", ["device=cpu"]), smoke)
@@ -113,8 +113,8 @@ def test_plan_doctor_banner_and_status_print_one_figure(smoke, capsys):
 def test_a_restart_counts_finished_jobs_and_checkpointed_steps(smoke):
     """A finished job costs nothing; a checkpointed one its overhead and the steps after its
     checkpoint (with their share of the validations); the plan and status count the same."""
-    from hkt.estimate import write_plan
-    from hkt.status import settings, suite_status
+    from hkt.suite.estimate import write_plan
+    from hkt.suite.status import settings, suite_status
 
     jobs, records = half_done(smoke)
     fresh = make_plan(compose("plan", ["device=cpu"]), load_suite(
@@ -144,8 +144,8 @@ def test_a_restart_counts_finished_jobs_and_checkpointed_steps(smoke):
 def test_steps_that_ran_are_measured_steps(smoke):
     """Steps logged in a checkpoint's history.csv give the pace: status never says that no
     training step has run after they did, and plan and status scale the rest by it."""
-    from hkt.estimate import write_plan
-    from hkt.status import format_status, settings, suite_status
+    from hkt.suite.estimate import write_plan
+    from hkt.suite.status import format_status, settings, suite_status
 
     jobs, records = half_done(smoke)
     plan0 = make_plan(compose("plan", ["device=cpu"]), smoke)
@@ -202,8 +202,8 @@ def test_a_training_jobs_cost_has_start_up_data_tracking_and_evaluation_terms():
 def test_a_baseline_added_to_a_finished_suite_costs_itself_and_the_aggregate(smoke):
     """Every output there but one new external baseline's record: the plan and status count that
     job and the aggregate that reads it (its summary exists, but the workflow makes it again)."""
-    from hkt.estimate import write_plan
-    from hkt.status import settings, suite_status
+    from hkt.suite.estimate import write_plan
+    from hkt.suite.status import settings, suite_status
 
     first = make_plan(compose("plan", ["device=cpu"]), smoke)
     added = next(j for j in first.jobs if j.rule == "external")

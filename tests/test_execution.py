@@ -16,7 +16,7 @@ from hkt.run_record import RecordError, make_record, validate_record
 from hkt.train import loop
 from hkt.train.config import load_config
 from hkt.train.execution import execution, execution_tags, precision_label
-from hkt.workflow.gpuslots import Slots, claim, claimed, held
+from hkt.gpu_slots import Slots, claim, claimed, held
 
 
 def test_each_claim_counts_the_slots_of_its_gpu_held_with_its_own(tmp_path):
@@ -35,7 +35,7 @@ def test_the_count_is_per_gpu(tmp_path):
 
 
 def test_the_most_held_counts_jobs_that_came_later_and_skips_a_claimers_turn(tmp_path):
-    from hkt.workflow.gpuslots import _TURN, _lock
+    from hkt.gpu_slots import _TURN, _lock
 
     slots = Slots(tmp_path, gpus=1, per_gpu=4)
     first = claim(slots)  # the first of a batch started together sees itself alone

@@ -8,7 +8,7 @@ import os
 import torch
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 
 
 class _Payload:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import seal_prepared_data, write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 
 
 def _rewrite(path: Path, column: str, row: int, value: int) -> str:

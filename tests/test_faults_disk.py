@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 
 LISTOPS = ["prepare.splits.train=300", "prepare.splits.val=20", "prepare.splits.test=20"]
 

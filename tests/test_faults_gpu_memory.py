@@ -2,7 +2,7 @@
 line naming the device, the memory in use, its slot and what to change; its slot is free again;
 the other eight finish; the same command resumes the failed job from its checkpoint.
 
-Real processes claiming real slots (hkt/workflow/gpuslots.py), as a local workflow's jobs do. The
+Real processes claiming real slots (hkt/gpu_slots.py), as a local workflow's jobs do. The
 GPU is simulated, as tests/test_execution.py simulates it: the failing job's device is said to
 be an H200, with its memory as the driver would report it, and its fifth training step raises
 torch's out-of-memory error."""
@@ -16,7 +16,7 @@ import sys
 
 from conftest import write_prepared_data
 from hkt.run_record import RECORD_NAME
-from hkt.workflow.gpuslots import ENV_VAR, Slots, claim
+from hkt.gpu_slots import ENV_VAR, Slots, claim
 
 GIB = 2**30
 # the failing job: an H200 nearly full, its fifth step out of memory
@@ -34,7 +34,7 @@ loop.forward_backward = step
 loop.describe_device = lambda device: "cuda:0 (NVIDIA H200)"
 loop.cuda_memory = lambda device: ({int(138.5 * GIB)}, {int(139.8 * GIB)}, {int(15.2 * GIB)})
 """
-MAIN = "from hkt.cli import main; sys.exit(main(sys.argv[1:]))"
+MAIN = "from hkt.cli.main import main; sys.exit(main(sys.argv[1:]))"
 
 
 def test_one_of_nine_packed_jobs_out_of_memory_fails_alone_and_resumes(tmp_path):

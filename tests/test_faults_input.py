@@ -17,7 +17,7 @@ from conftest import write_prepared_data
 from test_status import results, status_of  # noqa: F401 - results: a fixture, a suite mid-way
 from test_workflow import ROOT, job_stats, snakemake
 
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.errors import ConfigError, ConfigValueError
 
 SUITES = ", ".join(sorted(p.stem for p in (ROOT / "config" / "suites").glob("*.yaml")))
@@ -200,7 +200,7 @@ def test_status_shows_the_error_line_of_a_job_that_died_of_an_argument_error(res
     status` called "ended without a result or an error line (killed?)"."""
     log = results / "logs" / "train" / "listops" / "hkt" / "main" / "seed1.log"
     log.parent.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-m", "hkt.cli", "--log", str(log), "train", "--bogus",
+    done = subprocess.run([sys.executable, "-m", "hkt.cli.main", "--log", str(log), "train", "--bogus",
                            "x"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     failed = {j.name: j.detail for j in status_of(results).jobs if j.state == "failed"}

@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from hkt.cli import main
+from hkt.cli.main import main
 
 SMALL = ["prepare.splits.train=300", "prepare.splits.val=20", "prepare.splits.test=20", "--quiet"]
 
 
 def _prepare(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "hkt.cli", "prepare", "listops", "--out", str(out), *SMALL, *extra]
+    return [sys.executable, "-m", "hkt.cli.main", "prepare", "listops", "--out", str(out), *SMALL, *extra]
 
 
 def _train(data: Path, out: Path, capsys) -> tuple[int, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hkt.cli import main as hkt_main
+from hkt.cli.main import main as hkt_main
 from hkt.runs_frame import AggregateError, load_records, runs_from_records
 from test_report_aggregate import make_record, suite_records, write_records
 
@@ -249,7 +249,7 @@ def test_the_workflow_redoes_a_run_whose_record_does_not_load(tmp_path):
 def test_hkt_status_does_not_count_a_record_that_does_not_load_as_done(tmp_path, capsys):
     """`hkt status` said such a run was done. It is waiting now, named with what happens."""
     from test_status import results as _results  # noqa: F401 - the plan of a small suite
-    from hkt.status import format_status, settings, suite_status
+    from hkt.suite.status import format_status, settings, suite_status
 
     res = _results.__wrapped__(tmp_path)
     for j in json.loads((res / "plan" / "suite.json").read_text())["jobs"]:

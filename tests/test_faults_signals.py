@@ -27,7 +27,7 @@ TIMING = {"samples_per_s"}  # history columns that are measurements of time, not
 
 
 def hkt_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "hkt.cli", *args]
+    return [sys.executable, "-m", "hkt.cli.main", *args]
 
 
 def env_for(results: Path) -> dict[str, str]:
@@ -134,7 +134,7 @@ def test_a_signal_while_prepare_writes_a_split_leaves_whole_files_and_no_usable_
     manifest is gone) with a message saying to rerun, and the rerun makes it whole and usable."""
     import pyarrow.parquet as pq
 
-    from hkt import cli
+    from hkt.cli import main as cli
     from hkt.data import parquet
     from hkt.errors import DataError
     from hkt.train.data import RunData
@@ -229,7 +229,7 @@ def signal_inside_evaluation(monkeypatch, sig: signal.Signals, nth: int) -> list
 
 @pytest.fixture(scope="module")
 def eval_reference(data, tmp_path_factory) -> Path:
-    from hkt.cli import main
+    from hkt.cli.main import main
 
     run = tmp_path_factory.mktemp("eval-ref") / "run"
     assert main(["train", "--data", str(data), "--out", str(run), *EVAL_RUN]) == 0
@@ -249,7 +249,7 @@ def eval_reference(data, tmp_path_factory) -> Path:
 ])
 def test_a_stop_while_evaluating_keeps_the_last_step_and_resumes_to_the_same_result(
         sig, nth, step, during, kept, data, eval_reference, tmp_path, monkeypatch, capsys):
-    from hkt.cli import main
+    from hkt.cli.main import main
 
     run = tmp_path / "run"
     last = run / "checkpoints" / "last.pt"

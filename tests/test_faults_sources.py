@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures_data import imdb_reviews, write_imdb_archive, write_imdb_tree
-from hkt.cli import main
+from hkt.cli.main import main
 
 ARGS = ["max_length=256", "prepare.val_size=4", "--quiet"]
 

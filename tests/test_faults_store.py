@@ -14,7 +14,7 @@ import pytest
 
 from conftest import write_prepared_data
 from hkt import mlflow_store as store
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.mlflow_store import StoreError, open_client
 
 

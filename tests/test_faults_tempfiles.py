@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 
 # A writer that opens an atomic write of TARGET and hangs inside it (until killed).
 _WRITER = """

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from mlflow.tracking import MlflowClient
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 
 
 def test_a_crash_that_is_not_an_hkt_error_fails_the_mlflow_run(tmp_path, isolated_results, monkeypatch):

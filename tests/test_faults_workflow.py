@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from conftest import write_prepared_data
-from hkt.cli import main, run_logged
+from hkt.cli.main import main, run_logged
 from hkt.errors import ConfigError
-from hkt.report.products import aggregate_files
-from hkt.workflow.configs import check_analysable
+from hkt.report.aggregate_outputs import aggregate_files
+from hkt.workflow.job_configs import check_analysable
 from hkt.workflow.grid import Grid
 from test_workflow import ROOT, snakemake
 from test_workflow import suite as suite_config
@@ -31,7 +31,7 @@ SMOKE = str(ROOT / "config" / "suites" / "smoke.yaml")
 def test_a_second_workflow_on_a_results_dir_in_use_is_refused_naming_the_other(tmp_path):
     results = tmp_path / "shared results"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom hkt.workflow.lock import claim_results_dir\n"
+        [sys.executable, "-c", "import sys, time\nfrom hkt.workflow.results_lock import claim_results_dir\n"
          f"claim_results_dir({str(results)!r}, '/home/alice/hkt-checkout')\n"
          "print('held', flush=True)\ntime.sleep(120)"], stdout=subprocess.PIPE, text=True)
     try:
@@ -50,10 +50,10 @@ def test_a_second_workflow_on_a_results_dir_in_use_is_refused_naming_the_other(t
 
 
 def test_the_lock_is_released_with_its_process_and_retaken(tmp_path):
-    from hkt.workflow.lock import LOCK_NAME, claim_results_dir, holder
+    from hkt.workflow.results_lock import LOCK_NAME, claim_results_dir, holder
 
     results = tmp_path / "results"
-    subprocess.run([sys.executable, "-c", "from hkt.workflow.lock import claim_results_dir\n"
+    subprocess.run([sys.executable, "-c", "from hkt.workflow.results_lock import claim_results_dir\n"
                     f"claim_results_dir({str(results)!r}, '/elsewhere')"], check=True)
     claim_results_dir(results, ROOT)  # the first holder is gone (killed or finished): free
     info = holder(results / LOCK_NAME)
@@ -224,7 +224,7 @@ def test_the_aggregate_writes_exactly_what_the_workflow_declares(models, analyse
 @pytest.mark.slow
 @pytest.mark.parametrize("models, analyses", [(["mha"], True), (["conv"], True)])
 def test_the_workflow_declares_the_products_list(models, analyses, tmp_path):
-    """The aggregate job of a dry run has exactly hkt.report.products' files as outputs."""
+    """The aggregate job of a dry run has exactly hkt.report.aggregate_outputs' files as outputs."""
     cfg = tmp_path / "combo.yaml"
     cfg.write_text(yaml.safe_dump(combination(models, analyses, False, True, True, False)))
     r = snakemake("-n", "--configfile", str(cfg), "--config", "results_dir=res", cwd=tmp_path)

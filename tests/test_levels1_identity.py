@@ -19,7 +19,7 @@ import json
 import pytest
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 
 
 def history(run):

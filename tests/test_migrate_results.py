@@ -250,11 +250,11 @@ def test_the_old_digest_form_is_the_one_of_before_0_2_0(migrate):
 
 
 def test_the_old_digest_is_the_one_the_workflow_recorded_before_0_2_0(migrate):
-    """Golden digests, computed once with the code of 8faa759 (hkt.workflow.configs.config_digest
+    """Golden digests, computed once with the code of 8faa759 (hkt.workflow.job_configs.config_digest
     over hkt.renames' old names): the migration finds a finished job by this value, so a drift
     of the old form from what was recorded would rerun every job silently."""
     from hkt.train.config import strip_for_compare
-    from hkt.workflow.configs import config_digest
+    from hkt.workflow.job_configs import config_digest
 
     cfg = {"seed": 0, "variant": "main", "train": {"max_steps": 12, "batch_size": 8},
            "task": {"family": "listops", "max_length": 512, "id": "listops"},
@@ -276,7 +276,7 @@ def test_snakemakes_record_of_a_finished_training_job_takes_the_current_spelling
     record (and reruns)."""
     from snakemake.persistence import PersistenceBase as Persistence
 
-    from hkt.workflow.configs import train_config_digest
+    from hkt.workflow.job_configs import train_config_digest
 
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"

@@ -14,7 +14,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.models.serving import served_tokens
 from hkt.train.data import RunData
 from hkt.train.tracking import dataset_digest

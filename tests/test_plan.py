@@ -13,8 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.estimate import JobEstimate, Plan, estimate, train_cost
-from hkt.plan import format_plan
+from hkt.suite.estimate import JobEstimate, Plan, estimate, train_cost
+from hkt.suite.plan import format_plan
 from hkt.workflow.grid import Grid
 from hkt.provenance import NO_SUITE
 from hkt.workflow.suites import load_suite, merge
@@ -80,8 +80,8 @@ def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_size
     """IMDB and CIFAR-10 state no ``splits``: their validation carve and official test set count
     (once they were taken as empty, and the CPU suite's plan left out a third of their time)."""
     from hkt.train.config import compose_train
-    from hkt.data.config import split_sizes
-    from hkt.estimate import job_seconds
+    from hkt.data.task_config import split_sizes
+    from hkt.suite.estimate import job_seconds
 
     assert split_sizes(compose_train(["task=imdb"]).task) == {"train": 22500, "val": 2500,
                                                                   "test": 25000}
@@ -121,7 +121,7 @@ def test_a_step_is_timed_at_the_given_length(tmp_path):
     import torch
 
     from hkt.train.config import compose_train
-    from hkt.step_timing import measure_training_step
+    from hkt.train.step_timing import measure_training_step
 
     cfg = compose_train(["task=listops", "model=mha", "profile=smoke", "seed=0"])
     full = measure_training_step(cfg, torch.device("cpu"), steps=1, warmup=0, batch_size=2,
@@ -148,8 +148,8 @@ def test_the_paper_suite_packs_training_jobs_on_one_gpu_with_the_h200s_slowdown(
     """One GPU, 16 cores: config.yaml's jobs_per_gpu (9) training jobs at once, each step slower
     by config/plan.yaml's gpu_sharing (the H200's 9 jobs: 1.83x); the benchmark has the GPU to
     itself. The packed suite's training is several times shorter than one job at a time."""
-    from hkt.config import compose
-    from hkt.estimate import shared_gpu_slowdown
+    from hkt.config_compose import compose
+    from hkt.suite.estimate import shared_gpu_slowdown
 
     sharing = compose("plan", []).gpu_sharing
     assert (shared_gpu_slowdown(1, sharing), shared_gpu_slowdown(9, sharing)) == (1.0, 1.83)
@@ -210,7 +210,7 @@ def test_a_shape_left_untimed_is_named_and_the_total_is_a_lower_bound():
 def hkt_plan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HKT_CONFIG_DIR": str(CONFIG_DIR)}
     env.pop("HKT_SUITE", None)
-    return subprocess.run([sys.executable, "-m", "hkt.cli", "plan", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "hkt.cli.main", "plan", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -237,7 +237,7 @@ def test_unknown_suite_is_an_error(tmp_path):
 
 
 def test_the_plan_of_each_cpu_suite_points_to_the_other():
-    from hkt.plan import see_also, workflow_plan
+    from hkt.suite.plan import see_also, workflow_plan
 
     for suite, other in (("cpu", "quick"), ("quick", "cpu")):
         text = workflow_plan(load_suite(suite), plan=None)
@@ -253,9 +253,9 @@ def test_the_plan_of_each_cpu_suite_points_to_the_other():
 
 def test_the_plan_is_of_the_suite_it_is_given(tmp_path, monkeypatch):
     """make_plan plans the Suite it is handed (its Grid, name and profile), resolving nothing."""
-    import hkt.estimate as estimate_module
-    import hkt.plan as plan_module
-    from hkt.config import compose
+    import hkt.suite.estimate as estimate_module
+    import hkt.suite.plan as plan_module
+    from hkt.config_compose import compose
 
     suite = load_suite("smoke", overrides={"results_dir": str(tmp_path)})
     monkeypatch.setattr(plan_module, "load_suite", None)  # no second resolution
@@ -269,7 +269,7 @@ def test_the_plan_is_of_the_suite_it_is_given(tmp_path, monkeypatch):
 
 
 def test_the_plan_sets_a_suites_published_wall_time_beside_its_estimate():
-    from hkt.plan import published_line
+    from hkt.suite.plan import published_line
 
     if not (ROOT / "docs" / "results" / "cpu" / "plan" / "sessions.json").is_file():
         pytest.skip("docs/results/cpu/ holds no published sessions")
@@ -283,7 +283,7 @@ def test_runs_added_to_a_publication_are_reported_apart_from_its_planned_run(tmp
     suite's own run; the added runs' sessions (whose estimate was the whole suite's) come apart."""
     import json
 
-    from hkt.plan import published_line
+    from hkt.suite.plan import published_line
 
     (tmp_path / "plan").mkdir()
     own = {"started": 0.0, "ended": 3600.0, "last_seen": 3600.0, "host": "h", "pid": 1,
@@ -299,9 +299,9 @@ def test_runs_added_to_a_publication_are_reported_apart_from_its_planned_run(tmp
 
 # --------------------------------------------------------------- the GPU line (issue 53)
 def _s4_recipe():
-    from hkt.config import compose
-    from hkt.plan import job_seconds
-    from hkt.workflow.configs import job_configs
+    from hkt.config_compose import compose
+    from hkt.suite.plan import job_seconds
+    from hkt.workflow.job_configs import job_configs
 
     cfg = compose("plan", [])
     suite = load_suite("s4_recipe")
@@ -312,7 +312,7 @@ def _s4_recipe():
 def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
     """s4_recipe on a CPU: its one job's steps at S4D's published H200 step (config/plan.yaml
     gpu_reference), times its step here over the published run's step here, plus evaluations."""
-    from hkt.plan import gpu_training_seconds
+    from hkt.suite.plan import gpu_training_seconds
 
     cfg, suite, configs, seconds_of = _s4_recipe()
     reference = OmegaConf.to_container(cfg.gpu_reference)
@@ -331,7 +331,7 @@ def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
 
 
 def test_the_gpu_line_names_its_sources():
-    from hkt.plan import gpu_line
+    from hkt.suite.plan import gpu_line
 
     cfg, suite, configs, seconds_of = _s4_recipe()
     reference = OmegaConf.to_container(cfg.gpu_reference)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import check_predictions
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.errors import DataError, TrainingError
 from hkt.predictions import (PredictionsError, SplitPredictions, check_file, one_hot,
                              predictions_table, write_predictions)

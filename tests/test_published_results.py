@@ -156,7 +156,7 @@ def _published_training_runs(root: Path) -> dict:
 
 @pytest.mark.parametrize("suite", PUBLISHED_SUITES)
 def test_the_suite_composes_exactly_its_published_training_runs(suite):
-    from hkt.workflow.configs import config_digest, train_config_digest
+    from hkt.workflow.job_configs import config_digest, train_config_digest
 
     made = _suite(suite)
     root = ROOT / made.config["published"]

@@ -141,7 +141,7 @@ PROBE = f"""
 import contextlib, io, json
 import torch, yaml
 import hkt
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.mixers import build_mixer
 
 torch.manual_seed(0)
@@ -330,7 +330,7 @@ def test_a_copied_model_trains_under_its_own_name(tmp_path, monkeypatch, prepare
     from hkt.train.config import load_config
     from hkt.train.loop import train
     from hkt.train.tracking import run_tags
-    from hkt.workflow.configs import check_analysable, config_digest
+    from hkt.workflow.job_configs import check_analysable, config_digest
 
     monkeypatch.setenv("HKT_CONFIG_DIR", str(copy_model(tmp_path)))
     overrides = ["task=listops", "profile=smoke", "tracking.enabled=false"]

@@ -1,4 +1,4 @@
-"""The one registration mechanism for Python implementations (hkt.registry.Registry): a module
+"""The one registration mechanism for Python implementations (hkt.plugin_registry.Registry): a module
 dropped into the registry's package is found with no list to edit; unknown names list the
 registered ones; a module that fails to import is skipped with a warning naming its file."""
 
@@ -10,14 +10,14 @@ import textwrap
 
 import pytest
 
-from hkt.registry import PluginSkipped, Registry, UnknownName
+from hkt.plugin_registry import PluginSkipped, Registry, UnknownName
 
 
 def _package(tmp_path, monkeypatch, name: str, modules: dict[str, str]) -> None:
     pkg = tmp_path / name
     pkg.mkdir()
     (pkg / "__init__.py").write_text(
-        f"from hkt.registry import Registry\nTHINGS = Registry('thing', {name!r})\n")
+        f"from hkt.plugin_registry import Registry\nTHINGS = Registry('thing', {name!r})\n")
     for mod, body in modules.items():
         (pkg / f"{mod}.py").write_text(textwrap.dedent(body))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -147,7 +147,7 @@ def test_a_mixer_module_dropped_into_hkt_mixers_is_found(tmp_path, monkeypatch):
 def test_a_family_module_dropped_into_hkt_data_families_is_found(tmp_path, monkeypatch):
     """Adding a data family is adding hkt/data/families/NAME.py: no table to edit."""
     import hkt.data.families
-    from hkt.data.config import family_module
+    from hkt.data.task_config import family_module
     from hkt.data.families import FAMILIES
 
     extra = tmp_path / "extra"
@@ -179,7 +179,7 @@ def test_a_family_module_dropped_into_hkt_data_families_is_found(tmp_path, monke
 
 def test_unknown_mixer_and_family_errors_name_the_choices():
     from hkt.mixers import build_mixer
-    from hkt.data.config import family_module
+    from hkt.data.task_config import family_module
     from hkt.errors import ConfigError, ConfigValueError
     from hkt.models.encoder import EncoderConfig
 
@@ -201,8 +201,8 @@ def test_a_mixer_without_its_config_class_is_refused():
 
 
 def test_the_registries_do_not_import_torch_where_it_is_not_needed():
-    code = ("import sys, hkt.registry, hkt.data.families, hkt.data.config, hkt.cli;"
-            "hkt.data.config.family_module('listops');"
+    code = ("import sys, hkt.plugin_registry, hkt.data.families, hkt.data.task_config, hkt.cli.main;"
+            "hkt.data.task_config.family_module('listops');"
             "assert 'torch' not in sys.modules, 'torch imported'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

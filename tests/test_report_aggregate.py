@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hkt.cli import main as hkt_main
+from hkt.cli.main import main as hkt_main
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hkt.cli import main as hkt_main
+from hkt.cli.main import main as hkt_main
 from hkt.figures import suite as figures
 from hkt.report import claims
 from hkt.report.tables import (FEWER_EXAMPLES, NO_STEP, ablation_display, ablation_table,
@@ -61,7 +61,7 @@ def test_the_minimum_says_what_falls_short():
 def test_the_minimum_comes_from_the_config_and_a_bad_value_is_named(tmp_path):
     import yaml
 
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     cfg = yaml.safe_load((config_dir() / "report.yaml").read_text())
     assert claims.load_minimum() == claims.Minimum(cfg["verdict_min_steps"], cfg["verdict_min_seeds"])

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from hkt.references import figure_error, lines
+from hkt.rule_references import figure_error, lines
 from hkt.report.leaderboard import (caption, leaderboard_display, leaderboard_table,
                                     load_leaderboard, short_reading)
 from hkt.runs_frame import AggregateError, load_records, runs_from_records

@@ -14,8 +14,8 @@ import pytest
 from test_report_aggregate import make_record, write_records
 from test_report_per_example import RULES, _predictions, listops  # noqa: F401 (a fixture)
 
-from hkt.cli import main as hkt_main
-from hkt.data.examples import load_examples
+from hkt.cli.main import main as hkt_main
+from hkt.facts.examples import load_examples
 from hkt.predictions import RECORD_FIELD
 from hkt.report import claims
 from hkt.report.claims import Budget, Minimum

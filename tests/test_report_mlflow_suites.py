@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import seal_prepared_data, write_prepared_data
-from hkt.cli import main as hkt_main
+from hkt.cli.main import main as hkt_main
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SUITE_ENV, SUITE_TAG, SuiteRun
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow

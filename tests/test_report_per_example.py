@@ -17,9 +17,9 @@ from scipy import stats as st
 from test_baselines_listops_rules import SMALL
 from test_report_aggregate import make_record
 
-from hkt.cli import main as hkt_main
-from hkt.data.examples import load_examples
-from hkt.data.layout import EXAMPLES
+from hkt.cli.main import main as hkt_main
+from hkt.facts.examples import load_examples
+from hkt.data_layout import EXAMPLES
 from hkt.data.prepare import prepare_task
 from hkt.report import per_example
 from hkt.predictions import (PREDICTIONS_NAME, RECORD_FIELD, SPLITS, SplitPredictions, one_hot,
@@ -367,9 +367,9 @@ def test_a_task_without_facts_is_read_paired_and_its_tables_say_why(listops, tmp
 
 def test_the_per_example_products_are_written_where_predictions_are_and_declared_on_request(
         aggregated):
-    """hkt.report.products: with predictions, every per-example file is written (and has its
+    """hkt.report.aggregate_outputs: with predictions, every per-example file is written (and has its
     report caption); the workflow declares them only when asked (its runs write predictions)."""
-    from hkt.report.products import PRODUCTS, aggregate_files
+    from hkt.report.aggregate_outputs import PRODUCTS, aggregate_files
 
     out, _ = aggregated
     with_them = set(aggregate_files(out, analyses=False, predictions=True))

@@ -1,4 +1,4 @@
-"""The rule references in the report (hkt/references.py) and the test set's own sampling error
+"""The rule references in the report (hkt/rule_references.py) and the test set's own sampling error
 (hkt/report/stats.py): the error's formula on worked numbers, where a value reads among the
 rules, the claims rows that read each ListOps model and the paper's figure against them, and
 the tables' captions and rows that carry them."""
@@ -10,7 +10,7 @@ import math
 import polars as pl
 import pytest
 
-from hkt.references import Line, lines, lines_note, reading
+from hkt.rule_references import Line, lines, lines_note, reading
 from hkt.report import claims
 from hkt.report.build import write_all
 from hkt.report.stats import difference_with_test_set, mean_error, binomial_variance

@@ -12,7 +12,7 @@ import torch
 from omegaconf import OmegaConf
 
 from hkt.mixers import build_mixer
-from hkt.config import compose, config_dir
+from hkt.config_compose import compose, config_dir
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.models import EncoderConfig, build_model
 from hkt.train.config import load_config

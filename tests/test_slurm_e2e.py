@@ -33,7 +33,7 @@ import torch
 import yaml
 
 from conftest import mlflow_server
-from hkt.references import RULE_REFERENCES
+from hkt.rule_references import RULE_REFERENCES
 from test_workflow import ROOT, job_stats, snakemake_cmd, user_env
 from test_workflow_e2e import CONFIG as E2E_CONFIG
 
@@ -252,7 +252,7 @@ def test_every_run_metric_and_artifact_is_on_the_server(slurm_run):
 
 def test_aggregate_from_the_server_rebuilds_the_record_tables(slurm_run, tmp_path):
     out = tmp_path / "from-mlflow"
-    r = subprocess.run([sys.executable, "-m", "hkt.cli", "aggregate", "--mlflow", slurm_run["uri"],
+    r = subprocess.run([sys.executable, "-m", "hkt.cli.main", "aggregate", "--mlflow", slurm_run["uri"],
                         "--results-dir", str(slurm_run["results"]), "--out", str(out),
                         "--main-variant", "main", "--ablation-task", "listops",
                         "--ablation-length", "512"],

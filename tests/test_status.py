@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hkt.cli import main
-from hkt.status import JobState, format_status, schedule, settings, suite_status
+from hkt.cli.main import main
+from hkt.suite.status import JobState, format_status, schedule, settings, suite_status
 
 NOW = float(int(time.time()))  # status is computed at this instant (main(): a second later)
 HOST = socket.gethostname()
@@ -57,7 +57,7 @@ def results(tmp_path) -> Path:
             "results_dir": "results", "slots": {}, "jobs": jobs}
     (res / "plan").mkdir(parents=True)
     (res / "plan" / "suite.json").write_text(json.dumps(plan))
-    (res / ".workflow.lock").write_text(json.dumps(  # as hkt.workflow.lock leaves it
+    (res / ".workflow.lock").write_text(json.dumps(  # as hkt.workflow.results_lock leaves it
         {"host": HOST, "pid": plan["pid"], "checkout": "/src/hkt", "started": "2026-12-01T09:00:00+00:00"}))
     return res
 
@@ -253,7 +253,7 @@ def test_schedule_takes_each_jobs_threads():
 
 
 def test_status_imports_neither_torch_nor_mlflow(results):
-    code = ("import sys\nfrom hkt.cli import main\n"
+    code = ("import sys\nfrom hkt.cli.main import main\n"
             f"main(['status', {str(results)!r}])\n"
             "assert 'torch' not in sys.modules and 'mlflow' not in sys.modules, 'heavy import'")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -262,7 +262,7 @@ def test_status_imports_neither_torch_nor_mlflow(results):
 
 
 def test_other_rules_go_at_the_pace_their_finished_jobs_took():
-    from hkt.status import scale_other_rules as _scale_other_rules
+    from hkt.suite.status import scale_other_rules as _scale_other_rules
 
     jobs = [JobState("analyze", "a", "done", planned_s=120, elapsed_s=30),
             JobState("analyze", "b", "done", planned_s=120, elapsed_s=60),
@@ -302,9 +302,9 @@ def test_training_and_analyses_share_the_gpus_slots_and_a_benchmark_takes_a_whol
 def test_status_of_a_packed_gpu_suite_counts_its_slots(tmp_path, monkeypatch, capsys):
     """The paper suite on one GPU and 16 cores, planned as the workflow plans it at its start
     (its $HKT_GPU_SLOTS set): hkt status lays the training out 9 at once, as hkt plan does."""
-    from hkt.config import config_dir
-    from hkt.estimate import estimate, write_plan
-    from hkt.workflow.gpuslots import ENV_VAR
+    from hkt.config_compose import config_dir
+    from hkt.suite.estimate import estimate, write_plan
+    from hkt.gpu_slots import ENV_VAR
     from hkt.workflow.grid import Grid
     from hkt.workflow.suites import load_suite, merge
     from omegaconf import OmegaConf

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hkt.stop import job_processes, resumable_line
-from hkt.workflow.lock import LOCK_NAME, is_held
+from hkt.suite.stop import job_processes, resumable_line
+from hkt.workflow.results_lock import LOCK_NAME, is_held
 from test_status import NOW, dead_pid, header, results, write  # noqa: F401 - results: a fixture
 from test_workflow import ROOT, snakemake_cmd, user_env
 
@@ -28,7 +28,7 @@ HOST = socket.gethostname()
 
 
 def hkt(*args: str, cwd: Path | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hkt.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hkt.cli.main", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout)
 
 
@@ -72,7 +72,7 @@ print("job started", flush=True)
 time.sleep(120)
 """
 WORKFLOW = """import signal, subprocess, sys, time
-from hkt.workflow.lock import claim_results_dir
+from hkt.workflow.results_lock import claim_results_dir
 from hkt.workflow.sessions import start_session
 results, job, kind = sys.argv[1:4]
 if kind == "stubborn":  # a workflow that does not end when asked

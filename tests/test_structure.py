@@ -1,5 +1,6 @@
 """The package's shape: no import circle among ``hkt`` modules (function-level imports count),
-and layer 0 imports only layer 0 (docs/contracts.md). A circle held by a function-level import
+and every import points down the layers, which are the folders' (docs/contracts.md): a package
+has one layer, the root modules of ``hkt/`` are layer 0 and hold no command. A circle held by a function-level import
 still ties two modules together. There is no line cap: a module holds one concept, however long
 (a cap split modules by size, not by idea).
 
@@ -14,6 +15,7 @@ merging plugins would undo "a file in the right place is the whole registration"
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -114,66 +116,111 @@ def test_no_import_circle() -> None:
     assert _circles(graph) == []
 
 
-# docs/contracts.md's layers, by module prefix (the longest prefix wins): a module imports only
-# modules of its own layer or below. hkt.dropout and hkt.workflow.gpuslots are shared pieces
-# (a torch layer; a GPU-slot claim that training makes) and sit in layer 0.
+# docs/contracts.md's layers, by folder: every module of a package (its subpackages included)
+# has the package's layer, and the root modules of hkt/ are layer 0, the shared pieces. A module
+# imports only modules of its own layer or below, so a module put in a folder of the wrong layer
+# shows up as an import that runs up (or, at the root, as an import above layer 0).
 LAYERS = {
-    0: ("hkt", "hkt.errors", "hkt.signals", "hkt.mlflow_store", "hkt.fileio", "hkt.config",
-        "hkt.logs", "hkt.registry", "hkt.value_checks", "hkt.device", "hkt.provenance", "hkt.paper",
-        "hkt.environment", "hkt.data.layout", "hkt.dropout", "hkt.workflow.gpuslots"),
-    1: ("hkt.run_record", "hkt.predictions", "hkt.runs_frame", "hkt.references", "hkt.figures"),
-    2: ("hkt.mixers", "hkt.models", "hkt.data"),
-    3: ("hkt.train",),
-    4: ("hkt.step_timing", "hkt.analysis", "hkt.baselines", "hkt.report", "hkt.data.examples"),
-    5: ("hkt.bench", "hkt.doctor", "hkt.estimate", "hkt.plan", "hkt.status", "hkt.stop",
-        "hkt.workflow", "hkt.cli", "hkt.data.cli"),
+    "hkt.figures": 1,
+    "hkt.mixers": 2, "hkt.models": 2, "hkt.data": 2,
+    "hkt.train": 3,
+    "hkt.analysis": 4, "hkt.baselines": 4, "hkt.facts": 4, "hkt.report": 4,
+    "hkt.bench": 5, "hkt.suite": 5, "hkt.workflow": 5, "hkt.cli": 5,
 }
 #: Consumers that must not read each other: the report reads files and MLflow only.
 NEVER = {"hkt.report": ("hkt.train", "hkt.analysis"), "hkt.analysis": ("hkt.report",)}
-LAYER0 = set(LAYERS[0]) - {"hkt"}
+#: What a command module exposes (docs/contracts.md, "Command line").
+COMMAND_FUNCTIONS = {"add_arguments", "run"}
 
 
 def _within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-def _layer(name: str) -> int | None:
-    """The layer of module ``name`` by its longest listed prefix; None for an unlisted module."""
-    if name == "hkt":
-        return 0
-    best = max(((len(p), layer) for layer, prefixes in LAYERS.items() for p in prefixes
-                if p != "hkt" and _within(name, p)), default=None)
-    return None if best is None else best[1]
+def _folder(name: str, mods: dict[str, Path]) -> str:
+    """The top-level package of module ``name`` (``hkt.train`` for ``hkt.train.loop``), or
+    ``hkt`` for a root module and the package itself."""
+    parts = name.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and mods[name].name != "__init__.py"):
+        return "hkt"
+    return ".".join(parts[:2])
 
 
-def test_every_module_has_a_layer() -> None:
-    unlisted = sorted(n for n in _modules() if _layer(n) is None)
-    assert not unlisted, f"modules in no layer (add them to docs/contracts.md and LAYERS): {unlisted}"
+def _layer(name: str, mods: dict[str, Path]) -> int | None:
+    """The layer of module ``name``: its folder's; 0 at the root; None in a folder of no layer."""
+    folder = _folder(name, mods)
+    return 0 if folder == "hkt" else LAYERS.get(folder)
+
+
+def _upward(graph: dict[str, set[str]], layer: Callable[[str], int | None]) -> list[str]:
+    """Every import in ``graph`` (module -> the modules it imports) that runs up the layers."""
+    return [f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})"
+            for name in sorted(graph) for target in sorted(graph[name])
+            if (layer(target) or 0) > (layer(name) or 0)]
+
+
+def test_every_folder_has_a_layer() -> None:
+    mods = _modules()
+    folders = {_folder(n, mods) for n in mods} - {"hkt"}
+    assert folders == set(LAYERS), (
+        f"packages of hkt/ in no layer (add them to docs/contracts.md and LAYERS): "
+        f"{sorted(folders - set(LAYERS))}; layers of no package: {sorted(set(LAYERS) - folders)}")
 
 
 def test_imports_point_down_the_layers() -> None:
     mods = _modules()
-    upward = [f"{name} (layer {_layer(name)}) imports {target} (layer {_layer(target)})"
-              for name, path in sorted(mods.items()) for target in sorted(_imports(name, path, mods))
-              if (_layer(target) or 0) > (_layer(name) or 0)]
-    forbidden = [f"{name} imports {target}" for name, path in sorted(mods.items())
-                 for target in sorted(_imports(name, path, mods))
+    graph = {name: _imports(name, path, mods) for name, path in mods.items()}
+    upward = _upward(graph, lambda n: _layer(n, mods))
+    forbidden = [f"{name} imports {target}" for name in sorted(graph)
+                 for target in sorted(graph[name])
                  for src, banned in NEVER.items() if _within(name, src)
                  and any(_within(target, b) for b in banned)]
     assert not upward and not forbidden, upward + forbidden
 
 
-def test_the_layer_check_sees_an_upward_import() -> None:
-    assert _layer("hkt.train.loop") == 3 and _layer("hkt.workflow.grid") == 5
-    assert _layer("hkt.workflow.gpuslots") == 0 and _layer("hkt.data.layout") == 0
-    assert _layer("hkt.data.load") == 2 and _layer("hkt.nothing") is None
-
-
-@pytest.mark.parametrize("name", sorted(LAYER0))
-def test_layer0_imports_only_layer0(name: str) -> None:
+def test_the_layer_check_sees_a_module_in_the_wrong_folder() -> None:
+    """A layer is its folder's: a subpackage's module has its package's layer, and a module
+    placed in a folder below what it imports (a layer-4 facts module in hkt/data/, a layer-5
+    command at the root) is an import that runs up."""
     mods = _modules()
-    above = _imports(name, mods[name], mods) - LAYER0 - {"hkt", "hkt.data", "hkt.workflow"}
-    assert not above, f"{name} (layer 0) imports {sorted(above)}"
+    assert _layer("hkt.train.loop", mods) == 3 and _layer("hkt.workflow.grid", mods) == 5
+    assert _layer("hkt.gpu_slots", mods) == 0 and _layer("hkt.data_layout", mods) == 0
+    assert _layer("hkt.data.families.listops", mods) == 2
+    assert _layer("hkt.suite.doctor.sdpa", mods) == 5 and _layer("hkt.suite", mods) == 5
+    assert _layer("hkt", mods) == 0
+    misplaced = {**mods, "hkt.data.facts": mods["hkt.data.load"], "hkt.command": mods["hkt.paper"]}
+    graph = {"hkt.data.facts": {"hkt.baselines.run", "hkt.data.parquet"},
+             "hkt.command": {"hkt.suite.estimate", "hkt.errors"}, "hkt.train.loop": {"hkt.data.load"}}
+    assert _upward(graph, lambda n: _layer(n, misplaced)) == [
+        "hkt.command (layer 0) imports hkt.suite.estimate (layer 5)",
+        "hkt.data.facts (layer 2) imports hkt.baselines.run (layer 4)"]
+
+
+def _root_modules(mods: dict[str, Path]) -> list[str]:
+    return sorted(n for n in mods if n != "hkt" and _folder(n, mods) == "hkt")
+
+
+@pytest.mark.parametrize("name", _root_modules(_modules()))
+def test_root_modules_import_only_root_modules(name: str) -> None:
+    """The root of hkt/ is layer 0: its modules import one another only (and a package's
+    ``__init__`` where ``from hkt import x`` names it)."""
+    mods = _modules()
+    above = {t for t in _imports(name, mods[name], mods) if _layer(t, mods) != 0}
+    assert not above, f"{name} (layer 0, at the root of hkt/) imports {sorted(above)}"
+
+
+def test_the_root_holds_no_command() -> None:
+    """A command module (``add_arguments`` and ``run``) sits in the package it belongs to, never at
+    the root of hkt/, which holds the shared pieces only."""
+    mods = _modules()
+
+    def functions(path: Path) -> set[str]:
+        return {node.name for node in ast.parse(path.read_text(), str(path)).body
+                if isinstance(node, ast.FunctionDef)}
+
+    commands = [n for n in _root_modules(mods) if COMMAND_FUNCTIONS <= functions(mods[n])]
+    assert not commands, f"commands at the root of hkt/: {commands}; move them to their package"
+    assert COMMAND_FUNCTIONS <= functions(mods["hkt.suite.status"])  # the check sees a command
 
 
 SMALL_LINES = 40
@@ -203,8 +250,8 @@ def _small_modules() -> dict[str, int]:
 def test_the_small_module_count_sees_what_it_counts() -> None:
     mods = _modules()
     assert _is_plugin(mods["hkt.baselines.majority"]) and _is_plugin(mods["hkt.mixers.mha"])
-    assert not _is_plugin(mods["hkt.data.layout"]) and not _is_plugin(mods["hkt.mixers.base"])
-    assert "hkt.data.layout" in _small_modules()
+    assert not _is_plugin(mods["hkt.data_layout"]) and not _is_plugin(mods["hkt.mixers.base"])
+    assert "hkt.data_layout" in _small_modules()
 
 
 def test_few_small_modules() -> None:

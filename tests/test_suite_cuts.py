@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.workflow.configs import job_configs
+from hkt.workflow.job_configs import job_configs
 from hkt.workflow.suites import Suite, load_suite, merge
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hkt.data.config import load_task_config
+from hkt.data.task_config import load_task_config
 from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError
 from hkt.train.config import compose_train

@@ -19,7 +19,7 @@ import pytest
 from conftest import free_port, mlflow_server, write_prepared_data
 from test_workflow import ROOT
 
-from hkt.cli import main
+from hkt.cli.main import main
 
 pytest.importorskip("flask_wtf", reason="MLflow's basic-auth app needs Flask-WTF (the "
                                         "tracking-server extra, and the dev extra, install it)")

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from hkt.cli import main
+from hkt.cli.main import main
 
 
 def test_bench_train_writes_table(tmp_path, capsys):

@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from hkt.cli import main
-from hkt.config import compose, config_dir
+from hkt.cli.main import main
+from hkt.config_compose import compose, config_dir
 from hkt.errors import ConfigError
 from hkt.train.config import load_config
 
@@ -100,7 +100,7 @@ def test_how_a_session_stops_reports_or_threads_defines_no_new_run():
     must not re-run a suite's jobs (the workflow's config digest) nor make
     `--restart-if-changed` empty a finished run (the run's compared config)."""
     from hkt.train.config import strip_for_compare
-    from hkt.workflow.configs import train_config_digest
+    from hkt.workflow.job_configs import train_config_digest
 
     base = ["task=listops", "model=mha", "profile=smoke"]
     for key in ("train.progress_every_s=5", "train.stop_grace_s=1", "train.num_threads=2"):
@@ -114,7 +114,7 @@ def test_the_config_digest_is_taken_under_the_current_names():
     and it changes with the mixer's dropout and with the norm (a key added in 0.1)."""
     from omegaconf import OmegaConf
 
-    from hkt.workflow.configs import config_digest, train_config_digest
+    from hkt.workflow.job_configs import config_digest, train_config_digest
 
     base = ["task=listops", "model=conv", "profile=smoke"]
     cfg = load_config([*base, "model.mixer_dropout=0.2"])

@@ -6,7 +6,7 @@ import io
 import re
 
 from conftest import write_prepared_data
-from hkt.cli import main
+from hkt.cli.main import main
 from hkt.train import progress as progress_module
 from hkt.train.progress import Progress
 

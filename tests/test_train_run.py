@@ -224,7 +224,7 @@ def test_kill_9_then_rerun_resumes_to_identical_metrics(prepared_data, tmp_path,
     reference = run(data, tmp_path / "ref", *budget)
 
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "hkt.cli", "train", "--data", str(data), "--out", str(out),
+    cmd = [sys.executable, "-m", "hkt.cli.main", "train", "--data", str(data), "--out", str(out),
            "--no-progress", "profile=smoke", "task=listops", *budget]
     env = {**os.environ, "HKT_RESULTS_DIR": str(isolated_results), "PYTHONUNBUFFERED": "1"}
     last = out / "checkpoints/last.pt"
@@ -249,7 +249,7 @@ def test_kill_9_then_rerun_resumes_to_identical_metrics(prepared_data, tmp_path,
     assert sorted(steps) == list(range(1, 49))
     assert client.get_run(run_id).info.status == "FINISHED"
     # and a further invocation only reports
-    from hkt.cli import main
+    from hkt.cli.main import main
 
     assert main(cmd[3:]) == 0
     assert "nothing to do" in capsys.readouterr().err

@@ -98,7 +98,7 @@ def sources(tmp_path_factory) -> Path:
 def _lock_text(src: Path) -> str:
     def entry(spec: str, wheel: str) -> str:
         return f"{spec} \\\n    --hash=sha256:{_sha(src / wheel)}\n    # via test\n"
-    return ("# inputs-sha256: test\n# a subset of a lock, in scripts/lock.py's format\n"
+    return ("# inputs-sha256: test\n# a subset of a lock, in scripts/lock_requirements.py's format\n"
             + entry("alpha==1.0", "alpha-1.0-py3-none-any.whl")
             + entry("beta==2.0", "beta-2.0-py3-none-any.whl")
             + entry("gamma==3.0 ; sys_platform == 'win32'", "gamma-3.0-py3-none-any.whl"))

@@ -206,7 +206,7 @@ def test_one_gpu_runs_the_paper_suites_training_jobs_nine_at_once(tmp_path):
     """On a one-GPU machine (simulated: node.gpus 1) Snakemake's own scheduler starts the paper
     suite's training jobs jobs_per_gpu (9) at a time, each holding one of the GPU's 9 slots, on
     16 cores where it would otherwise start 16. A --touch run: real job selection, no command
-    run (each job's `hkt` would claim its GPU: tests/test_gpuslots.py). At the smoke budget,
+    run (each job's `hkt` would claim its GPU: tests/test_gpu_slots.py). At the smoke budget,
     so that the workflow's start-up calibration takes seconds."""
     node = tmp_path / "one-gpu.yaml"
     node.write_text("node: {gpus: 1}\nprofile: smoke\n")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def hkt(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HKT_CONFIG_DIR": str(ROOT / "config")}
-    return subprocess.run([sys.executable, "-m", "hkt.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "hkt.cli.main", *args], capture_output=True,
                           text=True, env=env, timeout=120)
 
 

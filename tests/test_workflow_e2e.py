@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 import yaml
 
-from hkt.report.products import aggregate_files
+from hkt.report.aggregate_outputs import aggregate_files
 from test_faults_workflow import files_under
 from test_workflow import ROOT, job_stats, snakemake, user_env
 from conftest import load_script
@@ -134,7 +134,7 @@ def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
 
 
 def test_status_reads_the_finished_suite(workflow_run):
-    r = subprocess.run([sys.executable, "-m", "hkt.cli", "status", str(workflow_run["results"])],
+    r = subprocess.run([sys.executable, "-m", "hkt.cli.main", "status", str(workflow_run["results"])],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     # prepare, 3 trainings, 8 external (majority, ngram, toy, 5 rule references), 2 analyses,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hkt.workflow.gpuslots import Slots
+from hkt.gpu_slots import Slots
 from hkt.workflow.grid import MAIN, Grid, GridError, Job
 from hkt.workflow.suites import check_config
 
@@ -238,7 +238,7 @@ def test_grid_module_imports_neither_torch_nor_hydra():
 # --- the Hydra side: every training config composed and validated before any job runs -----------
 
 def test_train_config_digests_follow_the_composed_config(tmp_path, monkeypatch):
-    from hkt.workflow.configs import train_config_digests
+    from hkt.workflow.job_configs import train_config_digests
 
     g = grid()
     jobs = [Job("listops", m, MAIN, s) for m in ("hkt", "mha") for s in (0, 1)]
@@ -256,7 +256,7 @@ def test_train_config_digests_follow_the_composed_config(tmp_path, monkeypatch):
 
 def test_a_bad_override_names_the_job_and_the_key():
     from hkt.errors import ConfigError
-    from hkt.workflow.configs import train_config_digests
+    from hkt.workflow.job_configs import train_config_digests
 
     g = grid(train_overrides=["optim.lr=abc"])
     with pytest.raises(ConfigError, match=r"hkt train task=listops model=mha profile=paper "

@@ -111,7 +111,7 @@ def test_a_record_that_does_not_load_is_found_and_left_where_it_is(tmp_path):
 
 def test_starting_claims_and_opens_before_timing_anything_then_records_the_session(
         reading, monkeypatch, environ):
-    import hkt.plan
+    import hkt.suite.plan
 
     inv = reading[0]
     done: list[str] = []
@@ -119,8 +119,8 @@ def test_starting_claims_and_opens_before_timing_anything_then_records_the_sessi
     class Plan:
         wall_seconds = 60.0
 
-    monkeypatch.setattr(hkt.plan, "calibrated_plan", lambda suite: done.append("plan") or Plan())
-    monkeypatch.setattr(hkt.plan, "workflow_plan", lambda suite, plan: "the plan")
+    monkeypatch.setattr(hkt.suite.plan, "calibrated_plan", lambda suite: done.append("plan") or Plan())
+    monkeypatch.setattr(hkt.suite.plan, "workflow_plan", lambda suite, plan: "the plan")
     said: list[str] = []
     plan = start(inv, claim=lambda: done.append(f"claim {os.environ[SUITE_ENV]}"),
                  open_store=lambda: done.append("store"), say=said.append)
@@ -134,10 +134,10 @@ def test_starting_claims_and_opens_before_timing_anything_then_records_the_sessi
 
 
 def test_a_refused_claim_times_nothing(reading, monkeypatch, environ):
-    import hkt.plan
+    import hkt.suite.plan
     from hkt.errors import HKTError
 
-    monkeypatch.setattr(hkt.plan, "calibrated_plan", lambda suite: pytest.fail("timed"))
+    monkeypatch.setattr(hkt.suite.plan, "calibrated_plan", lambda suite: pytest.fail("timed"))
 
     def refuse():
         raise HKTError("in use")

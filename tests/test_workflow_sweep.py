@@ -88,7 +88,7 @@ def _plain(cfg) -> dict:
 
 
 def test_the_sensitivity_runs_are_the_published_cpu_runs_but_for_the_learning_rate():
-    from hkt.workflow.configs import job_configs
+    from hkt.workflow.job_configs import job_configs
 
     sens = suite_grid("sensitivity")
     cpu = suite_grid("cpu")
@@ -123,7 +123,7 @@ def test_the_long_runs_are_the_published_sensitivity_runs_but_for_rate_and_steps
     """lr1e3_steps20k is lr1e3 (published) with twice the steps, the cosine over all of them;
     lr3e3 is lr1e3 with three times the rate: nothing else of model, data or budget differs."""
     from hkt.train.optim import lr_factor
-    from hkt.workflow.configs import job_configs
+    from hkt.workflow.job_configs import job_configs
 
     mine = job_configs(suite_grid("long"))
     published = job_configs(suite_grid("sensitivity"))
@@ -160,7 +160,7 @@ def test_a_sweep_takes_one_reference_path_or_a_list():
 def test_the_s4_recipe_suite_is_one_s4d_run_in_s4s_listops_experiment_on_our_listops():
     """S4's block, layer and optimiser (config/profile/s4_recipe.yaml and
     config/profile_model/s4_recipe_s4d.yaml; tests/test_s4d.py checks each value)."""
-    from hkt.workflow.configs import job_configs
+    from hkt.workflow.job_configs import job_configs
 
     g = suite_grid("s4_recipe")
     assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]
@@ -179,7 +179,7 @@ def test_the_s4_recipe_suite_is_one_s4d_run_in_s4s_listops_experiment_on_our_lis
 def test_the_s5_recipe_suite_is_s5s_listops_sizes_in_our_block():
     """The recipe that made docs/results/s4_recipe/'s partial curve (issue 39), renamed: it
     composes that run's config but for the profile's name."""
-    from hkt.workflow.configs import job_configs
+    from hkt.workflow.job_configs import job_configs
 
     g = suite_grid("s5_recipe")
     assert g.train_jobs() == [Job("listops", "s4d", MAIN, 0)]

@@ -1,7 +1,7 @@
 """External baselines of ours: programs beside ``hkt train`` that read a task's prepared data and
 write a run record (docs/contracts.md), nothing more, so that they join the tables like any run.
 
-:data:`BASELINES` is a :class:`hkt.registry.Registry` of this package: every module here is
+:data:`BASELINES` is a :class:`hkt.plugin_registry.Registry` of this package: every module here is
 imported before the first lookup, so a new baseline is one module, ``hkt/baselines/NAME.py``,
 whose ``fit`` is decorated with ``@register("NAME")``. ``hkt baseline NAME`` runs it. The module
 (``hkt/baselines/majority.py`` is the example) defines:
@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from hkt.registry import Registry
+from hkt.plugin_registry import Registry
 
 __all__ = ["BASELINES", "REQUIRED", "register", "baseline_module", "summary"]
 
@@ -38,13 +38,13 @@ BASELINES = Registry("baseline", "hkt.baselines")
 # Function decorator: make a module's ``fit`` the baseline ``name``.
 register = BASELINES.register
 
-# what a baseline's module defines besides ``fit``: the command-module contract of hkt/cli.py
+# what a baseline's module defines besides ``fit``: the command-module contract of hkt/cli/main.py
 REQUIRED = ("add_arguments", "run")
 
 
 def baseline_module(name: str) -> ModuleType:
     """The module of baseline ``name`` (its ``fit``, ``add_arguments`` and ``run``);
-    :class:`hkt.registry.UnknownName` listing the registered ones if there is none."""
+    :class:`hkt.plugin_registry.UnknownName` listing the registered ones if there is none."""
     module = sys.modules[BASELINES.lookup(name).__module__]
     missing = [attr for attr in REQUIRED if not hasattr(module, attr)]
     if missing:

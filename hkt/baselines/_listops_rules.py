@@ -167,7 +167,7 @@ def rule_answers(data: Splits, depth: int | None, *, root_only: bool = False,
                  name: str = "the rule") -> dict[str, np.ndarray]:
     """Each val and test example's answer under one rule (as :func:`rule_fit` reads it):
     ``root_only`` the root-operator prior, else the depth-``depth`` rule (None: the exact
-    evaluator). The per-example facts of a prepared ListOps task (:mod:`hkt.data.examples`)."""
+    evaluator). The per-example facts of a prepared ListOps task (:mod:`hkt.facts.examples`)."""
     prior = root_prior(data.train, data.num_classes, name)
     return {s: prior[root_operators(split, name)] if root_only
             else _predict(split, depth, prior, name)[0]

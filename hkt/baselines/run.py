@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 import hkt
 from hkt import environment
 from hkt.baselines import BASELINES
-from hkt.config import flatten
-from hkt.data.layout import SPLITS, split_file
+from hkt.config_compose import flatten
+from hkt.data_layout import SPLITS, split_file
 from hkt.data.parquet import SplitData, content_checksums, read_metadata
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text, sha256_file

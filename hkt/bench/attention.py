@@ -22,10 +22,10 @@ from omegaconf import OmegaConf
 
 from hkt.mixers import build_mixer, score_cost_ratio, tile
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
-from hkt.config import config_dir
+from hkt.config_compose import config_dir
 from hkt.train.config import compose_train
 from hkt.device import describe_device, resolve_device
-from hkt.step_timing import median, peak_memory_bytes, time_call
+from hkt.train.step_timing import median, peak_memory_bytes, time_call
 
 VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference", "hkt-tile")
 

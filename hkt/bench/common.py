@@ -1,6 +1,6 @@
 """What the benchmarks share: their arguments, threads and writing their tables. The timing
 and peak-memory measurement (and the training step as ``hkt train`` takes it) are
-:mod:`hkt.step_timing`'s, shared with ``hkt doctor`` and ``hkt plan``."""
+:mod:`hkt.train.step_timing`'s, shared with ``hkt doctor`` and ``hkt plan``."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from hkt.data.prepare import prepare_task
 from hkt.device import describe_device, resolve_device
 from hkt.models import build_model
 from hkt.report.writers import markdown
-from hkt.step_timing import TrainStep
+from hkt.train.step_timing import TrainStep
 
 COLUMNS = ("what", "samples_per_s", "ms_per_batch", "batch_size", "mean_padded_len", "ratio_to_step",
            "split", "task", "device", "threads")

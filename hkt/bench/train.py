@@ -28,7 +28,7 @@ from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError
 from hkt.models import build_model
 from hkt.report.writers import markdown
-from hkt.step_timing import TrainStep
+from hkt.train.step_timing import TrainStep
 
 COLUMNS = ("model", "seq_len", "batch_size", "d_model", "n_layers", "n_heads", "d_ffn",
            "n_params", "ms_per_step", "ms_per_step_min", "samples_per_s", "speedup_vs_torch",

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from hkt.data.layout import split_file
+from hkt.data_layout import split_file
 from hkt.data.parquet import read_metadata
 from hkt.errors import DataError
 

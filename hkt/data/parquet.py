@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hkt import environment
-from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.data_layout import MANIFEST, SPLITS, split_file
 from hkt.errors import DataError
 from hkt.fileio import atomic_path, atomic_write_text, sha256_file
 
@@ -259,7 +259,7 @@ def data_card(*, task: str, cfg: dict[str, Any], meta: dict[str, Any], splits: d
               checksums: dict[str, str], notes: list[str], location: str | None = None,
               warning: str | None = None) -> str:
     """The Markdown data card: counts, label balance, lengths, source, checksums, notes, headed by
-    the data's provenance ``warning`` (:func:`hkt.data.provenance.provenance_warning`), if any."""
+    the data's provenance ``warning`` (:func:`hkt.data.source_warning.provenance_warning`), if any."""
     names = meta.get("class_names") or [str(i) for i in range(meta["num_classes"])]
     src = meta["source"]
     out = [f"# Data card: `{task}`", "", *([f"> **Warning:** {warning}", ""] if warning else []),

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 import hkt
-from hkt.data.config import family_module, load_task_config
-from hkt.data.layout import EXAMPLES, MANIFEST, SPLITS, split_file
+from hkt.data.task_config import family_module, load_task_config
+from hkt.data_layout import EXAMPLES, MANIFEST, SPLITS, split_file
 from hkt.data.parquet import Prepared, data_card, write_manifest, write_split
-from hkt.data.provenance import provenance_warning
+from hkt.data.source_warning import provenance_warning
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 
@@ -62,7 +62,7 @@ def prepare_task(task: str, out: str | Path, *, source: str | Path | None = None
 
     ``source``: a local archive/directory (or, for ListOps, a directory of LRA TSV files) used
     instead of the download/generator. ``overrides``: Hydra overrides of the task config.
-    ``cfg``: an already loaded config (from :func:`hkt.data.config.load_task_config`).
+    ``cfg``: an already loaded config (from :func:`hkt.data.task_config.load_task_config`).
     """
     if cfg is None:
         cfg = load_task_config(task, overrides)

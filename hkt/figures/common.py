@@ -150,7 +150,7 @@ REFERENCE_LABEL_SIZE = 8
 
 def reference_lines(ax: Any, refs: list[Any], which: str = "test",
                     span: tuple[float, float] | None = None) -> None:
-    """Draw the rule references ``refs`` (:class:`hkt.references.Line`, lowest first) as grey
+    """Draw the rule references ``refs`` (:class:`hkt.rule_references.Line`, lowest first) as grey
     dotted horizontal lines; ``which``: its ``test`` or ``val`` accuracy; ``span``: the x range.
 
     Across the whole axis (``span`` None) each line is named in the legend (the panel's, which

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from hkt.figures.common import color, empty, legend_outside, pyplot, save, style
-from hkt.references import RULE_REFERENCES
+from hkt.rule_references import RULE_REFERENCES
 from hkt.runs_frame import MODEL_ORDER, ordered, task_keys
 
 #: The breakdown facets drawn, with their x-axis label.

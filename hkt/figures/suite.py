@@ -24,7 +24,7 @@ from hkt import paper
 from hkt.figures.common import (budget_title, color, empty, integer_ticks, legend_outside,
                                 min_span, pyplot, reference_lines, save, style, task_panels,
                                 title_budget)
-from hkt.references import is_reference, lines
+from hkt.rule_references import is_reference, lines
 from hkt.runs_frame import MODEL_ORDER, most_common_length, ordered, task_keys
 
 #: The least span (percentage points) of a validation-curve panel's accuracy axis: each task

@@ -2,7 +2,7 @@
 builds them by name.
 
 Every module of this package is imported on the first lookup in :data:`MIXERS`
-(:class:`hkt.registry.Registry`), which registers its ``@register``-decorated classes; the imports
+(:class:`hkt.plugin_registry.Registry`), which registers its ``@register``-decorated classes; the imports
 below only re-export names.
 """
 

@@ -1,6 +1,6 @@
 """Token mixers by name, so that models are built from config.
 
-:data:`MIXERS` is a :class:`hkt.registry.Registry` of the package ``hkt.mixers``: every module in
+:data:`MIXERS` is a :class:`hkt.plugin_registry.Registry` of the package ``hkt.mixers``: every module in
 ``hkt/mixers/`` is imported before the first lookup, so a class decorated with
 ``@register("name")`` in a new module there is registered without editing any list.
 
@@ -24,7 +24,7 @@ from typing import Any
 from torch import nn
 
 from hkt.mixers.base import mixer_config
-from hkt.registry import Registry
+from hkt.plugin_registry import Registry
 
 
 def _check_mixer(name: str, cls: Any) -> None:

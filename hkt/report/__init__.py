@@ -1,6 +1,6 @@
 """Reporting: the suite's tables, figures and summary from run records or MLflow (``hkt aggregate``).
 
-- :mod:`hkt.report.cli`: the command's arguments; :mod:`hkt.report.build`: what it writes.
+- :mod:`hkt.report.aggregate`: the command's arguments; :mod:`hkt.report.build`: what it writes.
 - :mod:`hkt.report.tables`: main, gap (HKT − MHA) and ablation tables, each with its display.
 - :mod:`hkt.report.analysis_tables`: kurtosis, kernel, truncation and cost tables.
 - :mod:`hkt.report.per_example`: the readings of the runs' predictions, example by example

@@ -1,4 +1,4 @@
-"""What ``hkt aggregate`` builds (:mod:`hkt.report.cli` parses its arguments): the tables,
+"""What ``hkt aggregate`` builds (:mod:`hkt.report.aggregate` parses its arguments): the tables,
 figures and summary of a suite, the analysis and cost tables, and the MLflow audit."""
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ from hkt.paper import ABLATION_TASK, COMPARED_MODELS
 from hkt.fileio import atomic_path
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
 from hkt.report import analysis_tables, environments, per_example
-from hkt.report.approximation import write_approximation
+from hkt.report.approximation_table import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import Budget, claims_section, load_minimum
 from hkt.report.controls import controls_display, controls_table
 from hkt.report.convergence import (convergence_display, convergence_table, time_display,
                                     time_table, unreadable_note)
 from hkt.report.mlflow_runs import runs_from_mlflow
-from hkt.report.products import SUMMARY, aggregate_files
+from hkt.report.aggregate_outputs import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
 from hkt.report.sweep import (THIS_SUITE, swept_runs, sweep_display, sweep_gap_display,
                               sweep_gap_table, sweep_table)
-from hkt.references import lines_note
+from hkt.rule_references import lines_note
 from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, derived_runs,
                                gap_display, gap_table, main_display, main_notes, main_table,
                                with_test_interval)
@@ -270,7 +270,7 @@ def _audit(records: list[dict[str, Any]], args: argparse.Namespace, out: Path) -
 
 def _check_declared(out: Path, written: list[Path], *, analyses: bool,
                     leaderboard: bool = False, predictions: bool = False) -> None:
-    """Every file the workflow declares for this aggregate (hkt.report.products) was written."""
+    """Every file the workflow declares for this aggregate (hkt.report.aggregate_outputs) was written."""
     declared = aggregate_files(out, analyses=analyses, leaderboard=leaderboard,
                                predictions=predictions)
     missing = sorted(set(declared) - {Path(p) for p in written})
@@ -299,7 +299,7 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     variant file (``model.mixer.levels`` of config/variant/NAME.yaml)."""
     from omegaconf import OmegaConf
 
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     spec: dict[str, tuple[str, int | None]] = {}
     for pair in pairs or []:

@@ -42,7 +42,7 @@ reaches", paired against each rule on the same examples instead of the unpaired 
 
 Three further kinds of row read what limits our values against the paper's (issues 39, 48):
 
-- per task with rule references (:mod:`hkt.references`, docs/listops.md) and trained model:
+- per task with rule references (:mod:`hkt.rule_references`, docs/listops.md) and trained model:
   which rule its test mean reaches (*at* a rule when the 95% interval of their difference,
   seeds, test set and the rule's own test-set error counted, holds 0; else *above* and *below*
   the nearest), and the paper's figure for that model read the same way; every other variant
@@ -100,7 +100,7 @@ import polars as pl
 import yaml
 
 from hkt import paper
-from hkt.references import RULE_REFERENCES, Line, figure_error, is_reference, lines, reading
+from hkt.rule_references import RULE_REFERENCES, Line, figure_error, is_reference, lines, reading
 from hkt.report.stats import binomial_variance, summary_difference_with_test_set
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
 from hkt.errors import ConfigValueError
@@ -148,7 +148,7 @@ class Minimum:
 def load_minimum(path: Path | None = None) -> Minimum:
     """The minima of config/report.yaml (or ``path``), or an :class:`AggregateError` naming the
     key that is missing or not a positive whole number."""
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     path = path or config_dir() / REPORT_CONFIG
     try:
@@ -780,7 +780,7 @@ def _main_error(r: dict[str, Any]) -> float:
 
 def reference_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
                      paired: pl.DataFrame | None = None) -> list[list[str]]:
-    """Per task, T and trained model with rule references (:mod:`hkt.references`): which rule
+    """Per task, T and trained model with rule references (:mod:`hkt.rule_references`): which rule
     its test accuracy reaches, with its seed and test-set errors and the rule's test-set error;
     the paper's figure for the model read the same way (its error: its std over the paper's
     seeds, and a test set of our size). Where ``paired`` (task, length, model, reading: the

@@ -4,8 +4,8 @@
 The file names a task and T (the rule references it is read against, as the runs give them), the
 test set's size of the published figures, and one entry per published result: its model, accuracy,
 spread (``std`` over ``seeds``, or none), source and where it was checked. Each accuracy is read
-with :func:`hkt.references.reading`, the rule the summary's claims read every model's accuracy
-against, its error :func:`hkt.references.figure_error` (the spread over seeds where the source
+with :func:`hkt.rule_references.reading`, the rule the summary's claims read every model's accuracy
+against, its error :func:`hkt.rule_references.figure_error` (the spread over seeds where the source
 gives one, plus the test set's binomial error; without a spread the binomial error alone).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from hkt.references import figure_error, lines, reading
+from hkt.rule_references import figure_error, lines, reading
 from hkt.runs_frame import AggregateError
 
 __all__ = ["Entry", "Leaderboard", "load_leaderboard", "leaderboard_table", "leaderboard_display",

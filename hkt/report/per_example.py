@@ -1,5 +1,5 @@
 """Readings example by example: each run's test predictions (``predictions.parquet`` beside its
-record) against its task's per-example facts (``examples.parquet``, :mod:`hkt.data.examples`).
+record) against its task's per-example facts (``examples.parquet``, :mod:`hkt.facts.examples`).
 
 Two models tested on the same examples err on many of the same ones, so their difference is
 read pair by pair (:func:`hkt.report.stats.paired_bootstrap`, :func:`hkt.report.stats.mcnemar`):
@@ -38,10 +38,10 @@ import polars as pl
 import yaml
 
 from hkt import paper
-from hkt.data.examples import load_examples
+from hkt.facts.examples import load_examples
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_predictions
-from hkt.references import RULE_REFERENCES
+from hkt.rule_references import RULE_REFERENCES
 from hkt.report.stats import Difference, mcnemar, paired_bootstrap
 from hkt.report.writers import Display, pm, signed
 from hkt.runs_frame import KEY, MODEL_ORDER, AggregateError, ordered, record_length
@@ -87,7 +87,7 @@ class Settings:
 def load_settings(path: Path | None = None) -> Settings:
     """The readings' settings (``per_example`` of config/report.yaml, or ``path``), or an
     :class:`AggregateError` naming the key that is missing or out of range."""
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     path = path or config_dir() / "report.yaml"
     try:

@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG, SuiteRun
-from hkt.report.products import SUMMARY
+from hkt.report.aggregate_outputs import SUMMARY
 from hkt.report.writers import markdown
 
 __all__ = ["EXPERIMENT_PREFIX", "KIND_TAG", "suite_experiment", "log_suite_run"]

@@ -10,20 +10,20 @@ from pathlib import Path
 
 import polars as pl
 
-from hkt.data.layout import DATA_METADATA, split_file
+from hkt.data_layout import DATA_METADATA, split_file
 from hkt.data.parquet import read_metadata
-from hkt.data.provenance import provenance_warning
+from hkt.data.source_warning import provenance_warning
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text
 from hkt.provenance import RESULTS_DIR_TAG, SUITE_TAG
 from hkt.report import environments
 from hkt.report.controls import controls_display
-from hkt.report.products import PRODUCTS
+from hkt.report.aggregate_outputs import PRODUCTS
 from hkt.report.tables import ablation_display, gap_display, main_display, main_notes
 from hkt.report.writers import markdown
 from hkt.runs_frame import KEY, examples_note, paper_caveat
 
-# the order the summary lists them in: the workflow's (hkt.report.products)
+# the order the summary lists them in: the workflow's (hkt.report.aggregate_outputs)
 TABLES = tuple(p.name for p in PRODUCTS if p.kind == "table")
 FIGURES = tuple(p.name for p in PRODUCTS if p.kind == "figure")
 

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from hkt import paper
-from hkt.references import RULE_REFERENCES
+from hkt.rule_references import RULE_REFERENCES
 from hkt.report.stats import difference_with_test_set, welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
 from hkt.runs_frame import (EXTERNAL_BUDGETS, MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
-from hkt.data.layout import SPLITS
+from hkt.data_layout import SPLITS
 from hkt.run_record import RECORD_NAME, read_history, write_record
 from hkt.mlflow_store import StoreError
 from hkt.train.checkpoint import load_checkpoint

@@ -15,7 +15,7 @@ import sys
 
 from omegaconf import OmegaConf
 
-from hkt.config import config_dir
+from hkt.config_compose import config_dir
 from hkt.errors import ConfigError
 from hkt.logs import stderr_handler
 from hkt.train.config import load_config

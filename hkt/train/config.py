@@ -1,10 +1,10 @@
 """Compose and validate the training config (``config/train.yaml``) before any work starts.
 
-Hydra (through :func:`hkt.config.compose`) catches unknown group options, unknown keys and wrong
+Hydra (through :func:`hkt.config_compose.compose`) catches unknown group options, unknown keys and wrong
 types; :func:`validate` catches the values that are well-typed but impossible, with the checks
 of :mod:`hkt.value_checks`: the model through its typed config (:class:`hkt.models.EncoderConfig`,
 which holds the token mixer's), the task through its family's schema
-(:func:`hkt.data.config.validate_task`), the rest through :data:`SCHEMA`, plus the few checks
+(:func:`hkt.data.task_config.validate_task`), the rest through :data:`SCHEMA`, plus the few checks
 that span keys. Each failure is one :class:`hkt.errors.ConfigError` naming the key.
 
 :func:`load_config` also resolves ``model.match_params_of`` (the size-matched baseline): the
@@ -34,7 +34,7 @@ from hkt.value_checks import (
     spec,
     text,
 )
-from hkt.config import compose, config_dir
+from hkt.config_compose import compose, config_dir
 from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError, ConfigValueError, did_you_mean
 from hkt.provenance import SUITE_ENV
@@ -98,7 +98,7 @@ SCHEMA: dict[str, Any] = {
 
 def compose_train(overrides: Sequence[str] = (), *, resolve: bool = True,
                   check_types: bool = True) -> DictConfig:
-    """:func:`hkt.config.compose` of ``train.yaml``, with every registered mixer's structured
+    """:func:`hkt.config_compose.compose` of ``train.yaml``, with every registered mixer's structured
     config (``/schema/model/NAME``) registered with Hydra first: ``config/model/NAME.yaml``
     selects it, so Hydra types the model node. Not validated (:func:`load_config` is)."""
     # here, not at the top: the model side pulls in torch, which a command's start-up avoids
@@ -145,7 +145,7 @@ def load_config(overrides: Sequence[str] = ()) -> DictConfig:
 
 def validate(cfg: DictConfig) -> DictConfig:
     """Raise :class:`ConfigError` naming the first impossible value; return ``cfg``."""
-    from hkt.data.config import validate_task
+    from hkt.data.task_config import validate_task
     from hkt.models import EncoderConfig
 
     rest = {k: cfg[k] for k in SCHEMA if k in cfg}

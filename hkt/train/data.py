@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hkt.data.layout import SPLITS, split_file
+from hkt.data_layout import SPLITS, split_file
 from hkt.data.load import TokenDataset, make_loader, read_split_metadata
 from hkt.data.parquet import check_manifest, check_task, content_sha256
 from hkt.errors import ConfigError, DataError

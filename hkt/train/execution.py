@@ -1,6 +1,6 @@
 """How a training run executed, for its record and its MLflow tags: the precision the loop
 resolved ``train.precision`` to, the CPU threads torch used and, on a GPU shared through the
-workflow's slots (:mod:`hkt.workflow.gpuslots`), which slot of which GPU the job held and how
+workflow's slots (:mod:`hkt.gpu_slots`), which slot of which GPU the job held and how
 many of that GPU's slots were held when it got its own and, at most, at its sync points since.
 
 Read at run time from the process (torch's threads, the slot claim), never from the training
@@ -29,7 +29,7 @@ def precision_label(amp: Any) -> str:
 
 
 def gpu_sharing(claim: Any) -> dict[str, int] | None:
-    """What the record says of the GPU slot ``claim`` (:class:`hkt.workflow.gpuslots.Claim`;
+    """What the record says of the GPU slot ``claim`` (:class:`hkt.gpu_slots.Claim`;
     None: no claim, nothing said)."""
     if claim is None or claim.layout is None:
         return None

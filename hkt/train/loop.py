@@ -30,7 +30,7 @@ from hkt import environment, signals
 from hkt.device import cuda_memory, describe_device, resolve_device
 from hkt.errors import RunMismatch, TrainingError
 from hkt.figures.training import learning_curve
-from hkt.data.layout import SPLITS
+from hkt.data_layout import SPLITS
 from hkt.provenance import code_digest, git_state
 from hkt.predictions import (PREDICTIONS_NAME, check_against_record, read_predictions,
                              write_predictions)
@@ -46,7 +46,7 @@ from hkt.train.finish import GAP_FIELD, publish, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
 from hkt.train.execution import execution, execution_tags, out_of_memory, sample_sharing
-from hkt.workflow.gpuslots import held
+from hkt.gpu_slots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
 from hkt.train.window import Window

@@ -14,7 +14,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.config import flatten
+from hkt.config_compose import flatten
 from hkt.errors import RunMismatch, TrainingError
 from hkt.fileio import atomic_write_text, remove_orphaned_temps
 from hkt.train.config import strip_for_compare

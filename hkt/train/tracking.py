@@ -49,8 +49,8 @@ from typing import Any, TypeVar
 
 import hkt
 from hkt import mlflow_store
-from hkt.config import flatten
-from hkt.data.provenance import provenance_warning
+from hkt.config_compose import flatten
+from hkt.data.source_warning import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
 from hkt.run_record import STEP_METRICS
 from hkt.mlflow_store import (BEST_VAL_TAG, DATASET_RACE, EXPERIMENT_TAGS, RETRIES, SERIES_METRICS,

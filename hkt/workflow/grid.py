@@ -4,7 +4,7 @@ arguments of each job's ``hkt`` command.
 ``workflow/rules/common.smk`` is a thin adapter over :class:`Grid`: every rule's inputs, outputs,
 command words and resources come from here, so the grid is tested without Snakemake
 (``tests/test_workflow_grid.py``). Pure Python and YAML, no torch and no Hydra, so that a dry run
-stays fast; composing the training configs is :mod:`hkt.workflow.configs`.
+stays fast; composing the training configs is :mod:`hkt.workflow.job_configs`.
 
 An ablation is a variant file, ``config/variant/NAME.yaml``: the workflow's
 ``ablation.include`` lists variant names, and each job trains
@@ -28,14 +28,14 @@ from typing import Any
 import yaml
 
 from hkt.baselines import BASELINES
-from hkt.data.layout import MANIFEST, SPLITS, split_file
+from hkt.data_layout import MANIFEST, SPLITS, split_file
 from hkt.data.taskfile import read_task_info, task_id_problem
 from hkt.errors import GridError, did_you_mean
 from hkt.paper import ABLATION_TASK
 from hkt.mlflow_store import experiment_name
 from hkt.workflow.external import externals
-from hkt.workflow.placement import Placement
-from hkt.workflow.resources import Node
+from hkt.workflow.rule_resources import Placement
+from hkt.workflow.node import Node
 
 __all__ = ["MAIN", "LAYOUT", "Job", "GridError", "Grid", "RULE_ORDER", "suite_plan_file",
            "read_variant_model", "read_model_mixer"]

@@ -4,7 +4,7 @@ changing nothing, and what starting its jobs does.
 :func:`read_invocation` is the one call ``workflow/rules/common.smk`` makes when Snakemake reads
 the workflow (a run, a dry run, ``--lint``, ``--report``, a cluster job): it chooses the suite
 (:func:`hkt.workflow.suites.workflow_suite`), composes and checks every training config
-(:mod:`hkt.workflow.configs`: their digests are the training jobs' rerun triggers), and finds the
+(:mod:`hkt.workflow.job_configs`: their digests are the training jobs' rerun triggers), and finds the
 run records that do not load, and returns a frozen :class:`Invocation` holding what the rules
 read. It writes nothing, claims nothing and sets no environment variable, so ``snakemake -n``
 run any number of times leaves the results directory as it was (or absent).
@@ -33,8 +33,8 @@ from typing import Any
 from hkt.errors import ConfigError
 from hkt.mlflow_store import tracking_uri
 from hkt.run_record import DAMAGED_NAME, RecordError, load_record
-from hkt.workflow.configs import check_analysable, seedless, train_config_digests
-from hkt.workflow.gpuslots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
+from hkt.workflow.job_configs import check_analysable, seedless, train_config_digests
+from hkt.gpu_slots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import Grid, Job
 from hkt.workflow.next_steps import REPORT_COMMAND_ENV, report_command
 from hkt.workflow.suites import Suite, cuda_available, interpreter_first, workflow_suite
@@ -248,8 +248,8 @@ def start(inv: Invocation, *, started: float | None = None, cores: int | None = 
     here (known once Snakemake has its executor, not when it reads the workflow). Returns the
     plan, whose estimates are the training jobs' priorities. Raises what the lock, the store or
     a write raises (:class:`~hkt.errors.HKTError`, :class:`OSError`)."""
-    from hkt.plan import calibrated_plan, workflow_plan
-    from hkt.status import settings
+    from hkt.suite.plan import calibrated_plan, workflow_plan
+    from hkt.suite.status import settings
     from hkt.workflow.sessions import duration, start_session
 
     apply_env(inv)

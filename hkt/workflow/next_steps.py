@@ -22,7 +22,7 @@ from typing import Any
 
 from hkt.mlflow_store import sqlite_path
 from hkt.provenance import NO_SUITE
-from hkt.report.cli import REPORT_COMMAND_ENV
+from hkt.report.aggregate import REPORT_COMMAND_ENV
 
 __all__ = ["REPORT_COMMAND_ENV", "shown", "program", "report_command", "mlflow_ui_command",
            "closing_lines"]

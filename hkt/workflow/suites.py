@@ -147,7 +147,7 @@ def load_suite(choice: str | Path = AUTO, *, base: Mapping[str, Any] | None = No
     command line's keys) over that, so that every key the user gave still wins. A file's suite
     is the one its ``suite`` key names, else none. Raises :class:`ConfigError` for a suite that
     does not exist (listing those that do) or a config the schema or the grid refuses."""
-    from hkt.config import config_dir as default_config_dir
+    from hkt.config_compose import config_dir as default_config_dir
 
     cdir = Path(config_dir) if config_dir is not None else default_config_dir()
     base = _read(cdir / "config.yaml") if base is None else base

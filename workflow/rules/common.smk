@@ -10,7 +10,7 @@ from functools import lru_cache
 from snakemake.exceptions import WorkflowError
 
 from hkt.errors import ConfigError, HKTError
-from hkt.report.products import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
+from hkt.report.aggregate_outputs import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
 from hkt.workflow.grid import MAIN, Job
 from hkt.workflow.invocation import (ENV_PASSED, GPU_SLOTS, apply_env, damage_warning,
                                      read_invocation)
@@ -38,7 +38,7 @@ CONDA_ENV = str(REPO / "environment.yml")  # the rules' software (with --use-con
 if workflow.is_main_process:  # what was read, before Snakemake's DAG (a dry run too)
     print(f"hkt: suite {SUITE.name} ({SUITE.reason}), profile {GRID.profile}, "
           f"results in {R}/", file=sys.stderr)
-    from hkt.plan import workflow_plan
+    from hkt.suite.plan import workflow_plan
 
     print(workflow_plan(SUITE, plan=None), file=sys.stderr, flush=True)  # jobs per rule
     for _clamp in GRID.clamps():
@@ -48,7 +48,7 @@ if workflow.is_main_process:  # what was read, before Snakemake's DAG (a dry run
 else:  # a cluster node's job runs no onstart: its jobs get their environment here
     apply_env(RUN)
 
-# GPUs shared by local jobs (hkt/workflow/gpuslots.py): Snakemake counts the slots (a global
+# GPUs shared by local jobs (hkt/gpu_slots.py): Snakemake counts the slots (a global
 # resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
 # told where the slots are by $HKT_GPU_SLOTS (set by start(): an environment variable, so that
 # the rules' shell text and params, rerun triggers, stay as they were). Not on a cluster, whose
@@ -98,7 +98,7 @@ def start():
 def claim_results():
     """Refuse to start when another running workflow (another checkout) uses results_dir; the
     lock is held by this process until it exits."""
-    from hkt.workflow.lock import claim_results_dir
+    from hkt.workflow.results_lock import claim_results_dir
 
     claim_results_dir(R, REPO)
 
@@ -170,11 +170,11 @@ def say_complete():
 
 def say_if_stopped():
     """After a stop (`hkt stop`, Ctrl-C, SIGTERM) that failed no job, the run's last line says
-    it is resumable, and how (hkt/stop.py): printed as the process exits, after Snakemake's own
+    it is resumable, and how (hkt/suite/stop.py): printed as the process exits, after Snakemake's own
     closing lines. Snakemake's exit status (1: the suite is not complete) is kept."""
     import atexit
 
-    from hkt.stop import resumable_line
+    from hkt.suite.stop import resumable_line
 
     try:
         line = resumable_line(R)
@@ -259,14 +259,14 @@ CAPTIONS = REPO / "workflow" / "report"  # absolute: these are called from sever
 
 
 def declared(product):
-    """A product's files (hkt.report.products); the first carries its report caption."""
+    """A product's files (hkt.report.aggregate_outputs); the first carries its report caption."""
     first, *rest = (str(f) for f in product.files(R))
     return [report(first, category=product.category,
                    caption=str(CAPTIONS / f"{product.caption}.rst")), *rest]
 
 
 def aggregate_outputs():
-    """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.products)."""
+    """Exactly what `hkt aggregate` writes for this suite (one list: hkt.report.aggregate_outputs)."""
     out = [f for p in products(analyses=bool(GRID.analyses()), leaderboard=bool(GRID.leaderboard),
                                predictions=GRID.writes_predictions)
            for f in declared(p)]

@@ -1,16 +1,16 @@
 """Data families: the modules that validate and prepare each kind of data (``task.family``).
 
-:data:`FAMILIES` is a :class:`hkt.registry.Registry` of this package: every module here is
+:data:`FAMILIES` is a :class:`hkt.plugin_registry.Registry` of this package: every module here is
 imported before the first lookup, so a new family is one module here, ``hkt/data/families/NAME.py``,
 whose ``prepare`` is decorated with ``@register("NAME")``. The module also defines
 ``PREPARE_SCHEMA`` (the checks of the ``prepare`` node), ``LOCATION_KEYS`` (the ``prepare`` keys
 that say where data come from, kept out of the Parquet metadata) and ``check_config(cfg)``;
-``hkt/data/families/imdb.py`` is the example. ``hkt.data.config.family_module`` gives the module.
+``hkt/data/families/imdb.py`` is the example. ``hkt.data.task_config.family_module`` gives the module.
 
 Nothing here imports torch.
 """
 
-from hkt.registry import Registry
+from hkt.plugin_registry import Registry
 
 __all__ = ["FAMILIES", "REQUIRED", "register"]
 

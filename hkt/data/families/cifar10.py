@@ -248,7 +248,7 @@ def _split(ids: list[str], gray: np.ndarray, labels: np.ndarray) -> SplitData:
 
 
 def alternative_source(meta: dict[str, Any]) -> str:
-    """What a copy other than the official archive may differ in (hkt.data.provenance)."""
+    """What a copy other than the official archive may differ in (hkt.data.source_warning)."""
     if (meta.get("source") or {}).get("layout") == "image folder":
         return ("its images are read from an image folder, not the official pickled arrays: such "
                 "copies may be lossy (e.g. JPEG), so pixel values can differ from the official "

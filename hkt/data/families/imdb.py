@@ -98,7 +98,7 @@ def _to_split(rows: list[tuple[str, int, bytes]], max_length: int) -> tuple[Spli
 
 
 def alternative_source(meta: dict[str, Any]) -> str:
-    """What a copy other than the official archive may differ in (hkt.data.provenance)."""
+    """What a copy other than the official archive may differ in (hkt.data.source_warning)."""
     counts = (meta.get("params") or {}).get("official_counts") or {}
     official = " and ".join(f"{counts[s]:,} {s}" for s in sorted(counts, key=("train", "test").index))
     return ("an IMDB copy is read as the aclImdb layout of review text files, so it can differ from "

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from hkt.doctor.context import Check, Context
+from hkt.suite.doctor.context import Check, Context
 
 __all__ = ["check_equivalence"]
 

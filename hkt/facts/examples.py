@@ -1,5 +1,5 @@
 """Per-example facts of a prepared task: what each validation and test example is, computed once
-and kept beside its Parquet as :data:`hkt.data.layout.EXAMPLES`, so that the report reads a
+and kept beside its Parquet as :data:`hkt.data_layout.EXAMPLES`, so that the report reads a
 model's predictions example by example (accuracy by ListOps tree depth, by length, by class)
 without the splits themselves: a publication carries this file alone (docs/results/SUITE/data/TASK/).
 
@@ -8,13 +8,15 @@ row in that split's Parquet, as ``predictions.parquet`` names it), with its ``la
 
 * ListOps: ``root_op`` (MIN, MAX, MED, SM), ``depth`` (the tree's depth, the root is 1),
   ``length`` (its length in tokens), ``root_args`` (how many arguments the root has) and each
-  rule reference's answer (:data:`hkt.references.RULE_REFERENCES`, one column each, named as the
+  rule reference's answer (:data:`hkt.rule_references.RULE_REFERENCES`, one column each, named as the
   rule: :func:`hkt.baselines._listops_rules.rule_answers`);
 * IMDB: ``length`` (the review's length in bytes, after truncation to ``max_length``);
 * CIFAR-10: ``class`` (the label's class name).
 
 ``hkt prepare`` writes it; :func:`load_examples` makes it on first need for data prepared
-before (docs/data.md).
+before (docs/data.md). Its reader is the report's per-example readings
+(:mod:`hkt.report.per_example`); the ListOps rules' answers come from :mod:`hkt.baselines`, a
+layer above the data package (:mod:`hkt.facts`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hkt.data.layout import EXAMPLES, split_file
+from hkt.data_layout import EXAMPLES, split_file
 from hkt.errors import DataError
 from hkt.fileio import atomic_path
 
@@ -62,7 +64,7 @@ def tree_facts(flat: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
 def _rules() -> dict[str, tuple[int | None, bool]]:
     """Each rule reference's (depth, root only), from its own module."""
     from hkt.baselines import depth_rule, exact_rule, root_op_prior
-    from hkt.references import RULE_REFERENCES
+    from hkt.rule_references import RULE_REFERENCES
 
     rules = {root_op_prior.NAME: (None, True), exact_rule.NAME: (None, False),
              **{depth_rule.rule_name(k): (k, False) for k in depth_rule.DEPTHS}}

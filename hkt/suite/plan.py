@@ -4,7 +4,7 @@ would take. The suite (``auto``, a name in config/suites/ or a file) is made onc
 
 Prints the device, the jobs per rule (and how many are done), the measured step time of every
 distinct shape, what the work left is made of, and the estimated wall time, all from the one cost
-model :mod:`hkt.estimate` (which ``hkt doctor``, the workflow's start banner and ``hkt status``
+model :mod:`hkt.suite.estimate` (which ``hkt doctor``, the workflow's start banner and ``hkt status``
 count with too): jobs already done cost nothing, a training job with a checkpoint only its steps
 left. Without CUDA it also gives the time on a GPU from published step times (:func:`gpu_line`).
 """
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hkt.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
+from hkt.suite.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
                           job_seconds, make_plan, shape_of, write_plan)
 from hkt.provenance import NO_SUITE
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
@@ -93,7 +93,7 @@ def see_also(config: Mapping[str, Any]) -> str:
 def published_line(config: Mapping[str, Any]) -> str:
     """What the suite's publication (its ``published`` directory) measured: the wall time over
     its runs of the workflow against the plan made at its first start ("" for none)."""
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
     from hkt.workflow.sessions import duration, load_sessions, session_seconds
 
     where = config.get("published")
@@ -121,7 +121,7 @@ def log_advice(grid: Any) -> str:
 def calibrated_plan(suite: Suite) -> Plan:
     """The plan of the workflow's suite with config/plan.yaml's settings (cached calibrations,
     else a short fresh one), as the workflow makes it once at its start."""
-    from hkt.config import compose
+    from hkt.config_compose import compose
 
     return make_plan(compose("plan", []), suite, log=lambda s: print(s, flush=True))
 
@@ -164,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ``gpu_reference`` in config/plan.yaml holds, per model, the measured milliseconds per step of
 # one published GPU run and the overrides that compose that run. A job's step on that GPU is its
 # model's published step times the ratio of the job's step time to the published run's, both
-# timed on this machine the same way (:mod:`hkt.estimate`); the jobs share the GPU
+# timed on this machine the same way (:mod:`hkt.suite.estimate`); the jobs share the GPU
 # ``jobs_per_gpu`` at a time, as the published runs did. A GPU gains more on big shapes than a
 # CPU, so the ratio leans long; a model without a published step is left out, and named.
 
@@ -222,7 +222,7 @@ def gpu_line(reference: Mapping[str, Any], grid: Any, configs: Mapping[Any, Any]
 def gpu_line_of(cfg: Any, suite: Suite) -> str:
     """The line of :func:`gpu_line` ("" without ``gpu_reference``)."""
     from hkt.device import resolve_device
-    from hkt.workflow.configs import job_configs
+    from hkt.workflow.job_configs import job_configs
 
     reference = cfg.get("gpu_reference")
     if not reference:
@@ -237,7 +237,7 @@ def gpu_line_of(cfg: Any, suite: Suite) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hkt.config import compose
+    from hkt.config_compose import compose
 
     overrides = list(args.overrides) + ([f"suite={args.suite}"] if args.suite else [])
     cfg = compose("plan", overrides)

@@ -18,7 +18,7 @@ from conftest import load_script
 ROOT = Path(__file__).resolve().parent.parent
 
 
-lock = load_script("lock")
+lock = load_script("lock_requirements")
 
 
 def requirements(path: Path) -> list[tuple[Requirement, list[str]]]:
@@ -35,8 +35,8 @@ def requirements(path: Path) -> list[tuple[Requirement, list[str]]]:
 
 
 def test_locks_match_pyproject():
-    """Editing pyproject.toml's dependencies without `python scripts/lock.py` fails here."""
-    assert lock.stale_locks() == [], "run `python scripts/lock.py` (needs uv and PyPI)"
+    """Editing pyproject.toml's dependencies without `python scripts/lock_requirements.py` fails here."""
+    assert lock.stale_locks() == [], "run `python scripts/lock_requirements.py` (needs uv and PyPI)"
 
 
 def test_a_dependency_change_makes_the_locks_stale(tmp_path):

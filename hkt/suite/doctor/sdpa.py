@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from hkt.mixers.sdpa import AttentionCall
-from hkt.doctor.context import Check, Context, job_name
+from hkt.suite.doctor.context import Check, Context, job_name
 
 __all__ = ["FUSED", "Pick", "sdpa_verdict", "torch_pick", "check_sdpa"]
 

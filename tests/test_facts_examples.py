@@ -1,4 +1,4 @@
-"""Per-example facts (hkt/data/examples.py): on hand-made ListOps trees each fact is what the
+"""Per-example facts (hkt/facts/examples.py): on hand-made ListOps trees each fact is what the
 tree says (depth, root operator, its arguments, length, each rule's answer); `hkt prepare`
 writes them beside the splits, they are made on first need for data prepared before, and a
 folder with neither (an old publication) has none."""
@@ -13,9 +13,9 @@ import pytest
 from test_baselines_listops_rules import EVAL, SMALL, TRAIN, TREES, expression_data, ids
 
 from hkt.baselines.run import read_split, run_baseline
-from hkt.data.examples import example_facts, load_examples, tree_facts
-from hkt.data.layout import EXAMPLES
-from hkt.cli import main as hkt_main
+from hkt.facts.examples import example_facts, load_examples, tree_facts
+from hkt.data_layout import EXAMPLES
+from hkt.cli.main import main as hkt_main
 
 # expression -> (depth, root's arguments), counted by hand
 SHAPES = {"[MAX 2 [MIN 4 7 ] 0 ]": (2, 3), "[SM [MIN 3 [MAX 9 1 ] ] 5 ]": (3, 2),

@@ -21,7 +21,7 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
   the step's measured peak, scaled to the profile's batch) times the training jobs that share a
   GPU (``jobs_per_gpu``; on a GPU) times a margin; when they do not fit, the jobs_per_gpu that does.
 * ``estimate``: the suite's wall time on this machine, ``hkt plan``'s figure (the one cost
-  model, :mod:`hkt.estimate`: every shape's step timed at its task's mean length, start-up,
+  model, :mod:`hkt.suite.estimate`: every shape's step timed at its task's mean length, start-up,
   evaluation and tracking, what is done already, the packing on cores and GPUs).
 * ``mlflow``: the suite's tracking store or server is reachable and writable (one run is
   created, written, given an artifact, and deleted).
@@ -45,10 +45,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from hkt.doctor.context import Check, Context, job_name
-from hkt.doctor.equivalence import check_equivalence
-from hkt.doctor.sdpa import FUSED, check_sdpa, sdpa_verdict
-from hkt.step_timing import StepTiming, measure_training_step  # noqa: F401  (StepTiming: re-exported)
+from hkt.suite.doctor.context import Check, Context, job_name
+from hkt.suite.doctor.equivalence import check_equivalence
+from hkt.suite.doctor.sdpa import FUSED, check_sdpa, sdpa_verdict
+from hkt.train.step_timing import StepTiming, measure_training_step  # noqa: F401  (StepTiming: re-exported)
 from hkt.workflow.suites import AUTO, Suite, load_suite
 
 
@@ -63,7 +63,7 @@ def suite_jobs(suite: Suite) -> dict[Any, DictConfig]:
     """One composed config (its first seed) per distinct training job of the suite, keyed by
     its :class:`~hkt.workflow.grid.Job`: the jobs the workflow runs (the main grid, the LRA
     grid, the ablations), from the one job list, :meth:`hkt.workflow.grid.Grid.train_jobs`."""
-    from hkt.workflow.configs import job_configs
+    from hkt.workflow.job_configs import job_configs
 
     first: dict[tuple[str, str, str], Any] = {}
     for job in suite.grid.train_jobs():
@@ -173,12 +173,12 @@ def _check_memory(ctx: Context) -> Iterator[Check]:
 
 def _check_estimate(ctx: Context) -> Iterator[Check]:
     """The suite's remaining wall time here: ``hkt plan``'s figure, from the one cost model
-    (:func:`hkt.estimate.make_plan`: each shape's step timed at the task's mean length and cached
+    (:func:`hkt.suite.estimate.make_plan`: each shape's step timed at the task's mean length and cached
     in the results directory, start-up, data, evaluation and tracking, what is already done,
     packed on the cores and GPUs), so that the doctor, the plan, the workflow and ``hkt status``
     give one figure."""
-    from hkt.config import compose
-    from hkt.estimate import make_plan
+    from hkt.config_compose import compose
+    from hkt.suite.estimate import make_plan
     from hkt.workflow.sessions import duration
 
     plan = make_plan(compose("plan", []), ctx.suite, device=ctx.device)
@@ -270,7 +270,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hkt.config import compose
+    from hkt.config_compose import compose
 
     cfg = compose("doctor", list(args.overrides) + ([f"suite={args.suite}"] if args.suite else []))
     start = time.perf_counter()

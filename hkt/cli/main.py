@@ -22,7 +22,7 @@ Output piped into a reader that leaves early (``hkt status | head -1``) ends the
 with exit 0: the reader asked for no more (:func:`reader_gone`).
 
 A local workflow's GPU jobs (``hkt train``, ``analyze``, ``bench``) first claim a slot of one
-GPU where ``$HKT_GPU_SLOTS`` says so (:mod:`hkt.workflow.gpuslots`), before anything starts CUDA.
+GPU where ``$HKT_GPU_SLOTS`` says so (:mod:`hkt.gpu_slots`), before anything starts CUDA.
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ from hkt import signals
 from hkt.errors import HKTError
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("hkt.data.cli", "Prepare a task's data as Parquet (download/verify or generate)."),
+    "prepare": ("hkt.cli.prepare", "Prepare a task's data as Parquet (download/verify or generate)."),
     "train": ("hkt.train.cli", "Train one model on prepared data; writes a run record."),
     "predict": ("hkt.train.predict", "Remake a finished run's predictions.parquet from its best checkpoint."),
-    "analyze": ("hkt.analysis.cli", "Analyse a trained run (kurtosis, kernel, fusion, truncation, approximation)."),
-    "aggregate": ("hkt.report.cli", "Build tables and figures from run records or MLflow."),
-    "plan": ("hkt.plan", "A suite's jobs per rule and estimated wall time on this machine (config/plan.yaml)."),
-    "doctor": ("hkt.doctor", "Check this machine against a suite before running it (config/doctor.yaml)."),
-    "status": ("hkt.status", "Where a suite stands: jobs by state, remaining wall time, expected finish."),
-    "stop": ("hkt.stop", "Stop the workflow running on a results directory, and only it; every "
+    "analyze": ("hkt.analysis.analyze", "Analyse a trained run (kurtosis, kernel, fusion, truncation, approximation)."),
+    "aggregate": ("hkt.report.aggregate", "Build tables and figures from run records or MLflow."),
+    "plan": ("hkt.suite.plan", "A suite's jobs per rule and estimated wall time on this machine (config/plan.yaml)."),
+    "doctor": ("hkt.suite.doctor", "Check this machine against a suite before running it (config/doctor.yaml)."),
+    "status": ("hkt.suite.status", "Where a suite stands: jobs by state, remaining wall time, expected finish."),
+    "stop": ("hkt.suite.stop", "Stop the workflow running on a results directory, and only it; every "
                          "training job checkpoints, and the same command resumes."),
 }
 
@@ -279,7 +279,7 @@ def reader_gone() -> int:
 def _main(argv: list[str]) -> int:
     try:
         # a local workflow's GPU job: claim its GPU first, before anything starts CUDA
-        from hkt.workflow.gpuslots import claimed, for_command
+        from hkt.gpu_slots import claimed, for_command
 
         with claimed(for_command(argv), say=lambda s: print(s, file=sys.stderr, flush=True)):
             return _run_command(argv)

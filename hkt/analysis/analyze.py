@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from hkt import environment
 from hkt.analysis.run import analyze_run, load_trained_run
-from hkt.config import compose
+from hkt.config_compose import compose
 from hkt.analysis import approximation
 from hkt.device import resolve_device
 from hkt.fileio import atomic_path, atomic_write_text

@@ -1,4 +1,4 @@
-"""GPU slots (hkt/workflow/gpuslots.py): several jobs of a local workflow share a GPU, each on one
+"""GPU slots (hkt/gpu_slots.py): several jobs of a local workflow share a GPU, each on one
 device, spread evenly, and a slot is free again as soon as its job ends, however it ends."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hkt.errors import ConfigError
-from hkt.workflow.gpuslots import ENV_VAR, Slots, claim, for_command, visible_device
+from hkt.gpu_slots import ENV_VAR, Slots, claim, for_command, visible_device
 
 
 def test_jobs_spread_evenly_over_the_gpus_and_a_whole_gpu_goes_where_none_runs(tmp_path):
@@ -31,7 +31,7 @@ def test_a_killed_job_frees_its_slot(tmp_path):
     slots = Slots(tmp_path, gpus=1, per_gpu=2)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from hkt.workflow.gpuslots import Slots, claim; "
+         "from hkt.gpu_slots import Slots, claim; "
          f"c = claim(Slots(Path({str(tmp_path)!r}), 1, 2)); print(c.slots, flush=True); "
          "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
     try:
@@ -84,7 +84,7 @@ def test_hkt_claims_its_slot_before_the_command_runs(tmp_path, monkeypatch, caps
     """What a local workflow's training job does: its GPU named in one line, and in
     CUDA_VISIBLE_DEVICES while it runs; the slot free again afterwards."""
     from conftest import write_prepared_data
-    from hkt.cli import main
+    from hkt.cli.main import main
 
     data = write_prepared_data(tmp_path / "data", "listops")
     monkeypatch.setenv(ENV_VAR, Slots(tmp_path / "slots", 1, 9).env(["train"]))
@@ -106,7 +106,7 @@ def test_hkt_claims_its_slot_before_the_command_runs(tmp_path, monkeypatch, caps
 
 
 def test_a_claim_leaves_no_gpu_view_in_a_process_that_had_none(tmp_path, monkeypatch):
-    from hkt.workflow.gpuslots import claimed
+    from hkt.gpu_slots import claimed
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "x")  # recorded, so restored at teardown
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")

@@ -1,6 +1,6 @@
 """Where a grid's jobs run: the resources each rule asks for, clamped to the node
-(:class:`hkt.workflow.resources.Node`), and the GPU slots local jobs claim
-(:mod:`hkt.workflow.gpuslots`). A base of :class:`hkt.workflow.grid.Grid`, kept apart so the
+(:class:`hkt.workflow.node.Node`), and the GPU slots local jobs claim
+(:mod:`hkt.gpu_slots`). A base of :class:`hkt.workflow.grid.Grid`, kept apart so the
 grid reads as jobs, paths and arguments; its methods use the grid's ``config``, ``node``,
 ``results`` and ``cpus``."""
 
@@ -10,16 +10,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hkt.workflow.gpuslots import GPU_COMMANDS, RESOURCE, Slots
-from hkt.workflow.resources import Node
+from hkt.gpu_slots import GPU_COMMANDS, RESOURCE, Slots
+from hkt.workflow.node import Node
 
 __all__ = ["GPU_SLOTS_DIR", "Placement"]
 
-GPU_SLOTS_DIR = ".gpu-slots"  # under results_dir: the slot locks of hkt/workflow/gpuslots.py
+GPU_SLOTS_DIR = ".gpu-slots"  # under results_dir: the slot locks of hkt/gpu_slots.py
 
 
 class Placement:
-    """Resources and GPU slots of a grid's rules (see :mod:`hkt.workflow.placement`)."""
+    """Resources and GPU slots of a grid's rules (see :mod:`hkt.workflow.rule_resources`)."""
 
     config: Mapping[str, Any]
     node: Node
@@ -73,7 +73,7 @@ class Placement:
 
     def gpu_slots(self, rule: str) -> Slots | None:
         """The GPU slots a local job of ``rule`` claims: one of its GPU's ``jobs_per_gpu`` where
-        its jobs share a GPU, all of them otherwise (:data:`~hkt.workflow.gpuslots.GPU_COMMANDS`);
+        its jobs share a GPU, all of them otherwise (:data:`~hkt.gpu_slots.GPU_COMMANDS`);
         None where the rule asks no GPU or the node has none."""
         layout = self.gpu_layout()
         if layout is None or int(self.resources(rule).get("gpu", 0) or 0) < 1:

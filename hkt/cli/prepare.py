@@ -1,8 +1,9 @@
 """``hkt prepare TASK --out DIR [--source PATH] [OVERRIDES…]``: write a task's Parquet splits and data card,
-then its per-example facts (``examples.parquet``, :mod:`hkt.data.examples`).
+then its per-example facts (``examples.parquet``, :mod:`hkt.facts.examples`).
 
 A command (layer 5, docs/contracts.md): the facts hold the ListOps rules' answers, which the
-baselines (layer 4) compute, so the command, not :func:`hkt.data.prepare.prepare_task`, writes them.
+baselines (layer 4) compute, so the command, not :func:`hkt.data.prepare.prepare_task`, writes
+them, and it sits in :mod:`hkt.cli`, above both, not in :mod:`hkt.data`.
 
 ``hkt prepare TASK --print-config [OVERRIDES…]`` prints the task config instead (every key).
 """
@@ -40,8 +41,8 @@ def _setup_logging(quiet: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hkt.data.config import load_task_config
-    from hkt.data.examples import write_examples
+    from hkt.data.task_config import load_task_config
+    from hkt.facts.examples import write_examples
     from hkt.data.prepare import prepare_task
     from hkt.errors import ConfigError
     from hkt.fileio import ensure_writable_dir

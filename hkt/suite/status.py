@@ -1,7 +1,7 @@
 """``hkt status [RESULTS_DIR]``: where a suite stands and when it should finish, from its files.
 
 When it starts executing, the workflow writes its plan to ``RESULTS_DIR/plan/suite.json``: every
-job with its estimate, the file it writes last and its log (:func:`hkt.estimate.write_plan`). This
+job with its estimate, the file it writes last and its log (:func:`hkt.suite.estimate.write_plan`). This
 command reads that and, per job, what the job itself writes: its output (done); the header of
 its log's last attempt (``hkt --log``: host and pid), so that it is running while that process
 lives or, on another host (a SLURM node), while its log keeps growing; the attempt's last
@@ -10,12 +10,12 @@ progress line (a training job's step, validation accuracy and ETA) or its last e
 from its checkpoint). It imports neither torch nor mlflow, so it answers at once, and it reads
 the same files whether the jobs ran on this machine or on a cluster.
 
-The remaining wall time is the cost model's (:mod:`hkt.estimate`, as ``hkt plan``, ``hkt doctor``
+The remaining wall time is the cost model's (:mod:`hkt.suite.estimate`, as ``hkt plan``, ``hkt doctor``
 and the workflow's banner count it), from the files as they are now: a done job costs nothing, a
 waiting or stopped training job its overhead and the steps after its checkpoint, a running job
 its own ETA (a training job's progress line says it; until it prints one, its cost from the step
 it resumed at, less the time it has run), packed on the suite's cores and, on a GPU, its GPU slots
-(:func:`hkt.estimate.pack`). Training is scaled by how the steps measured so far (progress lines,
+(:func:`hkt.suite.estimate.pack`). Training is scaled by how the steps measured so far (progress lines,
 the throughput each checkpoint logged in ``history.csv``, finished records) compare with the
 plan, and the other rules by how long their finished jobs took (:func:`scale_other_rules`).
 The wall time so far is the sum of the workflow's sessions on the directory (a suite resumed
@@ -40,7 +40,7 @@ from typing import Any
 from hkt.errors import HKTError
 from hkt.fileio import pid_alive
 from hkt.run_record import RECORD_NAME, RecordError, load_record
-from hkt.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace, pack,
+from hkt.suite.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace, pack,
                           settle_done, train_cost)
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall_line
@@ -48,7 +48,7 @@ from hkt.workflow.sessions import duration, load_sessions, session_seconds, wall
 __all__ = ["JobState", "SuiteStatus", "suite_status", "format_status", "schedule",
            "scale_other_rules", "add_arguments", "results_arguments", "run"]
 
-#: The packing of the remaining jobs: the cost model's (:func:`hkt.estimate.pack`).
+#: The packing of the remaining jobs: the cost model's (:func:`hkt.suite.estimate.pack`).
 schedule = pack
 
 PROGRESS = re.compile(r"^step\s+(?P<step>\d+)/(?P<total>\d+) \| (?P<rest>.*)$")
@@ -189,7 +189,7 @@ def _damaged_record(output: str, st: JobState) -> bool:
 
 
 def _modelled(job: dict[str, Any]) -> bool:
-    """Whether a planned job carries the cost model's terms (:func:`hkt.estimate.train_cost`): a
+    """Whether a planned job carries the cost model's terms (:func:`hkt.suite.estimate.train_cost`): a
     training job of a timed shape. Otherwise its planned ``seconds`` are all there is (a shape
     the calibration left out: nothing, as planned)."""
     return job["rule"] == "train" and "overhead_s" in job and bool(job.get("step_s"))
@@ -237,7 +237,7 @@ def _left(step: str, total: str) -> float:
 
 def scale_other_rules(jobs: list[JobState], paces: dict[str, float] | None = None) -> None:
     """The other rules' costs (config/plan.yaml) at the pace their finished jobs took
-    (``paces``, :func:`hkt.estimate.measured_pace`; None: from the jobs' own elapsed times)."""
+    (``paces``, :func:`hkt.suite.estimate.measured_pace`; None: from the jobs' own elapsed times)."""
     if paces is None:
         paces = {}
         for rule in {j.rule for j in jobs} - {"train"}:
@@ -256,7 +256,7 @@ def scale_other_rules(jobs: list[JobState], paces: dict[str, float] | None = Non
 
 
 def _workflow_line(results: Path, host: str) -> str:
-    from hkt.workflow.lock import LOCK_NAME, holder
+    from hkt.workflow.results_lock import LOCK_NAME, holder
 
     info = holder(results / LOCK_NAME)
     if not info:
@@ -408,7 +408,7 @@ def settings(overrides: list[str], file: str = "status.yaml") -> dict[str, Any]:
     """config/status.yaml (or ``file``, ``hkt stop``'s) with ``KEY=VALUE`` overrides (plain YAML)."""
     import yaml
 
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     cfg = yaml.safe_load((config_dir() / file).read_text(encoding="utf-8"))
     for item in overrides:

@@ -2,7 +2,7 @@
 so that the same command resumes it.
 
 Which processes: the workflow is the process that holds ``RESULTS_DIR/.workflow.lock``
-(:mod:`hkt.workflow.lock`; its pid is written there and in its session, ``plan/sessions.json``),
+(:mod:`hkt.workflow.results_lock`; its pid is written there and in its session, ``plan/sessions.json``),
 asked of the OS, so a stale pid is never signalled. Its jobs are its own child processes: each
 job is a shell that Snakemake starts, running one command (``hkt --log … train …``, an external
 baseline's command); the first process below Snakemake that is not a shell is the job's command.
@@ -83,7 +83,7 @@ def running_workflow(results: Path) -> dict[str, Any] | None:
     """The workflow running on ``results`` on this host (its lock's holder and its session:
     pid, argv, cwd, cluster), or None when none runs; raises :class:`HKTError` for a directory
     no workflow has run in, or one whose workflow runs on another host."""
-    from hkt.workflow.lock import LOCK_NAME, holder, is_held
+    from hkt.workflow.results_lock import LOCK_NAME, holder, is_held
     from hkt.workflow.sessions import load_sessions
 
     if not results.is_dir():
@@ -126,9 +126,9 @@ def _signal(pid: int, signum: int) -> bool:
 
 
 def _recent_jobs(results: Path, since: float) -> list[Any]:
-    """The jobs (``hkt status``'s :class:`~hkt.status.JobState`) whose logs were written since
+    """The jobs (``hkt status``'s :class:`~hkt.suite.status.JobState`) whose logs were written since
     ``since``: those of this session; [] where the workflow wrote no plan yet."""
-    from hkt.status import settings, suite_status
+    from hkt.suite.status import settings, suite_status
 
     try:
         jobs = suite_status(results, settings([])).jobs
@@ -149,7 +149,7 @@ def stop_workflow(results: str | Path, *, wait_s: float, poll_s: float,
     """Stop the workflow on ``results`` (see the module docstring) and wait up to ``wait_s``
     for it to end; returns 0 (stopped, or none was running). Raises :class:`HKTError` when it
     is still running after ``wait_s``."""
-    from hkt.workflow.lock import is_held
+    from hkt.workflow.results_lock import is_held
 
     results = Path(results)
     found = running_workflow(results)
@@ -230,13 +230,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "its jobs, by the pid its lock records; every training job writes a "
                           "checkpoint of its step, and the last line says how to resume "
                           "(settings: config/stop.yaml).")
-    from hkt.status import results_arguments
+    from hkt.suite.status import results_arguments
 
     results_arguments(parser, "stop.yaml", "wait_s=600")
 
 
 def run(args: argparse.Namespace) -> int:
-    from hkt.status import settings
+    from hkt.suite.status import settings
 
     cfg = settings(args.overrides, "stop.yaml")
     return stop_workflow(args.results, wait_s=float(cfg["wait_s"]), poll_s=float(cfg["poll_s"]),

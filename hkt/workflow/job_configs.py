@@ -75,7 +75,7 @@ def check_analysable(models: Iterable[str]) -> None:
     queries, keys or scores (``supports_internals``): ``hkt analyze`` could not read it. A model
     is a model file's name; its mixer is the one that file builds (a copy of ``mha.yaml``
     builds ``mha``)."""
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
     from hkt.mixers.registry import mixer_class
     from hkt.workflow.grid import read_model_mixer
 

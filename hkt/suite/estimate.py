@@ -11,7 +11,7 @@ A training job costs (:func:`train_cost`)
   and its imports, opening the prepared data, and MLflow tracking (run start, parameters, final
   metrics, the model artifact). ``config/plan.yaml`` ``job_overhead``, measured per device type.
 * ``step``: the measured seconds of one training step of the job's own shape (composed model, T,
-  batch; :class:`Shape`), timed once on this device with :func:`hkt.step_timing.measure_training_step`
+  batch; :class:`Shape`), timed once on this device with :func:`hkt.train.step_timing.measure_training_step`
   at the task's mean training length and cached per device, torch version and shape in
   ``RESULTS_DIR/plan/calibration.json`` (:func:`cached_timer`). Every distinct shape is timed: no
   shape is costed as another. Where ``calibration.budget_s`` stops the timing, the shapes left are
@@ -51,7 +51,7 @@ from typing import Any
 
 from hkt.fileio import atomic_write_text
 from hkt.run_record import HISTORY_NAME
-from hkt.workflow.gpuslots import GPU_COMMANDS
+from hkt.gpu_slots import GPU_COMMANDS
 from hkt.workflow.grid import RULE_ORDER
 
 __all__ = ["HEADER", "last_attempt", "attempt_start", "took_s", "record_ratio", "history_ratio",
@@ -96,7 +96,7 @@ def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh
     import torch
 
     from hkt.device import describe_device
-    from hkt.step_timing import measure_training_step
+    from hkt.train.step_timing import measure_training_step
 
     if device.type == "cpu":
         torch.set_num_threads(threads)
@@ -173,7 +173,7 @@ class JobEstimate:
 
 def eval_batches(cfg: Any) -> tuple[int, int, int]:
     """A training job's validations, batches per validation and test batches."""
-    from hkt.data.config import split_sizes
+    from hkt.data.task_config import split_sizes
 
     tr = cfg.train
 
@@ -375,7 +375,7 @@ def log_tail_bytes() -> int:
     """How much of a log's end is read for its last attempt (config/status.yaml ``tail_bytes``)."""
     import yaml
 
-    from hkt.config import config_dir
+    from hkt.config_compose import config_dir
 
     return int(yaml.safe_load((config_dir() / "status.yaml").read_text(encoding="utf-8"))
                ["tail_bytes"])
@@ -384,7 +384,7 @@ def log_tail_bytes() -> int:
 # --------------------------------------------------------------------------- packing
 def gpu_takes(gpu_slots: Mapping[str, Any] | None) -> dict[str, int]:
     """The GPU slots one job of each rule takes, from the plan's ``gpu_slots`` (``gpus``,
-    ``per_gpu``, ``commands``: the rules that claim; :func:`hkt.workflow.gpuslots.shared_out`)."""
+    ``per_gpu``, ``commands``: the rules that claim; :func:`hkt.gpu_slots.shared_out`)."""
     if not gpu_slots:
         return {}
     per_gpu = int(gpu_slots["per_gpu"])
@@ -591,8 +591,8 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
     import torch
 
     from hkt.device import describe_device, resolve_device
-    from hkt.workflow.configs import job_configs
-    from hkt.workflow.gpuslots import ENV_VAR, shared_out
+    from hkt.workflow.job_configs import job_configs
+    from hkt.gpu_slots import ENV_VAR, shared_out
 
     grid = suite.grid
     if device is None:
@@ -602,7 +602,7 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
     timer, stats = cached_timer(calibration_file(grid.results), device, cfg.calibration, threads,
                                fresh=bool(cfg.fresh),
                                on_measure=lambda label, ms: log(f"  timed {label}: {ms:.0f} ms/step"))
-    configs = job_configs(grid)  # every training job's composed config (hkt.workflow.configs)
+    configs = job_configs(grid)  # every training job's composed config (hkt.workflow.job_configs)
     gpus = torch.cuda.device_count() if device.type == "cuda" else 0
     at_once = max(1, grid.cpus // threads)
     scale = float((cfg.calibration.get("side_by_side") or {}).get(kind, 1.0)) \
@@ -630,7 +630,7 @@ def write_plan(plan: Plan, grid: Any, path: str | Path) -> Path:
     import os
     import socket
 
-    from hkt.workflow.gpuslots import shared_out
+    from hkt.gpu_slots import shared_out
 
     if plan.gpu_slots is None:  # the GPU slots the workflow's jobs claim, counted from now on
         plan.gpu_slots = shared_out()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from hkt.data.layout import DATA_METADATA
+from hkt.data_layout import DATA_METADATA
 from hkt.paper import ABLATION_TASK
 
 #: How the workflow hands its report command to ``hkt aggregate`` for ``summary.md``

@@ -11,6 +11,9 @@ they start, and the operating system releases them when the process ends, howeve
 two jobs never pick the same slot; when no GPU has the slots free (Snakemake's count keeps that
 rare), the claimer waits for them, keeping its turn. On a cluster each job gets a GPU of its
 own (``resources.RULE.gpu``): the workflow sets no ``$HKT_GPU_SLOTS`` there.
+
+A shared piece (layer 0, beside the other root modules): the workflow's grid (layer 5) sets the
+slots up and ``hkt train``'s loop (layer 3) holds its claim, so it sits below both.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Timing and peak memory of a training step as ``hkt train`` takes it: what ``hkt bench``,
-``hkt doctor`` and the estimate (:mod:`hkt.estimate`) all measure with, one layer below them (no
-command imports another command's module).
+``hkt doctor`` and the estimate (:mod:`hkt.suite.estimate`) all measure with. It is training's
+own step, timed, so it sits in the training package (layer 3), below every command that uses it
+(no command imports another command's module).
 
 Peak CPU memory is malloc's in-use bytes (glibc ``mallinfo2``) sampled after every aten
 operation; on CUDA, the allocator's peak.

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from hkt.step_timing import StepTiming
+from hkt.train.step_timing import StepTiming
 from hkt.workflow.suites import Suite
 
 __all__ = ["Check", "Context", "job_name"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hkt.data.config import family_module
+from hkt.data.task_config import family_module
 from hkt.errors import ConfigError
 
 #: What the warning says of a copy whose family states nothing of its own.

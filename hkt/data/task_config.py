@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from hkt.value_checks import check_schema, pos_int, text
-from hkt.config import compose, config_dir
+from hkt.config_compose import compose, config_dir
 from hkt.data.families import FAMILIES, REQUIRED
 from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError, did_you_mean
@@ -64,7 +64,7 @@ def _normalise_override(ov: str) -> str:
 def compose_task(task: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Compose ``config/task/TASK.yaml`` with overrides; return the resolved task node as a dict.
 
-    Uses :func:`hkt.config.compose`, so unknown keys, unparsable overrides and broken
+    Uses :func:`hkt.config_compose.compose`, so unknown keys, unparsable overrides and broken
     interpolations raise ConfigError naming the key. Types and values are then checked by
     :func:`validate_task`.
     """
