@@ -25,9 +25,9 @@ the same).
 after ``tracking.server_timeout_s`` (MLflow's own retries off), a call is retried for at most
 ``tracking.server_wait_s``, and the first call that still fails puts the tracker out of use for
 the rest of the session (:attr:`Tracker.gap`): one warning line, nothing more sent, and the
-record names the gap (``mlflow_gap``). :mod:`hkt.train.backfill` completes the MLflow run later
-from ``history.csv`` and the record; a resumed session sends the history rows the store lacks
-(:meth:`Tracker.backfill`).
+record names the gap (``mlflow_gap``). :func:`hkt.train.finish.complete_tracking` completes the
+MLflow run later from ``history.csv`` and the record; a resumed session sends the history rows
+the store lacks (:meth:`Tracker.backfill`).
 """
 
 from __future__ import annotations
