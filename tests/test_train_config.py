@@ -10,7 +10,7 @@ import yaml
 from hkt.cli import main
 from hkt.config import compose, config_dir
 from hkt.errors import ConfigError
-from hkt.train.config import load_config
+from hkt.train.run_config import load_config
 
 
 def groups(name: str) -> list[str]:
@@ -99,7 +99,7 @@ def test_how_a_session_stops_reports_or_threads_defines_no_new_run():
     """Changing a display or signal setting, or the CPU threads (where a run runs, like the CPU),
     must not re-run a suite's jobs (the workflow's config digest) nor make
     `--restart-if-changed` empty a finished run (the run's compared config)."""
-    from hkt.train.config import strip_for_compare
+    from hkt.train.run_config import strip_for_compare
     from hkt.workflow.configs import train_config_digest
 
     base = ["task=listops", "model=mha", "profile=smoke"]

@@ -4,7 +4,7 @@ Variants: ``mha`` (the baseline), ``hkt-fused`` (one fused kernel call; on CPU t
 chunked wrapper of ``hkt/mixers/fused_cpu.py``), ``hkt-fused-plain`` (the same
 factorisation through plain autograd SDPA, as on GPU), ``hkt-reference`` (materialised
 scores; stops when over its time or memory budget) and ``hkt-tile`` (the Triton tile kernel of
-``hkt/mixers/tile.py``: on a CUDA device only; elsewhere skipped with the reason printed,
+``hkt/mixers/tile_attention.py``: on a CUDA device only; elsewhere skipped with the reason printed,
 and never timed in Triton's CPU interpreter). Timings interleave the variants repetition by
 repetition so that machine noise hits them alike; the median is reported.
 """
@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from hkt.mixers import build_mixer, score_cost_ratio, tile
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
 from hkt.config import config_dir
-from hkt.train.config import compose_train
+from hkt.train.run_config import compose_train
 from hkt.device import describe_device, resolve_device
 from hkt.step_timing import median, peak_memory_bytes, time_call
 

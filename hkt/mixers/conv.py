@@ -9,7 +9,7 @@ This module is that model's mixer, ConvMixer-style (Trockman & Kolter, 2022), pe
     Y = GELU(C) W_O
 
 One filter of width k (``kernel_size``) per channel; position t sees only t-k+1..t. It has the
-same constructor and forward signature as every mixer (``hkt.mixers.registry``), so the
+same constructor and forward signature as every mixer (``hkt.mixers.catalog``), so the
 encoder uses it through ``config/model/conv.yaml`` (``name: conv``) with nothing else changed.
 
 It is always causal (left padding only), so it satisfies ``causal=True`` and is a valid, one-sided
@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask, cpu_float
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 from hkt.value_checks import choice, integer
 from hkt.dropout import Dropout
 

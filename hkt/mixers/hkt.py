@@ -20,7 +20,8 @@ by :func:`choose_kernel`):
 * ``impl="sdpa"``: the same single SDPA call on every device (the CPU wrapper's plain-autograd
   counterpart, for benchmarks and equivalence tests).
 * ``impl="tile"`` scores each level at its own resolution inside flash-attention tiles
-  (``tile.py``, Triton; CUDA, or Triton's CPU interpreter for tests): the paper's score cost.
+  (``tile_attention.py``, Triton; CUDA, or Triton's CPU interpreter for tests): the paper's score
+  cost.
 
 :func:`truncate_levels` keeps only the first levels for a while (the level-truncation analysis).
 
@@ -47,9 +48,10 @@ from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, mer
                              sdpa_mask, split_heads)
 from hkt.mixers.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.mixers.pyramid import DynamicFusion, PyramidLevel, StaticFusion
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 from hkt.mixers.sdpa import call_of, pad_value
-from hkt.mixers.tile import TileGeometry, TileSizes, config_problem, tile_attention, unavailable
+from hkt.mixers.tile_attention import (TileGeometry, TileSizes, config_problem, tile_attention,
+                                       unavailable)
 from hkt.mixers.upsample import Upsampler
 
 __all__ = ["FUSIONS", "UPSAMPLES", "IMPLS", "HKTConfig", "choose_kernel", "score_cost_ratio",
@@ -83,7 +85,7 @@ class HKTConfig:
 
     The tile kernel's tile sizes are not here: they change no number (beyond rounding), and
     every field here is part of a run's identity (config comparisons, the workflow's rerun
-    digest). They are :class:`hkt.mixers.tile.TileSizes`, given to :class:`HKTAttention`.
+    digest). They are :class:`hkt.mixers.tile_attention.TileSizes`, given to :class:`HKTAttention`.
     """
 
     levels: int = 3

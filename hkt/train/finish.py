@@ -25,7 +25,7 @@ from hkt.run_record import HISTORY_NAME, RECORD_NAME, make_record, read_history,
 from hkt.mlflow_store import BEST_VAL_TAG, StoreError
 from hkt.train.checkpoint import TrainState, load_checkpoint
 from hkt.train.data import RunData
-from hkt.train.execution import execution_tags
+from hkt.train.run_conditions import execution_tags
 from hkt.train.progress import format_duration
 from hkt.train.rundir import CONFIG_NAME
 from hkt.train.tracking import NullTracker, make_tracker, run_params, suite_run
@@ -48,7 +48,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
     was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
     names the software environment (:mod:`hkt.environment`); ``execution`` the precision,
-    threads and GPU sharing (:mod:`hkt.train.execution`); ``predictions`` the file of the
+    threads and GPU sharing (:mod:`hkt.train.run_conditions`); ``predictions`` the file of the
     run's predictions and its SHA-256 (:func:`hkt.predictions.write_predictions`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
@@ -72,7 +72,7 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     baselines alike, so that the runs frame read from MLflow is the one read from the records
     (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
     ``created_at`` (which of two reruns is the latest); the execution tags again, with the GPU
-    sharing as the run ended (:mod:`hkt.train.execution`). The best validation accuracy is tag
+    sharing as the run ended (:mod:`hkt.train.run_conditions`). The best validation accuracy is tag
     :data:`~hkt.mlflow_store.BEST_VAL_TAG`, not a second metric: metric ``val_accuracy`` is the curve
     (every evaluation), whose latest value the runs list shows."""
     if not tracker.enabled:

@@ -10,9 +10,13 @@ checkpoint of the same step, so a resumed run never evaluates a step twice; a st
 validating writes the checkpoint of the step just trained, marked for the resumed run to
 validate it again (evaluation changes nothing a checkpoint holds).
 
-The pieces live beside this file: :mod:`~hkt.train.optim` (AdamW and schedule),
-:mod:`~hkt.train.step` (the training step and evaluation), :mod:`~hkt.train.rundir` (locking,
-mismatch checks), :mod:`~hkt.train.tracking` (MLflow), :mod:`~hkt.train.finish` (the record).
+The run (:class:`_Run`) holds what it trains with: the model (built from the config's typed
+model, :class:`~hkt.train.run_config.RunConfig`), the optimizer, the data stream, its
+:class:`~hkt.train.checkpoint.Checkpoint` and its MLflow tracker. The pieces live beside this
+file: :mod:`~hkt.train.optim` (AdamW and schedule), :mod:`~hkt.train.step` (the training step
+and evaluation, shared with the benchmarks), :mod:`~hkt.train.rundir` (locking, mismatch
+checks), :mod:`~hkt.train.run_conditions` (precision, threads, GPU sharing),
+:mod:`~hkt.train.tracking` (MLflow), :mod:`~hkt.train.finish` (the record).
 """
 
 from __future__ import annotations
@@ -40,12 +44,12 @@ from hkt.train import rundir
 from hkt.train.checkpoint import (VAL_PREDICTIONS, Checkpoint, TrainState, load_checkpoint,
                                   predictions_from_state, rng_state)
 from hkt.models import model_for
-from hkt.train.config import RunConfig
+from hkt.train.run_config import RunConfig
 from hkt.train.data import RunData
 from hkt.train.finish import GAP_FIELD, complete_tracking, publish, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
-from hkt.train.execution import execution, execution_tags, out_of_memory, sample_sharing
+from hkt.train.run_conditions import execution, execution_tags, out_of_memory, sample_sharing
 from hkt.workflow.gpuslots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
@@ -59,7 +63,7 @@ def train(config: RunConfig | DictConfig, data_dir: str | Path, run_dir: str | P
           restart_if_changed: bool = False,
           announce: Callable[[], None] | None = None) -> dict[str, Any]:
     """Train (or resume, or just report) the run described by ``config``
-    (:func:`hkt.train.config.load_run_config`'s, or a composed config, validated here); return
+    (:func:`hkt.train.run_config.load_run_config`'s, or a composed config, validated here); return
     its record.
 
     ``announce`` is called once the arguments are checked (the config, the data against the

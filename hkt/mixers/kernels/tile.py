@@ -1,5 +1,5 @@
-"""Triton kernels of HKT's tile attention; the maths and the host side are in ``tile.py``, the
-kernels' building blocks in ``tile_parts.py``.
+"""Triton kernels of HKT's tile attention; the maths and the host side are in
+``hkt/mixers/tile_attention.py``, the kernels' building blocks in ``tile_parts.py``.
 
 In a subpackage: the mixer registry does not import it, so importing ``hkt.mixers``
 never needs Triton. ``@triton.jit`` reads ``TRITON_INTERPRET`` when it

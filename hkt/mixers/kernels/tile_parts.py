@@ -1,6 +1,6 @@
 """The building blocks of HKT's tile kernels (``tile.py`` beside it): tile loads, the coarse
 levels' broadcast and reduction, λ, visibility and the matmul at the requested precision.
-Layouts are stated in ``tile.py``."""
+Layouts are stated in ``tile.py`` (the kernels)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from hkt.config import config_dir
 from hkt.errors import ConfigError
 from hkt.logs import stderr_handler
-from hkt.train.config import load_run_config
+from hkt.train.run_config import load_run_config
 
 
 def _groups_epilog() -> str:
