@@ -9,7 +9,7 @@ Validation is one mechanism in two forms, both built from the value checks of
 :class:`hkt.errors.ConfigValueError` naming the key:
 
 * modules (the encoder and each token mixer) own a typed config, a dataclass whose
-  ``__post_init__`` runs the checks; :func:`hkt.train.config.compose_train` registers them
+  ``__post_init__`` runs the checks; :func:`hkt.train.run_config.compose_train` registers them
   with Hydra as structured configs before composing ``train.yaml``, so Hydra refuses unknown
   keys and wrong types at compose time;
 * plain config nodes (task, optim, train budget) are checked against a schema, a mapping of

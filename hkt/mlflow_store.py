@@ -1,5 +1,6 @@
-"""The MLflow store: where it is by default, the lock under which it is created, opening it
-with one clear error per fault, and the names a run's MLflow run shares with its readers.
+"""The MLflow store: where it is by default, the lock under which it and its experiments are
+created, opening it with one clear error per fault, the retry policy and the bounds of every
+call to it, and the names a run's MLflow run shares with its readers.
 
 Default store: ``sqlite:///<results_dir>/mlflow.db``, artifacts beside it in ``mlartifacts/``.
 A fresh SQLite store is created under a file lock beside it (two processes must not both run
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import random
 import time
@@ -36,8 +38,8 @@ T = TypeVar("T")
 
 __all__ = ["TrackingError", "StoreError", "RETRIES", "with_retry", "tracking_uri",
            "experiment_name", "default_tracking_uri", "sqlite_path", "artifact_root", "store_lock",
-           "open_client", "EXPERIMENT_TAGS", "DEFAULT_EXPERIMENT_ID", "SERIES_METRICS",
-           "BEST_VAL_TAG"]
+           "open_client", "bounded_requests", "ensure_experiment", "EXPERIMENT_TAGS",
+           "DEFAULT_EXPERIMENT_ID", "SERIES_METRICS", "BEST_VAL_TAG"]
 
 # MLflow 3's UI opens an experiment without this tag in GenAI mode ("Traces: No data available");
 # this value makes it open on its runs, as a model-training experiment.
@@ -229,6 +231,67 @@ def store_lock(uri: str) -> Iterator[None]:
     db.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(db) + ".lock", timeout=300):
         yield
+
+
+# MLflow's settings of its HTTP requests (mlflow.environment_variables), read at each request
+_HTTP_TIMEOUT, _HTTP_RETRIES = "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
+
+
+@contextmanager
+def bounded_requests(timeout_s: float | None) -> Iterator[None]:
+    """MLflow's HTTP requests within this block: ``timeout_s`` each (rounded up to a second),
+    no retries of their own (:func:`with_retry`'s are bounded in time); None: nothing changes."""
+    if timeout_s is None:
+        yield
+        return
+    bound = {_HTTP_TIMEOUT: str(max(1, math.ceil(timeout_s))), _HTTP_RETRIES: "0"}
+    saved = {k: os.environ.get(k) for k in bound}
+    os.environ.update(bound)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def ensure_experiment(client: Any, uri: str, name: str, tags: dict[str, str], *,
+                      timeout_s: float | None = None) -> str:
+    """The id of experiment ``name`` in the store ``uri`` (``client``'s), created with ``tags``
+    and the store's artifact root under :func:`store_lock` if it does not exist, its ``tags``
+    set if it does; each call retried (:func:`with_retry`), requests bounded by ``timeout_s``
+    (:func:`bounded_requests`). A deleted experiment is a :class:`TrackingError`."""
+    from mlflow.exceptions import MlflowException  # mlflow: only when a store is written
+
+    def existing() -> str | None:
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            return None
+        if exp.lifecycle_stage == "deleted":
+            raise TrackingError(f"MLflow experiment '{name}' is deleted in {uri}; restore it or "
+                                "set tracking.experiment")
+        for key, value in tags.items():
+            if exp.tags.get(key) != value:
+                client.set_experiment_tag(exp.experiment_id, key, value)
+        return exp.experiment_id
+
+    def get_or_create() -> str:
+        found = existing()
+        if found is not None:
+            return found
+        try:
+            return client.create_experiment(name, tags=tags, artifact_location=artifact_root(uri))
+        except MlflowException as exc:
+            # another job created it since we looked (jobs start together on a tracking
+            # server, which the store lock does not cover): use theirs
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS" or (found := existing()) is None:
+                raise
+            return found
+
+    with store_lock(uri), bounded_requests(timeout_s):
+        return with_retry(get_or_create, what=f"creating experiment '{name}'", store=uri)
 
 
 def open_client(uri: str, *, create: bool = True) -> Any:

@@ -194,7 +194,7 @@ def make_record(*, task: str, model: str, variant: str, seed: int, profile: str,
     ``mlflow`` is (run id, tracking URI, experiment) of the run's MLflow run, if it has one;
     ``suite_run`` the suite run that asked for it (fields ``suite``, ``results_dir``, as its
     MLflow tags: :class:`hkt.provenance.SuiteRun`). ``precision``, ``threads`` and
-    ``gpu_sharing`` say how the run executed (:mod:`hkt.train.execution`); each is left out of
+    ``gpu_sharing`` say how the run executed (:mod:`hkt.train.run_conditions`); each is left out of
     the record when None (an external baseline's, or a GPU that no slot shared).
     ``predictions`` names the run's ``predictions.parquet`` and its SHA-256
     (:func:`hkt.predictions.write_predictions`' answer), left out when None.

@@ -379,7 +379,7 @@ def _drop(cfg: dict[str, Any], parents: list[str], leaf: str) -> dict[str, Any]:
 def _digests(words: tuple[str, ...]) -> tuple[str, str]:
     """The config digest of ``hkt train`` overrides as the workflow takes it now, and as it took
     it before 0.2.0."""
-    from hkt.train.config import load_config, strip_for_compare
+    from hkt.train.run_config import load_config, strip_for_compare
     from hkt.workflow.job_configs import config_digest
 
     cfg = strip_for_compare(load_config(list(words)))

@@ -133,7 +133,7 @@ CASES = [dict(), dict(upsample="linear"), dict(fusion="static"), dict(causal=Tru
 def _layer(seed: int = 0, **kwargs) -> HKTAttention:
     torch.manual_seed(seed)
     attn = HKTAttention(16, 2, **{"levels": 3, **kwargs}).eval()
-    if attn.fusion_kind == "dynamic":  # away from uniform λ, so that levels weigh differently
+    if attn.config.fusion == "dynamic":  # away from uniform λ, so that levels weigh differently
         torch.nn.init.normal_(attn.fusion.gate.weight, std=0.5)
     return attn
 

@@ -133,7 +133,7 @@ def test_mixer_gradients_are_those_of_the_plain_convolution(bias):
 
     def plain(x):
         v = mixer.v_proj(x) * mask.unsqueeze(-1).double()
-        h = torch.nn.functional.pad(v.transpose(1, 2), (mixer.kernel_size - 1, 0))
+        h = torch.nn.functional.pad(v.transpose(1, 2), (mixer.config.kernel_size - 1, 0))
         c = torch.nn.functional.conv1d(h, mixer.conv.weight, mixer.conv.bias, groups=8)
         return mixer.out_proj(torch.nn.functional.gelu(c.transpose(1, 2)))
 

@@ -179,7 +179,7 @@ def test_a_block_option_is_part_of_the_config_digest():
     # and so is every other encoder setting: none is left out of the comparison
     import dataclasses
 
-    from hkt.train.config import strip_for_compare
+    from hkt.train.run_config import strip_for_compare
 
     every = {"seed": 0, "model": dataclasses.asdict(EncoderConfig(name="s4d", d_model=8))}
     assert set(strip_for_compare(every)["model"]) == {f.name for f in dataclasses.fields(EncoderConfig)}

@@ -155,21 +155,21 @@ def test_a_disk_filled_mid_run_stops_training_with_one_line_and_the_same_command
     command resumes from it and ends with the record of an uninterrupted run."""
     from hkt.run_record import RECORD_NAME
     from hkt.train.checkpoint import load_checkpoint
-    from hkt.train.checkpoint import Checkpointing
+    from hkt.train.checkpoint import Checkpoint
 
     data = write_prepared_data(tmp_path / "data", "listops")
     disk = mount("disk", size_kb=2048)
     base = ["train", "--data", str(data), "task=listops", "model=mha", "profile=smoke",
             "tracking.enabled=false", "--no-progress"]
-    save, saves, filler = Checkpointing._save_last, [], []
+    save, saves, filler = Checkpoint.save_last, [], []
 
-    def fill_after_the_second(self, *a, **kw):
-        save(self, *a, **kw)
-        saves.append(self.state.step)
+    def fill_after_the_second(self, state, *a, **kw):
+        save(self, state, *a, **kw)
+        saves.append(state.step)
         if len(saves) == 2:
             filler.append(fill(disk))
 
-    monkeypatch.setattr(Checkpointing, "_save_last", fill_after_the_second)
+    monkeypatch.setattr(Checkpoint, "save_last", fill_after_the_second)
     run = disk / "run"
     code, errors = _run(capsys, *base, "--out", str(run))
     assert code == 2 and len(errors) == 1, errors
@@ -180,7 +180,7 @@ def test_a_disk_filled_mid_run_stops_training_with_one_line_and_the_same_command
     assert not [p for p in run.rglob("*.tmp")]
 
     filler[0].unlink()
-    monkeypatch.setattr(Checkpointing, "_save_last", save)
+    monkeypatch.setattr(Checkpoint, "save_last", save)
     assert main([*base, "--out", str(run)]) == 0
     assert f"resuming from {last} at step 6/12" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "whole")]) == 0

@@ -3,7 +3,7 @@ line naming the device, the memory in use, its slot and what to change; its slot
 the other eight finish; the same command resumes the failed job from its checkpoint.
 
 Real processes claiming real slots (hkt/gpu_slots.py), as a local workflow's jobs do. The
-GPU is simulated, as tests/test_execution.py simulates it: the failing job's device is said to
+GPU is simulated, as tests/test_run_conditions.py simulates it: the failing job's device is said to
 be an H200, with its memory as the driver would report it, and its fifth training step raises
 torch's out-of-memory error."""
 

@@ -55,7 +55,7 @@ def test_more_levels_than_the_sequence_holds_is_one_line_before_mlflow(tmp_path,
                                                   (3, 2000, 7), (2, 1, 1)])
 def test_the_bound_is_stride_to_the_levels_less_one_within_the_length(stride, length, most):
     from hkt.mixers.hkt import HKTConfig, max_levels
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
 
     assert max_levels(stride, length) == most
     assert stride ** (most - 1) <= length < stride ** most

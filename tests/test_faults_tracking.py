@@ -63,13 +63,13 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
     run: every history.csv step, the test metrics, the model, the record."""
     from conftest import mlflow_server, stop_server
     from hkt.run_record import RECORD_NAME, read_history
-    from hkt.train.checkpoint import Checkpointing
+    from hkt.train.checkpoint import Checkpoint
 
     data = write_prepared_data(tmp_path / "data", "listops")
     run, root = tmp_path / "run", tmp_path / "server"
     args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
             "profile=smoke", "--no-progress"]
-    save = Checkpointing._save_last
+    save = Checkpoint.save_last
     with mlflow_server(root) as (uri, proc):
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
 
@@ -77,11 +77,11 @@ def test_a_tracking_server_stopped_mid_run_costs_seconds_and_the_rerun_completes
             save(self, *a, **kw)
             stop_server(proc)
 
-        monkeypatch.setattr(Checkpointing, "_save_last", stop_after_first_checkpoint)
+        monkeypatch.setattr(Checkpoint, "save_last", stop_after_first_checkpoint)
         capsys.readouterr()
         assert main(args) == 0
         err = capsys.readouterr().err
-    monkeypatch.setattr(Checkpointing, "_save_last", save)
+    monkeypatch.setattr(Checkpoint, "save_last", save)
     warnings = [line for line in err.splitlines() if line.startswith("hkt: warning: MLflow")]
     assert len(warnings) == 1, err
     assert f"MLflow tracking at {uri} lost while logging" in warnings[0]
@@ -128,33 +128,33 @@ def test_a_run_stopped_during_a_gap_sends_the_missing_steps_when_it_resumes(
     from mlflow.exceptions import MlflowException
 
     from hkt.run_record import RECORD_NAME, read_history
-    from hkt.train.checkpoint import Checkpointing
+    from hkt.train.checkpoint import Checkpoint
 
     data = write_prepared_data(tmp_path / "data", "listops")
     run = tmp_path / "run"
     args = ["train", "--data", str(data), "--out", str(run), "task=listops", "model=mha",
             "profile=smoke", "--no-progress"]
-    save, log_batch, gone = Checkpointing._save_last, MlflowClient.log_batch, []
+    save, log_batch, gone = Checkpoint.save_last, MlflowClient.log_batch, []
 
     def refusing(self, run_id, metrics=(), *a, **kw):
         if gone and metrics:
             raise MlflowException("the store went away")
         return log_batch(self, run_id, metrics, *a, **kw)
 
-    def then_stop(self, *a, **kw):
-        save(self, *a, **kw)
-        if self.state.step == 6:
+    def then_stop(self, state, *a, **kw):
+        save(self, state, *a, **kw)
+        if state.step == 6:
             gone.append(True)
-        if self.state.step == 9:
+        if state.step == 9:
             os.kill(os.getpid(), signal.SIGTERM)  # stops at the next step boundary, 10
 
     monkeypatch.setattr(MlflowClient, "log_batch", refusing)
-    monkeypatch.setattr(Checkpointing, "_save_last", then_stop)
+    monkeypatch.setattr(Checkpoint, "save_last", then_stop)
     assert main(args) == 143
     err = capsys.readouterr().err
     assert err.count("hkt: warning: MLflow tracking") == 1 and "steps up to 6" in err
     monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
-    monkeypatch.setattr(Checkpointing, "_save_last", save)
+    monkeypatch.setattr(Checkpoint, "save_last", save)
     assert main(args) == 0
     assert "resuming from" in capsys.readouterr().err
     record = json.loads((run / RECORD_NAME).read_text())

@@ -90,7 +90,7 @@ def test_hkt_claims_its_slot_before_the_command_runs(tmp_path, monkeypatch, caps
     monkeypatch.setenv(ENV_VAR, Slots(tmp_path / "slots", 1, 9).env(["train"]))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     seen = []
-    import hkt.train.cli as train_cli
+    import hkt.train.command as train_cli
 
     real = train_cli.run
     monkeypatch.setattr(train_cli, "run", lambda args: seen.append(

@@ -141,7 +141,7 @@ def test_every_package_the_library_imports_is_a_declared_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
     declared = {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
     # an optional feature's package, imported only where the feature runs and declared in an
-    # extra: triton for impl="tile" (hkt/mixers/tile.py says what is missing without it)
+    # extra: triton for impl="tile" (hkt/mixers/tile_attention.py says what is missing without it)
     declared |= {canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["dev"]
                  if Requirement(r).name == "triton"}
     undeclared = {m: dists.get(m) for m in third_party

@@ -253,7 +253,7 @@ def test_the_old_digest_is_the_one_the_workflow_recorded_before_0_2_0(migrate):
     """Golden digests, computed once with the code of 8faa759 (hkt.workflow.job_configs.config_digest
     over hkt.renames' old names): the migration finds a finished job by this value, so a drift
     of the old form from what was recorded would rerun every job silently."""
-    from hkt.train.config import strip_for_compare
+    from hkt.train.run_config import strip_for_compare
     from hkt.workflow.job_configs import config_digest
 
     cfg = {"seed": 0, "variant": "main", "train": {"max_steps": 12, "batch_size": 8},

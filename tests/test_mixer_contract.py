@@ -200,7 +200,7 @@ def test_one_training_step(name: str) -> None:
     """``config/model/NAME.yaml`` composes, and one step of ``hkt train``'s optimizer and step on
     a tiny model of it is finite and changes the mixer's weights."""
     from hkt.models import build_model
-    from hkt.train.config import compose_train
+    from hkt.train.run_config import compose_train
     from hkt.train.optim import build_optimizer
     from hkt.train.step import forward_backward
 

@@ -79,7 +79,7 @@ def test_estimate_counts_jobs_times_steps_and_divides_by_the_slots():
 def test_a_downloaded_tasks_evaluations_are_counted_from_its_official_split_sizes():
     """IMDB and CIFAR-10 state no ``splits``: their validation carve and official test set count
     (once they were taken as empty, and the CPU suite's plan left out a third of their time)."""
-    from hkt.train.config import compose_train
+    from hkt.train.run_config import compose_train
     from hkt.data.task_config import split_sizes
     from hkt.suite.estimate import job_seconds
 
@@ -120,7 +120,7 @@ def test_a_step_is_timed_at_the_given_length(tmp_path):
     that long, and never longer than T."""
     import torch
 
-    from hkt.train.config import compose_train
+    from hkt.train.run_config import compose_train
     from hkt.train.step_timing import measure_training_step
 
     cfg = compose_train(["task=listops", "model=mha", "profile=smoke", "seed=0"])

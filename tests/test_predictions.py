@@ -21,7 +21,7 @@ from hkt.errors import DataError, TrainingError
 from hkt.predictions import (PredictionsError, SplitPredictions, check_file, one_hot,
                              predictions_table, write_predictions)
 from hkt.run_record import RecordError, load_record, write_record
-from hkt.train.config import load_config
+from hkt.train.run_config import load_config
 from hkt.train.loop import train
 from hkt.train.predict import remake_predictions
 

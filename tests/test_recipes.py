@@ -47,7 +47,7 @@ from torch import Tensor, nn
 
 from hkt.value_checks import number
 from hkt.mixers.base import TokenMixer
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 
 
 @dataclass
@@ -327,7 +327,7 @@ def test_a_copied_model_adds_exactly_its_own_jobs_to_each_suite(tmp_path, name):
 def test_a_copied_model_trains_under_its_own_name(tmp_path, monkeypatch, prepared_data):
     import io
 
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
     from hkt.train.loop import train
     from hkt.train.tracking import run_tags
     from hkt.workflow.job_configs import check_analysable, config_digest

@@ -118,7 +118,7 @@ def test_a_mixer_module_dropped_into_hkt_mixers_is_found(tmp_path, monkeypatch):
     (extra / "toy_mixer.py").write_text(textwrap.dedent("""
         import dataclasses
         from torch import nn
-        from hkt.mixers.registry import register
+        from hkt.mixers.catalog import register
 
         @dataclasses.dataclass
         class ToyConfig:

@@ -42,7 +42,7 @@ def unofficial_data(out: Path) -> Path:
 
 
 def train_run(data: Path, out: Path, uri: str, results: Path, *overrides: str) -> None:
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
     from hkt.train.loop import train
 
     with pytest.MonkeyPatch.context() as mp:  # the suite, as the workflow tells its jobs

@@ -15,7 +15,7 @@ from hkt.mixers import build_mixer
 from hkt.config_compose import compose, config_dir
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.models import EncoderConfig, build_model
-from hkt.train.config import load_config
+from hkt.train.run_config import load_config
 from hkt.train.optim import build_optimizer, parameter_groups
 
 

@@ -14,7 +14,7 @@ import yaml
 from hkt.data.task_config import load_task_config
 from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError
-from hkt.train.config import compose_train
+from hkt.train.run_config import compose_train
 from hkt.workflow.grid import Grid, GridError
 
 ROOT = Path(__file__).resolve().parents[1]

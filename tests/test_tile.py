@@ -1,5 +1,6 @@
-"""impl='tile' (hkt/mixers/tile.py): the Triton tile kernels compute the reference's numbers,
-forward and backward, in Triton's CPU interpreter; they compile for a GPU; and every setting or
+"""impl='tile' (hkt/mixers/tile_attention.py): the Triton tile kernels compute the reference's
+numbers, forward and backward, in Triton's CPU interpreter; they compile for a GPU; and every
+setting or
 machine they cannot serve gets a clear error.
 
 Triton reads TRITON_INTERPRET when it is first imported, for the whole process, so the
@@ -21,7 +22,7 @@ import pytest
 import torch
 
 from hkt.mixers import HKTAttention
-from hkt.mixers.tile import TileSizes
+from hkt.mixers.tile_attention import TileSizes
 from hkt.errors import ConfigValueError
 
 D, H = 16, 2
@@ -162,7 +163,7 @@ def test_kernels_compile_for_a_gpu():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from hkt.mixers.tile import kernels
+    from hkt.mixers.tile_attention import kernels
 
     k = kernels()
     consts = dict(LEVELS=3, STRIDE=2, D=32, BD=32, BM=64, BN=64, CAUSAL=True, HAS_MASK=True,

@@ -10,7 +10,7 @@ import yaml
 from hkt.cli.main import main
 from hkt.config_compose import compose, config_dir
 from hkt.errors import ConfigError
-from hkt.train.config import load_config
+from hkt.train.run_config import load_config
 
 
 def groups(name: str) -> list[str]:
@@ -99,7 +99,7 @@ def test_how_a_session_stops_reports_or_threads_defines_no_new_run():
     """Changing a display or signal setting, or the CPU threads (where a run runs, like the CPU),
     must not re-run a suite's jobs (the workflow's config digest) nor make
     `--restart-if-changed` empty a finished run (the run's compared config)."""
-    from hkt.train.config import strip_for_compare
+    from hkt.train.run_config import strip_for_compare
     from hkt.workflow.job_configs import train_config_digest
 
     base = ["task=listops", "model=mha", "profile=smoke"]
@@ -304,3 +304,30 @@ def test_training_logs_go_to_the_stderr_of_the_moment(capsys):
         sys.stderr = saved
         logger.handlers.clear()
         logger.propagate = True
+
+
+def test_hkt_train_types_the_config_at_most_once_per_layer(tmp_path, monkeypatch, capsys):
+    """`hkt train model=hkt` on the 2-layer paper model constructs HKT's config once, not once
+    per check: loading types it and building the model uses that (issue 62)."""
+    from conftest import write_prepared_data
+    from hkt.mixers.hkt import HKTConfig
+
+    made = []
+    checks = HKTConfig.__post_init__
+
+    def counted(self):
+        made.append(self)
+        checks(self)
+
+    monkeypatch.setattr(HKTConfig, "__post_init__", counted)
+    data = write_prepared_data(tmp_path / "data", "listops")
+    args = ["train", "--data", str(data), "--out", str(tmp_path / "run"), "--no-progress",
+            "model=hkt", "task=listops", "profile=paper", "train.max_steps=1",
+            "optim.warmup_steps=0", "train.batch_size=8", "train.eval_batches=1",
+            "train.test_batches=1", "train.precision=fp32", "train.num_threads=1",
+            "tracking.enabled=false"]
+    assert main(args) == 0, capsys.readouterr().err
+    constructed = len(made)
+    layers = load_config(["model=hkt", "task=listops", "profile=paper"]).model.n_layers
+    assert layers == 2
+    assert 1 <= constructed <= layers

@@ -19,7 +19,7 @@ from conftest import check_predictions
 
 from hkt.data.parquet import content_checksums
 from hkt.errors import DataError, RunMismatch, TrainingError
-from hkt.train.config import load_config
+from hkt.train.run_config import load_config
 from hkt.train.loop import train
 from hkt.run_record import load_record, validate_record
 

@@ -11,7 +11,8 @@ import textwrap
 
 import pytest
 
-from hkt.train.tracking import TrackingError, default_tracking_uri, tracking_uri, with_retry
+from hkt.mlflow_store import TrackingError, default_tracking_uri, with_retry
+from hkt.train.tracking import tracking_uri
 
 
 def test_default_store_is_sqlite_under_results_dir(tmp_path, monkeypatch):
@@ -90,7 +91,8 @@ def test_other_errors_are_not_retried():
 WORKER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from hkt.train.tracking import RETRIES, Tracker
+    from hkt.mlflow_store import RETRIES
+    from hkt.train.tracking import Tracker
     uri, i, n, barrier = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     barrier.joinpath(f"ready{i}").touch()
     while len(list(barrier.glob("ready*"))) < 4:   # start together on a fresh store
@@ -230,8 +232,8 @@ def test_an_experiment_another_job_creates_meanwhile_is_used(tmp_path):
 def test_external_commands_and_hkt_train_share_the_experiment_name():
     """Baselines outside `hkt train` learn the experiment from experiment_name (the workflow
     exports it as $HKT_MLFLOW_EXPERIMENT): the name config/train.yaml composes."""
-    from hkt.train.config import load_config
-    from hkt.train.tracking import experiment_name
+    from hkt.train.run_config import load_config
+    from hkt.mlflow_store import experiment_name
 
     cfg = load_config(["task=listops", "model=mha", "profile=smoke"])
     assert cfg.tracking.experiment == experiment_name("smoke", "listops") == "hkt-smoke-listops"
@@ -305,7 +307,7 @@ def test_a_run_learns_its_suite_from_the_environment_only(tmp_path, monkeypatch)
     is refused, saying what replaced it; unset, a run is of no suite (the one stand-in)."""
     from hkt.errors import ConfigError
     from hkt.provenance import NO_SUITE, SuiteRun
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
     from hkt.train.tracking import suite_run
 
     cfg = load_config(["profile=smoke", f"tracking.results_dir={tmp_path}"])

@@ -280,7 +280,7 @@ def test_a_task_whose_workflow_id_differs_from_its_hydra_name_has_one_experiment
     """Workflow task `lops` = Hydra task listops_lra (family listops): its trained runs and its
     external baselines log to one experiment, apart from the T = 512 listops runs, and its run
     names differ from theirs (issue 22: they shared hkt-paper-listops and listops-mha-main-s0)."""
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
     from hkt.workflow.grid import Job
 
     g = grid(tasks={"lops": {"config": "listops_lra", "prepare": [], "source": None}},
@@ -297,7 +297,7 @@ def test_a_task_whose_workflow_id_differs_from_its_hydra_name_has_one_experiment
 def test_a_task_can_have_its_own_budget():
     """tasks.NAME.profile: ListOps at the paper's budget beside IMDB at a CPU budget in one
     suite; each job, its baselines' experiment and its composed config follow the task's."""
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
     from hkt.workflow.grid import GridError, Job
 
     tasks = {**CONFIG["tasks"], "listops": {"config": "listops", "prepare": [], "source": None,

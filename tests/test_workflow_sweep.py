@@ -194,7 +194,7 @@ def test_the_s5_recipe_suite_is_s5s_listops_sizes_in_our_block():
     published = yaml.safe_load((ROOT / "docs/results/s4_recipe/runs/listops/s4d/main/seed0/"
                                 "config.yaml").read_text())
     assert published["train"].pop("profile") == "s4_recipe" and cfg.train.profile == "s5_recipe"
-    from hkt.train.config import strip_for_compare
+    from hkt.train.run_config import strip_for_compare
 
     now = strip_for_compare(cfg)
     now["train"].pop("profile")

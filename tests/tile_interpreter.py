@@ -16,7 +16,7 @@ import sys
 import torch
 
 from hkt.mixers import HKTAttention
-from hkt.mixers.tile import TileSizes
+from hkt.mixers.tile_attention import TileSizes
 
 D, H = 16, 2
 
@@ -71,7 +71,7 @@ def run_internals() -> dict:
 
 
 def main(cases_json: str, out_path: str) -> None:
-    from hkt.mixers.tile import kernels
+    from hkt.mixers.tile_attention import kernels
 
     assert os.environ.get("TRITON_INTERPRET") == "1" and kernels().INTERPRETED, "not interpreting"
     results = {"internals": run_internals()}

@@ -18,7 +18,8 @@ from hkt.fileio import atomic_path, atomic_write_text
 from hkt.figures import analysis as figures
 from hkt.run_record import ANALYSIS_FILE
 from hkt.runs_frame import KEY, record_row
-from hkt.train.tracking import log_dataset, with_retry
+from hkt.mlflow_store import with_retry
+from hkt.train.tracking import log_dataset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

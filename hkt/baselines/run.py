@@ -44,7 +44,8 @@ from hkt.predictions import (PREDICTIONS_NAME, SPLITS as PREDICTION_SPLITS, Spli
                              check_against_record, one_hot, read_predictions, write_predictions)
 from hkt.provenance import SuiteRun, code_digest, git_state
 from hkt.run_record import RECORD_NAME, make_record, write_history, write_record
-from hkt.train.tracking import EXPERIMENT_ENV, RESULTS_ENV, data_tags, experiment_name, suite_run
+from hkt.mlflow_store import experiment_name
+from hkt.train.tracking import EXPERIMENT_ENV, RESULTS_ENV, data_tags, suite_run
 
 __all__ = ["Splits", "Fit", "answers", "NO_PROFILE", "read_split", "run_baseline",
            "add_run_arguments", "run_command"]

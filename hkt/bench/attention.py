@@ -4,7 +4,7 @@ Variants: ``mha`` (the baseline), ``hkt-fused`` (one fused kernel call; on CPU t
 chunked wrapper of ``hkt/mixers/fused_cpu.py``), ``hkt-fused-plain`` (the same
 factorisation through plain autograd SDPA, as on GPU), ``hkt-reference`` (materialised
 scores; stops when over its time or memory budget) and ``hkt-tile`` (the Triton tile kernel of
-``hkt/mixers/tile.py``: on a CUDA device only; elsewhere skipped with the reason printed,
+``hkt/mixers/tile_attention.py``: on a CUDA device only; elsewhere skipped with the reason printed,
 and never timed in Triton's CPU interpreter). Timings interleave the variants repetition by
 repetition so that machine noise hits them alike; the median is reported.
 """
@@ -20,10 +20,10 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from hkt.mixers import build_mixer, score_cost_ratio, tile
+from hkt.mixers import build_mixer, score_cost_ratio, tile_attention
 from hkt.bench.common import csv_text, markdown_numbers, write_outputs
 from hkt.config_compose import config_dir
-from hkt.train.config import compose_train
+from hkt.train.run_config import compose_train
 from hkt.device import describe_device, resolve_device
 from hkt.train.step_timing import median, peak_memory_bytes, time_call
 
@@ -61,7 +61,7 @@ def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> 
         impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa", "hkt-tile": "tile"}.get(name, "fused")
         module = build_mixer("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
                                  **settings["hkt"])
-        module.tile = tile.TileSizes(**(settings.get("tile") or {}))
+        module.tile = tile_attention.TileSizes(**(settings.get("tile") or {}))
     return module.to(device)
 
 
@@ -71,9 +71,9 @@ def skip_reason(name: str, settings: dict[str, Any], device: torch.device) -> st
     if name != "hkt-tile":
         return None
     hkt = settings["hkt"]
-    if problem := tile.config_problem(hkt["levels"], hkt["stride"], hkt["upsample"]):
+    if problem := tile_attention.config_problem(hkt["levels"], hkt["stride"], hkt["upsample"]):
         return f"{problem[0]}={problem[1]!r}: {problem[2]}"
-    if reason := tile.unavailable(torch.empty(0, device=device)):
+    if reason := tile_attention.unavailable(torch.empty(0, device=device)):
         return reason
     if tile.kernels().INTERPRETED:
         return "Triton's CPU interpreter is on (TRITON_INTERPRET=1); its times mean nothing"

@@ -24,7 +24,7 @@ import torch
 from omegaconf import OmegaConf
 
 from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
-from hkt.train.config import compose_train
+from hkt.train.run_config import compose_train
 from hkt.data.load import TokenDataset, make_loader
 from hkt.data.prepare import prepare_task
 from hkt.device import describe_device, resolve_device

@@ -23,7 +23,7 @@ from torch import nn
 
 from hkt.mixers import MIXERS
 from hkt.bench.common import add_run_arguments, csv_text, torch_threads, write_outputs
-from hkt.train.config import compose_train
+from hkt.train.run_config import compose_train
 from hkt.device import describe_device, resolve_device
 from hkt.errors import ConfigError
 from hkt.models import build_model

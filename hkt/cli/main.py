@@ -43,7 +43,7 @@ from hkt.errors import HKTError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("hkt.cli.prepare", "Prepare a task's data as Parquet (download/verify or generate)."),
-    "train": ("hkt.train.cli", "Train one model on prepared data; writes a run record."),
+    "train": ("hkt.train.command", "Train one model on prepared data; writes a run record."),
     "predict": ("hkt.train.predict", "Remake a finished run's predictions.parquet from its best checkpoint."),
     "analyze": ("hkt.analysis.analyze", "Analyse a trained run (kurtosis, kernel, fusion, truncation, approximation)."),
     "aggregate": ("hkt.report.aggregate", "Build tables and figures from run records or MLflow."),

@@ -9,7 +9,7 @@ This module is that model's mixer, ConvMixer-style (Trockman & Kolter, 2022), pe
     Y = GELU(C) W_O
 
 One filter of width k (``kernel_size``) per channel; position t sees only t-k+1..t. It has the
-same constructor and forward signature as every mixer (``hkt.mixers.registry``), so the
+same constructor and forward signature as every mixer (``hkt.mixers.catalog``), so the
 encoder uses it through ``config/model/conv.yaml`` (``name: conv``) with nothing else changed.
 
 It is always causal (left padding only), so it satisfies ``causal=True`` and is a valid, one-sided
@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask, cpu_float
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 from hkt.value_checks import choice, integer
 from hkt.dropout import Dropout
 
@@ -121,11 +121,10 @@ class CausalConvMixer(TokenMixer):
 
     def build(self, config: ConvConfig, *, bias: bool = True) -> None:
         d_model = self.d_model
-        self.kernel_size, self.activation = config.kernel_size, config.activation
         #: how many positions back (self included) an output sees; None for a whole-sequence mixer
-        self.receptive_field: int | None = self.kernel_size
+        self.receptive_field: int | None = config.kernel_size
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.conv = nn.Conv1d(d_model, d_model, self.kernel_size, groups=d_model, bias=bias)
+        self.conv = nn.Conv1d(d_model, d_model, config.kernel_size, groups=d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.drop = Dropout(self.dropout)
 
@@ -141,15 +140,15 @@ class CausalConvMixer(TokenMixer):
         v = self.v_proj(x)
         if key_mask is not None:  # padding must not leak into real positions
             v = v * key_mask.unsqueeze(-1).to(v.dtype)
-        h = F.pad(v.transpose(1, 2), (self.kernel_size - 1, 0))  # left only: causal
+        h = F.pad(v.transpose(1, 2), (self.config.kernel_size - 1, 0))  # left only: causal
         if cpu_float(h):
             c = _DepthwiseConv.apply(h, self.conv.weight, self.conv.bias)
         else:
             c = self.conv(h)
         c = c.transpose(1, 2)
-        if self.activation == "gelu":
+        if self.config.activation == "gelu":
             c = F.gelu(c)
         return self.out_proj(self.drop(c))
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, kernel_size={self.kernel_size}, activation={self.activation}"
+        return f"d_model={self.d_model}, kernel_size={self.config.kernel_size}, activation={self.config.activation}"

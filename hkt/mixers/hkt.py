@@ -20,7 +20,8 @@ by :func:`choose_kernel`):
 * ``impl="sdpa"``: the same single SDPA call on every device (the CPU wrapper's plain-autograd
   counterpart, for benchmarks and equivalence tests).
 * ``impl="tile"`` scores each level at its own resolution inside flash-attention tiles
-  (``tile.py``, Triton; CUDA, or Triton's CPU interpreter for tests): the paper's score cost.
+  (``tile_attention.py``, Triton; CUDA, or Triton's CPU interpreter for tests): the paper's score
+  cost.
 
 :func:`truncate_levels` keeps only the first levels for a while (the level-truncation analysis).
 
@@ -47,9 +48,10 @@ from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, mer
                              sdpa_mask, split_heads)
 from hkt.mixers.fused_cpu import cpu_kernel_applies, hkt_flash_cpu
 from hkt.mixers.pyramid import DynamicFusion, PyramidLevel, StaticFusion
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 from hkt.mixers.sdpa import call_of, pad_value
-from hkt.mixers.tile import TileGeometry, TileSizes, config_problem, tile_attention, unavailable
+from hkt.mixers.tile_attention import (TileGeometry, TileSizes, config_problem, tile_attention,
+                                       unavailable)
 from hkt.mixers.upsample import Upsampler
 
 __all__ = ["FUSIONS", "UPSAMPLES", "IMPLS", "HKTConfig", "choose_kernel", "score_cost_ratio",
@@ -83,7 +85,7 @@ class HKTConfig:
 
     The tile kernel's tile sizes are not here: they change no number (beyond rounding), and
     every field here is part of a run's identity (config comparisons, the workflow's rerun
-    digest). They are :class:`hkt.mixers.tile.TileSizes`, given to :class:`HKTAttention`.
+    digest). They are :class:`hkt.mixers.tile_attention.TileSizes`, given to :class:`HKTAttention`.
     """
 
     levels: int = 3
@@ -208,10 +210,6 @@ class HKTAttention(TokenMixer):
                              "impl='fused'")
         d_model, n_heads = self.d_model, self.n_heads
         levels, stride, kernel_size = config.levels, config.stride, config.kernel_size
-        self.levels, self.stride = levels, stride
-        self.kernel_size, self.fusion_kind, self.upsample = kernel_size, config.fusion, config.upsample
-        self.impl = config.impl
-        self.chunk_bytes = config.chunk_mib * 2**20
         self.tile = TileSizes() if tile is None else tile
         self._levels_in_use = levels  # changed only inside truncate_levels()
 
@@ -229,6 +227,27 @@ class HKTAttention(TokenMixer):
                 if config.fusion == "dynamic"
                 else StaticFusion(n_heads, levels)
             )
+
+    # ------------------------------------------------------------------- settings (config)
+    @property
+    def levels(self) -> int:
+        """L, the pyramid's levels (``config.levels``)."""
+        return self.config.levels
+
+    @property
+    def stride(self) -> int:
+        """s, the downsampling factor between levels (``config.stride``)."""
+        return self.config.stride
+
+    @property
+    def upsample(self) -> str:
+        """How coarse scores are upsampled: ``nearest`` or ``linear`` (``config.upsample``)."""
+        return self.config.upsample
+
+    @property
+    def impl(self) -> str:
+        """Which computation runs (``config.impl``; :func:`choose_kernel`)."""
+        return self.config.impl
 
     # ----------------------------------------------------------------------------- geometry
     def padded_length(self, seq_len: int) -> int:
@@ -318,7 +337,7 @@ class HKTAttention(TokenMixer):
             y = hkt_flash_cpu(
                 features, self.q_proj[:n_levels], self.k_proj[:n_levels], lam, v, upsampler=ups,
                 mask=attn_mask, is_causal=is_causal, scale=1.0 / math.sqrt(self.head_dim),
-                chunk_bytes=self.chunk_bytes,
+                chunk_bytes=self.config.chunk_mib * 2**20,
             )
         else:
             queries = [split_heads(self.q_proj[l](features[l]), h) for l in range(n_levels)]
@@ -431,7 +450,7 @@ class HKTAttention(TokenMixer):
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, n_heads={self.n_heads}, levels={self.levels}, "
-            f"stride={self.stride}, kernel_size={self.kernel_size}, fusion={self.fusion_kind!r}, "
+            f"stride={self.stride}, kernel_size={self.config.kernel_size}, fusion={self.config.fusion!r}, "
             f"upsample={self.upsample!r}, causal={self.causal}, impl={self.impl!r}"
         )
 

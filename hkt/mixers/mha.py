@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from hkt.mixers.base import (AttentionInternals, TokenMixer, check_key_mask, merge_heads,
                              sdpa_mask, split_heads)
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 
 
 @dataclass

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hkt.mixers.base import AttentionInternals, TokenMixer, check_key_mask
-from hkt.mixers.registry import register
+from hkt.mixers.catalog import register
 from hkt.value_checks import boolean, integer, number
 from hkt.dropout import Dropout
 from hkt.errors import ConfigValueError

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from hkt.mixers import MIXERS, build_mixer, mixer_class
 from hkt.value_checks import boolean, choice, integer, label, number
 from hkt.dropout import Dropout
-from hkt.errors import ConfigValueError, did_you_mean
+from hkt.errors import ConfigError, ConfigValueError, did_you_mean
 from hkt.models.norms import NORMS, make_norm
 
 POSITIONALS = ("learned", "sinusoidal", "none")
@@ -182,8 +182,15 @@ def store_structured_configs() -> None:
 
     store = ConfigStore.instance()
     for name, cls in MIXERS.items():
+        if _STORED.get(name) is cls:  # the store is the process's: once per mixer class
+            continue
         node = EncoderConfig(name=name, mixer=cls.config_class())  # type: ignore[attr-defined]
         store.store(group="schema/model", name=name, node=node)
+        _STORED[name] = cls
+
+
+#: mixer name -> the class whose structured config the Hydra store holds
+_STORED: dict[str, type] = {}
 
 
 def sinusoidal_table(length: int, d_model: int) -> Tensor:
@@ -326,3 +333,16 @@ def build_model(
     mapping of its fields, e.g. a run record's ``config.model``)."""
     return EncoderClassifier(model_cfg, vocab_size=vocab_size, num_classes=num_classes,
                              max_length=max_length)
+
+
+def model_for(model_cfg: EncoderConfig | Mapping[str, Any], data: Any,
+              max_length: int) -> EncoderClassifier:
+    """The model of ``model_cfg`` (typed, or a ``model`` config node) for prepared data ``data``
+    (anything with ``vocab_size``, ``num_classes`` and ``dir``, as :class:`hkt.train.data.RunData`),
+    freshly initialised, for sequences of the task's ``max_length``. The config is valid (it was
+    loaded): data it does not fit are one :class:`hkt.errors.ConfigError` naming them."""
+    try:
+        return build_model(model_cfg, vocab_size=data.vocab_size, num_classes=data.num_classes,
+                           max_length=max_length)
+    except ValueError as exc:
+        raise ConfigError(f"the model cannot be built for the data in {data.dir}: {exc}") from None

@@ -177,7 +177,7 @@ def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], reference: Mappi
                          ) -> tuple[float, list[str]]:
     """The training jobs' wall time on the GPU of ``reference``, and the models it has no
     published step for (left out)."""
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
 
     models = reference.get("models") or {}
     total, missing, done = 0.0, [], 0

@@ -1,17 +1,20 @@
 """Training runs from Hydra configs, tracked in MLflow, resumable and reproducible.
 
-``hkt train`` (:mod:`hkt.train.cli`) composes ``config/train.yaml`` (:mod:`hkt.train.config`)
-and trains one model (:mod:`hkt.train.loop`, the session) from its parts:
+``hkt train`` (:mod:`hkt.train.command`) composes ``config/train.yaml``
+(:mod:`hkt.train.run_config`) and trains one model (:mod:`hkt.train.loop`, the session) from
+its parts:
 
 - :mod:`hkt.train.data`: the prepared data a run reads; :mod:`hkt.train.optim`: AdamW and the
   learning-rate schedule; :mod:`hkt.train.step`: the training step (shared with ``hkt bench``)
   and evaluation;
 - :mod:`hkt.train.checkpoint`: atomic, ``weights_only``-safe checkpoints, the loop's state,
-  and a run's resume and saves;
+  and :class:`~hkt.train.checkpoint.Checkpoint`, the object a run resumes and saves with;
+  :mod:`hkt.train.run_conditions`: how a run executed (precision, threads, GPU sharing);
   :mod:`hkt.train.rundir`: one process per run directory, a run continues only with its own
   config and data;
 - :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.progress`: the progress line;
-  :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.run_record`) and the summary.
+  :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.run_record`), the summary, and
+  completing the MLflow run of a finished run whose store stopped answering.
 """
 
 __all__ = ["train", "load_config"]
@@ -24,7 +27,7 @@ def __getattr__(name: str):
 
         return train
     if name == "load_config":
-        from hkt.train.config import load_config
+        from hkt.train.run_config import load_config
 
         return load_config
     raise AttributeError(name)

@@ -1,7 +1,7 @@
 """Checkpoints: files that survive ``kill -9`` and load with ``torch.load(weights_only=True)``;
-:class:`TrainState`, the loop's own state that ``last.pt`` carries; and :class:`Checkpointing`,
-a run's use of them (resuming from ``last.pt``, writing ``last.pt`` and ``best.pt``, the lines a
-stopped or diverged run gives).
+:class:`TrainState`, the loop's own state that ``last.pt`` carries; and :class:`Checkpoint`,
+the object a run holds for its checkpoints (resuming from ``last.pt``, writing ``last.pt`` and
+``best.pt``).
 
 Every file is written atomically (:mod:`hkt.fileio`): a reader sees the old file or the new
 one, never half of one. Checkpoints hold only tensors and plain Python containers/scalars: RNG
@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import pickle
 import random
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from torch import nn, optim
 
 from hkt.errors import TrainingError
 from hkt.fileio import atomic_write_bytes
-from hkt import signals
 from hkt.predictions import SplitPredictions
 from hkt.run_record import HISTORY_NAME, write_history
 from hkt.train import rundir
@@ -32,7 +30,7 @@ from hkt.train.data import RunData
 
 __all__ = ["CHECKPOINT_FORMAT", "VAL_PREDICTIONS", "TrainState", "save_checkpoint",
            "load_checkpoint", "predictions_state", "predictions_from_state", "rng_state",
-           "set_rng_state", "Checkpointing"]
+           "set_rng_state", "Checkpoint"]
 
 #: Version of the checkpoint layout; a checkpoint of another version is refused on resume.
 CHECKPOINT_FORMAT = 1
@@ -145,28 +143,21 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
-class Checkpointing:
-    """Checkpoints and stop lines of one session of a run: a base of
-    :class:`hkt.train.loop._Run`, kept apart so the loop reads as the loop; the methods use the
-    run's attributes, which ``_Run.__init__`` sets (declared below)."""
+class Checkpoint:
+    """A run's checkpoints: ``last.pt`` (everything the next step depends on: the run resumes
+    from it) and ``best.pt`` (the best validation's model and predictions), written from the
+    training objects it is given, each with the run's config and its data's checksums."""
 
-    cfg: Any
-    data: RunData
-    run_dir: Path
-    last_path: Path
-    best_path: Path
-    model: nn.Module
-    opt: optim.Optimizer
-    sched: Any
-    batches: Any
-    cfg_dict: Any
-    state: TrainState
-    session_start: float
+    def __init__(self, run_dir: Path, cfg: Any, cfg_dict: dict[str, Any], data: RunData,
+                 model: nn.Module, opt: optim.Optimizer, sched: Any, batches: Any) -> None:
+        self.run_dir, self.cfg, self.cfg_dict, self.data = run_dir, cfg, cfg_dict, data
+        self.model, self.opt, self.sched, self.batches = model, opt, sched, batches
+        self.last_path = run_dir / "checkpoints" / "last.pt"
+        self.best_path = run_dir / "checkpoints" / "best.pt"
 
-    def say(self, msg: str) -> None:  # pragma: no cover - the run's own
-        raise NotImplementedError
-
-    def _resume(self) -> None:
+    def resume(self) -> TrainState:
+        """Load ``last.pt`` into the model, optimizer, scheduler, sampler and RNGs, after
+        checking it is this config's and data's; return the loop's state it holds."""
         ck = load_checkpoint(self.last_path)
         if ck.get("format") != CHECKPOINT_FORMAT:
             raise TrainingError(f"{self.last_path} has checkpoint format {ck.get('format')!r}, "
@@ -182,61 +173,38 @@ class Checkpointing:
                                 f"{str(exc).splitlines()[0]}") from None
         self.batches.load_state_dict(ck["sampler"])
         set_rng_state(ck["rng"])
-        self.state = TrainState.from_checkpoint(ck)
-        self.say(f"resuming from {self.last_path} at step {self.state.step}/{self.cfg.train.max_steps}")
+        return TrainState.from_checkpoint(ck)
 
-    def _save_last(self, rng: dict[str, Any] | None = None) -> None:
-        """``last.pt``: everything the next step depends on; ``rng``: the RNG states to store
-        (default: as they are now)."""
-        state = {
+    def save_last(self, state: TrainState, wall_time_s: float,
+                  rng: dict[str, Any] | None = None) -> None:
+        """``last.pt`` of the loop's ``state`` (its wall time so far ``wall_time_s``), and the
+        history beside it; ``rng``: the RNG states to store (default: as they are now)."""
+        checkpoint = {
             "format": CHECKPOINT_FORMAT,
             "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
             "rng": rng_state() if rng is None else rng,
             "sampler": self.batches.state_dict(),
-            **self.state.to_checkpoint(),
-            "wall_time_s": self._wall(),
+            **state.to_checkpoint(),
+            "wall_time_s": wall_time_s,
             "config": self.cfg_dict,
             "data_checksums": dict(self.data.checksums),
             "data_content_checksums": dict(self.data.content_checksums),
         }
-        save_checkpoint(state, self.last_path)
-        write_history(self.state.history, self.run_dir / HISTORY_NAME)
+        save_checkpoint(checkpoint, self.last_path)
+        write_history(state.history, self.run_dir / HISTORY_NAME)
 
-    def _save_best(self, metrics: dict[str, Any]) -> None:
-        """``best.pt``: the model of this step and its validation, the predictions included
-        (what the run's ``predictions.parquet`` holds of the validation split at the end)."""
+    def save_best(self, step: int, metrics: dict[str, Any]) -> None:
+        """``best.pt``: the model of ``step`` and its validation ``metrics``, the predictions
+        included (what the run's ``predictions.parquet`` holds of the validation split at the
+        end)."""
         save_checkpoint({"format": CHECKPOINT_FORMAT, "model": self.model.state_dict(),
-                         "config": self.cfg_dict, "step": self.state.step,
+                         "config": self.cfg_dict, "step": step,
                          "val_accuracy": metrics["acc"], "val_loss": metrics["loss"],
                          VAL_PREDICTIONS: predictions_state(metrics["predictions"])},
                         self.best_path)
 
-    def _stopped(self, signum: int, *, saved: bool, during: str = "") -> str:
-        """The one line a stopped run prints: where it stopped, what it kept, how to go on."""
-        name = signals.Stopped(signum).name
-        at = f"stopped by {name} at step {self.state.step}/{self.cfg.train.max_steps}{during}"
-        if saved:
-            return (f"{at}: checkpoint written at step {self.state.step} ({self.last_path}); "
-                    "the same command resumes it")
-        return f"{at}: {self._then()}"
-
-    def _then(self) -> str:
-        """What the same command does after a run that stopped without a checkpoint of its step."""
-        if self.last_path.exists():
-            kept = load_checkpoint(self.last_path)["step"]
-            return (f"kept the checkpoint of step {kept} ({self.last_path}); the same "
-                    "command resumes from there")
-        return "no checkpoint yet; the same command starts the run again"
-
-    def _wall(self) -> float:
-        """Wall time of the run so far: earlier sessions plus this one."""
-        return self.state.wall_time_s + (time.perf_counter() - self.session_start)
-
-    def _diverged(self, at: str) -> TrainingError:
-        last = (f"{self.last_path} (step {load_checkpoint(self.last_path)['step']})"
-                if self.last_path.exists() else "none yet")
-        return TrainingError(f"training diverged: non-finite loss or gradient norm {at}. "
-                             f"The last good checkpoint is kept: {last}. Lower optim.lr, "
-                             f"set optim.grad_clip, or use train.precision=fp32.")
+    def kept_step(self) -> int | None:
+        """The step ``last.pt`` holds, or None where there is none yet."""
+        return load_checkpoint(self.last_path)["step"] if self.last_path.exists() else None

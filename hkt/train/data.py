@@ -14,10 +14,10 @@ from typing import Any
 from hkt.data_layout import SPLITS, split_file
 from hkt.data.load import TokenDataset, make_loader, read_split_metadata
 from hkt.data.parquet import check_manifest, check_task, content_sha256
-from hkt.errors import ConfigError, DataError
+from hkt.errors import DataError
 from hkt.fileio import sha256_file
 
-__all__ = ["SPLITS", "RunData", "model_for"]
+__all__ = ["SPLITS", "RunData"]
 
 
 class RunData:
@@ -144,16 +144,3 @@ class TrainStream:
         self._it = None
         self.loader.load_state_dict(state)
 
-
-def model_for(cfg: Any, data: RunData) -> Any:
-    """The model of ``cfg`` for ``data`` (its vocabulary and classes), freshly initialised."""
-    from omegaconf import OmegaConf
-
-    from hkt.models import build_model  # the model registry: when a model is built
-
-    try:
-        return build_model(OmegaConf.to_container(cfg.model, resolve=True),
-                           vocab_size=data.vocab_size, num_classes=data.num_classes,
-                           max_length=int(cfg.task.max_length))
-    except ValueError as exc:  # the config is valid (load_config): the data do not fit it
-        raise ConfigError(f"the model cannot be built for the data in {data.dir}: {exc}") from None

@@ -1,23 +1,37 @@
 """The end of a training run: its record (through the one writer, :mod:`hkt.run_record`), the final
-metrics and artifacts in MLflow, and the one-line summary printed for it."""
+metrics and artifacts in MLflow, and the one-line summary printed for it.
+
+A finished run whose tracking store stopped answering during it (its record's ``mlflow_gap``,
+:attr:`hkt.train.tracking.Tracker.gap`) has its MLflow run completed by the same ``hkt train``
+command, run again once the store answers (:func:`complete_tracking`): from what the run
+directory holds, every step of ``history.csv`` past what the store has (per metric), the
+dataset, the model (the best checkpoint) unless it got there before the gap, the final metrics,
+the artifacts and the record; then the run is closed as FINISHED and the record written again
+without the gap. Nothing is trained or evaluated again, so the record's numbers stay as they
+are. A store that still does not answer leaves the record as it was, with one warning line.
+"""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from hkt.data_layout import SPLITS
+from hkt.models import model_for
 from hkt.models.serving import served_tokens
 from hkt.predictions import PREDICTIONS_NAME
-from hkt.run_record import HISTORY_NAME, RECORD_NAME, make_record, write_record
-from hkt.mlflow_store import BEST_VAL_TAG
-from hkt.train.checkpoint import TrainState
-from hkt.train.execution import execution_tags
+from hkt.run_record import HISTORY_NAME, RECORD_NAME, make_record, read_history, write_record
+from hkt.mlflow_store import BEST_VAL_TAG, StoreError
+from hkt.train.checkpoint import TrainState, load_checkpoint
+from hkt.train.data import RunData
+from hkt.train.run_conditions import execution_tags
 from hkt.train.progress import format_duration
 from hkt.train.rundir import CONFIG_NAME
-from hkt.train.tracking import NullTracker, suite_run
+from hkt.train.tracking import NullTracker, make_tracker, run_params, suite_run
 
-__all__ = ["training_record", "log_final", "publish", "summary_line", "GAP_FIELD"]
+__all__ = ["training_record", "log_final", "publish", "summary_line", "complete_tracking",
+           "GAP_FIELD"]
 
 #: The record's field naming what its MLflow run lacks (hkt.train.tracking.Tracker.gap)
 GAP_FIELD = "mlflow_gap"
@@ -34,7 +48,7 @@ def training_record(cfg: Any, cfg_dict: dict[str, Any], state: TrainState, best:
     """The record of a finished training run: ``best`` is the best-validation checkpoint (what
     was tested), ``test`` its test evaluation; speeds exclude evaluation time; ``env_digest``
     names the software environment (:mod:`hkt.environment`); ``execution`` the precision,
-    threads and GPU sharing (:mod:`hkt.train.execution`); ``predictions`` the file of the
+    threads and GPU sharing (:mod:`hkt.train.run_conditions`); ``predictions`` the file of the
     run's predictions and its SHA-256 (:func:`hkt.predictions.write_predictions`)."""
     steps, train_time, bs = state.step, state.train_time_s, int(cfg.train.batch_size)
     return make_record(
@@ -58,7 +72,7 @@ def log_final(tracker: NullTracker, record: dict[str, Any], artifacts: list[Path
     baselines alike, so that the runs frame read from MLflow is the one read from the records
     (:mod:`hkt.report.mlflow_runs`): the steps taken, and the record's time of writing as tag
     ``created_at`` (which of two reruns is the latest); the execution tags again, with the GPU
-    sharing as the run ended (:mod:`hkt.train.execution`). The best validation accuracy is tag
+    sharing as the run ended (:mod:`hkt.train.run_conditions`). The best validation accuracy is tag
     :data:`~hkt.mlflow_store.BEST_VAL_TAG`, not a second metric: metric ``val_accuracy`` is the curve
     (every evaluation), whose latest value the runs list shows."""
     if not tracker.enabled:
@@ -113,3 +127,40 @@ def summary_line(record: dict[str, Any], run_dir: Path | str) -> str:
             f"test {record['test_accuracy']:.4f}; {record['n_params']:,} params, "
             f"{record['steps']} steps in {format_duration(record['wall_time_s'])}{speed} "
             f"on {record['device']} -> {Path(run_dir) / RECORD_NAME}")
+
+
+def complete_tracking(cfg: Any, record: dict[str, Any], data: RunData, run_dir: Path,
+                      stream: TextIO) -> dict[str, Any]:
+    """Complete the MLflow run of the finished run in ``run_dir`` (record ``record``, data
+    ``data``, config ``cfg``, checked by the caller to be the record's); return the record as
+    written afterwards."""
+    def say(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    gap = record[GAP_FIELD]
+    try:
+        tracker = make_tracker(cfg, say=say)
+    except StoreError as exc:
+        say(f"hkt: warning: run already finished, but its MLflow run still lacks what came after "
+            f"step {gap['logged_to_step']} ({exc}); run the same command again once the store "
+            "answers")
+        return record
+    run_id = tracker.start(record.get("mlflow_run_id"), params=run_params(
+        record["config"], int(record["n_params"]), data.meta["train"].get("params")))
+    history = read_history(run_dir)
+    tracker.backfill(history)
+    tracker.log_dataset(cfg.task.family, data.dir, data.checksums, {s: data.size(s) for s in SPLITS})
+    model = None
+    if cfg.tracking.log_model and not gap.get("model_logged"):
+        model = model_for(cfg.model, data, int(cfg.task.max_length))
+        model.load_state_dict(load_checkpoint(run_dir / "checkpoints" / "best.pt")["model"])
+    done = publish(tracker, {**record, "mlflow_run_id": run_id}, run_dir, model=model, data=data,
+                   cfg=cfg)
+    if GAP_FIELD in done:  # the store went away again: the record keeps the first gap
+        return record
+    write_record(done, run_dir / RECORD_NAME)
+    say(f"run already finished; its MLflow run {run_id} is now complete: {len(history)} logged "
+        f"steps from history.csv, the test metrics{', the model' if model is not None else ''} "
+        "and the record")
+    say(summary_line(done, run_dir))
+    return done

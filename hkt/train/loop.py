@@ -10,9 +10,13 @@ checkpoint of the same step, so a resumed run never evaluates a step twice; a st
 validating writes the checkpoint of the step just trained, marked for the resumed run to
 validate it again (evaluation changes nothing a checkpoint holds).
 
-The pieces live beside this file: :mod:`~hkt.train.optim` (AdamW and schedule),
-:mod:`~hkt.train.step` (the training step and evaluation), :mod:`~hkt.train.rundir` (locking,
-mismatch checks), :mod:`~hkt.train.tracking` (MLflow), :mod:`~hkt.train.finish` (the record).
+The run (:class:`_Run`) holds what it trains with: the model (built from the config's typed
+model, :class:`~hkt.train.run_config.RunConfig`), the optimizer, the data stream, its
+:class:`~hkt.train.checkpoint.Checkpoint` and its MLflow tracker. The pieces live beside this
+file: :mod:`~hkt.train.optim` (AdamW and schedule), :mod:`~hkt.train.step` (the training step
+and evaluation, shared with the benchmarks), :mod:`~hkt.train.rundir` (locking, mismatch
+checks), :mod:`~hkt.train.run_conditions` (precision, threads, GPU sharing),
+:mod:`~hkt.train.tracking` (MLflow), :mod:`~hkt.train.finish` (the record).
 """
 
 from __future__ import annotations
@@ -37,29 +41,30 @@ from hkt.predictions import (PREDICTIONS_NAME, check_against_record, read_predic
 from hkt.run_record import (DAMAGED_NAME, HISTORY_NAME, RECORD_NAME, RecordError, load_record,
                             set_aside_if_damaged, write_history, write_record)
 from hkt.train import rundir
-from hkt.train.checkpoint import (VAL_PREDICTIONS, Checkpointing, TrainState, load_checkpoint,
+from hkt.train.checkpoint import (VAL_PREDICTIONS, Checkpoint, TrainState, load_checkpoint,
                                   predictions_from_state, rng_state)
-from hkt.train.config import validate
-from hkt.train.data import RunData, model_for
-from hkt.train.backfill import complete_tracking
-from hkt.train.finish import GAP_FIELD, publish, summary_line, training_record
+from hkt.models import model_for
+from hkt.train.run_config import RunConfig
+from hkt.train.data import RunData
+from hkt.train.finish import GAP_FIELD, complete_tracking, publish, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
-from hkt.train.execution import execution, execution_tags, out_of_memory, sample_sharing
+from hkt.train.run_conditions import execution, execution_tags, out_of_memory, sample_sharing
 from hkt.gpu_slots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
 from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
-from hkt.train.window import Window
 
 __all__ = ["train"]
 
 
 
-def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
+def train(config: RunConfig | DictConfig, data_dir: str | Path, run_dir: str | Path, *,
           stream: TextIO | None = None, progress: bool | None = None,
           restart_if_changed: bool = False,
           announce: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Train (or resume, or just report) the run described by ``cfg``; return its record.
+    """Train (or resume, or just report) the run described by ``config``
+    (:func:`hkt.train.run_config.load_run_config`'s, or a composed config, validated here); return
+    its record.
 
     ``announce`` is called once the arguments are checked (the config, the data against the
     task), before anything is created: ``hkt train`` prints the resolved config there, so that a
@@ -77,7 +82,8 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
     run_dir, data_dir = Path(run_dir), Path(data_dir)
     stream = stream or sys.stderr
     try:
-        validate(cfg)
+        typed = config if isinstance(config, RunConfig) else RunConfig.of(config)
+        cfg = typed.node
         # Wrong or missing data fails here, before anything is created; a finished run (one
         # whose record loads) needs the data only to check it is still the same.
         finished = _record_loads(run_dir)
@@ -89,7 +95,7 @@ def train(cfg: DictConfig, data_dir: str | Path, run_dir: str | Path, *,
             if (run_dir / RECORD_NAME).exists() and not _set_aside(run_dir, stream):
                 return _report_finished(cfg, data, data_dir, run_dir, stream)
             run_data = data or RunData(data_dir, cfg.task)  # the record vanished meanwhile
-            return _Run(cfg, data_dir, run_data, run_dir, stream, progress).run()
+            return _Run(typed, data_dir, run_data, run_dir, stream, progress).run()
 
         with rundir.exclusive(run_dir):
             try:
@@ -146,19 +152,56 @@ def _report_finished(cfg: DictConfig, data: RunData | None, data_dir: Path, run_
     return record
 
 
-class _Run(Checkpointing):
+class Window:
+    """The partial logging window (loss and correct answers since the last logged step),
+    accumulated on the device: no sync per step on CUDA. A checkpoint carries its
+    :meth:`state`, so that a resumed run logs the same rows."""
+
+    def __init__(self, saved: dict[str, Any], device: torch.device) -> None:
+        self.loss = torch.tensor(saved["loss"], dtype=torch.float64, device=device)
+        self.correct = torch.tensor(saved["correct"], dtype=torch.int64, device=device)
+        self.bad = torch.zeros((), dtype=torch.bool, device=device)  # a non-finite step
+        self.n, self.steps, self.time = int(saved["n"]), int(saved["steps"]), float(saved["time"])
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
+            bad: torch.Tensor) -> None:
+        self.bad |= bad
+        self.loss += loss.detach().double() * labels.numel()
+        self.correct += (logits.detach().argmax(-1) == labels).sum()
+        self.n += labels.numel()
+        self.steps += 1
+
+    def samples_per_s(self, batch_size: int) -> float | None:
+        return self.steps * batch_size / self.time if self.time > 0 else None
+
+    def take(self, lr: float, batch_size: int) -> dict[str, Any]:
+        """The logged row's training metrics; the window starts afresh."""
+        row = {"train_loss": self.loss.item() / max(1, self.n),
+               "train_acc": self.correct.item() / max(1, self.n), "lr": lr,
+               "samples_per_s": self.samples_per_s(batch_size)}
+        self.loss.zero_()
+        self.correct.zero_()
+        self.n = self.steps = 0
+        self.time = 0.0
+        return row
+
+    def state(self) -> dict[str, Any]:
+        return {"loss": self.loss.item(), "correct": int(self.correct.item()), "n": self.n,
+                "steps": self.steps, "time": self.time}
+
+
+class _Run:
     """One session of a run: built with everything it trains with, then :meth:`run`."""
 
-    def __init__(self, cfg: DictConfig, data_dir: Path, data: RunData, run_dir: Path,
+    def __init__(self, config: RunConfig, data_dir: Path, data: RunData, run_dir: Path,
                  stream: TextIO, progress: bool | None):
-        """``cfg`` is validated by ``train``. Builds the model, optimizer and data stream, and
+        """Builds the model (from the config's typed model), optimizer and data stream, and
         applies the process-wide torch settings the config asks for."""
+        cfg = config.node
         self.session_start = time.perf_counter()
         self.session_epoch = time.time()  # the same instant, as MLflow's run start
         self.cfg, self.data_dir, self.data, self.run_dir = cfg, data_dir, data, run_dir
         self.stream, self.show_progress = stream, progress
-        self.last_path = run_dir / "checkpoints" / "last.pt"
-        self.best_path = run_dir / "checkpoints" / "best.pt"
         self.git = git_state()  # the code this session runs, for tags and the record
         code_digest()  # read (and kept) now, as the commit is: the code may change meanwhile
         tc = cfg.train
@@ -170,7 +213,7 @@ class _Run(Checkpointing):
         if self.device.type == "cpu" and tc.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
         seed_everything(int(cfg.seed))
-        self.model = model_for(cfg, data)
+        self.model = model_for(config.model, data, int(cfg.task.max_length))
         self.model.to(self.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.forward = self.model
@@ -182,6 +225,8 @@ class _Run(Checkpointing):
                                          bucket=bool(tc.bucket), num_workers=int(tc.num_workers),
                                          pin_memory=self.device.type == "cuda")
         self.cfg_dict = OmegaConf.to_container(cfg, resolve=True)
+        self.checkpoint = Checkpoint(run_dir, cfg, self.cfg_dict, data, self.model, self.opt,
+                                     self.sched, self.batches)
         self.state = TrainState()
         self.tracker: NullTracker = NullTracker()  # the MLflow run, once started
         self.during = ""  # what a stop interrupts, for its line (" (while testing)")
@@ -194,8 +239,10 @@ class _Run(Checkpointing):
         or KILLED if training does not get there."""
         # a broken store stops here, before any write
         self.tracker = make_tracker(self.cfg, say=self.say)
-        if self.last_path.exists():
-            self._resume()
+        if self.checkpoint.last_path.exists():
+            self.state = self.checkpoint.resume()
+            self.say(f"resuming from {self.checkpoint.last_path} at step {self.state.step}/"
+                     f"{self.cfg.train.max_steps}")
         else:
             self.state.mlflow_run_id = rundir.claim(self.run_dir, self.cfg)
         self._start_tracking()
@@ -327,7 +374,7 @@ class _Run(Checkpointing):
         if do_ckpt:
             st.window = window.state()
             self.tracker.flush()
-            self._save_last()
+            self.checkpoint.save_last(st, self._wall())
         if do_log or do_eval:
             bar.update(step, row, best=st.best, force=do_eval)
         elif beat:
@@ -355,7 +402,7 @@ class _Run(Checkpointing):
             raise self._stop_validating(exc.signum, window, row, due, rng) from None
         if val["acc"] > st.best["acc"]:
             st.best = {"acc": val["acc"], "loss": val["loss"], "step": step}
-            self._save_best(val)
+            self.checkpoint.save_best(step, val)
         return {"val_loss": val["loss"], "val_acc": val["acc"]}
 
     def _stop_validating(self, signum: int, window: Window, row: dict[str, Any],
@@ -368,7 +415,7 @@ class _Run(Checkpointing):
         st.window = window.state()
         st.interrupted_sync = {"row": dict(row), "due": list(due)}
         self.tracker.flush()
-        self._save_last(rng=rng)
+        self.checkpoint.save_last(st, self._wall(), rng)
         st.interrupted_sync = None
         return signals.Stopped(signum, self._stopped(signum, saved=True, during=" (while validating)")
                                + f", validating step {step} again")
@@ -379,8 +426,37 @@ class _Run(Checkpointing):
         self._account(window, t_mark)
         self.state.window = window.state()
         self.tracker.flush()
-        self._save_last()
+        self.checkpoint.save_last(self.state, self._wall())
         raise signals.Stopped(signum, self._stopped(signum, saved=True))
+
+    # -- the lines a run that ends early gives ---------------------------------------------
+    def _wall(self) -> float:
+        """Wall time of the run so far: earlier sessions plus this one."""
+        return self.state.wall_time_s + (time.perf_counter() - self.session_start)
+
+    def _stopped(self, signum: int, *, saved: bool, during: str = "") -> str:
+        """The one line a stopped run prints: where it stopped, what it kept, how to go on."""
+        name = signals.Stopped(signum).name
+        at = f"stopped by {name} at step {self.state.step}/{self.cfg.train.max_steps}{during}"
+        if saved:
+            return (f"{at}: checkpoint written at step {self.state.step} "
+                    f"({self.checkpoint.last_path}); the same command resumes it")
+        return f"{at}: {self._then()}"
+
+    def _then(self) -> str:
+        """What the same command does after a run that stopped without a checkpoint of its step."""
+        kept = self.checkpoint.kept_step()
+        if kept is not None:
+            return (f"kept the checkpoint of step {kept} ({self.checkpoint.last_path}); the same "
+                    "command resumes from there")
+        return "no checkpoint yet; the same command starts the run again"
+
+    def _diverged(self, at: str) -> TrainingError:
+        kept = self.checkpoint.kept_step()
+        last = (f"{self.checkpoint.last_path} (step {kept})" if kept is not None else "none yet")
+        return TrainingError(f"training diverged: non-finite loss or gradient norm {at}. "
+                             f"The last good checkpoint is kept: {last}. Lower optim.lr, "
+                             f"set optim.grad_clip, or use train.precision=fp32.")
 
     # -- the end ---------------------------------------------------------------------------
     def _predictions(self, best: dict[str, Any], test: dict[str, Any]) -> dict[str, str]:
@@ -390,7 +466,7 @@ class _Run(Checkpointing):
         if VAL_PREDICTIONS in best:
             val = predictions_from_state(best[VAL_PREDICTIONS])
         else:
-            self.say(f"{self.best_path} holds no validation predictions (written before they were "
+            self.say(f"{self.checkpoint.best_path} holds no validation predictions (written before they were "
                      "kept): validating the best checkpoint again for them")
             tc = self.cfg.train
             val = evaluate(self.forward, self.model, self.data.eval_batches(
@@ -402,7 +478,7 @@ class _Run(Checkpointing):
     def _finish(self) -> dict[str, Any]:
         """Test the best checkpoint; write the curve, history and record (last); close MLflow."""
         cfg = self.cfg
-        best = load_checkpoint(self.best_path)
+        best = load_checkpoint(self.checkpoint.best_path)
         self.model.load_state_dict(best["model"])
         self.say(f"testing the best checkpoint (step {best['step']}) on {self.data.paths['test']}")
         beat = Progress(int(cfg.train.max_steps), stream=self.stream, enabled=self.show_progress,

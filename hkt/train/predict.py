@@ -66,7 +66,8 @@ def _remake(run_dir: Path, data_dir: Path, device: str | None) -> dict[str, Any]
 
     from hkt.device import resolve_device
     from hkt.train.checkpoint import load_checkpoint
-    from hkt.train.data import RunData, model_for
+    from hkt.models import model_for
+    from hkt.train.data import RunData
     from hkt.train.step import autocast_dtype, evaluate
 
     record = load_record(run_dir)
@@ -103,7 +104,7 @@ def _remake(run_dir: Path, data_dir: Path, device: str | None) -> dict[str, Any]
             torch.set_num_threads(int(n_threads))
         if dev.type == "cpu" and tc.deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
-        model = model_for(cfg, data)
+        model = model_for(cfg.model, data, int(cfg.task.max_length))
         try:
             model.load_state_dict(best["model"])
         except (RuntimeError, KeyError) as exc:

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from hkt.config_compose import flatten
 from hkt.errors import RunMismatch, TrainingError
 from hkt.fileio import atomic_write_text, remove_orphaned_temps
-from hkt.train.config import strip_for_compare
+from hkt.train.run_config import strip_for_compare
 from hkt.train.data import RunData
 
 LOCK_NAME = ".lock"

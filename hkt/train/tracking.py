@@ -25,24 +25,22 @@ the same).
 after ``tracking.server_timeout_s`` (MLflow's own retries off), a call is retried for at most
 ``tracking.server_wait_s``, and the first call that still fails puts the tracker out of use for
 the rest of the session (:attr:`Tracker.gap`): one warning line, nothing more sent, and the
-record names the gap (``mlflow_gap``). :mod:`hkt.train.backfill` completes the MLflow run later
-from ``history.csv`` and the record; a resumed session sends the history rows the store lacks
-(:meth:`Tracker.backfill`).
+record names the gap (``mlflow_gap``). :func:`hkt.train.finish.complete_tracking` completes the
+MLflow run later from ``history.csv`` and the record; a resumed session sends the history rows
+the store lacks (:meth:`Tracker.backfill`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,17 +51,15 @@ from hkt.config_compose import flatten
 from hkt.data.source_warning import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
 from hkt.run_record import STEP_METRICS
-from hkt.mlflow_store import (BEST_VAL_TAG, DATASET_RACE, EXPERIMENT_TAGS, RETRIES, SERIES_METRICS,
-                       TrackingError, artifact_root, default_tracking_uri, experiment_name,
-                       open_client, store_lock, with_retry)
+from hkt.mlflow_store import (BEST_VAL_TAG, DATASET_RACE, EXPERIMENT_TAGS, SERIES_METRICS,
+                              TrackingError, open_client, with_retry)
 
 T = TypeVar("T")
 
-__all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "experiment_name", "default_tracking_uri", "tracking_uri", "suite_run",
-           "artifact_root", "with_retry", "Tracker", "NullTracker", "make_tracker", "data_tags",
-           "run_tags", "run_params", "STEP_METRICS", "RETRIES", "TrackingError", "log_dataset",
-           "dataset_digest", "model_name", "metric_name", "COMPARISON_VIEW", "comparison_view_tags",
-           "results_dir_of"]
+# The store (opening, locking, retrying, its names) is hkt.mlflow_store's: import it from there.
+__all__ = ["EXPERIMENT_ENV", "RESULTS_ENV", "tracking_uri", "suite_run", "Tracker", "NullTracker",
+           "make_tracker", "data_tags", "run_tags", "run_params", "log_dataset", "dataset_digest",
+           "model_name", "metric_name", "COMPARISON_VIEW", "comparison_view_tags", "results_dir_of"]
 
 # The MLflow experiment of a suite's runs, for commands outside `hkt train` (external baselines):
 # the workflow sets this variable to experiment_name(profile, task) for every external job.
@@ -71,8 +67,6 @@ EXPERIMENT_ENV = "HKT_MLFLOW_EXPERIMENT"
 # The results directory of a suite's runs: the workflow sets it (absolute) for every job;
 # config/train.yaml reads it into tracking.results_dir, external commands read it here.
 RESULTS_ENV = "HKT_RESULTS_DIR"
-# MLflow's settings of its HTTP requests (mlflow.environment_variables), read at each request
-_HTTP_TIMEOUT, _HTTP_RETRIES = "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 
 #: The view of an experiment's runs list that a comparison needs, opened by the address
 #: ``#/experiments/<id>/runs?viewStateShareKey=<key>`` (docs/tracking.md): MLflow 3.17 has no
@@ -144,7 +138,7 @@ def run_tags(cfg: Any, *, device: str, git: tuple[str | None, bool | None], run_
     """The MLflow tags of a training run: what it is (task, model, variant, seed, profile), its
     suite run (:func:`suite_run`), where and from what it ran (device, host, versions, git state,
     directories, data SHA-256, the data's provenance from its metadata ``data_meta``) and how
-    (``execution``: precision, threads, GPU sharing; :func:`hkt.train.execution.execution_tags`)."""
+    (``execution``: precision, threads, GPU sharing; :func:`hkt.train.run_conditions.execution_tags`)."""
     import torch  # loaded already when a run starts; this module itself stays torch-free
 
     git_commit, git_dirty = git
@@ -253,24 +247,10 @@ class Tracker(NullTracker):
         self.experiment_id = None
 
     # -- bounded calls and the gap they may leave ------------------------------------------
-    @contextmanager
-    def _bounded(self) -> Iterator[None]:
-        """MLflow's HTTP requests within this block: ``server_timeout_s`` each, no retries of
-        its own (:meth:`_retry`'s are bounded in time); nothing changes without a bound."""
-        if self.timeout_s is None:
-            yield
-            return
-        bound = {_HTTP_TIMEOUT: str(max(1, math.ceil(self.timeout_s))), _HTTP_RETRIES: "0"}
-        saved = {k: os.environ.get(k) for k in bound}
-        os.environ.update(bound)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    def _bounded(self) -> Any:
+        """MLflow's HTTP requests within this block bounded by ``server_timeout_s``
+        (:func:`hkt.mlflow_store.bounded_requests`)."""
+        return mlflow_store.bounded_requests(self.timeout_s)
 
     def _retry(self, fn: Callable[..., T], *args: Any, what: str, within_s: float | None = None,
                **kwargs: Any) -> T:
@@ -320,37 +300,9 @@ class Tracker(NullTracker):
 
     # -- setup -----------------------------------------------------------------------------
     def _experiment_id(self) -> str:
-        from mlflow.exceptions import MlflowException  # mlflow: see __init__
-
-        def existing() -> str | None:
-            exp = self.client.get_experiment_by_name(self.experiment)
-            if exp is None:
-                return None
-            if exp.lifecycle_stage == "deleted":
-                raise TrackingError(f"MLflow experiment '{self.experiment}' is deleted in "
-                                    f"{self.uri}; restore it or set tracking.experiment")
-            for key, value in {**EXPERIMENT_TAGS, **comparison_view_tags()}.items():
-                if exp.tags.get(key) != value:
-                    self.client.set_experiment_tag(exp.experiment_id, key, value)
-            return exp.experiment_id
-
-        def get_or_create() -> str:
-            found = existing()
-            if found is not None:
-                return found
-            try:
-                return self.client.create_experiment(
-                    self.experiment, tags={**EXPERIMENT_TAGS, **comparison_view_tags()},
-                    artifact_location=artifact_root(self.uri))
-            except MlflowException as exc:
-                # another job created it since we looked (jobs start together on a tracking
-                # server, which the store lock below does not cover): use theirs
-                if exc.error_code != "RESOURCE_ALREADY_EXISTS" or (found := existing()) is None:
-                    raise
-                return found
-
-        with store_lock(self.uri):
-            return self._retry(get_or_create, what=f"creating experiment '{self.experiment}'")
+        return mlflow_store.ensure_experiment(self.client, self.uri, self.experiment,
+                                              {**EXPERIMENT_TAGS, **comparison_view_tags()},
+                                              timeout_s=self.timeout_s)
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None, start_time: float | None = None) -> str:

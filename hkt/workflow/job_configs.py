@@ -35,7 +35,7 @@ def config_digest(cfg: Any) -> str:
     ``config.yaml``, a record's ``config``): tracking settings excluded, as when ``hkt train``
     compares configs. Every key counts under its current name: a key renamed or added changes
     every digest (``scripts/migrate_results.py`` brings an older results directory along)."""
-    from hkt.train.config import strip_for_compare
+    from hkt.train.run_config import strip_for_compare
 
     text = json.dumps(strip_for_compare(cfg), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -47,7 +47,7 @@ def train_config_digest(overrides: Sequence[str]) -> str:
 
     Raises :class:`ConfigError` naming the key, exactly as ``hkt train`` would.
     """
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
 
     return config_digest(load_config(list(overrides)))
 
@@ -76,7 +76,7 @@ def check_analysable(models: Iterable[str]) -> None:
     is a model file's name; its mixer is the one that file builds (a copy of ``mha.yaml``
     builds ``mha``)."""
     from hkt.config_compose import config_dir
-    from hkt.mixers.registry import mixer_class
+    from hkt.mixers.catalog import mixer_class
     from hkt.workflow.grid import read_model_mixer
 
     for model in models:
@@ -93,7 +93,7 @@ def job_configs(grid: Any, jobs: Iterable[Any] | None = None) -> dict[Any, Any]:
     training job of ``grid``, a :class:`~hkt.workflow.grid.Grid`), composed once per seedless
     override set; the suite's prepare overrides of a task's splits apply to its evaluation
     sizes. What ``hkt plan`` and ``hkt doctor`` time: the workflow's own jobs."""
-    from hkt.train.config import load_config
+    from hkt.train.run_config import load_config
 
     composed: dict[tuple[str, ...], Any] = {}
     out = {}

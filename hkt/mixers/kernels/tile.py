@@ -1,5 +1,5 @@
-"""Triton kernels of HKT's tile attention; the maths and the host side are in ``tile.py``, the
-kernels' building blocks in ``tile_parts.py``.
+"""Triton kernels of HKT's tile attention; the maths and the host side are in
+``hkt/mixers/tile_attention.py``, the kernels' building blocks in ``tile_parts.py``.
 
 In a subpackage: the mixer registry does not import it, so importing ``hkt.mixers``
 never needs Triton. ``@triton.jit`` reads ``TRITON_INTERPRET`` when it
@@ -22,8 +22,9 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from hkt.mixers.kernels.tile_parts import (broadcast, coarse, coarse_keys, coarse_queries, lam,
-                                            load_fine, mm, reduce, visible)
+from hkt.mixers.kernels.tile_parts import (backward_head, backward_key_tile, backward_query_tile,
+                                            broadcast, coarse, coarse_keys, coarse_queries, lam,
+                                            load_fine, mm, reduce, store_levels, visible)
 
 INTERPRETED: bool = bool(knobs.runtime.interpret)
 
@@ -115,13 +116,6 @@ def _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3, rows, k
 
 
 @triton.jit
-def _store_partial(ptr, acc, first, n_rows, D: tl.constexpr, cols):
-    """Rows ``first …`` of a float32 (rows, D) partial-gradient slab."""
-    r = first + tl.arange(0, acc.shape[0])
-    tl.store(ptr + r[:, None] * D + cols[None, :], acc, mask=(r[:, None] < n_rows) & (cols[None, :] < D))
-
-
-@triton.jit
 def hkt_tile_backward_query(
     Q, K, V, LAM, MASK, DO, LSE, DELTA, DQ, DLAM,
     s_qb, s_qr, s_kb, s_kr, s_vb, s_vr, s_db, s_dr, s_lb, s_lh, s_lt, s_ll, s_mb,
@@ -134,31 +128,16 @@ def hkt_tile_backward_query(
     the partial slab DQ (B, H, rows, D) and ∂/∂λ into DLAM (B, H, T, L)."""
     pid = tl.program_id(0)
     m0 = pid * BM
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    Q += b * s_qb + h * D
-    K += b * s_kb + h * D
-    V += b * s_vb + h * D
-    DO += b * s_db + h * D
-    LAM += b * s_lb + h * s_lh
-    MASK += b * s_mb
-    rows = m0 + tl.arange(0, BM)
+    bh, b, h, Q, K, V, DO, LAM, MASK = backward_head(Q, K, V, DO, LAM, MASK, s_qb, s_kb, s_vb,
+                                                     s_db, s_lb, s_lh, s_mb, H, D)
     cols = tl.arange(0, BD)
-    C1: tl.constexpr = coarse(BM, STRIDE)
-    C2: tl.constexpr = coarse(BM, STRIDE * STRIDE)
-    C3: tl.constexpr = coarse(BM, STRIDE * STRIDE * STRIDE)
-    q0 = load_fine(Q, rows, s_qr, t, cols, D)
-    do = load_fine(DO, rows, s_dr, t, cols, D)
-    lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
-    delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
-    lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
-    qc1, lam1, qc2, lam2, qc3, lam3 = coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr,
-                                                     s_lt, s_ll, cols, D, STRIDE, LEVELS, BM)
+    rows, q0, do, lse, delta, lam0, qc1, lam1, qc2, lam2, qc3, lam3 = backward_query_tile(
+        Q, DO, LAM, LSE, DELTA, m0, bh, t, t_pad, s_qr, s_dr, s_lt, s_ll, cols, D, STRIDE, LEVELS,
+        BM)
     dq0 = tl.zeros([BM, BD], tl.float32)
-    dq1 = tl.zeros([C1, BD], tl.float32)
-    dq2 = tl.zeros([C2, BD], tl.float32)
-    dq3 = tl.zeros([C3, BD], tl.float32)
+    dq1 = tl.zeros([coarse(BM, STRIDE), BD], tl.float32)
+    dq2 = tl.zeros([coarse(BM, STRIDE * STRIDE), BD], tl.float32)
+    dq3 = tl.zeros([coarse(BM, STRIDE * STRIDE * STRIDE), BD], tl.float32)
     dl0 = tl.zeros([BM], tl.float32)
     dl1 = tl.zeros([BM], tl.float32)
     dl2 = tl.zeros([BM], tl.float32)
@@ -167,10 +146,8 @@ def hkt_tile_backward_query(
     if CAUSAL:
         hi = tl.minimum(t, m0 + BM)
     for n0 in range(0, hi, BN):
-        keys = n0 + tl.arange(0, BN)
-        k0 = load_fine(K, keys, s_kr, t, cols, D)
-        v = load_fine(V, keys, s_vr, t, cols, D)
-        kc1, kc2, kc3 = coarse_keys(K, k0, n0, t_pad, s_kr, cols, D, STRIDE, LEVELS, BN)
+        keys, k0, v, kc1, kc2, kc3 = backward_key_tile(K, V, n0, t, t_pad, s_kr, s_vr, cols, D,
+                                                       STRIDE, LEVELS, BN)
         p, r0, r1, r2, r3 = _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3,
                                    rows, keys, t, MASK, lse, scale_log2, LEVELS, BM, BN, CAUSAL,
                                    HAS_MASK, PRECISION)
@@ -179,30 +156,25 @@ def hkt_tile_backward_query(
         dq0 += mm((ds * lam0[:, None]).to(k0.dtype), k0, PRECISION)
         if LEVELS > 1:
             dl1 += tl.sum(ds * r1, 1)
-            dq1 += mm(reduce(ds * lam1[:, None], C1, kc1.shape[0]).to(kc1.dtype), kc1, PRECISION)
+            dq1 += mm(reduce(ds * lam1[:, None], dq1.shape[0], kc1.shape[0]).to(kc1.dtype), kc1,
+                      PRECISION)
         if LEVELS > 2:
             dl2 += tl.sum(ds * r2, 1)
-            dq2 += mm(reduce(ds * lam2[:, None], C2, kc2.shape[0]).to(kc2.dtype), kc2, PRECISION)
+            dq2 += mm(reduce(ds * lam2[:, None], dq2.shape[0], kc2.shape[0]).to(kc2.dtype), kc2,
+                      PRECISION)
         if LEVELS > 3:
             dl3 += tl.sum(ds * r3, 1)
-            dq3 += mm(reduce(ds * lam3[:, None], C3, kc3.shape[0]).to(kc3.dtype), kc3, PRECISION)
-    # the partial slab of one (sequence, head): `slab` rows, per level n_tiles × its rows per
-    # tile, levels one after another
-    DQ += bh * slab * D
-    _store_partial(DQ, dq0 * scale, pid * BM, n_tiles * BM, D, cols)
+            dq3 += mm(reduce(ds * lam3[:, None], dq3.shape[0], kc3.shape[0]).to(kc3.dtype), kc3,
+                      PRECISION)
+    # the partial slab of one (sequence, head): `slab` rows
+    store_levels(DQ + bh * slab * D, dq0, dq1, dq2, dq3, scale, pid, n_tiles, cols, D, LEVELS)
     DLAM += bh * t * LEVELS
     tl.store(DLAM + rows * LEVELS, dl0 * scale, mask=rows < t)
     if LEVELS > 1:
-        DQ += n_tiles * BM * D
-        _store_partial(DQ, dq1 * scale, pid * C1, n_tiles * C1, D, cols)
         tl.store(DLAM + rows * LEVELS + 1, dl1 * scale, mask=rows < t)
     if LEVELS > 2:
-        DQ += n_tiles * C1 * D
-        _store_partial(DQ, dq2 * scale, pid * C2, n_tiles * C2, D, cols)
         tl.store(DLAM + rows * LEVELS + 2, dl2 * scale, mask=rows < t)
     if LEVELS > 3:
-        DQ += n_tiles * C2 * D
-        _store_partial(DQ, dq3 * scale, pid * C3, n_tiles * C3, D, cols)
         tl.store(DLAM + rows * LEVELS + 3, dl3 * scale, mask=rows < t)
 
 
@@ -219,40 +191,23 @@ def hkt_tile_backward_key(
     rows for l ≥ 1) into the partial slab DK (B, H, rows, D), over every query tile that sees it."""
     pid = tl.program_id(0)
     n0 = pid * BN
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    Q += b * s_qb + h * D
-    K += b * s_kb + h * D
-    V += b * s_vb + h * D
-    DO += b * s_db + h * D
-    LAM += b * s_lb + h * s_lh
-    MASK += b * s_mb
-    keys = n0 + tl.arange(0, BN)
+    bh, b, h, Q, K, V, DO, LAM, MASK = backward_head(Q, K, V, DO, LAM, MASK, s_qb, s_kb, s_vb,
+                                                     s_db, s_lb, s_lh, s_mb, H, D)
     cols = tl.arange(0, BD)
-    C1: tl.constexpr = coarse(BN, STRIDE)
-    C2: tl.constexpr = coarse(BN, STRIDE * STRIDE)
-    C3: tl.constexpr = coarse(BN, STRIDE * STRIDE * STRIDE)
-    k0 = load_fine(K, keys, s_kr, t, cols, D)
-    v = load_fine(V, keys, s_vr, t, cols, D)
-    kc1, kc2, kc3 = coarse_keys(K, k0, n0, t_pad, s_kr, cols, D, STRIDE, LEVELS, BN)
+    keys, k0, v, kc1, kc2, kc3 = backward_key_tile(K, V, n0, t, t_pad, s_kr, s_vr, cols, D,
+                                                   STRIDE, LEVELS, BN)
     dv = tl.zeros([BN, BD], tl.float32)
     dk0 = tl.zeros([BN, BD], tl.float32)
-    dk1 = tl.zeros([C1, BD], tl.float32)
-    dk2 = tl.zeros([C2, BD], tl.float32)
-    dk3 = tl.zeros([C3, BD], tl.float32)
+    dk1 = tl.zeros([coarse(BN, STRIDE), BD], tl.float32)
+    dk2 = tl.zeros([coarse(BN, STRIDE * STRIDE), BD], tl.float32)
+    dk3 = tl.zeros([coarse(BN, STRIDE * STRIDE * STRIDE), BD], tl.float32)
     lo = 0
     if CAUSAL:
         lo = (n0 // BM) * BM  # earlier query tiles see none of these keys
     for m0 in range(lo, t, BM):
-        rows = m0 + tl.arange(0, BM)
-        q0 = load_fine(Q, rows, s_qr, t, cols, D)
-        do = load_fine(DO, rows, s_dr, t, cols, D)
-        lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
-        delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
-        lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
-        qc1, lam1, qc2, lam2, qc3, lam3 = coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr,
-                                                         s_lt, s_ll, cols, D, STRIDE, LEVELS, BM)
+        rows, q0, do, lse, delta, lam0, qc1, lam1, qc2, lam2, qc3, lam3 = backward_query_tile(
+            Q, DO, LAM, LSE, DELTA, m0, bh, t, t_pad, s_qr, s_dr, s_lt, s_ll, cols, D, STRIDE,
+            LEVELS, BM)
         p, r0, r1, r2, r3 = _probs(q0, k0, lam0, qc1, kc1, lam1, qc2, kc2, lam2, qc3, kc3, lam3,
                                    rows, keys, t, MASK, lse, scale_log2, LEVELS, BM, BN, CAUSAL,
                                    HAS_MASK, PRECISION)
@@ -260,22 +215,15 @@ def hkt_tile_backward_key(
         ds = p * (mm(do, tl.trans(v), PRECISION) - delta[:, None])
         dk0 += mm(tl.trans(ds * lam0[:, None]).to(q0.dtype), q0, PRECISION)
         if LEVELS > 1:
-            dk1 += mm(tl.trans(reduce(ds * lam1[:, None], qc1.shape[0], C1)).to(qc1.dtype), qc1, PRECISION)
+            dk1 += mm(tl.trans(reduce(ds * lam1[:, None], qc1.shape[0], dk1.shape[0])).to(qc1.dtype),
+                      qc1, PRECISION)
         if LEVELS > 2:
-            dk2 += mm(tl.trans(reduce(ds * lam2[:, None], qc2.shape[0], C2)).to(qc2.dtype), qc2, PRECISION)
+            dk2 += mm(tl.trans(reduce(ds * lam2[:, None], qc2.shape[0], dk2.shape[0])).to(qc2.dtype),
+                      qc2, PRECISION)
         if LEVELS > 3:
-            dk3 += mm(tl.trans(reduce(ds * lam3[:, None], qc3.shape[0], C3)).to(qc3.dtype), qc3, PRECISION)
+            dk3 += mm(tl.trans(reduce(ds * lam3[:, None], qc3.shape[0], dk3.shape[0])).to(qc3.dtype),
+                      qc3, PRECISION)
     DV += b * s_dvb + h * D
     tl.store(DV + keys[:, None] * s_dvr + cols[None, :], dv.to(DV.dtype.element_ty),
              mask=(keys[:, None] < t) & (cols[None, :] < D))
-    DK += bh * slab * D
-    _store_partial(DK, dk0 * scale, pid * BN, n_tiles * BN, D, cols)
-    if LEVELS > 1:
-        DK += n_tiles * BN * D
-        _store_partial(DK, dk1 * scale, pid * C1, n_tiles * C1, D, cols)
-    if LEVELS > 2:
-        DK += n_tiles * C1 * D
-        _store_partial(DK, dk2 * scale, pid * C2, n_tiles * C2, D, cols)
-    if LEVELS > 3:
-        DK += n_tiles * C2 * D
-        _store_partial(DK, dk3 * scale, pid * C3, n_tiles * C3, D, cols)
+    store_levels(DK + bh * slab * D, dk0, dk1, dk2, dk3, scale, pid, n_tiles, cols, D, LEVELS)

@@ -1,6 +1,6 @@
 """The building blocks of HKT's tile kernels (``tile.py`` beside it): tile loads, the coarse
 levels' broadcast and reduction, λ, visibility and the matmul at the requested precision.
-Layouts are stated in ``tile.py``."""
+Layouts are stated in ``tile.py`` (the kernels)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import triton
 import triton.language as tl
 
 __all__ = ["coarse", "dot_fits", "mm", "load_fine", "load_coarse", "coarse_keys", "coarse_queries",
-           "broadcast", "reduce", "lam", "visible"]
+           "broadcast", "reduce", "lam", "visible", "backward_head", "backward_query_tile",
+           "backward_key_tile", "store_partial", "store_levels"]
 
 
 @triton.constexpr_function
@@ -133,3 +134,72 @@ def visible(rows, keys, t, mask_ptr, CAUSAL: tl.constexpr, HAS_MASK: tl.constexp
     if CAUSAL:
         ok = ok & (keys[None, :] <= rows[:, None])
     return ok
+
+
+@triton.jit
+def backward_head(Q, K, V, DO, LAM, MASK, s_qb, s_kb, s_vb, s_db, s_lb, s_lh, s_mb, H,
+                  D: tl.constexpr):
+    """A backward program's (sequence, head) ``bh`` (the grid's second axis), its sequence ``b``
+    and head ``h``, and the pointers Q, K, V, dO, λ and the key mask moved to them."""
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    return (bh, b, h, Q + b * s_qb + h * D, K + b * s_kb + h * D, V + b * s_vb + h * D,
+            DO + b * s_db + h * D, LAM + b * s_lb + h * s_lh, MASK + b * s_mb)
+
+
+@triton.jit
+def backward_query_tile(Q, DO, LAM, LSE, DELTA, m0, bh, t, t_pad, s_qr, s_dr, s_lt, s_ll, cols,
+                        D: tl.constexpr, STRIDE: tl.constexpr, LEVELS: tl.constexpr,
+                        BM: tl.constexpr):
+    """What backward reads of the query tile at ``m0``: its rows, the fine queries, dO, the
+    log-sum-exp, Δ, λ_0 and each level's coarse queries and λ (:func:`coarse_queries`)."""
+    rows = m0 + tl.arange(0, BM)
+    q0 = load_fine(Q, rows, s_qr, t, cols, D)
+    do = load_fine(DO, rows, s_dr, t, cols, D)
+    lse = tl.load(LSE + bh * t + rows, mask=rows < t, other=float("inf"))
+    delta = tl.load(DELTA + bh * t + rows, mask=rows < t, other=0.0)
+    lam0 = lam(LAM, rows, t, s_lt, s_ll, 0)
+    qc1, lam1, qc2, lam2, qc3, lam3 = coarse_queries(Q, LAM, q0, lam0, m0, rows, t, t_pad, s_qr,
+                                                     s_lt, s_ll, cols, D, STRIDE, LEVELS, BM)
+    return rows, q0, do, lse, delta, lam0, qc1, lam1, qc2, lam2, qc3, lam3
+
+
+@triton.jit
+def backward_key_tile(K, V, n0, t, t_pad, s_kr, s_vr, cols, D: tl.constexpr,
+                      STRIDE: tl.constexpr, LEVELS: tl.constexpr, BN: tl.constexpr):
+    """What backward reads of the key tile at ``n0``: its keys, the fine keys, V and each
+    level's coarse keys (:func:`coarse_keys`)."""
+    keys = n0 + tl.arange(0, BN)
+    k0 = load_fine(K, keys, s_kr, t, cols, D)
+    v = load_fine(V, keys, s_vr, t, cols, D)
+    kc1, kc2, kc3 = coarse_keys(K, k0, n0, t_pad, s_kr, cols, D, STRIDE, LEVELS, BN)
+    return keys, k0, v, kc1, kc2, kc3
+
+
+@triton.jit
+def store_partial(ptr, acc, first, n_rows, D: tl.constexpr, cols):
+    """Rows ``first …`` of a float32 (rows, D) partial-gradient slab."""
+    r = first + tl.arange(0, acc.shape[0])
+    tl.store(ptr + r[:, None] * D + cols[None, :], acc, mask=(r[:, None] < n_rows) & (cols[None, :] < D))
+
+
+@triton.jit
+def store_levels(ptr, acc0, acc1, acc2, acc3, scale, pid, n_tiles, cols, D: tl.constexpr,
+                 LEVELS: tl.constexpr):
+    """One tile's partial gradients of every level, times ``scale``, into the partial slab of
+    one (sequence, head) at ``ptr``: per level n_tiles × its rows per tile, levels one after
+    another (level 0's rows per tile are the tile's, level l's its coarse rows)."""
+    B0: tl.constexpr = acc0.shape[0]
+    C1: tl.constexpr = acc1.shape[0]
+    C2: tl.constexpr = acc2.shape[0]
+    store_partial(ptr, acc0 * scale, pid * B0, n_tiles * B0, D, cols)
+    if LEVELS > 1:
+        ptr += n_tiles * B0 * D
+        store_partial(ptr, acc1 * scale, pid * C1, n_tiles * C1, D, cols)
+    if LEVELS > 2:
+        ptr += n_tiles * C1 * D
+        store_partial(ptr, acc2 * scale, pid * C2, n_tiles * C2, D, cols)
+    if LEVELS > 3:
+        ptr += n_tiles * C2 * D
+        store_partial(ptr, acc3 * scale, pid * acc3.shape[0], n_tiles * acc3.shape[0], D, cols)

@@ -204,7 +204,8 @@ def tracking_uri_of(suite: Suite) -> str:
 
 
 def _check_mlflow(ctx: Context) -> Iterator[Check]:
-    from hkt.train.tracking import Tracker, with_retry
+    from hkt.mlflow_store import with_retry
+    from hkt.train.tracking import Tracker
 
     mc = ctx.cfg.mlflow
     os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(int(mc.http_timeout_s))

@@ -1,5 +1,6 @@
-"""How a run executed (hkt/train/execution.py): the record and the MLflow tags say the precision,
-the threads and, on a GPU shared through the workflow's slots, which slot of which GPU the job
+"""How a run executed (hkt/train/run_conditions.py): the record and the MLflow tags say the
+precision, the threads and, on a GPU shared through the workflow's slots, which slot of which
+GPU the job
 held and how many of that GPU's slots were held as it got its own. CUDA is simulated (no GPU
 here): a real slot claim, with the device type said to be cuda."""
 
@@ -14,8 +15,8 @@ import torch
 
 from hkt.run_record import RecordError, make_record, validate_record
 from hkt.train import loop
-from hkt.train.config import load_config
-from hkt.train.execution import execution, execution_tags, precision_label
+from hkt.train.run_config import load_config
+from hkt.train.run_conditions import execution, execution_tags, precision_label
 from hkt.gpu_slots import Slots, claim, claimed, held
 
 

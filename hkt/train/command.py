@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from hkt.config_compose import config_dir
 from hkt.errors import ConfigError
 from hkt.logs import stderr_handler
-from hkt.train.config import load_config
+from hkt.train.run_config import load_run_config
 
 
 def _groups_epilog() -> str:
@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _log_to_stderr()  # load_config reports how it resolved model.match_params_of
-    cfg = load_config(args.overrides)
+    config = load_run_config(args.overrides)
+    cfg = config.node
     if args.print_config:
         print(OmegaConf.to_yaml(cfg), end="")
         return 0
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     def announce() -> None:  # once the data are checked too: a bad --data is one line alone
         print("# resolved config\n" + OmegaConf.to_yaml(cfg), end="", flush=True)
 
-    train(cfg, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
+    train(config, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
           restart_if_changed=args.restart_if_changed, announce=announce)
     return 0
 

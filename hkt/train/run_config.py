@@ -13,10 +13,12 @@ model's ``d_ffn`` is widened to the parameter count of the named mixer's model.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -39,8 +41,11 @@ from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError, ConfigValueError, did_you_mean
 from hkt.provenance import SUITE_ENV
 
-__all__ = ["CONFIG_NAME", "SCHEMA", "compose_train", "load_config", "validate", "match_params",
-           "strip_for_compare"]
+if TYPE_CHECKING:  # the model side pulls in torch, which a command's start-up avoids
+    from hkt.models import EncoderConfig
+
+__all__ = ["CONFIG_NAME", "SCHEMA", "RunConfig", "compose_train", "load_run_config", "load_config",
+           "validate", "match_params", "strip_for_compare"]
 
 CONFIG_NAME = "train"
 log = logging.getLogger("hkt.train")
@@ -131,20 +136,43 @@ def _task_choice(overrides: Sequence[str]) -> str:
     return next((str(d["task"]) for d in defaults if isinstance(d, dict) and "task" in d), "")
 
 
-def load_config(overrides: Sequence[str] = ()) -> DictConfig:
+@dataclass(frozen=True)
+class RunConfig:
+    """A training run's config, validated: the composed ``node`` (what the run directory, the
+    record and MLflow keep) and its ``model`` typed once (the :class:`hkt.models.EncoderConfig`
+    that holds the mixer's config), which building the model uses as it is."""
+
+    node: DictConfig
+    model: EncoderConfig
+
+    @classmethod
+    def of(cls, node: DictConfig) -> RunConfig:
+        """Validate a composed config (:func:`validate`) and keep its typed model."""
+        return cls(node, validate(node))
+
+
+def load_run_config(overrides: Sequence[str] = ()) -> RunConfig:
     """Compose ``train.yaml`` with ``overrides``, validated, with ``model.match_params_of``
-    resolved (``model.d_ffn`` widened)."""
+    resolved (``model.d_ffn`` widened), and its model typed: what ``hkt train`` runs."""
     overrides = [str(o) for o in overrides]
     # types are checked by Hydra (the structured model configs) and by validate()'s schemas
     cfg = compose_train(overrides, check_types=False)
-    validate(cfg)
+    model = validate(cfg)
     if cfg.model.match_params_of is not None:
         match_params(cfg, overrides)
-    return cfg
+        model = dataclasses.replace(model, d_ffn=int(cfg.model.d_ffn))
+    return RunConfig(cfg, model)
 
 
-def validate(cfg: DictConfig) -> DictConfig:
-    """Raise :class:`ConfigError` naming the first impossible value; return ``cfg``."""
+def load_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """The composed node of :func:`load_run_config`, for readers of its values (the workflow's
+    digests, the plan)."""
+    return load_run_config(overrides).node
+
+
+def validate(cfg: DictConfig) -> EncoderConfig:
+    """Raise :class:`ConfigError` naming the first impossible value; return the model typed
+    (the check of ``model`` is its construction)."""
     from hkt.data.task_config import validate_task
     from hkt.models import EncoderConfig
 
@@ -163,10 +191,11 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError("config keys 'task' and 'model' are missing (the config files are incomplete)")
     validate_task(OmegaConf.to_container(cfg.task, resolve=True), for_prepare=False)
     try:
-        EncoderConfig.from_mapping(cfg.model).check_length(int(cfg.task.max_length))
+        model = EncoderConfig.from_mapping(cfg.model)
+        model.check_length(int(cfg.task.max_length))
     except ConfigValueError as exc:
         raise exc.under("model") from None
-    return cfg
+    return model
 
 
 def match_params(cfg: DictConfig, overrides: Sequence[str]) -> None:
