@@ -64,11 +64,14 @@ def test_a_mistyped_suite_name_stops_the_workflow_with_one_line(tmp_path):
 def test_the_readme_chooses_suites_by_name():
     """Each snakemake command of the README and the docs pages picks its suite with
     `--config suite=NAME` (one clear line for a typo), never with `--configfile config/suites/…`
-    (Snakemake's traceback)."""
+    (Snakemake's traceback). The one exception is a cut (config/cuts/), a suite of its own made
+    of the suite's file and the cut's, which only config files can give."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     text = "\n".join(p.read_text(encoding="utf-8") for p in pages)
     commands = re.findall(r"^\S*snakemake .*$", text, re.M)
     assert commands
-    assert not re.search(r"--configfile\s+config/suites/", text)
+    assert not re.search(r"--configfile\s+config/suites/\S++(?!\s+\S*config/cuts/)", text)
+    assert re.search(r"--configfile\s+config/suites/\S++(?!\s+\S*config/cuts/)",
+                     "snakemake --configfile config/suites/cpu.yaml --cores 2")
     assert any("--config suite=smoke" in c for c in commands)
     assert "pkill" not in text  # `hkt stop` stops one suite; pkill -f stops everyone's

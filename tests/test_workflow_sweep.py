@@ -80,10 +80,15 @@ def test_the_sensitivity_suite_is_mha_and_hkt_at_two_learning_rates_three_seeds(
 
 
 def _plain(cfg) -> dict:
-    """A composed config without what names the run rather than defines it."""
+    """A composed config without what names the run rather than defines it, nor where it runs
+    (the run-neutral train keys: the long suite runs 2 threads a job, the sensitivity suite ran
+    on a GPU)."""
+    from hkt.train.run_config import RUN_NEUTRAL_TRAIN_KEYS
+
     out = OmegaConf.to_container(cfg, resolve=True)
     for key in ("tracking", "variant", "seed"):
         out.pop(key)
+    out["train"] = {k: v for k, v in out["train"].items() if k not in RUN_NEUTRAL_TRAIN_KEYS}
     return out
 
 

@@ -60,9 +60,9 @@ if RUN.gpu_slots_total is not None and GPU_SLOTS not in workflow.global_resource
 def disk_error(exc):
     """A full disk or a read-only file system met at the workflow's start (the lock, the store,
     the plan and its calibration cache, plan/sessions.json): the one line `hkt` prints for
-    every such error (hkt.cli.describe_os_error), as a WorkflowError, which stops the workflow
+    every such error (hkt.cli.main.describe_os_error), as a WorkflowError, which stops the workflow
     without a traceback."""
-    from hkt.cli import describe_os_error
+    from hkt.cli.main import describe_os_error
 
     return WorkflowError(f"hkt: error: {describe_os_error(exc)}")
 
