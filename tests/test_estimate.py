@@ -89,7 +89,8 @@ def test_plan_doctor_banner_and_status_print_one_figure(smoke, capsys):
     from hkt.suite import plan as plan_command
     from hkt.suite.doctor import _check_estimate
     from hkt.suite.doctor.context import Context
-    from hkt.suite.status import format_status, settings, suite_status
+    from hkt.suite.standing import settings, suite_status
+    from hkt.suite.status import format_status
 
     half_done(smoke)
     plan = make_plan(compose("plan", ["device=cpu"]), smoke)
@@ -114,7 +115,7 @@ def test_a_restart_counts_finished_jobs_and_checkpointed_steps(smoke):
     """A finished job costs nothing; a checkpointed one its overhead and the steps after its
     checkpoint (with their share of the validations); the plan and status count the same."""
     from hkt.suite.estimate import write_plan
-    from hkt.suite.status import settings, suite_status
+    from hkt.suite.standing import settings, suite_status
 
     jobs, records = half_done(smoke)
     fresh = make_plan(compose("plan", ["device=cpu"]), load_suite(
@@ -145,7 +146,8 @@ def test_steps_that_ran_are_measured_steps(smoke):
     """Steps logged in a checkpoint's history.csv give the pace: status never says that no
     training step has run after they did, and plan and status scale the rest by it."""
     from hkt.suite.estimate import write_plan
-    from hkt.suite.status import format_status, settings, suite_status
+    from hkt.suite.standing import settings, suite_status
+    from hkt.suite.status import format_status
 
     jobs, records = half_done(smoke)
     plan0 = make_plan(compose("plan", ["device=cpu"]), smoke)
@@ -203,7 +205,7 @@ def test_a_baseline_added_to_a_finished_suite_costs_itself_and_the_aggregate(smo
     """Every output there but one new external baseline's record: the plan and status count that
     job and the aggregate that reads it (its summary exists, but the workflow makes it again)."""
     from hkt.suite.estimate import write_plan
-    from hkt.suite.status import settings, suite_status
+    from hkt.suite.standing import settings, suite_status
 
     first = make_plan(compose("plan", ["device=cpu"]), smoke)
     added = next(j for j in first.jobs if j.rule == "external")

@@ -249,7 +249,8 @@ def test_the_workflow_redoes_a_run_whose_record_does_not_load(tmp_path):
 def test_hkt_status_does_not_count_a_record_that_does_not_load_as_done(tmp_path, capsys):
     """`hkt status` said such a run was done. It is waiting now, named with what happens."""
     from test_status import results as _results  # noqa: F401 - the plan of a small suite
-    from hkt.suite.status import format_status, settings, suite_status
+    from hkt.suite.standing import settings, suite_status
+    from hkt.suite.status import format_status
 
     res = _results.__wrapped__(tmp_path)
     for j in json.loads((res / "plan" / "suite.json").read_text())["jobs"]:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from hkt.cli.main import main
-from hkt.suite.status import JobState, format_status, schedule, settings, suite_status
+from hkt.suite.standing import JobState, schedule, settings, suite_status
+from hkt.suite.status import format_status
 
 NOW = float(int(time.time()))  # status is computed at this instant (main(): a second later)
 HOST = socket.gethostname()
@@ -262,7 +263,7 @@ def test_status_imports_neither_torch_nor_mlflow(results):
 
 
 def test_other_rules_go_at_the_pace_their_finished_jobs_took():
-    from hkt.suite.status import scale_other_rules as _scale_other_rules
+    from hkt.suite.standing import scale_other_rules as _scale_other_rules
 
     jobs = [JobState("analyze", "a", "done", planned_s=120, elapsed_s=30),
             JobState("analyze", "b", "done", planned_s=120, elapsed_s=60),

@@ -223,6 +223,33 @@ def test_the_root_holds_no_command() -> None:
     assert COMMAND_FUNCTIONS <= functions(mods["hkt.suite.status"])  # the check sees a command
 
 
+def _commands(mods: dict[str, Path]) -> set[str]:
+    """The command modules: those that define ``add_arguments`` and ``run`` at their top level."""
+    def functions(path: Path) -> set[str]:
+        return {node.name for node in ast.parse(path.read_text(), str(path)).body
+                if isinstance(node, ast.FunctionDef)}
+
+    return {n for n, path in mods.items() if COMMAND_FUNCTIONS <= functions(path)}
+
+
+def _command_imports(graph: dict[str, set[str]], commands: set[str]) -> list[str]:
+    return sorted(f"{a} imports {b}" for a in commands for b in graph.get(a, set())
+                  if b in commands and b != a)
+
+
+def test_no_command_imports_another_command() -> None:
+    """What two commands share sits below them (docs/contracts.md, layer 5): ``hkt stop``
+    reads a suite's state from :mod:`hkt.suite.standing`, not from ``hkt status``'s module."""
+    mods = _modules()
+    commands = _commands(mods)
+    assert {"hkt.suite.status", "hkt.suite.stop", "hkt.suite.plan"} <= commands
+    graph = {name: _imports(name, mods[name], mods) for name in commands}
+    assert not _command_imports(graph, commands), _command_imports(graph, commands)
+    # the check sees one: stop reading its settings from status, as it did
+    assert _command_imports({"hkt.suite.stop": {"hkt.suite.status", "hkt.errors"}}, commands) == [
+        "hkt.suite.stop imports hkt.suite.status"]
+
+
 SMALL_LINES = 40
 MOST_SMALL = 8
 

@@ -126,9 +126,9 @@ def _signal(pid: int, signum: int) -> bool:
 
 
 def _recent_jobs(results: Path, since: float) -> list[Any]:
-    """The jobs (``hkt status``'s :class:`~hkt.suite.status.JobState`) whose logs were written since
+    """The jobs (``hkt status``'s :class:`~hkt.suite.standing.JobState`) whose logs were written since
     ``since``: those of this session; [] where the workflow wrote no plan yet."""
-    from hkt.suite.status import settings, suite_status
+    from hkt.suite.standing import settings, suite_status
 
     try:
         jobs = suite_status(results, settings([])).jobs
@@ -230,13 +230,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "its jobs, by the pid its lock records; every training job writes a "
                           "checkpoint of its step, and the last line says how to resume "
                           "(settings: config/stop.yaml).")
-    from hkt.suite.status import results_arguments
+    from hkt.suite.standing import results_arguments
 
     results_arguments(parser, "stop.yaml", "wait_s=600")
 
 
 def run(args: argparse.Namespace) -> int:
-    from hkt.suite.status import settings
+    from hkt.suite.standing import settings
 
     cfg = settings(args.overrides, "stop.yaml")
     return stop_workflow(args.results, wait_s=float(cfg["wait_s"]), poll_s=float(cfg["poll_s"]),

@@ -182,7 +182,7 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
                     overrides: Mapping[str, Any] | None = None,
                     configfiles: Sequence[str | Path] = (),
                     command_line: Mapping[str, Any] | None = None,
-                    cluster: bool = False, nodes: int | None = None,
+                    nodes: int | None = None,
                     snakefile: str | Path = "workflow/Snakefile",
                     cuda: Callable[[], bool] = cuda_available) -> Invocation:
     """The :class:`Invocation` of a Snakemake reading of the workflow; writes nothing.
@@ -190,9 +190,9 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
     ``config`` is ``config.yaml`` with the ``--configfile`` files and ``--config`` keys merged,
     ``overrides`` Snakemake's ``overwrite_config``, ``command_line`` what ``--config`` alone gave
     (see :func:`~hkt.workflow.suites.workflow_suite`); ``main`` whether this process runs the
-    workflow (not a cluster node's job), ``cluster`` whether jobs run elsewhere and ``nodes``
-    Snakemake's ``--jobs``, as Snakemake tells them when it reads the workflow (a cluster
-    executor's ``--jobs``, not yet the executor itself).
+    workflow (not a cluster node's job) and ``nodes`` Snakemake's ``--jobs``, which a cluster
+    executor requires: Snakemake reads the workflow before it has an executor, so whether jobs
+    run elsewhere is known only at :func:`start`.
 
     The main process composes every training config once (the configs of the suite, checked
     before any job runs) and lists the records that do not load. Raises :class:`ConfigError`
@@ -210,11 +210,6 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
     damaged: tuple[tuple[str, str], ...] = ()
     report = None
     if main:  # a cluster job composes only its own config (Invocation.train_digest)
-        try:
-            if cluster:
-                grid.check_cluster_node()
-        except ConfigError as exc:
-            raise ConfigError(f"workflow config: {exc}") from None
         digests = _digests([grid.train_overrides(j) for j in grid.train_jobs()], cdir.resolve())
         try:
             with _composing_in(cdir.resolve()):
@@ -225,7 +220,7 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
         report = report_command(grid.results, suite=suite.name, snakefile=snakefile,
                                 configfiles=list(configfiles), config=command_line)
     return Invocation(suite=suite, config_dir=cdir.resolve(), tracking_uri=uri, main=main,
-                      local_gpu_slots=main and not cluster and nodes is None,
+                      local_gpu_slots=main and nodes is None,
                       report_command=report, digests=digests, damaged=damaged)
 
 
@@ -240,8 +235,9 @@ def apply_env(inv: Invocation) -> None:
 def start(inv: Invocation, *, started: float | None = None, cores: int | None = None,
           cluster: bool = False, claim: Callable[[], Any], open_store: Callable[[], Any],
           say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> Any:
-    """What the workflow does when its jobs are about to run (``onstart``), in this order: the
-    jobs' environment; the results directory claimed and the store opened (``claim``,
+    """What the workflow does when its jobs are about to run (``onstart``), in this order: on a
+    ``cluster``, GPU rules that no GPU in view could run refused (:meth:`Grid.check_cluster_node`,
+    a :class:`~hkt.errors.ConfigError`); the jobs' environment; the results directory claimed and the store opened (``claim``,
     ``open_store``: a workflow that cannot run stops before anything is timed); the plan
     calibrated, written for ``hkt status`` and printed; this session recorded
     (:mod:`hkt.workflow.sessions`) from Snakemake's ``started``, its jobs on a ``cluster`` or
@@ -249,9 +245,14 @@ def start(inv: Invocation, *, started: float | None = None, cores: int | None = 
     plan, whose estimates are the training jobs' priorities. Raises what the lock, the store or
     a write raises (:class:`~hkt.errors.HKTError`, :class:`OSError`)."""
     from hkt.suite.plan import calibrated_plan, workflow_plan
-    from hkt.suite.status import settings
+    from hkt.suite.standing import settings
     from hkt.workflow.sessions import duration, start_session
 
+    if cluster:  # known now, not when the workflow was read: refused before anything is claimed
+        try:
+            inv.grid.check_cluster_node()
+        except ConfigError as exc:
+            raise ConfigError(f"workflow config: {exc}") from None
     apply_env(inv)
     claim()
     open_store()
