@@ -59,6 +59,27 @@ def test_the_layer_under_test_is_the_hkt_model_config(tmp_path, monkeypatch):
     assert (settings["levels"], settings["stride"]) == (4, 4)
 
 
+def test_the_tile_kernel_is_not_timed_in_tritons_interpreter(monkeypatch):
+    """Where Triton could run the tile kernel (the GPU check's path, faked here on the CPU), its
+    CPU interpreter is still refused: its times mean nothing. The line once named the kernel
+    module by its old name, an error that only a GPU reached."""
+    import types
+
+    from hkt.bench import attention
+    from hkt.mixers import tile_attention
+
+    hkt = {"levels": 3, "stride": 2, "upsample": "nearest"}
+    cpu = torch.device("cpu")
+    assert attention.skip_reason("mha", {"hkt": hkt}, cpu) is None
+    assert attention.skip_reason("hkt-tile", {"hkt": hkt}, cpu) is not None  # no CUDA here
+    monkeypatch.setattr(tile_attention, "unavailable", lambda x: None)
+    for interpreted, reason in ((True, "Triton's CPU interpreter is on"), (False, None)):
+        monkeypatch.setattr(tile_attention, "kernels",
+                            lambda on=interpreted: types.SimpleNamespace(INTERPRETED=on))
+        got = attention.skip_reason("hkt-tile", {"hkt": hkt}, cpu)
+        assert (got is None) if reason is None else got.startswith(reason), got
+
+
 def test_peak_memory_sees_allocations():
     import torch
 

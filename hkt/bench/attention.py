@@ -75,7 +75,7 @@ def skip_reason(name: str, settings: dict[str, Any], device: torch.device) -> st
         return f"{problem[0]}={problem[1]!r}: {problem[2]}"
     if reason := tile_attention.unavailable(torch.empty(0, device=device)):
         return reason
-    if tile.kernels().INTERPRETED:
+    if tile_attention.kernels().INTERPRETED:
         return "Triton's CPU interpreter is on (TRITON_INTERPRET=1); its times mean nothing"
     return None
 
