@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from omegaconf import OmegaConf
 
@@ -56,3 +57,28 @@ def test_each_cut_training_config_is_the_suites_but_its_budget():
             assert OmegaConf.to_container(cfg.task) == OmegaConf.to_container(ref.task), job
         assert (cfg.train.max_steps, cfg.optim.warmup_steps) == (10, 2)
         assert (cfg.train.eval_batches, cfg.train.test_batches) == (2, 2)
+
+
+def test_hkt_plan_reads_the_cut_as_the_workflow_does_from_its_two_files():
+    """`hkt plan --suite config/suites/cpu.yaml --suite config/cuts/cpu.yaml` (the command the
+    workflow's banner gives for the cut) plans the suite the workflow runs: the same name,
+    config and jobs; the banner names the two files, not a `--suite cpu_cut` that no file has."""
+    from hkt.errors import ConfigError
+    from hkt.suite.plan import plan_command, workflow_plan
+
+    files = [str(CONFIG_DIR / "suites" / "cpu.yaml"), str(CUT)]
+    listed, workflow = load_suite(files, config_dir=CONFIG_DIR), cut_suite()
+    assert listed.name == workflow.name == "cpu_cut"
+    assert listed.config == workflow.config
+    assert kinds(listed.grid.train_jobs()) == kinds(workflow.grid.train_jobs())
+    named = load_suite(["cpu", str(CUT)], config_dir=CONFIG_DIR)  # the cut's suite key renames it
+    assert (named.name, named.config) == ("cpu_cut", workflow.config)
+    with pytest.raises(ConfigError, match=r"suite 'quick' after cpu: what follows the first "
+                                          r"suite is a file merged over it"):
+        load_suite(["cpu", "quick"], config_dir=CONFIG_DIR)
+    command = f"`hkt plan --suite {files[0]} --suite {files[1]}`"
+    assert plan_command(workflow, files) == command
+    assert f"to see it now: {command}" in workflow_plan(workflow, plan=None, configfiles=files)
+    node = "node.yaml"  # a named suite with a file over it: the name, then the file
+    assert plan_command(load_suite("cpu", config_dir=CONFIG_DIR), [node]) == \
+        "`hkt plan --suite cpu --suite node.yaml`"

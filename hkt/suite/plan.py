@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from hkt.suite.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
@@ -25,7 +26,7 @@ from hkt.workflow.sessions import duration
 from hkt.workflow.suites import Suite, load_suite
 
 __all__ = ["gpu_training_seconds", "gpu_line", "calibrated_plan", "format_plan",
-           "job_counts", "log_advice", "workflow_plan", "add_arguments", "run"]
+           "job_counts", "log_advice", "plan_command", "workflow_plan", "add_arguments", "run"]
 
 
 def format_plan(plan: Plan) -> str:
@@ -126,14 +127,27 @@ def calibrated_plan(suite: Suite) -> Plan:
     return make_plan(compose("plan", []), suite, log=lambda s: print(s, flush=True))
 
 
-def workflow_plan(suite: Suite, *, plan: Plan | None) -> str:
+def plan_command(suite: Suite, configfiles: Sequence[str | Path] = ()) -> str:
+    """The ``hkt plan`` command that plans what the workflow read: the suite's name, then the
+    ``--configfile`` files it was given, each a ``--suite`` merged in order; the files alone
+    where the suite is theirs (a cut, or no ``config/suites/`` file of its name)."""
+    from hkt.config_compose import config_dir
+
+    named = suite.name != NO_SUITE and (config_dir() / "suites" / f"{suite.name}.yaml").is_file()
+    words = ([suite.name] if named or not configfiles else []) + [str(f) for f in configfiles]
+    if not words or words == [NO_SUITE]:
+        return "`hkt plan --suite FILE`, FILE your config file,"
+    return "`hkt plan " + " ".join(f"--suite {shlex.quote(w)}" for w in words) + "`"
+
+
+def workflow_plan(suite: Suite, *, plan: Plan | None, configfiles: Sequence[str | Path] = ()) -> str:
     """What the workflow prints: the suite's jobs per rule and where the logs are and, given its
     calibrated ``plan`` (:func:`calibrated_plan`), the plan with its ETA, also written for
-    ``hkt status``; without one (the workflow just read, or a dry run), how to get the ETA."""
+    ``hkt status``; without one (the workflow just read, or a dry run), how to get the ETA
+    (:func:`plan_command` of the ``--configfile`` files given)."""
     grid = suite.grid
     if plan is None:
-        command = (f"`hkt plan --suite {suite.name}`" if suite.name != NO_SUITE else
-                   "`hkt plan --suite FILE`, FILE your config file,")
+        command = plan_command(suite, configfiles)
         return (f"hkt plan: suite {suite.name}: jobs {job_counts(grid)}; the estimated "
                 "wall time follows when jobs start (not on a dry run); to see it now: "
                 f"{command} (a short calibration, cached for the "
@@ -154,8 +168,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Print a suite's device, jobs per rule and estimated wall time on this "
                           "machine, from a short measured calibration (settings: config/plan.yaml; "
                           "cached in RESULTS_DIR/plan/).")
-    parser.add_argument("--suite", help="auto (the workflow's choice), a name in config/suites/ "
-                                        "or a file (default: config/plan.yaml's suite)")
+    parser.add_argument("--suite", action="append",
+                        help="auto (the workflow's choice), a name in config/suites/ or a file "
+                             "(default: config/plan.yaml's suite); given again, a file merged "
+                             "over it, in order, as Snakemake's --configfile (a cut: --suite "
+                             "config/suites/cpu.yaml --suite config/cuts/cpu.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="overrides of config/plan.yaml, e.g. fresh=true calibration.steps.cpu=3")
 
@@ -239,10 +256,10 @@ def gpu_line_of(cfg: Any, suite: Suite) -> str:
 def run(args: argparse.Namespace) -> int:
     from hkt.config_compose import compose
 
-    overrides = list(args.overrides) + ([f"suite={args.suite}"] if args.suite else [])
+    overrides = list(args.overrides) + ([f"suite={args.suite[0]}"] if args.suite else [])
     cfg = compose("plan", overrides)
     start = time.perf_counter()
-    suite = load_suite(str(cfg.suite))  # once: auto's choice and the CUDA check too
+    suite = load_suite([str(cfg.suite), *(args.suite or [])[1:]])  # once: auto's choice and CUDA's
     print(f"hkt plan of suite {suite.name} ({suite.reason})", flush=True)
     plan = make_plan(cfg, suite, log=lambda s: print(s, flush=True))
     print(format_plan(plan))

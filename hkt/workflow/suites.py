@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,22 +136,38 @@ def _locate(choice: str, config_dir: Path, cuda: Callable[[], bool],
     return _read(suite_file(choice, config_dir)), choice, f"config/suites/{choice}.yaml"
 
 
-def load_suite(choice: str | Path = AUTO, *, base: Mapping[str, Any] | None = None,
+def load_suite(choice: str | Path | Sequence[str | Path] = AUTO, *,
+               base: Mapping[str, Any] | None = None,
                overrides: Mapping[str, Any] | None = None, config_dir: str | Path | None = None,
                cuda: Callable[[], bool] = cuda_available,
                env: Mapping[str, str] | None = None) -> Suite:
     """The :class:`Suite` of ``choice``: ``auto`` (chosen here, :func:`choose`), a name in
-    ``config/suites/``, a suite file, or ``none`` (``config/config.yaml`` alone).
+    ``config/suites/``, a suite file, or ``none`` (``config/config.yaml`` alone); or a list of
+    them: the first as said, then files merged over it in order, as Snakemake merges its
+    ``--configfile`` files (a cut after its suite: ``config/suites/cpu.yaml``,
+    ``config/cuts/cpu.yaml``).
 
-    Its file is merged over ``base`` (default ``config/config.yaml``) and ``overrides`` (the
+    Its files are merged over ``base`` (default ``config/config.yaml``) and ``overrides`` (the
     command line's keys) over that, so that every key the user gave still wins. A file's suite
-    is the one its ``suite`` key names, else none. Raises :class:`ConfigError` for a suite that
-    does not exist (listing those that do) or a config the schema or the grid refuses."""
+    is the one its ``suite`` key names, else none; a later file that names one renames the
+    suite (a cut is a suite of its own). Raises :class:`ConfigError` for a suite that does not
+    exist (listing those that do), a later item that is not a file, or a config the schema or
+    the grid refuses."""
     from hkt.config_compose import config_dir as default_config_dir
 
     cdir = Path(config_dir) if config_dir is not None else default_config_dir()
     base = _read(cdir / "config.yaml") if base is None else base
-    found, name, reason = _locate(str(choice), cdir, cuda, env)
+    first, *later = [choice] if isinstance(choice, (str, Path)) else list(choice) or [AUTO]
+    found, name, reason = _locate(str(first), cdir, cuda, env)
+    for item in map(str, later):
+        if not _is_file_name(item):
+            raise ConfigError(f"suite {item!r} after {first}: what follows the first suite is a "
+                              "file merged over it (a path, e.g. config/cuts/cpu.yaml), not a "
+                              "suite's name")
+        more, _, _ = _locate(item, cdir, cuda, env)
+        found = merge(found, more)
+        name = None if more.get("suite") else name  # the files name a suite of their own
+        reason += f", then the file {item}"
     config = merge(merge(base, found), overrides or {})
     if name is None:  # a file of its own: the suite it names, if any
         name = str(found.get("suite") or NO_SUITE)

@@ -38,7 +38,7 @@ import os
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +71,13 @@ def suite_jobs(suite: Suite) -> dict[Any, DictConfig]:
     return job_configs(suite.grid, first.values())
 
 
-def doctor_suite(cfg: DictConfig) -> Suite:
-    """The suite the doctor config names (``suite``: auto, a name or a file), ``suite_profile``
-    replacing its profile when set: made once per command."""
+def doctor_suite(cfg: DictConfig, files: Sequence[str] = ()) -> Suite:
+    """The suite the doctor config names (``suite``: auto, a name or a file), ``files`` merged
+    over it in order (:func:`~hkt.workflow.suites.load_suite`), ``suite_profile`` replacing its
+    profile when set: made once per command."""
     profile = cfg.get("suite_profile")
-    return load_suite(str(cfg.suite), overrides={"profile": str(profile)} if profile else None)
+    return load_suite([str(cfg.suite), *files],
+                      overrides={"profile": str(profile)} if profile else None)
 
 
 # --------------------------------------------------------------------------------- measuring
@@ -264,8 +266,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Check this machine against a suite before running it: device and "
                           "versions, SDPA backends, HKT's fused path, a few training steps of "
                           "every main job, memory, MLflow. Settings: config/doctor.yaml.")
-    parser.add_argument("--suite", help=f"{AUTO} (the workflow's choice), a name in config/suites/ "
-                                        "or a file (default: config/doctor.yaml's suite)")
+    parser.add_argument("--suite", action="append",
+                        help=f"{AUTO} (the workflow's choice), a name in config/suites/ or a file "
+                             "(default: config/doctor.yaml's suite); given again, a file merged "
+                             "over it, in order, as Snakemake's --configfile")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="overrides of config/doctor.yaml, e.g. suite_profile=cpu train.steps.cpu=3")
 
@@ -273,9 +277,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from hkt.config_compose import compose
 
-    cfg = compose("doctor", list(args.overrides) + ([f"suite={args.suite}"] if args.suite else []))
+    cfg = compose("doctor", list(args.overrides) + ([f"suite={args.suite[0]}"] if args.suite else []))
     start = time.perf_counter()
-    suite = doctor_suite(cfg)  # once: auto's choice and the CUDA check too
+    suite = doctor_suite(cfg, (args.suite or [])[1:])  # once: auto's choice and the CUDA check too
     print(f"hkt doctor: suite {suite.name} ({suite.reason}), profile {suite.grid.profile}",
           flush=True)
 
