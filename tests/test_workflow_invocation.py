@@ -145,3 +145,28 @@ def test_a_refused_claim_times_nothing(reading, monkeypatch, environ):
     with pytest.raises(HKTError, match="in use"):
         start(reading[0], claim=refuse, open_store=lambda: pytest.fail("opened"),
               say=lambda line: pytest.fail(f"said {line}"))
+
+
+def test_a_cluster_run_whose_rules_ask_for_gpus_none_in_view_is_refused_before_any_claim(
+        tmp_path, monkeypatch, environ):
+    """Snakemake reads the workflow before it has an executor, so the cluster's check runs when
+    the jobs start: GPU rules, no GPU on the submitting machine, ``node.gpus`` unset: refused,
+    nothing claimed (a login node would otherwise turn every GPU job into a CPU job)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    given = {"suite": "smoke", "results_dir": str(tmp_path / "res"),
+             "resources": {"train": {"gpu": 1}}}
+    inv = read_invocation({**CONFIG, **given}, CONFIG_DIR, main=False, overrides=given,
+                          command_line=given, cuda=lambda: False)
+    from hkt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"workflow config: resources\.\{train\}\.gpu ask for "
+                                          r"GPUs, this machine has none and config `node\.gpus`"):
+        start(inv, cluster=True, claim=lambda: pytest.fail("claimed"),
+              open_store=lambda: pytest.fail("opened"), say=lambda line: None)
+    assert not (tmp_path / "res").exists()
+    given["node"] = {"gpus": 0}  # said explicitly: CPU jobs; the check lets it through
+    inv = read_invocation({**CONFIG, **given}, CONFIG_DIR, main=False, overrides=given,
+                          command_line=given, cuda=lambda: False)
+    with pytest.raises(RuntimeError, match="claimed"):
+        start(inv, cluster=True, claim=lambda: (_ for _ in ()).throw(RuntimeError("claimed")),
+              open_store=lambda: None, say=lambda line: None)

@@ -22,7 +22,7 @@ try:
         overrides=workflow.config_settings.overwrite_config,
         configfiles=workflow.config_settings.configfiles,
         command_line=workflow.config_settings.config,
-        cluster=bool(workflow.non_local_exec), nodes=workflow.resource_settings.nodes,
+        nodes=workflow.resource_settings.nodes,
         snakefile=workflow.main_snakefile)
 except ConfigError as exc:  # one line, not a traceback: often a suite's name mistyped
     print(f"hkt: error: {exc}", file=sys.stderr, flush=True)
@@ -40,7 +40,8 @@ if workflow.is_main_process:  # what was read, before Snakemake's DAG (a dry run
           f"results in {R}/", file=sys.stderr)
     from hkt.suite.plan import workflow_plan
 
-    print(workflow_plan(SUITE, plan=None), file=sys.stderr, flush=True)  # jobs per rule
+    print(workflow_plan(SUITE, plan=None, configfiles=workflow.config_settings.configfiles),
+          file=sys.stderr, flush=True)  # jobs per rule; the plan command of the files given
     for _clamp in GRID.clamps():
         print(f"hkt: {_clamp}", file=sys.stderr)
     for _record, _problem in RUN.damaged:  # set aside when a run builds its DAG: run_inputs()
