@@ -426,12 +426,13 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         env = results / "runs" / run / "environment.json"
         # a run of another environment (a publication that spans sessions while the lock moves)
         # carries its own beside its record: the summary lists the packages that differ
-        other = [Path("runs") / run / "environment.json"] if env_digest(env) != ours else []
+        theirs = env_digest(env)
+        other = [Path("runs") / run / "environment.json"] if theirs != ours else []
         for f in [*run_files(results, run), *other]:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(results / f, dest / f)
         if other:
-            print(f"{run}: made in another software environment than {dest}'s ({env_digest(env)[:12]}, "
+            print(f"{run}: made in another software environment than {dest}'s ({theirs[:12]}, "
                   f"not {ours[:12]}); its environment.json is published beside its record")
     for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):  # what the added runs are read by
         target = dest / facts.relative_to(results)
