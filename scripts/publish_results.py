@@ -439,7 +439,7 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         if target.parent.is_dir() and not target.is_file():
             shutil.copy2(facts, target)
     _add_sessions(results / "plan" / "sessions.json", dest / "plan" / "sessions.json",
-                  [str(PurePosixPath(run)) for run in new])
+                  {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in new})
     pending, why = _pending(dest)
     pending = [r for r in pending if PurePosixPath(r) not in set(map(PurePosixPath, new))]
     if pending:
@@ -451,16 +451,44 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     return [str(PurePosixPath(run)) for run in new]
 
 
-def _add_sessions(src: Path, dest: Path, runs: list[str]) -> None:
+def run_span(run_dir: Path) -> tuple[float, float]:
+    """When a run trained: from its record's ``created_at`` (its end) less its ``wall_time_s``
+    (the time of its sessions together, so a run resumed after a pause starts no earlier than
+    this) to its end, in seconds since the epoch."""
+    from datetime import datetime
+
+    rec = json.loads((run_dir / "record.json").read_text("utf-8"))
+    end = datetime.fromisoformat(str(rec["created_at"]).replace("Z", "+00:00")).timestamp()
+    return end - float(rec.get("wall_time_s") or 0.0), end
+
+
+def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]]) -> None:
     """``src``'s workflow sessions joined to ``dest``'s (each once: by start time and pid), each
-    naming the ``runs`` it added (``adds``: its plan's estimate was of the whole suite, not of
-    these runs, so ``hkt plan`` reports them apart)."""
+    naming the runs it added (``adds``: its plan's estimate was of the whole suite, not of
+    these runs, so ``hkt plan`` reports them apart). A session adds the runs it worked on: those
+    whose training (``spans``, :func:`run_span`) it overlaps, or that its command names as a
+    target. Others are left out, and so is one still running here (another run's, in a copy of
+    its results directory): it has no end yet."""
+    import socket
+
+    from hkt.fileio import pid_alive
+
     if not src.is_file():
         return
     mine = json.loads(dest.read_text("utf-8")) if dest.is_file() else {"sessions": []}
     seen = {(s.get("started"), s.get("pid")) for s in mine["sessions"]}
-    mine["sessions"] += [{**s, "adds": runs} for s in json.loads(src.read_text("utf-8"))["sessions"]
-                         if (s.get("started"), s.get("pid")) not in seen]
+    for s in json.loads(src.read_text("utf-8"))["sessions"]:
+        running = "ended" not in s and s.get("host") == socket.gethostname() \
+            and pid_alive(int(s.get("pid") or 0))
+        if (s.get("started"), s.get("pid")) in seen or running:
+            continue
+        start = float(s["started"])
+        end = float(s.get("ended", s.get("last_seen", start)))  # killed: last seen
+        named = " ".join(map(str, s.get("argv") or []))
+        runs = [run for run, (a, b) in spans.items()
+                if (start < b and a < end) or f"runs/{run}/record.json" in named]
+        if runs:
+            mine["sessions"].append({**s, "adds": runs})
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(mine, indent=1) + "\n", "utf-8")
 

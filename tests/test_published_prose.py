@@ -4,7 +4,9 @@ intervals, p-values, ρ) in a results README, in the main README's Results secti
 results index (docs/results/README.md), must be
 in the published tables or summaries (a README may set another publication's rows beside its
 own), be a run's accuracy in runs.csv, be one of the paper's figures (hkt/paper.py), or be a
-suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan.
+suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan. A record
+that a rerun replaced stays published under ``replaced/`` (its accuracies, steps and session), so
+that a README can say what the rerun changed.
 
 So must every count with a unit (issue 48: "27 training runs" stayed after S4D made them 36):
 training runs, seeds, sessions ("runs of the same command"), steps and hours, as integers, are
@@ -76,7 +78,10 @@ def published_figures(root: Path) -> set[str]:
     if runs.is_file():
         for row in csv.DictReader(runs.open(encoding="utf-8")):
             out |= {f"{100 * float(row[k]):.2f}" for k in ("val_accuracy", "test_accuracy") if row[k]}
-    return out | wall_figures(root)
+    for path in sorted((root / "replaced").glob("runs/*/*/*/seed*/record.json")):
+        rec = json.loads(path.read_text("utf-8"))  # what a rerun replaced
+        out |= {f"{100 * float(rec[k]):.2f}" for k in ("val_accuracy", "test_accuracy") if rec.get(k)}
+    return out | wall_figures(root) | wall_figures(root / "replaced")
 
 
 def unsupported(text: str, roots: list[Path]) -> list[str]:
@@ -140,6 +145,9 @@ def known_counts(root: Path) -> set[tuple[int, str]]:
         out |= {(int(rec[k]), "steps") for k in ("steps", "best_step") if rec.get(k)}
         if not rec.get("external"):
             trained.append(rec)
+    for path in sorted((root / "replaced").glob("runs/*/*/*/seed*/record.json")):
+        rec = json.loads(path.read_text("utf-8"))  # a record a rerun replaced: its steps
+        out |= {(int(rec[k]), "steps") for k in ("steps", "best_step") if rec.get(k)}
     groups: dict[tuple, set] = {}
     for rec in trained:
         for key in ((), (rec["task"],), (rec["model"],), (rec["task"], rec["model"]),

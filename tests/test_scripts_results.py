@@ -376,3 +376,33 @@ def test_publish_carries_each_tasks_per_example_facts_beside_its_metadata(tmp_pa
     assert publish.main([str(res), str(dest)]) == 0
     assert (dest / "data/listops/examples.parquet").read_bytes() == facts.read_bytes()
     assert not (dest / "data/listops/train.parquet").exists()
+
+
+def test_added_runs_bring_the_sessions_that_made_them_only(tmp_path):
+    """`--add` joins to the publication the sessions that worked on the runs it adds: one whose
+    time overlaps a run's training, one whose command names the run (a first attempt, killed);
+    not one still running here (another run's, in a copy of the results directory, issue 59),
+    nor one of other work, nor one published already."""
+    import os
+    import socket
+
+    publish = script("publish_results")
+    run = "listops/mha/lr1e3_steps20k/seed0"
+    target = ["snakemake", "--", f"results-long/runs/{run}/record.json"]
+    span = (1000.0, 2000.0)
+
+    def session(started, **more):
+        return {"started": started, "pid": 4242, "host": "elsewhere", "argv": ["snakemake"], **more}
+
+    made = session(900.0, ended=2001.0, ok=True)
+    killed = session(100.0, last_seen=300.0, argv=target)  # no end written: its last heartbeat
+    running = {**session(2002.0, argv=["snakemake", "--", "results-long/runs/other/record.json"]),
+               "pid": os.getpid(), "host": socket.gethostname(), "last_seen": 2003.0}
+    other = session(50.0, ended=60.0, ok=True)
+    published = session(10.0, ended=20.0, ok=True)
+    src, dest = tmp_path / "src.json", tmp_path / "dest.json"
+    src.write_text(json.dumps({"sessions": [published, killed, other, made, running]}))
+    dest.write_text(json.dumps({"sessions": [published]}))
+    publish._add_sessions(src, dest, {run: span})
+    joined = json.loads(dest.read_text())["sessions"]
+    assert joined == [published, {**killed, "adds": [run]}, {**made, "adds": [run]}]
