@@ -97,7 +97,7 @@ def test_plan_doctor_banner_and_status_print_one_figure(smoke, capsys):
     figure = duration(plan.wall_seconds)
     assert plan.wall_seconds > 0 and sum(plan.done().values()) == 2  # a run and a prepare
 
-    plan_command.run(argparse.Namespace(suite="smoke", overrides=["device=cpu"]))
+    plan_command.run(argparse.Namespace(suite=["smoke"], overrides=["device=cpu"]))  # --suite smoke
     assert f"estimated wall time: {figure} (jobs packed on" in capsys.readouterr().out
 
     (doctor,) = _check_estimate(Context(compose("doctor", []), smoke, torch.device("cpu")))
