@@ -237,8 +237,9 @@ def start(inv: Invocation, *, started: float | None = None, cores: int | None = 
           say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> Any:
     """What the workflow does when its jobs are about to run (``onstart``), in this order: on a
     ``cluster``, GPU rules that no GPU in view could run refused (:meth:`Grid.check_cluster_node`,
-    a :class:`~hkt.errors.ConfigError`); the jobs' environment; the results directory claimed and the store opened (``claim``,
-    ``open_store``: a workflow that cannot run stops before anything is timed); the plan
+    a :class:`~hkt.errors.ConfigError`); the jobs' environment; the results directory claimed
+    and the store opened (``claim``, ``open_store``: a workflow that cannot run stops before
+    anything is timed); the plan
     calibrated, written for ``hkt status`` and printed; this session recorded
     (:mod:`hkt.workflow.sessions`) from Snakemake's ``started``, its jobs on a ``cluster`` or
     here (known once Snakemake has its executor, not when it reads the workflow). Returns the
