@@ -457,7 +457,9 @@ def run_span(run_dir: Path) -> tuple[float, float]:
     this) to its end, in seconds since the epoch."""
     from datetime import datetime
 
-    rec = json.loads((run_dir / "record.json").read_text("utf-8"))
+    from hkt.run_record import RECORD_NAME, load_record
+
+    rec = load_record(run_dir / RECORD_NAME)
     end = datetime.fromisoformat(str(rec["created_at"]).replace("Z", "+00:00")).timestamp()
     return end - float(rec.get("wall_time_s") or 0.0), end
 
@@ -471,19 +473,17 @@ def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]]) 
     its results directory): it has no end yet."""
     import socket
 
-    from hkt.fileio import pid_alive
+    from hkt.workflow.sessions import running_here, session_end
 
     if not src.is_file():
         return
     mine = json.loads(dest.read_text("utf-8")) if dest.is_file() else {"sessions": []}
     seen = {(s.get("started"), s.get("pid")) for s in mine["sessions"]}
     for s in json.loads(src.read_text("utf-8"))["sessions"]:
-        running = "ended" not in s and s.get("host") == socket.gethostname() \
-            and pid_alive(int(s.get("pid") or 0))
-        if (s.get("started"), s.get("pid")) in seen or running:
+        host = socket.gethostname()
+        if (s.get("started"), s.get("pid")) in seen or running_here(s, host):
             continue
-        start = float(s["started"])
-        end = float(s.get("ended", s.get("last_seen", start)))  # killed: last seen
+        start, end = float(s["started"]), session_end(s, now=0.0, host=host)
         named = " ".join(map(str, s.get("argv") or []))
         runs = [run for run, (a, b) in spans.items()
                 if (start < b and a < end) or f"runs/{run}/record.json" in named]

@@ -23,7 +23,7 @@ from hkt.suite.estimate import (Plan, Shape, cached_timer, calibration_file, job
 from hkt.provenance import NO_SUITE
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
-from hkt.workflow.suites import Suite, load_suite
+from hkt.workflow.suites import Suite, is_named_suite, load_suite
 
 __all__ = ["gpu_training_seconds", "gpu_line", "calibrated_plan", "format_plan",
            "job_counts", "log_advice", "plan_command", "workflow_plan", "add_arguments", "run"]
@@ -133,7 +133,7 @@ def plan_command(suite: Suite, configfiles: Sequence[str | Path] = ()) -> str:
     where the suite is theirs (a cut, or no ``config/suites/`` file of its name)."""
     from hkt.config_compose import config_dir
 
-    named = suite.name != NO_SUITE and (config_dir() / "suites" / f"{suite.name}.yaml").is_file()
+    named = is_named_suite(suite.name, config_dir())
     words = ([suite.name] if named or not configfiles else []) + [str(f) for f in configfiles]
     if not words or words == [NO_SUITE]:
         return "`hkt plan --suite FILE`, FILE your config file,"

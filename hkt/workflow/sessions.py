@@ -27,7 +27,7 @@ from typing import Any
 from hkt.fileio import atomic_write_text, pid_alive
 
 __all__ = ["SESSIONS_FILE", "command_line", "start_session", "end_session", "load_sessions",
-           "session_seconds", "wall_line", "duration"]
+           "running_here", "session_end", "session_seconds", "wall_line", "duration"]
 
 SESSIONS_FILE = "plan/sessions.json"  # under results_dir
 
@@ -133,15 +133,23 @@ def end_session(results_dir: str | Path, *, ok: bool) -> None:
     _update(results_dir, {"last_seen": now, "ended": now, "ok": ok})
 
 
+def running_here(session: dict[str, Any], host: str) -> bool:
+    """Whether ``session`` is still running on ``host`` (no end written, its process alive)."""
+    return "ended" not in session and session.get("host") == host \
+        and pid_alive(int(session.get("pid") or 0))
+
+
+def session_end(session: dict[str, Any], *, now: float, host: str) -> float:
+    """When ``session`` ended: its end, or ``now`` for one still running here; one that ended
+    without a word, the last time it was seen."""
+    if running_here(session, host):
+        return now
+    return float(session.get("ended", session.get("last_seen", session["started"])))
+
+
 def session_seconds(session: dict[str, Any], *, now: float, host: str) -> float:
-    """How long ``session`` ran: to its end, or, for one still running here, to ``now``; one
-    that ended without a word, to the last time it was seen."""
-    if "ended" not in session and session.get("host") == host \
-            and pid_alive(int(session.get("pid") or 0)):
-        end = now
-    else:
-        end = float(session.get("ended", session.get("last_seen", session["started"])))
-    return max(0.0, end - float(session["started"]))
+    """How long ``session`` ran (:func:`session_end`)."""
+    return max(0.0, session_end(session, now=now, host=host) - float(session["started"]))
 
 
 def wall_line(sessions: list[dict[str, Any]], wall_s: float,

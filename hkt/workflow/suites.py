@@ -36,7 +36,7 @@ from hkt.provenance import NO_SUITE, SUITE_ENV
 from hkt.workflow.grid import Grid
 
 __all__ = ["AUTO", "NO_SUITE", "SUITE_ENV", "GPU_SUITE", "CPU_SUITE", "Suite", "load_suite",
-           "workflow_suite", "choose", "cuda_available", "merge", "suite_file", "SCHEMA_FILE",
+           "workflow_suite", "choose", "cuda_available", "merge", "is_named_suite", "suite_file", "SCHEMA_FILE",
            "check_config", "interpreter_first"]
 
 AUTO = "auto"
@@ -91,6 +91,12 @@ def merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def is_named_suite(name: str, config_dir: str | Path) -> bool:
+    """Whether ``name`` is a suite of ``config/suites/`` (not ``auto``, ``none`` or a suite of
+    one's own, which its config files name)."""
+    return name not in (AUTO, NO_SUITE) and (Path(config_dir) / "suites" / f"{name}.yaml").is_file()
 
 
 def suite_file(name: str, config_dir: str | Path) -> Path:
@@ -196,7 +202,7 @@ def workflow_suite(config: Mapping[str, Any], config_dir: str | Path, *,
     (listing the suites) even beside config files; a suite of one's own is named in its file."""
     overrides = overrides or {}
     named = str(config.get("suite", AUTO))
-    own = named != AUTO and not (Path(config_dir) / "suites" / f"{named}.yaml").is_file()
+    own = named != AUTO and not is_named_suite(named, config_dir)
     chosen = (command_line or {}).get("suite")
     if files and own and chosen is not None and str(chosen) == named and named != NO_SUITE \
             and not _is_file_name(named):  # without files, load_suite refuses it
