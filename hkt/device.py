@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 
 import torch
 
@@ -31,13 +32,33 @@ def resolve_device(name: str, *, source: str = "--device") -> torch.device:
     return device
 
 
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
+    """The processor's model name as the operating system gives it (Linux: ``/proc/cpuinfo``'s
+    ``model name``, e.g. ``AMD EPYC 7B13``); None where it does not say.
+
+    Records name it because a long CPU run is bit for bit reproducible only on the same CPU at
+    the same thread count: two machines' runs must be told apart by their records."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("model name", "Model", "cpu model") and value.strip():
+            return " ".join(value.split())
+    model = platform.processor().strip()
+    return model if model and model != platform.machine() else None
+
+
 def describe_device(device: torch.device) -> str:
-    """E.g. ``cuda:0 (NVIDIA H200)`` or ``cpu (x86_64, 2 cores, 2 threads)``."""
+    """E.g. ``cuda:0 (NVIDIA H200)`` or ``cpu (AMD EPYC 7B13, x86_64, 2 cores, 2 threads)``
+    (the model left out where the system does not name it)."""
     if device.type == "cuda":
         index = torch.cuda.current_device() if device.index is None else device.index
         return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
-    machine = platform.processor() or platform.machine()
-    return f"cpu ({machine}, {os.cpu_count()} cores, {torch.get_num_threads()} threads)"
+    parts = [cpu_model(), platform.machine(), f"{os.cpu_count()} cores",
+             f"{torch.get_num_threads()} threads"]
+    return f"cpu ({', '.join(p for p in parts if p)})"
 
 
 def cuda_memory(device: torch.device) -> tuple[int, int, int] | None:

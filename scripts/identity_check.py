@@ -30,8 +30,9 @@ BY_NATURE = {"ms_per_step", "wall_time_s", "created_at", "mlflow_run_id", "sourc
 
 
 #: Words the report writes about a run rather than numbers it measured: a change may reword
-#: them (a data warning, a budget in words); the check names what changed and does not count it.
-WORDING = {"data_warning", "budget", "external"}  # external: the baseline's program (module)
+#: them (a data warning, a budget in words, the device's description, which names the CPU's
+#: model since issue 59); the check names what changed and does not count it.
+WORDING = {"data_warning", "budget", "external", "device"}  # external: the baseline's module
 
 
 def same_frames(x: pl.DataFrame, y: pl.DataFrame) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import os
 
 import pytest
 import torch
@@ -109,3 +110,29 @@ def test_device_naming():
         resolve_device("tpu0")
     text = describe_device(torch.device("cpu"))
     assert text.startswith("cpu (") and f"{torch.get_num_threads()} threads" in text
+
+
+def test_a_cpu_is_named_by_its_model_where_the_system_names_it(tmp_path, monkeypatch):
+    """Two machines' CPU runs are told apart by their records: the device names the model from
+    /proc/cpuinfo (x86: 'model name'), and leaves it out, not guessed, where none is given."""
+    import platform
+
+    import torch
+
+    from hkt import device
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
+                    "model name\t: AMD EPYC  7B13 64-Core Processor\nflags\t: fpu\n\n"
+                    "processor\t: 1\nmodel name\t: AMD EPYC  7B13 64-Core Processor\n")
+    assert device.cpu_model(info) == "AMD EPYC 7B13 64-Core Processor"
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nBogoMIPS\t: 243.75\nCPU implementer\t: 0x41\n")
+    assert device.cpu_model(arm) is None and device.cpu_model(tmp_path / "absent") is None
+    monkeypatch.setattr(device, "cpu_model", lambda: "AMD EPYC 7B13")
+    assert device.describe_device(torch.device("cpu")) == (
+        f"cpu (AMD EPYC 7B13, {platform.machine()}, {os.cpu_count()} cores, "
+        f"{torch.get_num_threads()} threads)")
+    monkeypatch.setattr(device, "cpu_model", lambda: None)
+    assert device.describe_device(torch.device("cpu")).startswith(f"cpu ({platform.machine()}, ")

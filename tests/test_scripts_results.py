@@ -258,6 +258,13 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     (e / "tables/main.csv").write_text("task,model,val,budget\nlistops,hkt,0.35,cpu: 10 steps\n")
     assert check.main(a, e) == 0
     assert "same  main.csv (1, 3) (columns only in B: budget)" in capsys.readouterr().out
+    # the device's description (a CPU's model, named in records since issue 59) is wording too
+    for side, device in (("a2", "cpu (x86_64, 2 cores, 2 threads)"),
+                         ("e2", "cpu (AMD EPYC 7B13, x86_64, 2 cores, 2 threads)")):
+        (results_dir(tmp_path / side) / "tables/main.csv").write_text(
+            f"task,model,val,device\nlistops,hkt,0.35,\"{device}\"\n")
+    assert check.main(tmp_path / "a2", tmp_path / "e2") == 0
+    assert "same  main.csv (1, 4) (reworded: device)" in capsys.readouterr().out
     # runs only B has (a change that adds a model to the grid) are named, not counted; a run of A
     # missing in B is a difference
     f = results_dir(tmp_path / "f")
