@@ -6,10 +6,8 @@ resolved config, not after it)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import write_prepared_data
 from hkt.cli.main import main, run_logged
 from hkt.errors import ConfigError
 from hkt.report.aggregate_outputs import aggregate_files

@@ -18,7 +18,7 @@ from hkt.report import claims
 from hkt.report.tables import (FEWER_EXAMPLES, NO_STEP, ablation_display, ablation_table,
                                main_display, main_notes, main_table)
 from hkt.runs_frame import AggregateError, curves_from_records, load_records, runs_from_records
-from test_report_aggregate import _figure_of, make_record, suite_records, write_records
+from test_report_aggregate import _figure_of, suite_records, write_records
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 COST_CLAIM = "Score computation costs"

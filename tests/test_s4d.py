@@ -4,7 +4,6 @@ an attention, made by recipe (a) of docs/extending.md."""
 from __future__ import annotations
 
 import io
-import json
 import shutil
 
 import pytest

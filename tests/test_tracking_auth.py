@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shlex
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
