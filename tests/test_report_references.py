@@ -151,6 +151,22 @@ def test_every_trained_variant_is_read_against_the_rules_too():
     assert row[3] == "above the root-operator prior"
 
 
+
+def test_a_variants_rule_row_gives_its_mean_as_the_tables_do():
+    """Two seeds at 785 and 802 of 2,000 (39.675 % exactly): the rule row, the ablation table and
+    the plateau row round it alike (issue 59's summary once said 39.67 in one row, 39.68 in the
+    others: percent before or after the mean)."""
+    from hkt.report.writers import pm
+
+    two = [make_record(model="hkt", variant="lr1e3_steps20k", seed=s, test=t, val=0.42,
+                       test_examples=2000) for s, t in ((0, 0.3925), (1, 0.401))]
+    runs = pl.concat([records(), runs_from_records(two)], how="diagonal_relaxed")
+    (row,) = claims.variant_reference_claims(claims.Budget(runs, claims.Minimum(1, 1), "main"))
+    table = main_table(runs_from_records(two), variants=("lr1e3_steps20k",)).row(0, named=True)
+    assert pm(table["test_mean"], table["test_std"]) == "39.68 ± 0.60"
+    assert row[2].startswith("39.68 ± 0.60 (2 seeds): ")
+
+
 def test_the_curves_name_each_rule_in_the_legend_not_on_the_panel(tmp_path, monkeypatch):
     """In the validation curves each rule line is named in the legend beside the panel: a name
     written on the line could lie under a model's curve."""
