@@ -45,7 +45,11 @@ Environment section compares with DEST's (a run that records none is refused); R
 workflow sessions join DEST's, the jobs leave
 DEST's ``pending.json`` (the suite's jobs not published yet, and why: the drift test,
 ``tests/test_published_results.py``, holds a publication to its suite but for these), and DEST
-is retabled. The published runs are untouched. Regenerating a publication (``--retable``,
+is retabled. The published runs are untouched. RESULTS may be a directory a workflow is still
+running in (a long suite publishes each run as it lands while the next trains): ``--add`` then
+takes only its finished runs, those with a record (the last file a run writes), not one the
+suite also analyses (that waits for the workflow's end), and refuses, adding nothing, where a
+run's record changed while it was copied. Regenerating a publication (``--retable``,
 ``--add`` and the drift test) first checks each of its predictions files against its record.
 """
 
@@ -59,6 +63,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from hkt.data_layout import DATA_METADATA, EXAMPLES
 from hkt.environment import third_party_digest
@@ -410,8 +415,9 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         raise SystemExit(f"{results} holds no run of suite {dest.name} that {dest} lacks")
     try:
         claim_results_dir(results, Path(__file__).resolve().parents[1])
-    except ResultsInUse as exc:
-        raise SystemExit(f"{exc}; add its runs when it has finished") from None
+        live = False
+    except ResultsInUse as exc:  # a long suite's next run: its finished runs are final
+        new, live = finished_runs(results, new, grid, exc), True
     verify(dest)  # what it holds is what was published, before anything joins it
     if not (dest / "environment.json").is_file():
         raise SystemExit(f"{dest} has no environment.json to compare the runs' with")
@@ -420,20 +426,25 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         raise SystemExit(f"runs that record no software environment ({', '.join(map(str, unknown))}): "
                          f"{dest}'s readers could not tell what they ran in; rerun them with this code")
     ours = env_digest(dest / "environment.json")
+    records = {run: (results / "runs" / run / "record.json").read_bytes() for run in new}
     for run in new:  # before anything is copied: each record's predictions, as it names them
         run_predictions(results / "runs" / run)
-    for run in new:
-        env = results / "runs" / run / "environment.json"
-        # a run of another environment (a publication that spans sessions while the lock moves)
-        # carries its own beside its record: the summary lists the packages that differ
-        theirs = env_digest(env)
-        other = [Path("runs") / run / "environment.json"] if theirs != ours else []
-        for f in [*run_files(results, run), *other]:
+    with tempfile.TemporaryDirectory(prefix="hkt-add-") as tmp:
+        staged = _stage_runs(results, new, ours, Path(tmp))
+        if live:  # a run the workflow began again while it was read is not the one checked
+            moved = [run for run in new
+                     if (results / "runs" / run / "record.json").read_bytes() != records[run]]
+            if moved:
+                raise SystemExit(f"{', '.join(map(str, moved))}: its record changed while it was "
+                                 f"copied (the workflow in {results} runs it again); nothing was "
+                                 f"added to {dest}: add it once that run has finished")
+        for f in staged:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(results / f, dest / f)
-        if other:
-            print(f"{run}: made in another software environment than {dest}'s ({theirs[:12]}, "
-                  f"not {ours[:12]}); its environment.json is published beside its record")
+            shutil.copy2(Path(tmp) / f, dest / f)
+            if f.name == "environment.json":
+                print(f"{f.parent.relative_to('runs')}: made in another software environment "
+                      f"than {dest}'s ({env_digest(dest / f)[:12]}, not {ours[:12]}); its "
+                      "environment.json is published beside its record")
     for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):  # what the added runs are read by
         target = dest / facts.relative_to(results)
         if target.parent.is_dir() and not target.is_file():
@@ -449,6 +460,40 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     write_manifest(dest)
     retable(dest)
     return [str(PurePosixPath(run)) for run in new]
+
+
+def finished_runs(results: Path, new: list[PurePosixPath], grid: Any,
+                  held: ResultsInUse) -> list[PurePosixPath]:
+    """The runs of ``new`` that ``--add`` may take from a results directory a workflow is
+    running in (``held`` says whose): a run whose record exists is finished and final (the
+    record is the last file a training run writes, hkt.train.loop), but one the suite also
+    analyses waits for the workflow's end (its analysis may be under way). Says which it takes."""
+    analysed = {PurePosixPath(a).parent.relative_to("results/analysis") for a in grid.analyses()}
+    waiting = [run for run in new if run in analysed]
+    take = [run for run in new if run not in analysed]
+    print(f"{held}: adding only its finished runs ({len(take)})"
+          + (f"; left for the workflow's end, as the suite analyses them: "
+             f"{', '.join(map(str, waiting))}" if waiting else ""))
+    if not take:
+        raise SystemExit(f"{results}: every run it has finished is one the suite also analyses, "
+                         "and the workflow still runs there; add them when it has finished")
+    return take
+
+
+def _stage_runs(results: Path, new: list[PurePosixPath], ours: str, stage: Path) -> list[Path]:
+    """Copy each new run's published files (``run_files``) from ``results`` into ``stage``; a
+    run of another environment than the publication's (``ours``: a publication that spans
+    sessions while the lock moves) carries its own ``environment.json`` beside its record, which
+    the summary compares. The files staged, relative to ``stage``."""
+    staged: list[Path] = []
+    for run in new:
+        env = Path("runs") / run / "environment.json"
+        other = [env] if env_digest(results / env) != ours else []
+        for f in [*run_files(results, run), *other]:
+            (stage / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(results / f, stage / f)
+            staged.append(f)
+    return staged
 
 
 def run_span(run_dir: Path) -> tuple[float, float]:

@@ -281,10 +281,9 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     assert "missing in B" in out and "DIFFERENT  main.csv" in out
 
 
-def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tmp_path, capsys):
-    """`publish_results.py --add`: docs/results/quick without S4D's runs (pending), plus a results
-    directory holding them, becomes docs/results/quick again, tables byte for byte; runs of
-    another environment are refused before anything is copied."""
+def quick_without_s4d(tmp_path: Path) -> tuple[Path, Path, Path, list[Path]]:
+    """docs/results/quick copied without S4D's runs (listed pending, not sealed yet), and a
+    results directory holding them with their environment: (published, dest, results, runs)."""
     import shutil
 
     published = ROOT / "docs" / "results" / "quick"
@@ -298,6 +297,76 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
         shutil.move(dest / "runs" / run, results / "runs" / run)
         shutil.copy(published / "environment.json", results / "runs" / run / "environment.json")
     (dest / "pending.json").write_text(json.dumps({"why": "a test", "runs": [str(r) for r in added]}))
+    return published, dest, results, added
+
+
+def test_add_takes_the_finished_runs_of_a_results_directory_a_workflow_runs_in(tmp_path, capsys):
+    """Issue 59: the long suite publishes each run as it lands while the next one trains in the
+    same results directory, whose lock a workflow holds. `--add` takes the finished runs (a
+    record: the last file a run writes); a run whose record changes while it is copied (the
+    workflow runs it again) is refused and nothing is added; a run the suite also analyses
+    waits for the workflow's end."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from hkt.workflow.results_lock import ResultsInUse
+
+    published, dest, results, added = quick_without_s4d(tmp_path)
+    publish = script("publish_results")
+    publish.write_manifest(dest)
+    before = {f: f.read_bytes() for f in sorted(dest.rglob("*")) if f.is_file()}
+    holder = subprocess.Popen(  # a workflow's hold: another process has the lock
+        [sys.executable, "-c", "import sys, time\nfrom hkt.workflow.results_lock import "
+         f"claim_results_dir\nclaim_results_dir({str(results)!r}, '/work/long')\n"
+         "print('held', flush=True)\ntime.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        copy2 = publish.shutil.copy2
+
+        def rerun_while_copied(src, dst, *a, **k):  # the workflow starts the run over meanwhile
+            if Path(src).name == "history.csv":
+                record = Path(src).with_name("record.json")
+                record.write_text(record.read_text() + " ")
+            return copy2(src, dst, *a, **k)
+
+        publish.shutil.copy2 = rerun_while_copied
+        try:
+            with pytest.raises(SystemExit, match=r"its record changed while it was copied .*"
+                               r"nothing was added"):
+                publish.add_runs(results, dest)
+        finally:
+            publish.shutil.copy2 = copy2
+        after = {f: f.read_bytes() for f in sorted(dest.rglob("*")) if f.is_file()}
+        assert after == before  # not one file
+        for run in added:  # the record as the run wrote it again
+            record = results / "runs" / run / "record.json"
+            record.write_text(record.read_text().rstrip(" "))
+        assert publish.add_runs(results, dest) == [str(r) for r in added]
+        assert f"in use by another running workflow: pid {holder.pid}" in capsys.readouterr().out
+        assert all((dest / "runs" / r / "record.json").read_bytes()
+                   == (results / "runs" / r / "record.json").read_bytes() for r in added)
+        assert not (dest / "pending.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # a run the suite analyses, while the workflow runs: left for its end
+    grid = SimpleNamespace(analyses=lambda: [f"results/analysis/{added[0]}/analysis.parquet"])
+    held = ResultsInUse("in use")
+    assert publish.finished_runs(results, added, grid, held) == added[1:]
+    assert f"left for the workflow's end, as the suite analyses them: {added[0]}" in \
+        capsys.readouterr().out
+    with pytest.raises(SystemExit, match="every run it has finished is one the suite also analyses"):
+        publish.finished_runs(results, added[:1], grid, held)
+
+
+def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tmp_path, capsys):
+    """`publish_results.py --add`: docs/results/quick without S4D's runs (pending), plus a results
+    directory holding them, becomes docs/results/quick again, tables byte for byte; runs of
+    another environment are refused before anything is copied."""
+    import shutil
+
+    published, dest, results, added = quick_without_s4d(tmp_path)
     with_predictions = len(list(published.glob("runs/**/predictions.parquet")))
     if not (results / "runs" / added[0] / "predictions.parquet").is_file():
         write_predictions(results / "runs" / added[0])  # a run with predictions, beside ones without
