@@ -68,7 +68,7 @@ from typing import Any
 from hkt.data_layout import DATA_METADATA, EXAMPLES
 from hkt.environment import third_party_digest
 from hkt.report.summary import data_metadata
-from hkt.workflow.results_lock import ResultsInUse, claim_results_dir
+from hkt.workflow.results_lock import LOCK_NAME, ResultsInUse, claim_results_dir, holder
 
 PENDING = "pending.json"  # a publication's jobs of its suite not run and published yet
 MANIFEST = "SHA256SUMS"  # the SHA-256 of what a publication's runs wrote (sha256sum's format)
@@ -416,8 +416,8 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     try:
         claim_results_dir(results, Path(__file__).resolve().parents[1])
         live = False
-    except ResultsInUse as exc:  # a long suite's next run: its finished runs are final
-        new, live = finished_runs(results, new, grid, exc), True
+    except ResultsInUse:  # a long suite's next run: its finished runs are final
+        new, live = finished_runs(results, new, grid), True
     verify(dest)  # what it holds is what was published, before anything joins it
     if not (dest / "environment.json").is_file():
         raise SystemExit(f"{dest} has no environment.json to compare the runs' with")
@@ -462,16 +462,18 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     return [str(PurePosixPath(run)) for run in new]
 
 
-def finished_runs(results: Path, new: list[PurePosixPath], grid: Any,
-                  held: ResultsInUse) -> list[PurePosixPath]:
+def finished_runs(results: Path, new: list[PurePosixPath], grid: Any) -> list[PurePosixPath]:
     """The runs of ``new`` that ``--add`` may take from a results directory a workflow is
-    running in (``held`` says whose): a run whose record exists is finished and final (the
+    running in (its lock names whose): a run whose record exists is finished and final (the
     record is the last file a training run writes, hkt.train.loop), but one the suite also
     analyses waits for the workflow's end (its analysis may be under way). Says which it takes."""
     analysed = {PurePosixPath(a).parent.relative_to("results/analysis") for a in grid.analyses()}
     waiting = [run for run in new if run in analysed]
     take = [run for run in new if run not in analysed]
-    print(f"{held}: adding only its finished runs ({len(take)})"
+    who = holder(results / LOCK_NAME)
+    print(f"a workflow is running in {results} (pid {who.get('pid', '?')} on host "
+          f"{who.get('host', '?')}, from {who.get('checkout', '?')}): adding only its finished "
+          f"runs ({len(take)})"
           + (f"; left for the workflow's end, as the suite analyses them: "
              f"{', '.join(map(str, waiting))}" if waiting else ""))
     if not take:

@@ -306,11 +306,10 @@ def test_add_takes_the_finished_runs_of_a_results_directory_a_workflow_runs_in(t
     record: the last file a run writes); a run whose record changes while it is copied (the
     workflow runs it again) is refused and nothing is added; a run the suite also analyses
     waits for the workflow's end."""
+    import socket
     import subprocess
     import sys
     from types import SimpleNamespace
-
-    from hkt.workflow.results_lock import ResultsInUse
 
     published, dest, results, added = quick_without_s4d(tmp_path)
     publish = script("publish_results")
@@ -343,7 +342,9 @@ def test_add_takes_the_finished_runs_of_a_results_directory_a_workflow_runs_in(t
             record = results / "runs" / run / "record.json"
             record.write_text(record.read_text().rstrip(" "))
         assert publish.add_runs(results, dest) == [str(r) for r in added]
-        assert f"in use by another running workflow: pid {holder.pid}" in capsys.readouterr().out
+        assert (f"a workflow is running in {results} (pid {holder.pid} on host "
+                f"{socket.gethostname()}, from /work/long): adding only its finished runs ({len(added)})"
+                in capsys.readouterr().out)
         assert all((dest / "runs" / r / "record.json").read_bytes()
                    == (results / "runs" / r / "record.json").read_bytes() for r in added)
         assert not (dest / "pending.json").exists()
@@ -352,12 +353,11 @@ def test_add_takes_the_finished_runs_of_a_results_directory_a_workflow_runs_in(t
         holder.wait()
     # a run the suite analyses, while the workflow runs: left for its end
     grid = SimpleNamespace(analyses=lambda: [f"results/analysis/{added[0]}/analysis.parquet"])
-    held = ResultsInUse("in use")
-    assert publish.finished_runs(results, added, grid, held) == added[1:]
+    assert publish.finished_runs(results, added, grid) == added[1:]
     assert f"left for the workflow's end, as the suite analyses them: {added[0]}" in \
         capsys.readouterr().out
     with pytest.raises(SystemExit, match="every run it has finished is one the suite also analyses"):
-        publish.finished_runs(results, added[:1], grid, held)
+        publish.finished_runs(results, added[:1], grid)
 
 
 def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tmp_path, capsys):
