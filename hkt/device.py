@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -32,6 +33,7 @@ def resolve_device(name: str, *, source: str = "--device") -> torch.device:
     return device
 
 
+@lru_cache(maxsize=8)  # the CPU does not change while a process runs
 def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
     """The processor's model name as the operating system gives it (Linux: ``/proc/cpuinfo``'s
     ``model name``, e.g. ``AMD EPYC 7B13``); None where it does not say.

@@ -426,7 +426,8 @@ def add_runs(results: Path, dest: Path) -> list[str]:
         raise SystemExit(f"runs that record no software environment ({', '.join(map(str, unknown))}): "
                          f"{dest}'s readers could not tell what they ran in; rerun them with this code")
     ours = env_digest(dest / "environment.json")
-    records = {run: (results / "runs" / run / "record.json").read_bytes() for run in new}
+    records = {run: (results / "runs" / run / "record.json").read_bytes()  # read again below
+               for run in new} if live else {}
     for run in new:  # before anything is copied: each record's predictions, as it names them
         run_predictions(results / "runs" / run)
     with tempfile.TemporaryDirectory(prefix="hkt-add-") as tmp:
@@ -526,8 +527,8 @@ def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]]) 
         return
     mine = json.loads(dest.read_text("utf-8")) if dest.is_file() else {"sessions": []}
     seen = {(s.get("started"), s.get("pid")) for s in mine["sessions"]}
+    host = socket.gethostname()
     for s in json.loads(src.read_text("utf-8"))["sessions"]:
-        host = socket.gethostname()
         if (s.get("started"), s.get("pid")) in seen or running_here(s, host):
             continue
         start, end = float(s["started"]), session_end(s, now=0.0, host=host)
