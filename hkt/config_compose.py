@@ -177,11 +177,32 @@ def _missing_message(exc: Exception, cdir: Path) -> str:
     missing = getattr(exc, "missing_cfg_file", None) or ""
     if "/" in missing:
         group, _, option = missing.rpartition("/")
+        if group.lstrip("/").startswith("schema/"):  # a structured config, not a file
+            return _missing_schema_message(group.lstrip("/"), option)
         options = getattr(exc, "options", None) or sorted(
             p.stem for p in (cdir / group).glob("*.yaml"))
         return (f"{group}={option}: no such option in config group '{group}' "
                 f"(available: {', '.join(options) or 'none'})" + did_you_mean(option, options))
     return " ".join(str(exc).split())
+
+
+def _missing_schema_message(group: str, option: str) -> str:
+    """A model file's ``/schema/model/NAME`` that Hydra's store lacks: either no structured
+    config is registered in this process (train.yaml composed without
+    :func:`hkt.train.run_config.compose_train`), or no mixer of that name is."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        stored = sorted(name.removesuffix(".yaml") for name in ConfigStore.instance().list(group))
+    except OSError:  # Hydra's word for a group with nothing stored
+        stored = []
+    if not stored:
+        return (f"{group}/{option}: the structured config a model file selects is not registered "
+                "in this process; compose train.yaml with hkt.train.run_config.compose_train (or "
+                "load_config), which registers every mixer's first, not with compose alone")
+    return (f"{group}/{option}: no registered token mixer is named '{option}' (registered: "
+            f"{', '.join(stored)}); register it in hkt.mixers (docs/extending.md) or fix the "
+            "model file's /schema/model entry" + did_you_mean(option, stored))
 
 
 def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from hkt.mixers import MIXERS, build_mixer
-from hkt.config_compose import compose
 from hkt.models import EncoderConfig, build_model
+from hkt.train.run_config import compose_train
 
 
 def small_cfg(name: str) -> dict:
@@ -27,10 +27,10 @@ def conv_cfg(**overrides) -> dict:
 
 def test_registered_by_name_and_config_matches():
     assert "conv" in MIXERS
-    cfg = compose("train", ["model=conv"]).model
+    cfg = compose_train(["model=conv"]).model
     assert cfg.name == "conv" and cfg.mixer.kernel_size == 128
     # the model config's keys are the same as MHA's, so profiles size every model alike
-    assert set(cfg) == set(compose("train", ["model=mha"]).model)
+    assert set(cfg) == set(compose_train(["model=mha"]).model)
 
 
 def test_causal_by_gradients():

@@ -11,10 +11,10 @@ import torch
 from omegaconf import OmegaConf
 
 from hkt.mixers import build_mixer
-from hkt.config_compose import compose, config_dir
+from hkt.config_compose import config_dir
 from hkt.errors import ConfigError, ConfigValueError
 from hkt.models import EncoderConfig, build_model
-from hkt.train.run_config import load_config
+from hkt.train.run_config import compose_train, load_config
 from hkt.train.optim import build_optimizer, parameter_groups
 
 
@@ -219,15 +219,15 @@ def test_the_model_optim_group_leaves_other_models_configs_as_they_were(tmp_path
     assert sorted(p.name for p in (config_dir() / "model_optim").glob("*.yaml")) == ["s4d.yaml"]
     combos = [["model=mha", "profile=paper", "task=listops"], ["model=conv", "profile=cpu", "task=imdb"],
               ["model=hkt", "profile=cpu", "task=cifar10", "variant=levels2"]]
-    now = [OmegaConf.to_container(compose("train", c)) for c in combos]
+    now = [OmegaConf.to_container(compose_train(c)) for c in combos]
     before = tmp_path / "config"
     shutil.copytree(config_dir(), before)
     train_yaml = (before / "train.yaml").read_text()
     assert "  - optional model_optim: ${model}\n" in train_yaml
     (before / "train.yaml").write_text(train_yaml.replace("  - optional model_optim: ${model}\n", ""))
     monkeypatch.setenv("HKT_CONFIG_DIR", str(before))
-    assert [OmegaConf.to_container(compose("train", c)) for c in combos] == now
-    assert compose("train", ["model=s4d", "profile=paper"]).optim.lr == 1e-4  # the group matters
+    assert [OmegaConf.to_container(compose_train(c)) for c in combos] == now
+    assert compose_train(["model=s4d", "profile=paper"]).optim.lr == 1e-4  # the group matters
 
 
 # --- training ---------------------------------------------------------------------------------

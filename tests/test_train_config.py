@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from hkt.cli.main import main
-from hkt.config_compose import compose, config_dir
+from hkt.config_compose import config_dir
 from hkt.errors import ConfigError
-from hkt.train.run_config import load_config
+from hkt.train.run_config import compose_train, load_config
 
 
 def groups(name: str) -> list[str]:
@@ -199,8 +201,42 @@ def test_attention_argument_of_another_model_is_refused():
 
 def test_unknown_group_option_lists_the_options():
     with pytest.raises(ConfigError) as err:
-        compose("train", ["model=nope"])
+        compose_train(["model=nope"])
     assert "hkt" in str(err.value) and "mha" in str(err.value)
+
+
+def test_a_model_file_naming_no_registered_mixer_says_which_are(tmp_path, monkeypatch):
+    """A model file whose ``/schema/model/NAME`` names no mixer: the error lists the registered
+    mixers (Hydra's own says the group has no options: it holds no files)."""
+    import shutil
+
+    cdir = tmp_path / "config"
+    shutil.copytree(config_dir(), cdir)
+    mha = (cdir / "model" / "mha.yaml").read_text()
+    assert "/schema/model/mha@_here_" in mha
+    (cdir / "model" / "mine.yaml").write_text(mha.replace("/schema/model/mha@", "/schema/model/mhaa@"))
+    monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
+    with pytest.raises(ConfigError) as err:
+        compose_train(["model=mine"])
+    assert str(err.value) == (
+        "schema/model/mhaa: no registered token mixer is named 'mhaa' (registered: conv, hkt, mha, "
+        "s4d); register it in hkt.mixers (docs/extending.md) or fix the model file's /schema/model "
+        "entry; did you mean mha?")
+
+
+def test_train_yaml_composed_without_its_schemas_says_how_to_compose_it():
+    """In a fresh process nothing has registered the mixers' structured configs: composing
+    train.yaml with the bare ``compose`` names ``compose_train``, the function that does."""
+    code = ("from hkt.config_compose import compose\n"
+            "from hkt.errors import ConfigError\n"
+            "try:\n    compose('train', ['model=conv'])\n"
+            "except ConfigError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("schema/model/conv: the structured config a model file selects is not "
+                        "registered in this process; compose train.yaml with "
+                        "hkt.train.run_config.compose_train (or load_config), which registers "
+                        "every mixer's first, not with compose alone\n")
 
 
 def test_cli_bad_override_stops_before_any_work(tmp_path, capsys):
