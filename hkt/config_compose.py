@@ -200,14 +200,9 @@ def _missing_schema_message(group: str, option: str) -> str:
         return (f"{group}/{option}: the structured config a model file selects is not registered "
                 "in this process; compose train.yaml with hkt.train.run_config.compose_train (or "
                 "load_config), which registers every mixer's first, not with compose alone")
-    # the registry names them, not the store: it keeps whatever was registered in the process
-    # (compose_train has imported the mixers by now)
-    from hkt.mixers import MIXERS
-
-    names = sorted(MIXERS)
     return (f"{group}/{option}: no registered token mixer is named '{option}' (registered: "
-            f"{', '.join(names)}); register it in hkt.mixers (docs/extending.md) or fix the "
-            "model file's /schema/model entry" + did_you_mean(option, names))
+            f"{', '.join(stored)}); register it in hkt.mixers (docs/extending.md) or fix the "
+            "model file's /schema/model entry" + did_you_mean(option, stored))
 
 
 def _composition_message(exc: Exception, overrides: list[str], hint: str) -> str:
