@@ -57,6 +57,10 @@ __all__ = ["config_dir", "compose", "flatten", "describe_type"]
 # tracking key, so it is in no config comparison and no rerun digest).
 LABELS = {"train": {"variant": "variant", "model": "tracking.model"}}
 
+#: Hydra's group of the token mixers' structured configs: ``config/model/NAME.yaml`` selects
+#: ``/schema/model/MIXER@_here_``, registered by :func:`hkt.models.encoder.store_structured_configs`.
+MODEL_SCHEMA_GROUP = "schema/model"
+
 
 
 def config_dir() -> Path:
@@ -177,8 +181,8 @@ def _missing_message(exc: Exception, cdir: Path) -> str:
     missing = getattr(exc, "missing_cfg_file", None) or ""
     if "/" in missing:
         group, _, option = missing.rpartition("/")
-        if group.lstrip("/").startswith("schema/"):  # a structured config, not a file
-            return _missing_schema_message(group.lstrip("/"), option)
+        if group.lstrip("/") == MODEL_SCHEMA_GROUP:  # a structured config, not a file
+            return _missing_schema_message(option)
         options = getattr(exc, "options", None) or sorted(
             p.stem for p in (cdir / group).glob("*.yaml"))
         return (f"{group}={option}: no such option in config group '{group}' "
@@ -186,12 +190,13 @@ def _missing_message(exc: Exception, cdir: Path) -> str:
     return " ".join(str(exc).split())
 
 
-def _missing_schema_message(group: str, option: str) -> str:
+def _missing_schema_message(option: str) -> str:
     """A model file's ``/schema/model/NAME`` that Hydra's store lacks: either no structured
     config is registered in this process (train.yaml composed without
     :func:`hkt.train.run_config.compose_train`), or no mixer of that name is."""
     from hydra.core.config_store import ConfigStore
 
+    group = MODEL_SCHEMA_GROUP
     try:
         stored = sorted(name.removesuffix(".yaml") for name in ConfigStore.instance().list(group))
     except OSError:  # Hydra's word for a group with nothing stored

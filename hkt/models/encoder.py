@@ -180,12 +180,14 @@ def store_structured_configs() -> None:
     """
     from hydra.core.config_store import ConfigStore
 
+    from hkt.config_compose import MODEL_SCHEMA_GROUP
+
     store = ConfigStore.instance()
     for name, cls in MIXERS.items():
         if _STORED.get(name) is cls:  # the store is the process's: once per mixer class
             continue
         node = EncoderConfig(name=name, mixer=cls.config_class())  # type: ignore[attr-defined]
-        store.store(group="schema/model", name=name, node=node)
+        store.store(group=MODEL_SCHEMA_GROUP, name=name, node=node)
         _STORED[name] = cls
 
 

@@ -77,10 +77,13 @@ def read_variant_model(path: Path) -> str | None:
 def read_model_mixer(path: Path) -> str:
     """The token mixer a model file builds, the ``M`` of its ``/schema/model/M@_here_`` default
     (a copy of ``mha.yaml`` builds ``mha``); the file's name if it names none or is missing."""
+    from hkt.config_compose import MODEL_SCHEMA_GROUP  # here: the grid is read without OmegaConf
+
     cfg = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    prefix = f"/{MODEL_SCHEMA_GROUP}/"
     for entry in cfg.get("defaults") or []:
-        if isinstance(entry, str) and entry.startswith("/schema/model/"):
-            return entry.removeprefix("/schema/model/").partition("@")[0]
+        if isinstance(entry, str) and entry.startswith(prefix):
+            return entry.removeprefix(prefix).partition("@")[0]
     return path.stem
 
 
