@@ -78,11 +78,14 @@ def lines_note(runs: pl.DataFrame) -> str:
 
 
 def figure_error(mean: float, std: float | None, seeds: int | None,
-                 test_examples: int | None) -> float:
-    """The standard error (pp) of a published figure ``mean`` (%): its spread over seeds,
-    std² / seeds, where its source gives one (``std`` None: none), plus the binomial error
-    p(1 − p)/N of a test set of ``test_examples`` (None: none known)."""
-    spread = (std or 0.0) ** 2 / seeds if std is not None and seeds else 0.0
+                 test_examples: int | None, *, sem: float | None = None) -> float:
+    """The standard error (pp) of a published figure ``mean`` (%): its spread over seeds where its
+    source gives one, std² / seeds (``seeds`` None: std², as for one seed, the most the spread can
+    add) or, where the source gives the standard error of its mean over seeds instead, ``sem``²;
+    plus the binomial error p(1 − p)/N of a test set of ``test_examples`` (None: none known)."""
+    if std is not None and sem is not None:
+        raise ValueError("a figure's spread is a std or a standard error (sem), not both")
+    spread = std ** 2 / (seeds or 1) if std is not None else (sem ** 2 if sem is not None else 0.0)
     p = mean / 100
     binomial = 1e4 * p * (1 - p) / test_examples if test_examples else 0.0
     return math.sqrt(spread + binomial)

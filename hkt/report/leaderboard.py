@@ -3,10 +3,11 @@
 
 The file names a task and T (the rule references it is read against, as the runs give them), the
 test set's size of the published figures, and one entry per published result: its model, accuracy,
-spread (``std`` over ``seeds``, or none), source and where it was checked. Each accuracy is read
-with :func:`hkt.rule_references.reading`, the rule the summary's claims read every model's accuracy
-against, its error :func:`hkt.rule_references.figure_error` (the spread over seeds where the source
-gives one, plus the test set's binomial error; without a spread the binomial error alone).
+spread over seeds as its source gives it (``{sd: X}`` a standard deviation, ``{se: X}`` a standard
+error of the mean, or none), seed count (or none), source and where it was checked. Each accuracy
+is read with :func:`hkt.rule_references.reading`, the rule the summary's claims read every model's
+accuracy against, its error :func:`hkt.rule_references.figure_error` (the seed spread where the
+source gives one, plus the test set's binomial error; without a spread the binomial error alone).
 """
 
 from __future__ import annotations
@@ -23,27 +24,38 @@ from hkt.rule_references import figure_error, lines, reading
 from hkt.runs_frame import AggregateError
 
 __all__ = ["Entry", "Leaderboard", "load_leaderboard", "leaderboard_table", "leaderboard_display",
-           "short_reading", "LEADERBOARD_SCHEMA"]
+           "short_reading", "figure_text", "LEADERBOARD_SCHEMA", "SPREAD_KINDS"]
 
 #: The table's columns and their types.
-LEADERBOARD_SCHEMA = {"model": pl.Utf8, "accuracy": pl.Float64, "std": pl.Float64,
-                      "seeds": pl.Int64, "error_pp": pl.Float64, "position": pl.Utf8,
-                      "reading": pl.Utf8, "recipe": pl.Utf8, "source": pl.Utf8,
-                      "checked_in": pl.Utf8}
-_ENTRY_KEYS = ("model", "accuracy", "std", "seeds", "source", "checked_in", "recipe")
+LEADERBOARD_SCHEMA = {"model": pl.Utf8, "accuracy": pl.Float64, "spread": pl.Float64,
+                      "spread_kind": pl.Utf8, "seeds": pl.Int64, "error_pp": pl.Float64,
+                      "position": pl.Utf8, "reading": pl.Utf8, "recipe": pl.Utf8,
+                      "source": pl.Utf8, "checked_in": pl.Utf8}
+_ENTRY_KEYS = ("model", "accuracy", "spread", "seeds", "source", "checked_in", "recipe")
+#: What a spread can be, as a source gives it: its key in the file and what it means.
+SPREAD_KINDS = {"sd": "standard deviation over seeds",
+                "se": "standard error of the mean over seeds"}
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One published figure: test accuracy (%), its spread where the source gives one."""
+    """One published figure: test accuracy (%), its spread and seed count where the source gives
+    them (``spread_kind`` a key of :data:`SPREAD_KINDS`)."""
 
     model: str
     accuracy: float
-    std: float | None
+    spread: float | None
+    spread_kind: str | None
     seeds: int | None
     source: str
     checked_in: str
     recipe: str
+
+    def error(self, test_examples: int) -> float:
+        """The figure's standard error (pp): its seed spread and the test set's binomial error."""
+        return figure_error(self.accuracy, self.spread if self.spread_kind == "sd" else None,
+                            self.seeds, test_examples,
+                            sem=self.spread if self.spread_kind == "se" else None)
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,42 @@ def _number(v: Any, path: Path, where: str, *, whole: bool = False, lo: float = 
     return v
 
 
+def _spread(v: Any, path: Path, where: str) -> tuple[float | None, str | None]:
+    """A spread as the file gives it: null, ``{sd: X}`` or ``{se: X}``."""
+    if v is None:
+        return None, None
+    kinds = " or ".join(f"{{{k}: X}} ({what})" for k, what in SPREAD_KINDS.items())
+    if not isinstance(v, dict) or len(v) != 1 or next(iter(v)) not in SPREAD_KINDS:
+        raise _bad(path, f"{where}: spread is {v!r}; give null (the source gives none), {kinds}")
+    kind, value = next(iter(v.items()))
+    return float(_number(value, path, f"{where}: spread {kind}")), kind
+
+
+def _entry(e: Any, i: int, path: Path) -> Entry:
+    """One entry of the file, checked; an :class:`AggregateError` names the entry and key."""
+    where = f"entry {i + 1}"
+    if not isinstance(e, dict):
+        raise _bad(path, f"{where} is not a mapping")
+    unknown = sorted(set(e) - set(_ENTRY_KEYS))
+    absent = [k for k in _ENTRY_KEYS if k not in e]
+    if unknown or absent:
+        raise _bad(path, f"{where} ({e.get('model', '?')}): "
+                         + "; ".join(filter(None, (
+                             f"unknown keys {', '.join(unknown)}" if unknown else "",
+                             f"missing {', '.join(absent)}"
+                             + (" (every figure names where it is published)"
+                                if "source" in absent else "") if absent else ""))))
+    where = f"{where} ({e['model']})"
+    for key in ("model", "source", "checked_in", "recipe"):
+        if not isinstance(e[key], str) or not e[key].strip():
+            raise _bad(path, f"{where}: {key} must be a non-empty text")
+    spread, kind = _spread(e["spread"], path, where)
+    seeds = None if e["seeds"] is None else int(_number(e["seeds"], path, f"{where}: seeds",
+                                                        whole=True, lo=1))
+    return Entry(e["model"], float(_number(e["accuracy"], path, f"{where}: accuracy", hi=100.0)),
+                 spread, kind, seeds, e["source"], e["checked_in"], e["recipe"])
+
+
 def load_leaderboard(path: str | Path) -> Leaderboard:
     """Read and check a leaderboard file; an :class:`AggregateError` names the first bad key."""
     path = Path(path)
@@ -83,34 +131,11 @@ def load_leaderboard(path: str | Path) -> Leaderboard:
         raise _bad(path, f"missing {', '.join(missing)}")
     if not isinstance(raw["entries"], list) or not raw["entries"]:
         raise _bad(path, "entries must be a non-empty list")
-    entries = []
-    for i, e in enumerate(raw["entries"]):
-        where = f"entry {i + 1}"
-        if not isinstance(e, dict):
-            raise _bad(path, f"{where} is not a mapping")
-        unknown = sorted(set(e) - set(_ENTRY_KEYS))
-        absent = [k for k in _ENTRY_KEYS if k not in e]
-        if unknown or absent:
-            raise _bad(path, f"{where} ({e.get('model', '?')}): "
-                             + "; ".join(filter(None, (
-                                 f"unknown keys {', '.join(unknown)}" if unknown else "",
-                                 f"missing {', '.join(absent)}" if absent else ""))))
-        where = f"{where} ({e['model']})"
-        for key in ("model", "source", "checked_in", "recipe"):
-            if not isinstance(e[key], str) or not e[key].strip():
-                raise _bad(path, f"{where}: {key} must be a non-empty text")
-        std = None if e["std"] is None else float(_number(e["std"], path, f"{where}: std"))
-        seeds = None if e["seeds"] is None else int(_number(e["seeds"], path, f"{where}: seeds",
-                                                            whole=True, lo=1))
-        if (std is None) != (seeds is None):
-            raise _bad(path, f"{where}: std and seeds go together (both, or both null)")
-        entries.append(Entry(e["model"], float(_number(e["accuracy"], path, f"{where}: accuracy",
-                                                       hi=100.0)),
-                             std, seeds, e["source"], e["checked_in"], e["recipe"]))
+    entries = tuple(_entry(e, i, path) for i, e in enumerate(raw["entries"]))
     return Leaderboard(str(raw["task"]), int(_number(raw["length"], path, "length", whole=True,
                                                      lo=1)),
                        int(_number(raw["test_examples"], path, "test_examples", whole=True, lo=1)),
-                       tuple(entries))
+                       entries)
 
 
 def short_reading(text: str) -> str:
@@ -129,40 +154,52 @@ def leaderboard_table(board: Leaderboard, runs: pl.DataFrame) -> pl.DataFrame:
                              "enable them in the suite (external: root_op_prior, ...)")
     rows = []
     for e in board.entries:
-        err = figure_error(e.accuracy, e.std, e.seeds, board.test_examples)
+        err = e.error(board.test_examples)
         text = reading(e.accuracy, err, refs)
-        rows.append({"model": e.model, "accuracy": e.accuracy, "std": e.std, "seeds": e.seeds,
-                     "error_pp": err, "position": short_reading(text), "reading": text,
+        rows.append({"model": e.model, "accuracy": e.accuracy, "spread": e.spread,
+                     "spread_kind": e.spread_kind, "seeds": e.seeds, "error_pp": err,
+                     "position": short_reading(text), "reading": text,
                      "recipe": e.recipe, "source": e.source, "checked_in": e.checked_in})
     return pl.DataFrame(rows, schema=LEADERBOARD_SCHEMA)
 
 
+def figure_text(accuracy: float, spread: float | None, kind: str | None, seeds: int | None) -> str:
+    """A published figure as shown: "59.60 ± 0.07 (sd, seeds not given)", "60.20 ± 0.80 (se, 3
+    seeds)", "63.14 (5 seeds, no spread)", "36.37"."""
+    count = f"{seeds} seeds" if seeds is not None else "seeds not given"
+    if spread is None:
+        return f"{accuracy:.2f}" + (f" ({count}, no spread)" if seeds is not None else "")
+    return f"{accuracy:.2f} ± {spread:.2f} ({kind}, {count})"
+
+
 def leaderboard_display(table: pl.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """The table as shown: the published figure (with its spread where one is given), where it
+    """The table as shown: the published figure (with its spread and seeds where given), where it
     sits among the rules with the differences, the recipe and the source."""
     header = ["model", "published test acc (%)", "reading against the rules", "recipe", "source"]
-    rows = []
-    for r in table.iter_rows(named=True):
-        figure = (f"{r['accuracy']:.2f}" if r["std"] is None
-                  else f"{r['accuracy']:.2f} ± {r['std']:.2f} ({r['seeds']} seeds)")
-        rows.append([r["model"], figure, r["reading"], r["recipe"], r["source"]])
+    rows = [[r["model"], figure_text(r["accuracy"], r["spread"], r["spread_kind"], r["seeds"]),
+             r["reading"], r["recipe"], r["source"]] for r in table.iter_rows(named=True)]
     return header, rows
 
 
 def caption(board: Leaderboard, table: pl.DataFrame) -> str:
-    """The table's caption: what is read against what, how the error is counted, and how many
-    entries sit at each position."""
+    """The table's caption: what is read against what, how the error is counted, how many figures
+    carry a spread, and how many entries sit at each position."""
     counts: dict[str, int] = {}
     for p in table["position"].to_list():
         counts[p] = counts.get(p, 0) + 1
     tally = "; ".join(f"{n} {p}" for p, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    none = table.filter(pl.col("std").is_null()).height
+    kinds = {k: table.filter(pl.col("spread_kind") == k).height for k in SPREAD_KINDS}
+    none = table.filter(pl.col("spread").is_null()).height
+    sd_no_seeds = table.filter((pl.col("spread_kind") == "sd") & pl.col("seeds").is_null()).height
     return (f"Published results on {board.task} (T={board.length}) read against the rule "
             f"references of these runs (docs/listops.md): at a rule when the 95% interval of "
             f"the difference holds 0, else above the highest rule it clears and below the next. "
-            f"The error of a figure: its spread over seeds where the source gives one, plus the "
-            f"test set's binomial error p(1 − p)/N with N = {board.test_examples:,} (the "
-            f"published test set's size), and the rule's own binomial error. {none} of "
-            f"{table.height} figures come with no spread: they are read with the test set's "
-            f"error alone, which understates their error by the seed spread their sources do "
-            f"not give. Where the figures sit: {tally}.")
+            f"The error of a figure: its spread over seeds where the source gives one (a "
+            f"standard deviation sd over n seeds counts sd²/n; a standard error se counts se²), "
+            f"plus the test set's binomial error p(1 − p)/N with N = {board.test_examples:,} "
+            f"(the published test set's size), and the rule's own binomial error. "
+            f"{kinds['sd']} of {table.height} figures give an sd ({sd_no_seeds} of them without "
+            f"a seed count: read as one seed, the widest their spread allows), {kinds['se']} an "
+            f"se; {none} come with no spread: they are read with the test set's error alone, "
+            f"which understates their error by the seed spread their sources do not give. Where "
+            f"the figures sit: {tally}.")
