@@ -35,7 +35,8 @@ from hkt.runs_frame import MODEL_ORDER, ordered
 
 __all__ = ["DEPTH", "DEPTH_GROUP", "NEEDED", "LENGTH", "ROOT", "CLASS", "depth_groups",
            "answer_depth", "breakdown_table", "breakdown_display", "labelled_by_variant",
-           "breakdown_gap_table", "breakdown_gap_display", "mechanism_table", "TREE_DEPTH",
+           "breakdown_gap_table", "breakdown_gap_display", "gap_caption", "mechanism_table",
+           "TREE_DEPTH",
            "ANSWER_DEPTH"]
 
 #: The facets a breakdown reads, in this order, with the fact each buckets.
@@ -243,6 +244,18 @@ def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") 
                                "seeds_b": cb.shape[0], **_bucket_row(r, ca, cb, where)})
             rows += _with_holm(family, r.settings.confidence)
     return pl.DataFrame(rows, schema=GAP_SCHEMA)
+
+
+def gap_caption(settings: Settings) -> str:
+    """The breakdown gap table's caption: exploratory, its unit, its method, its minimum."""
+    return ("Exploratory: HKT − MHA test accuracy (pp) per bucket of each per-example fact (as "
+            "tables/breakdown); no claim's verdict rests on it. Unit of replication: the seed; "
+            f"each bucket by the error model ({settings.level}: Welch over the seeds' bucket "
+            "accuracies plus the paired test-set variance of the bucket's examples); p adjusted "
+            "by Holm within each task, variant and facet (statsmodels' multipletests), the "
+            "significance read on the adjusted p; a bucket of fewer than "
+            f"{settings.min_bucket_examples} test examples is listed, not read "
+            "(config/report.yaml).")
 
 
 def breakdown_gap_display(t: pl.DataFrame, settings: Settings) -> Display:

@@ -32,7 +32,8 @@ from hkt.report.aggregate_outputs import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
-from hkt.report.sweep import (THIS_SUITE, swept_runs, sweep_display, sweep_gap_display,
+from hkt.report.sweep import (SWEEP_PAIRED_NOTE, THIS_SUITE, swept_runs, sweep_display,
+                              sweep_gap_display,
                               sweep_gap_table, sweep_table)
 from hkt.rule_references import lines_note
 from hkt.report.tables import (ablation_display, ablation_table, derived_runs,
@@ -366,18 +367,9 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
                            "steps) both were trained with, and with each model at its own best "
                            "setting (by validation), Welch's test over seeds. "
                            + (" ".join(filter(None, (caveats, difference_note(),
-                                                     _sweep_paired_note(readings), refs)))
+                                                     SWEEP_PAIRED_NOTE, refs)))
                               if len(gap) else none))
     return written, {"sweep": table, "sweep_gap": gap}
-
-
-def _sweep_paired_note(readings: per_example.Readings | None) -> str:
-    """What the learning-rate gap table's caption says of its paired columns."""
-    return ("'seeds + test set, paired' (the primary reading where present): the error model "
-            "with the test set's sampling variance of the difference read from both sides' "
-            "predictions on the same examples (the variance over examples of the per-example "
-            "difference of the seed-averaged correctness, over n); where a side's runs have no "
-            "predictions the cell says whose.")
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
@@ -544,15 +536,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
     gaps = each(buckets.breakdown_gap_table)
     written += write_table(gaps, buckets.breakdown_gap_display(gaps, settings),
                            tables / "breakdown_gap",
-                           "Exploratory: HKT − MHA test accuracy (pp) per bucket of each "
-                           "per-example fact (as tables/breakdown); no claim's verdict rests on "
-                           "it. Unit of replication: the seed; each bucket by the error model "
-                           f"({settings.level}: Welch over the seeds' bucket accuracies plus the "
-                           "paired test-set variance of the bucket's examples); p adjusted by "
-                           "Holm within each task, variant and facet (statsmodels' "
-                           "multipletests), the significance read on the adjusted p; a bucket "
-                           f"of fewer than {settings.min_bucket_examples} test examples is "
-                           "listed, not read (config/report.yaml)." + missing)
+                           buckets.gap_caption(settings) + missing)
     written.append(per_example_figures.accuracy_by_depth(
         buckets.labelled_by_variant(breakdown, variant),
         out / "figures" / "accuracy_by_depth.png"))

@@ -5,7 +5,8 @@ The verdicts follow fixed rules on the tables the aggregate step has already bui
 recomputed here), so that a reader can check each one:
 
 - an accuracy difference (HKT − MHA per task; L = 1 − HKT for the hierarchy) is read for its
-  direction and its size apart, from Welch's 95% confidence interval over seeds: *supports* when
+  direction and its size apart, from the error model's interval (:func:`_primary`: Welch's seed
+  terms plus the test set's paired, else binomial, variance; hkt/report/stats.py): *supports* when
   the interval lies on the paper's side of zero and holds the paper's value (direction and size);
   *direction only* when it lies on the paper's side but the paper's value lies outside it;
   *refutes* when it lies on the other side of zero; *cannot tell* when it spans zero or the
@@ -30,34 +31,37 @@ reads trained for fewer steps or on fewer seeds, the row reads *cannot tell at t
 (what falls short in brackets), whatever its interval says. The cost row is an operation count,
 which no run's budget changes.
 
-Every difference is read twice: over seeds (Welch), and with the test set's own sampling error
-added (the ``ts_*`` columns of hkt.report.tables.DIFF_SCHEMA); where the two readings differ, the
-row says so ("the verdict changes").
+Every verdict on a difference rests on the error model's interval (the ``paired_*`` columns of
+hkt.report.tables.DIFF_SCHEMA where both sides' predictions are read, else ``ts_*``), never
+narrower than Welch's over seeds; where Welch's alone reads otherwise, the row says so beside it.
+No verdict rests on a reading given the runs, nor on a bucket of the exploratory tables.
 
 Where runs keep their predictions (:mod:`hkt.report.per_example`, issue 58), two rows read them
 example by example: the paper's mechanism ("HKT's gain comes from the hierarchy of operations":
 HKT − MHA on the deepest group of ListOps test trees minus on the shallowest, by tree depth and
-by the depth the answer needs, paired; :func:`mechanism_claim`), and "which rule a model
-reaches", paired against each rule on the same examples instead of the unpaired reading below.
+by the depth the answer needs: the contrast declared in config, with its own test over seeds
+plus the paired test-set error; :func:`mechanism_claim`), and "which rule a model reaches",
+against each rule on the same examples (t over the model's seeds plus the paired error).
 
 Three further kinds of row read what limits our values against the paper's (issues 39, 48):
 
 - per task with rule references (:mod:`hkt.rule_references`, docs/listops.md) and trained model:
   which rule its test mean reaches (*at* a rule when the 95% interval of their difference,
   seeds, test set and the rule's own test-set error counted, holds 0; else *above* and *below*
-  the nearest), and the paper's figure for that model read the same way; every other variant
+  the nearest), and the paper's figure for that model read the same way (confidence: config's);
+  every other variant
   of a trained model (ablations, learning-rate and budget variants) read the same way, against
   the suite's own rules or else its ``--reference`` records' (:func:`variant_reference_claims`),
   so that every trained run of such a task gets its reading;
 
 - a control known to learn the task (``paper.LEARNING_CONTROLS``: S4D) against the better of
-  HKT and MHA (the higher test mean), from the controls table's Welch 95% CI of the control
+  HKT and MHA (the higher test mean), from the controls table's error-model interval of the control
   minus that model: wholly above 0 → the control *climbs past* the Transformers: our data allow
   more than they reach, and their level is theirs (their recipe); spanning 0 → every model
   *stops at the same level*: the data or the budget is the limit at this budget, which the
   runs cannot tell apart; wholly below 0 → the control *stops below* them at this budget, which
-  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. The
-  same reading with the test set's error added is given beside it where it differs. A row at
+  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. Welch's
+  reading over seeds alone is given beside it where it differs. A row at
   a budget other than the paper's says so;
 - the learning rate (and the budget), from the learning-rate tables (present when the
   aggregate has runs at several settings: a peak rate and a number of steps): a model's
@@ -77,9 +81,9 @@ Three further kinds of row read what limits our values against the paper's (issu
 - the lead at a longer budget (issue 59: "HKT's lead holds at twice the budget"), per learning
   rate at which both models trained for more than one budget (the learning-rate gap's rows
   "both at one setting"): HKT − MHA at the longest budget read by :func:`difference_verdict`
-  against HKT − MHA at the shortest, over seeds (Welch) and over the test examples (paired,
-  where both sides' runs have predictions; else with the test set's error, unpaired, and the
-  row names the runs without predictions): *holds* when the interval lies above 0 (at its
+  on the error model's interval (paired where both sides' runs have predictions, else binomial,
+  and the row names the runs without) against the mean lead at the shortest (no test compares
+  the two leads): *holds* when the interval lies above 0 (at its
   size when it holds the shorter budget's lead, at another size when not), *does not hold*
   when it lies below 0 (MHA leads), *cannot tell* when it holds 0 or there is none; no lead at
   the shorter budget reads *cannot tell* (nothing to hold). MHA catching up reads as the longer

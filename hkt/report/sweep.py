@@ -22,7 +22,8 @@ from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, p_text,
                                seeds_header, test_set_cells, test_set_header)
 from hkt.report.writers import Display, pm, signed
 
-__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE", "EACH_AT_BEST",
+__all__ = ["SWEEP_PAIRED_NOTE", "SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE",
+           "EACH_AT_BEST",
            "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display"]
 
 #: The ``source`` of the aggregated suite's own runs; any other source names the reference
@@ -44,6 +45,14 @@ SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.Stri
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
                     "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA,
                     "paired_examples": pl.Int64, "paired_why": pl.String}
+
+
+#: What the learning-rate gap table's caption says of its paired columns.
+SWEEP_PAIRED_NOTE = ("'seeds + test set, paired' (the primary reading where present): the error "
+                     "model with the test set's sampling variance of the difference read from "
+                     "both sides' predictions on the same examples (the variance over examples "
+                     "of the per-example difference of the seed-averaged correctness, over n); "
+                     "where a side's runs have no predictions the cell says whose.")
 
 
 def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
