@@ -214,8 +214,7 @@ NO_BUDGET = Budget()
 
 
 def _primary(r: dict[str, Any]) -> tuple[float | None, float | None, float | None, str]:
-    """The error model's interval, p and name of a difference row: paired where its
-    ``paired_*`` columns are read, else binomial (``ts_*``; hkt.report.tables.DIFF_SCHEMA)."""
+    """A difference row's error-model interval, p and name: ``paired_*``, else ``ts_*``."""
     for prefix, how in (("paired_", "paired"), ("ts_", "binomial")):
         low, high = r.get(f"{prefix}ci_low_pp"), r.get(f"{prefix}ci_high_pp")
         if low is not None and high is not None:
@@ -723,8 +722,8 @@ def longer_budget_claims(sweep_gap: pl.DataFrame,
         lead = short["ours_pp"]
         low, high, _, how = _primary(long)
         if lead is None or lead <= 0:
-            said = "none" if lead is None else f"{lead:+.2f} pp"
-            verdict = f"{CANNOT_TELL} (no lead to hold: {a} − {b} is {said} at {steps[0]:,} steps)"
+            verdict = (f"{CANNOT_TELL} (no lead to hold: {a} − {b} is "
+                       f"{'none' if lead is None else f'{lead:+.2f} pp'} at {steps[0]:,} steps)")
         else:
             seeds, model = (_lead(long.get("ci_low_pp"), long.get("ci_high_pp"), lead),
                             _lead(low, high, lead))
