@@ -18,6 +18,7 @@ from hkt.cli.main import main as hkt_main
 from hkt.facts.examples import load_examples
 from hkt.predictions import RECORD_FIELD
 from hkt.report import claims
+from hkt.report.stats import ONE_SEED
 from hkt.report.claims import Budget, Minimum
 from hkt.report.sweep import ONE_RATE, SWEEP_GAP_SCHEMA
 
@@ -93,10 +94,11 @@ def test_one_seed_reads_paired_over_the_examples_but_no_welch_interval(listops, 
     out = _aggregate(tmp_path, listops, seeds=range(1))
     long, short = _gap(out, 20_000), _gap(out, 10_000)
     examples = int((load_examples(listops)["split"] == "test").sum())
-    # one seed a side: no Welch interval, said in words; the paired one over the examples is there
+    # one seed a side: no seed variance, so no interval over seeds nor by the error model
     assert long["ci_low_pp"] is None and long["significant"].startswith("n/a (fewer than 2 seeds")
     assert long["paired_examples"] == examples and long["paired_why"] is None
-    assert 0 < long["paired_ci_low_pp"] < long["ours_pp"] < long["paired_ci_high_pp"]
+    assert long["paired_ci_low_pp"] is None
+    assert long["paired_significant"] == f"n/a ({ONE_SEED})"
     # the shorter budget's runs keep no predictions: whose, by name
     assert short["paired_ci_low_pp"] is None
     assert short["paired_why"] == ("no predictions for HKT lr1e3 seeds 0, 1, 2; MHA lr1e3 "
@@ -105,13 +107,11 @@ def test_one_seed_reads_paired_over_the_examples_but_no_welch_interval(listops, 
     assert "none: no predictions for HKT lr1e3 seeds 0, 1, 2" in table
     row = [ln for ln in table.splitlines() if "| 20,000 |" in ln and "one setting" in ln][0]
     assert "| +{:.2f} | none: fewer than 2 seeds on a side |  | n/a (fewer than 2 seeds on a " \
-        "side) | none: fewer than 2 seeds on a side |".format(long["ours_pp"]) in row
-    assert "paired over the test examples" in table.splitlines()[0]
+        "side) | none: {} |  | none: {} |".format(long["ours_pp"], ONE_SEED, ONE_SEED) in row
+    assert "'seeds + test set, paired'" in table.splitlines()[0]
     claim, paper, ours, reading = _claim(out)
     assert paper == "not said (the paper's budget is not public)"
-    assert f"paired over the test examples: CI [{long['paired_ci_low_pp']:+.2f}, " in ours
-    assert f"({examples:,} examples)" in ours
-    assert "At 10,000 steps: " in ours and "paired: none (no predictions for HKT lr1e3" in ours
+    assert "At 10,000 steps: " in ours and "(not paired: no predictions for HKT lr1e3" in ours
     assert reading == "cannot tell at this budget (1 seed)"
 
 
@@ -123,7 +123,7 @@ def test_seeds_read_the_lead_over_seeds_and_paired_and_the_runs_by_rule(listops,
     assert long["paired_ci_low_pp"] > 0
     *_, reading = _claim(out)
     # both readings hold (at whichever size): the lead is far above 0 over seeds and examples
-    assert reading.startswith("holds") and "paired over the test examples" in reading
+    assert reading.startswith("holds") and "seeds + test set, paired" in reading
     assert "cannot tell" not in reading and "does not hold" not in reading
     # the per-example tables read the suite's variant, though it has no main runs
     agreement = pl.read_csv(out / "tables" / "rule_agreement.csv")
@@ -134,7 +134,7 @@ def test_seeds_read_the_lead_over_seeds_and_paired_and_the_runs_by_rule(listops,
     summary = (out / "summary.md").read_text()
     assert f"deeper trees (listops, T=512; {LONG}; by answer depth)" in summary
     assert f"| Which rule reference HKT ({LONG}) reaches on listops (T=512) |" in summary
-    assert "paired 95% CI" in summary.split(f"Which rule reference HKT ({LONG})")[1].split("\n")[0]
+    assert "seeds + test set, paired" in summary.split(f"Which rule reference HKT ({LONG})")[1].split("\n")[0]
 
 
 def test_predictions_on_one_side_only_read_the_test_sets_error_unpaired_and_say_why(
@@ -144,8 +144,8 @@ def test_predictions_on_one_side_only_read_the_test_sets_error_unpaired_and_say_
     assert long["paired_ci_low_pp"] is None
     assert long["paired_why"] == f"no predictions for MHA {LONG} seeds 0, 1"
     *_, reading = _claim(out)
-    assert f"with the test set's error, unpaired (no predictions for MHA {LONG} seeds 0, 1)" \
-        in reading
+    assert "seeds + test set, binomial" in reading
+    assert f"(not paired: no predictions for MHA {LONG} seeds 0, 1)" in _claim(out)[2]
     # HKT is read by rule on its own; HKT − MHA by depth needs both sides
     assert pl.read_csv(out / "tables" / "rule_agreement.csv")["model"].to_list() == ["hkt"]
     assert pl.read_csv(out / "tables" / "breakdown_gap.csv").is_empty()
@@ -159,8 +159,10 @@ def _rows(long: tuple[float, float, float], short: float = 2.5, paired=None, why
            "seeds_a": seeds, "seeds_b": seeds, "test_examples": "2000"}
     mean, low, high = long
     return pl.DataFrame([
-        {**row, "steps_a": 10_000, "steps_b": 10_000, "ours_pp": short, "ci_low_pp": short - 2,
-         "ci_high_pp": short + 2, "paired_why": "no predictions for HKT lr1e3 seeds 0, 1, 2"},
+        {**row, "steps_a": 10_000, "steps_b": 10_000, "ours_pp": short,
+         "ci_low_pp": None if short is None else short - 2,
+         "ci_high_pp": None if short is None else short + 2,
+         "paired_why": "no predictions for HKT lr1e3 seeds 0, 1, 2"},
         {**row, "steps_a": 20_000, "steps_b": 20_000, "ours_pp": mean, "ci_low_pp": low,
          "ci_high_pp": high, "ts_ci_low_pp": low - 1, "ts_ci_high_pp": high + 1,
          "paired_ci_low_pp": None if paired is None else paired[0],
@@ -169,39 +171,42 @@ def _rows(long: tuple[float, float, float], short: float = 2.5, paired=None, why
     ], schema=SWEEP_GAP_SCHEMA)
 
 
+AS_SEEDS = "(seeds + test set, paired, as over seeds alone)"
+NOT_0 = "cannot tell (the interval holds 0: MHA may have caught up, or the runs cannot tell the " \
+        "two apart)"
+
+
 @pytest.mark.parametrize("long, paired, reading", [
-    ((2.4, 1.0, 3.8), (1.5, 3.3), "holds (at its size at the shorter budget) (over seeds, and "
-                                  "paired over the test examples too)"),
-    ((6.0, 5.0, 7.0), (5.2, 6.8), "holds, at another size (the shorter budget's lead lies "
-                                  "outside the interval) (over seeds, and paired over the test "
-                                  "examples too)"),
-    ((0.5, -1.0, 2.0), (-0.6, 1.6), "cannot tell (the interval holds 0: MHA may have caught up, "
-                                    "or the runs cannot tell the two apart) (over seeds, and "
-                                    "paired over the test examples too)"),
-    ((-3.0, -4.0, -2.0), (-3.8, -2.2), "does not hold: MHA leads at the longer budget (over "
-                                       "seeds, and paired over the test examples too)"),
-    ((1.5, 0.5, 2.5), (-0.2, 3.2), "holds (at its size at the shorter budget) over seeds; cannot "
-                                   "tell (the interval holds 0: MHA may have caught up, or the "
-                                   "runs cannot tell the two apart) paired over the test examples "
-                                   "(the verdict changes)"),
+    ((2.4, 1.0, 3.8), (0.8, 4.0), f"holds (at its size at the shorter budget) {AS_SEEDS}"),
+    ((6.0, 5.0, 7.0), (4.8, 7.2), "holds, at another size (the shorter budget's lead lies "
+                                  f"outside the interval) {AS_SEEDS}"),
+    ((0.5, -1.0, 2.0), (-1.2, 2.2), f"{NOT_0} {AS_SEEDS}"),
+    ((-3.0, -4.0, -2.0), (-4.2, -1.8), f"does not hold: MHA leads at the longer budget {AS_SEEDS}"),
+    ((1.5, 0.5, 2.5), (-0.2, 3.2), f"{NOT_0} (seeds + test set, paired; over seeds alone: holds "
+                                   "(at its size at the shorter budget))"),
 ])
 def test_the_lead_at_the_longer_budget_is_read_against_the_shorter_ones(long, paired, reading):
+    """The error model's interval (paired here) gives the verdict; Welch's over seeds, never
+    wider, is said beside it where it reads otherwise."""
     (row,) = claims.longer_budget_claims(_rows(long, paired=paired))
     assert row[0] == ("HKT's lead over MHA holds at twice the budget (listops, T=512; lr 1e-3: "
                       "20,000 against 10,000 steps)")
     assert row[3] == reading
-    assert f"The lead moves {long[0] - 2.5:+.2f} pp (means) from 10,000 to 20,000 steps" in row[2]
+    assert (f"The lead moves {long[0] - 2.5:+.2f} pp (a difference of means; no test compares "
+            "the two budgets' leads)") in row[2]
 
 
 def test_no_lead_at_the_shorter_budget_or_one_budget_reads_nothing_to_hold():
     (row,) = claims.longer_budget_claims(_rows((1.0, 0.5, 1.5), short=-0.5, paired=(0.2, 1.8)))
     assert row[3] == "cannot tell (no lead to hold: HKT − MHA is -0.50 pp at 10,000 steps)"
+    # no lead measured at the shorter budget (issue 75: its format met None)
+    (row,) = claims.longer_budget_claims(_rows((1.0, 0.5, 1.5), short=None, paired=(0.2, 1.8)))
+    assert row[3] == "cannot tell (no lead to hold: HKT − MHA is none at 10,000 steps)"
     one = _rows((1.0, 0.5, 1.5)).filter(pl.col("steps_a") == 20_000)
     assert claims.longer_budget_claims(one) == []
     # without predictions: the test set's error, unpaired, and why; below two seeds: the minimum
     (row,) = claims.longer_budget_claims(_rows((2.4, 1.0, 3.8), why="no predictions for MHA "
                                                "lr1e3_steps20k seed 0", seeds=1),
                                          Budget(minimum=Minimum(steps=1000, seeds=2)))
-    assert "paired over the test examples: none (no predictions for MHA lr1e3_steps20k seed 0)" \
-        in row[2]
+    assert "(not paired: no predictions for MHA lr1e3_steps20k seed 0)" in row[2]
     assert row[3] == "cannot tell at this budget (1 seed)"

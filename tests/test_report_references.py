@@ -9,6 +9,7 @@ import math
 
 import polars as pl
 import pytest
+from scipy import stats
 
 from hkt.rule_references import Line, lines, lines_note, reading
 from hkt.report import claims
@@ -38,17 +39,19 @@ def test_the_error_of_a_mean_adds_the_seeds_and_the_test_set():
 
 def test_the_difference_with_the_test_set_is_wider_than_over_seeds_alone():
     a, b = [35.8, 34.7, 36.1], [33.0, 33.8, 33.25]
-    d = difference_with_test_set(a, b, 2000, 2000)
-    var = (sum((x - sum(a) / 3) ** 2 for x in a) / 2 / 3 + sum((x - sum(b) / 3) ** 2 for x in b) / 2 / 3
-           + binomial_variance(sum(a) / 3, 2000) + binomial_variance(sum(b) / 3, 2000))
+    d = difference_with_test_set(a, b, 2000, 2000, 0.95)
+    seeds = (sum((x - sum(a) / 3) ** 2 for x in a) / 2 / 3,
+             sum((x - sum(b) / 3) ** 2 for x in b) / 2 / 3)
+    var = sum(seeds) + binomial_variance(sum(a) / 3, 2000) + binomial_variance(sum(b) / 3, 2000)
+    df = sum(seeds) ** 2 / sum(v ** 2 / 2 for v in seeds)  # the seed terms' alone
     assert d.diff == pytest.approx(2.1833, abs=1e-4)
-    # the binomial terms dominate: the interval is close to ±1.97·SE (df in the hundreds)
-    assert d.ci_high - d.diff == pytest.approx(1.9668 * math.sqrt(var), rel=2e-3)
-    assert d.p_value == pytest.approx(0.168, abs=2e-3) and not d.significant
+    assert d.df == pytest.approx(df)
+    assert d.ci_high - d.diff == pytest.approx(stats.t(df).ppf(0.975) * math.sqrt(var))
+    assert not d.significant
     # with huge test sets it tends to Welch over seeds (wider by the tiny binomial terms only)
-    big = difference_with_test_set(a, b, 10 ** 9, 10 ** 9)
+    big = difference_with_test_set(a, b, 10 ** 9, 10 ** 9, 0.95)
     assert big.p_value == pytest.approx(0.0189, abs=5e-4)
-    assert difference_with_test_set([1.0], b, 2000, 2000).reason == "fewer than 2 seeds on a side"
+    assert "one seed on a side" in difference_with_test_set([1.0], b, 2000, 2000, 0.95).reason
 
 
 REFS = [Line("root_op_prior", "root-operator prior", 34.0, 33.0, 2000),

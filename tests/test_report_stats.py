@@ -21,7 +21,7 @@ B2 = [21.5, 22.8, 21.0, 23.0, 21.6, 23.6, 22.5, 20.7, 23.4, 21.8, 20.7, 21.7, 21
     (A2, B2, 9.9, 0.149, False, 2.231),
 ])
 def test_welch_matches_the_textbook_examples(a, b, df, p, significant, t975):
-    d = welch_difference(a, b)
+    d = welch_difference(a, b, 0.95)
     assert d.df == pytest.approx(df, abs=0.05) and d.p_value == pytest.approx(p, abs=0.0005)
     assert d.significant is significant and d.verdict.startswith("yes" if significant else "no")
     assert (d.n_a, d.n_b) == (len(a), len(b))
@@ -39,16 +39,16 @@ def _var(x):
 
 
 def test_welch_is_antisymmetric():
-    ab, ba = welch_difference(A1, B1), welch_difference(B1, A1)
+    ab, ba = welch_difference(A1, B1, 0.95), welch_difference(B1, A1, 0.95)
     assert ab.diff == pytest.approx(-ba.diff) and ab.p_value == pytest.approx(ba.p_value)
     assert (ab.ci_low, ab.ci_high) == pytest.approx((-ba.ci_high, -ba.ci_low))
 
 
 def test_undefined_cases_say_why():
-    one = welch_difference([0.5], [0.4, 0.41])
+    one = welch_difference([0.5], [0.4, 0.41], 0.95)
     assert math.isnan(one.p_value) and one.significant is None and "fewer than 2 seeds" in one.verdict
     assert one.diff == pytest.approx(0.095)
-    flat = welch_difference([0.5, 0.5, 0.5], [0.4, 0.4, 0.4])
+    flat = welch_difference([0.5, 0.5, 0.5], [0.4, 0.4, 0.4], 0.95)
     assert flat.significant is None and "no spread" in flat.verdict and flat.diff == pytest.approx(0.1)
 
 
@@ -59,8 +59,8 @@ def test_undefined_cases_say_why():
     (81, 263, 0.2553, 0.3662),  # Newcombe (1998), Statistics in Medicine 17:857, table I
 ])
 def test_wilson_interval_textbook_values(k, n, low, high):
-    assert wilson_interval(k, n) == pytest.approx((low, high), abs=5e-4)
+    assert wilson_interval(k, n, 0.95) == pytest.approx((low, high), abs=5e-4)
 
 
 def test_wilson_without_examples_is_nan():
-    assert all(math.isnan(v) for v in wilson_interval(0, 0))
+    assert all(math.isnan(v) for v in wilson_interval(0, 0, 0.95))

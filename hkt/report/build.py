@@ -20,7 +20,7 @@ from hkt.figures.common import budget_title
 from hkt.paper import ABLATION_TASK, COMPARED_MODELS
 from hkt.fileio import atomic_path
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
-from hkt.report import analysis_tables, environments, per_example
+from hkt.report import analysis_tables, buckets, environments, per_example
 from hkt.report.approximation_table import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import Budget, claims_section, load_minimum
@@ -32,12 +32,13 @@ from hkt.report.aggregate_outputs import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
-from hkt.report.sweep import (THIS_SUITE, swept_runs, sweep_display, sweep_gap_display,
+from hkt.report.sweep import (SWEEP_PAIRED_NOTE, THIS_SUITE, swept_runs, sweep_display,
+                              sweep_gap_display,
                               sweep_gap_table, sweep_table)
 from hkt.rule_references import lines_note
-from hkt.report.tables import (TEST_SET_NOTE, ablation_display, ablation_table, derived_runs,
+from hkt.report.tables import (ablation_display, ablation_table, derived_runs,
                                gap_display, gap_table, main_display, main_notes, main_table,
-                               with_test_interval)
+                               difference_note, with_test_interval)
 from hkt.predictions import RECORD_FIELD
 from hkt.report.writers import learning_rate, write_table
 from hkt.runs_frame import (KEY, AggregateError, curves_from_records, examples_note, load_records,
@@ -365,22 +366,10 @@ def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Pat
                            "HKT − MHA test accuracy (pp) at each setting (peak learning rate, "
                            "steps) both were trained with, and with each model at its own best "
                            "setting (by validation), Welch's test over seeds. "
-                           + (" ".join(filter(None, (caveats, TEST_SET_NOTE,
-                                                     _sweep_paired_note(readings), refs)))
+                           + (" ".join(filter(None, (caveats, difference_note(),
+                                                     SWEEP_PAIRED_NOTE, refs)))
                               if len(gap) else none))
     return written, {"sweep": table, "sweep_gap": gap}
-
-
-def _sweep_paired_note(readings: per_example.Readings | None) -> str:
-    """What the learning-rate gap table's caption says of its paired columns."""
-    level = "" if readings is None else f" {readings.settings.level}"
-    how = "" if readings is None else (
-        f" (a bootstrap over the examples and the seeds together, "
-        f"{readings.settings.resamples:,} resamples, seed {readings.settings.seed}; "
-        "config/report.yaml per_example)")
-    return (f"'paired over the test examples': the{level} CI and p of the difference read "
-            f"example by example from both sides' predictions{how}, which counts the errors the "
-            "two models share; where a side's runs have no predictions the cell says whose.")
 
 
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
@@ -408,16 +397,19 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     gap = gap_table(main, runs, variants=(main_variant,))
     controls = controls_table(main, runs, variants=(main_variant,))
     paired = pl.DataFrame()
-    gap_note = controls_note = TEST_SET_NOTE
+    gap_note = controls_note = difference_note() + " " + per_example.paired_note(paired, None)
     if readings is not None:
-        paired = per_example.paired_table(readings, runs, gap, controls, main_variant)
-        gap = per_example.with_paired(gap, paired, *COMPARED_MODELS)
-        controls = per_example.with_paired(controls, paired)
-        is_gap = (pl.col("model") == COMPARED_MODELS[0]) & (pl.col("versus") == COMPARED_MODELS[1])
-        gap_note = per_example.paired_note(paired.filter(is_gap), readings.settings,
-                                           TEST_SET_NOTE, len(gap))
-        controls_note = per_example.paired_note(paired.filter(~is_gap), readings.settings,
-                                                TEST_SET_NOTE, len(controls))
+        paired = per_example.paired_table(readings, runs, controls,
+                                          per_example.compared_variants(runs, main_variant))
+        gap = per_example.with_paired(gap, paired, main_variant, *COMPARED_MODELS)
+        controls = per_example.with_paired(controls, paired, main_variant)
+        is_gap = ((pl.col("model") == COMPARED_MODELS[0])
+                  & (pl.col("versus") == COMPARED_MODELS[1])
+                  & (pl.col("variant") == main_variant))
+        gap_note = difference_note() + " " + per_example.paired_note(paired.filter(is_gap),
+                                                                   readings.settings)
+        controls_note = difference_note() + " " + per_example.paired_note(
+            paired.filter(~is_gap & (pl.col("variant") == main_variant)), readings.settings)
     with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
                              how="diagonal_relaxed") if derived else runs
     abl = ablation_table(with_derived, ablation_task, ablation_length, reference=main_variant,
@@ -460,7 +452,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written += write_table(abl, ablation_display(abl), tables / "ablation",
                            f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
                            f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
-                           + with_refs(notes(abl_runs), TEST_SET_NOTE))
+                           + with_refs(notes(abl_runs), difference_note()))
     conv = convergence_table(runs, curves, (main_variant,), unreadable)
     written += write_table(conv, convergence_display(conv, unreadable, (main_variant,)),
                            tables / "convergence",
@@ -501,15 +493,22 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
     claims read (``mechanism``, ``rule_readings``)."""
     tables, settings = out / "tables", readings.settings
     missing = " " + readings.notes() if readings.notes() else ""
-    boot = (f"Paired {settings.level} intervals: a bootstrap over the test examples and the seeds "
-            f"together ({settings.resamples:,} resamples, seed {settings.seed}; "
-            "config/report.yaml per_example).")
-    written = write_table(paired, per_example.paired_display(paired, settings.confidence), tables / "paired",
-                          "Paired differences on the same test examples: HKT − MHA and each "
-                          "control against HKT and MHA, where every run of both sides has its "
-                          "predictions; McNemar's exact test per seed pair (examples only the "
-                          "model / only the versus gets right). " + boot + " The unpaired "
-                          "interval beside it counts the two sides as independent." + missing)
+    written = write_table(paired, per_example.paired_display(paired, settings),
+                          tables / "paired",
+                          "HKT − MHA in each variant both models trained, and each control "
+                          "against HKT and MHA, where every run of both sides has its "
+                          "predictions on the same test examples. Unit of replication: the "
+                          f"seed. 'seeds + test set, paired' ({settings.level}; the primary "
+                          "reading): Welch's seed terms plus the test set's paired sampling "
+                          "variance of the difference (the variance over examples of the "
+                          "per-example difference of the seed-averaged correctness, over n), on "
+                          "t with the seed terms' degrees of freedom: never narrower than Welch "
+                          "over seeds, beside it, nor than the binomial reading. 'given these "
+                          "runs': the trained networks held fixed and only the examples drawn "
+                          "again (normal, the paired variance alone): whether these networks "
+                          "differ on the population of examples, not whether the models do; no "
+                          "verdict rests on it (hkt/report/stats.py, docs/per-example.md)."
+                          + missing)
     variants = per_example.compared_variants(runs, variant)
 
     def each(table: Callable[..., pl.DataFrame]) -> pl.DataFrame:
@@ -524,8 +523,8 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            "(mean ± std over seeds), and its accuracy on the examples the "
                            "root-operator prior gets wrong (what it learned beyond the first "
                            "token)." + (f" {refs}" if refs else "") + missing)
-    breakdown = each(per_example.breakdown_table)
-    written += write_table(breakdown, per_example.breakdown_display(breakdown),
+    breakdown = each(buckets.breakdown_table)
+    written += write_table(breakdown, buckets.breakdown_display(breakdown),
                            tables / "breakdown",
                            "Where the accuracy comes from: test accuracy (%) per bucket of each "
                            "per-example fact, mean ± std over seeds (a rule: its one answer). "
@@ -534,17 +533,17 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            "(tokens) and root operator; IMDB: length quartile (bytes); CIFAR-10: "
                            f"class. Quartiles: {settings.length_buckets} buckets at the test "
                            "set's quantiles of length." + missing)
-    gaps = each(per_example.breakdown_gap_table)
-    written += write_table(gaps, per_example.breakdown_gap_display(gaps, settings.confidence), tables / "breakdown_gap",
-                           "HKT − MHA test accuracy (pp) per bucket of each per-example fact "
-                           "(as tables/breakdown), paired: " + boot + missing)
+    gaps = each(buckets.breakdown_gap_table)
+    written += write_table(gaps, buckets.breakdown_gap_display(gaps, settings),
+                           tables / "breakdown_gap",
+                           buckets.gap_caption(settings) + missing)
     written.append(per_example_figures.accuracy_by_depth(
-        per_example.labelled_by_variant(breakdown, variant),
+        buckets.labelled_by_variant(breakdown, variant),
         out / "figures" / "accuracy_by_depth.png"))
     readings_by_model = [(t, n, v, m, text) for v in variants for (t, n, m), text in
                          per_example.rule_readings(
                              readings, runs, agreement.filter(pl.col("variant") == v), v).items()]
-    frames = {"mechanism": each(per_example.mechanism_table),
+    frames = {"mechanism": each(buckets.mechanism_table),
               "rule_readings": pl.DataFrame(
                   readings_by_model, schema={"task": pl.String, "length": pl.Int64,
                                              "variant": pl.String, "model": pl.String,

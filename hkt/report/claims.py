@@ -5,7 +5,8 @@ The verdicts follow fixed rules on the tables the aggregate step has already bui
 recomputed here), so that a reader can check each one:
 
 - an accuracy difference (HKT − MHA per task; L = 1 − HKT for the hierarchy) is read for its
-  direction and its size apart, from Welch's 95% confidence interval over seeds: *supports* when
+  direction and its size apart, from the error model's interval (:func:`_primary`: Welch's seed
+  terms plus the test set's paired, else binomial, variance; hkt/report/stats.py): *supports* when
   the interval lies on the paper's side of zero and holds the paper's value (direction and size);
   *direction only* when it lies on the paper's side but the paper's value lies outside it;
   *refutes* when it lies on the other side of zero; *cannot tell* when it spans zero or the
@@ -30,34 +31,37 @@ reads trained for fewer steps or on fewer seeds, the row reads *cannot tell at t
 (what falls short in brackets), whatever its interval says. The cost row is an operation count,
 which no run's budget changes.
 
-Every difference is read twice: over seeds (Welch), and with the test set's own sampling error
-added (the ``ts_*`` columns of hkt.report.tables.DIFF_SCHEMA); where the two readings differ, the
-row says so ("the verdict changes").
+Every verdict on a difference rests on the error model's interval (the ``paired_*`` columns of
+hkt.report.tables.DIFF_SCHEMA where both sides' predictions are read, else ``ts_*``), never
+narrower than Welch's over seeds; where Welch's alone reads otherwise, the row says so beside it.
+No verdict rests on a reading given the runs, nor on a bucket of the exploratory tables.
 
 Where runs keep their predictions (:mod:`hkt.report.per_example`, issue 58), two rows read them
 example by example: the paper's mechanism ("HKT's gain comes from the hierarchy of operations":
 HKT − MHA on the deepest group of ListOps test trees minus on the shallowest, by tree depth and
-by the depth the answer needs, paired; :func:`mechanism_claim`), and "which rule a model
-reaches", paired against each rule on the same examples instead of the unpaired reading below.
+by the depth the answer needs: the contrast declared in config, with its own test over seeds
+plus the paired test-set error; :func:`mechanism_claim`), and "which rule a model reaches",
+against each rule on the same examples (t over the model's seeds plus the paired error).
 
 Three further kinds of row read what limits our values against the paper's (issues 39, 48):
 
 - per task with rule references (:mod:`hkt.rule_references`, docs/listops.md) and trained model:
   which rule its test mean reaches (*at* a rule when the 95% interval of their difference,
   seeds, test set and the rule's own test-set error counted, holds 0; else *above* and *below*
-  the nearest), and the paper's figure for that model read the same way; every other variant
+  the nearest), and the paper's figure for that model read the same way (confidence: config's);
+  every other variant
   of a trained model (ablations, learning-rate and budget variants) read the same way, against
   the suite's own rules or else its ``--reference`` records' (:func:`variant_reference_claims`),
   so that every trained run of such a task gets its reading;
 
 - a control known to learn the task (``paper.LEARNING_CONTROLS``: S4D) against the better of
-  HKT and MHA (the higher test mean), from the controls table's Welch 95% CI of the control
+  HKT and MHA (the higher test mean), from the controls table's error-model interval of the control
   minus that model: wholly above 0 → the control *climbs past* the Transformers: our data allow
   more than they reach, and their level is theirs (their recipe); spanning 0 → every model
   *stops at the same level*: the data or the budget is the limit at this budget, which the
   runs cannot tell apart; wholly below 0 → the control *stops below* them at this budget, which
-  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. The
-  same reading with the test set's error added is given beside it where it differs. A row at
+  says nothing about the data (it needs its own recipe); no interval → *cannot tell*. Welch's
+  reading over seeds alone is given beside it where it differs. A row at
   a budget other than the paper's says so;
 - the learning rate (and the budget), from the learning-rate tables (present when the
   aggregate has runs at several settings: a peak rate and a number of steps): a model's
@@ -77,9 +81,9 @@ Three further kinds of row read what limits our values against the paper's (issu
 - the lead at a longer budget (issue 59: "HKT's lead holds at twice the budget"), per learning
   rate at which both models trained for more than one budget (the learning-rate gap's rows
   "both at one setting"): HKT − MHA at the longest budget read by :func:`difference_verdict`
-  against HKT − MHA at the shortest, over seeds (Welch) and over the test examples (paired,
-  where both sides' runs have predictions; else with the test set's error, unpaired, and the
-  row names the runs without predictions): *holds* when the interval lies above 0 (at its
+  on the error model's interval (paired where both sides' runs have predictions, else binomial,
+  and the row names the runs without) against the mean lead at the shortest (no test compares
+  the two leads): *holds* when the interval lies above 0 (at its
   size when it holds the shorter budget's lead, at another size when not), *does not hold*
   when it lies below 0 (MHA leads), *cannot tell* when it holds 0 or there is none; no lead at
   the shorter budget reads *cannot tell* (nothing to hold). MHA catching up reads as the longer
@@ -101,11 +105,13 @@ import yaml
 
 from hkt import paper
 from hkt.rule_references import RULE_REFERENCES, Line, figure_error, is_reference, lines, reading
+from hkt.report.report_settings import confidence
 from hkt.report.stats import binomial_variance, summary_difference_with_test_set
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SETTING, THIS_SUITE
 from hkt.errors import ConfigValueError
 from hkt.runs_frame import EXTERNAL_BUDGETS, AggregateError
 from hkt.value_checks import integer
+from hkt.report.tables import level
 from hkt.report.writers import learning_rate, markdown, pm
 
 SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = ("supports", "direction only", "refutes",
@@ -207,31 +213,43 @@ class Budget:
 NO_BUDGET = Budget()
 
 
+def _primary(r: dict[str, Any]) -> tuple[float | None, float | None, float | None, str]:
+    """A difference row's error-model interval, p and name: ``paired_*``, else ``ts_*``."""
+    for prefix, how in (("paired_", "paired"), ("ts_", "binomial")):
+        low, high = r.get(f"{prefix}ci_low_pp"), r.get(f"{prefix}ci_high_pp")
+        if low is not None and high is not None:
+            return low, high, r.get(f"{prefix}p_value"), f"seeds + test set, {how}"
+    return None, None, None, "seeds + test set"
+
+
 def _interval(r: dict[str, Any], key: str = "ours_pp") -> str:
-    """A difference, its 95% CI and p over seeds, then (where the row has them) with the test
-    set's sampling error added (``ts_*`` columns, hkt.report.tables.DIFF_SCHEMA)."""
+    """A difference, its CI and p over seeds (Welch), then by the error model (the seeds and
+    the test set: :func:`_primary`), or why a side has none."""
     ours = "?" if r.get(key) is None else f"{r[key]:+.2f}"
     if r.get("ci_low_pp") is None or r.get("ci_high_pp") is None:
         return f"{ours} pp (no interval: {r.get('significant') or 'too few seeds'})"
     p = "" if r.get("p_value") is None else f", p = {r['p_value']:.3g}"
-    text = f"{ours} pp, 95% CI [{r['ci_low_pp']:+.2f}, {r['ci_high_pp']:+.2f}]{p}"
-    if r.get("ts_ci_low_pp") is not None and r.get("ts_ci_high_pp") is not None:
-        tp = "" if r.get("ts_p_value") is None else f", p = {r['ts_p_value']:.3g}"
-        text += (f"; with the test set's error [{r['ts_ci_low_pp']:+.2f}, "
-                 f"{r['ts_ci_high_pp']:+.2f}]{tp}")
+    text = f"{ours} pp, Welch over seeds {level()} CI [{r['ci_low_pp']:+.2f}, {r['ci_high_pp']:+.2f}]{p}"
+    low, high, tp, how = _primary(r)
+    if low is not None:
+        tp = "" if tp is None else f", p = {tp:.3g}"
+        text += f"; {how} [{low:+.2f}, {high:+.2f}]{tp}"
+    if r.get("paired_ci_low_pp") is None and r.get("paired_why"):
+        text += f" (not paired: {r['paired_why']})"
     return text
 
 
 def _both(r: dict[str, Any], claimed: float) -> str:
-    """The verdict on a claimed difference over seeds, and, where the test set's error changes
-    it, the verdict with that error (the row's ``ts_*`` interval)."""
+    """The verdict on a claimed difference by the error model's interval (:func:`_primary`),
+    and, where Welch's over seeds alone reads otherwise, that reading beside it."""
     seeds = difference_verdict(r.get("ci_low_pp"), r.get("ci_high_pp"), claimed)
-    if r.get("ts_ci_low_pp") is None:
+    low, high, _, how = _primary(r)
+    if low is None:
         return seeds
-    with_test = difference_verdict(r.get("ts_ci_low_pp"), r.get("ts_ci_high_pp"), claimed)
-    if with_test == seeds:
-        return f"{seeds} (with the test set's error too)"
-    return f"{seeds} over seeds; {with_test} with the test set's error (the verdict changes)"
+    primary = difference_verdict(low, high, claimed)
+    if primary == seeds:
+        return f"{primary} ({how}, as over seeds alone)"
+    return f"{primary} ({how}; over seeds alone: {seeds})"
 
 
 def difference_verdict(low: float | None, high: float | None, claimed: float) -> str:
@@ -249,16 +267,16 @@ def difference_verdict(low: float | None, high: float | None, claimed: float) ->
 
 def _size(claimed: float, low: float | None, high: float | None,
           r: dict[str, Any] | None = None) -> str:
-    """Whether the paper's value lies in our interval [``low``, ``high``] and, for a row ``r``
-    with ``ts_*`` columns, in the interval with the test set's error."""
+    """Whether the paper's value lies in our interval over seeds [``low``, ``high``] and, for a
+    difference row ``r``, in the error model's (:func:`_primary`)."""
     if low is None or high is None:
         return ""
     where = "inside" if low <= claimed <= high else "outside"
-    text = f"; the paper's {claimed:+.2f} pp lies {where} our interval"
-    if r is not None and r.get("ts_ci_low_pp") is not None:
-        ts = "inside" if r["ts_ci_low_pp"] <= claimed <= r["ts_ci_high_pp"] else "outside"
-        text += (f", {ts} it with the test set's error"
-                 + (" (the reading changes)" if ts != where else ""))
+    text = f"; the paper's {claimed:+.2f} pp lies {where} our interval over seeds"
+    plow, phigh, _, how = _primary(r or {})
+    if plow is not None:
+        ts = "inside" if plow <= claimed <= phigh else "outside"
+        text += f", {ts} the {how} one" + (" (the reading changes)" if ts != where else "")
     return text
 
 
@@ -497,11 +515,10 @@ def control_claims(controls: pl.DataFrame, main: pl.DataFrame,
                 + _interval({**best, "ours_pp": best["difference_pp"]})
                 + (f"; {behind}" if behind else ""))
         said = _budget(main, task, length)
-        stop = _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name, other)
-        if best.get("ts_ci_low_pp") is not None:
-            ts = _stop(best["ts_ci_low_pp"], best["ts_ci_high_pp"], name, other)
-            stop += ("" if ts == stop else
-                     f" over seeds; with the test set's error: {ts} (the verdict changes)")
+        seeds = _stop(best.get("ci_low_pp"), best.get("ci_high_pp"), name, other)
+        low, high, _, how = _primary(best)
+        stop = seeds if low is None else _stop(low, high, name, other)
+        stop += "" if low is None or stop == seeds else f" ({how}; over seeds alone: {seeds})"
         stop += f"; {said}" if said else ""
         steps = budget.main_steps(task, length, [model, *(r["versus"] for r in versus)])
         rows.append([f"Our data allow more than the Transformers reach on {task} (T={length}): "
@@ -538,14 +555,15 @@ def _moves(best: dict[str, Any], ref: dict[str, Any], steps: bool = False) -> st
     if word == "moves" and best.get("test_examples") and ref.get("test_examples"):
         ts = summary_difference_with_test_set(
             best["test_mean"], best["test_std"] ** 2, int(best["seeds"]), best.get("test_examples"),
-            ref["test_mean"], ref["test_std"] ** 2, int(ref["seeds"]), ref.get("test_examples"))
+            ref["test_mean"], ref["test_std"] ** 2, int(ref["seeds"]), ref.get("test_examples"),
+            confidence())
         if not math.isnan(ts.ci_low) and ts.ci_low <= 0:
             text = (f"moves over seeds; {CANNOT_TELL} with the test set's error (the verdict "
                     f"changes): {rate} − {at} is {gain:+.2f} pp, more than the seed spread "
-                    f"({spread:.2f}), but its 95% CI with the test set's error is "
+                    f"({spread:.2f}), but its {level()} CI with the test set's error is "
                     f"[{ts.ci_low:+.2f}, {ts.ci_high:+.2f}]")
         elif not math.isnan(ts.ci_low):
-            text += (f"; with the test set's error its 95% CI [{ts.ci_low:+.2f}, "
+            text += (f"; with the test set's error its {level()} CI [{ts.ci_low:+.2f}, "
                      f"{ts.ci_high:+.2f}] lies above 0 too")
     return text + _precisions((rate, best.get("precision")), (at, ref.get("precision")))
 
@@ -652,29 +670,12 @@ def tuned_gap_claims(sweep_gap: pl.DataFrame, sweep: pl.DataFrame,
                                                                                   (b, "_b"))))
         rows.append([f"{a.upper()} beats {b.upper()} with each model at its best {what} "
                      f"({r['task']}, T={r['length']})", f"{claimed:+.2f} pp",
-                     _interval(r) + _paired_beside(r) + rates + _size(claimed, r.get("ci_low_pp"),
+                     _interval(r) + rates + _size(claimed, r.get("ci_low_pp"),
                                                   r.get("ci_high_pp"), r) + beside
                      + _grid_edge(sweep, r["task"], r["length"]) + precision,
                      budget.read(_both(r, claimed), steps=(r["steps_a"], r["steps_b"]),
                                  seeds=(r.get("seeds_a"), r.get("seeds_b")))])
     return rows
-
-
-def _paired_beside(r: dict[str, Any]) -> str:
-    """``; paired over the test examples: …`` for a learning-rate gap row that reads it, or
-    says why not; '' for a row that does neither."""
-    said = r.get("paired_ci_low_pp") is not None or r.get("paired_why")
-    return f"; paired over the test examples: {_paired(r)}" if said else ""
-
-
-def _paired(r: dict[str, Any]) -> str:
-    """A learning-rate gap row's difference read paired over the test examples (its
-    ``paired_*`` columns, hkt.report.sweep), or why it has no such reading."""
-    if r.get("paired_ci_low_pp") is None or r.get("paired_ci_high_pp") is None:
-        return f"none ({r.get('paired_why') or 'not read'})"
-    p = "" if r.get("paired_p_value") is None else f", p = {r['paired_p_value']:.3g}"
-    return (f"CI [{r['paired_ci_low_pp']:+.2f}, {r['paired_ci_high_pp']:+.2f}]{p} "
-            f"({r['paired_examples']:,} examples)")
 
 
 #: How the lead at a longer budget reads, by :func:`difference_verdict` of its interval against
@@ -719,23 +720,20 @@ def longer_budget_claims(sweep_gap: pl.DataFrame,
         ratio = steps[-1] / steps[0]
         times = "twice" if ratio == 2 else f"{ratio:g} times"
         lead = short["ours_pp"]
-        paired = long.get("paired_ci_low_pp") is not None
-        ex_low, ex_high = ((long["paired_ci_low_pp"], long["paired_ci_high_pp"]) if paired
-                           else (long.get("ts_ci_low_pp"), long.get("ts_ci_high_pp")))
-        how = ("paired over the test examples" if paired else
-               f"with the test set's error, unpaired ({long.get('paired_why') or 'not paired'})")
+        low, high, _, how = _primary(long)
         if lead is None or lead <= 0:
-            verdict = (f"{CANNOT_TELL} (no lead to hold: {a} − {b} is {lead:+.2f} pp at "
-                       f"{steps[0]:,} steps)")
+            verdict = (f"{CANNOT_TELL} (no lead to hold: {a} − {b} is "
+                       f"{'none' if lead is None else f'{lead:+.2f} pp'} at {steps[0]:,} steps)")
         else:
-            seeds, examples = _lead(long.get("ci_low_pp"), long.get("ci_high_pp"), lead), \
-                _lead(ex_low, ex_high, lead)
-            verdict = (f"{seeds} (over seeds, and {how} too)" if seeds == examples else
-                       f"{seeds} over seeds; {examples} {how} (the verdict changes)")
-        ours = (f"at {steps[-1]:,} steps: {_interval(long)}; paired over the test examples: "
-                f"{_paired(long)}. At {steps[0]:,} steps: {_interval(short)}; paired: "
-                f"{_paired(short)}. The lead moves {long['ours_pp'] - lead:+.2f} pp (means) "
-                f"from {steps[0]:,} to {steps[-1]:,} steps")
+            seeds, model = (_lead(long.get("ci_low_pp"), long.get("ci_high_pp"), lead),
+                            _lead(low, high, lead))
+            verdict = (f"{model} ({how}, as over seeds alone)" if seeds == model else
+                       f"{model} ({how}; over seeds alone: {seeds})")
+        moved = "" if lead is None or long["ours_pp"] is None else (
+            f" The lead moves {long['ours_pp'] - lead:+.2f} pp (a difference of means; no "
+            "test compares the two budgets' leads)")
+        ours = (f"at {steps[-1]:,} steps: {_interval(long)}. At {steps[0]:,} steps: "
+                f"{_interval(short)}.{moved}")
         rows.append([f"{a}'s lead over {b} holds at {times} the budget ({task}, T={length}; "
                      f"lr {learning_rate(lr)}: {steps[-1]:,} against {steps[0]:,} steps)",
                      "not said (the paper's budget is not public)", ours,
@@ -883,15 +881,17 @@ def mechanism_claim(mechanism: pl.DataFrame, budget: Budget = NO_BUDGET) -> list
             ours, verdict = f"by {r['measure']}, no reading: {r['reason']}", CANNOT_TELL
         else:
             ours = (f"by {r['measure']}: {a} − {b} on the deepest {third} ({r['deep']}, "
-                    f"{r['deep_examples']} "
-                    f"examples) {r['deep_pp']:+.2f} pp, on the shallowest ({r['shallow']}, "
-                    f"{r['shallow_examples']}) {r['shallow_pp']:+.2f} pp; deep − shallow "
-                    f"{r['difference_pp']:+.2f} pp, paired {100 * r['confidence']:g}% CI "
-                    f"[{r['ci_low_pp']:+.2f}, "
-                    f"{r['ci_high_pp']:+.2f}], p = {r['p_value']:.3g} (bootstrap over examples "
-                    "and seeds together)")
-            verdict = (SUPPORTS if r["ci_low_pp"] > 0 else REFUTES if r["ci_high_pp"] < 0
-                       else CANNOT_TELL)
+                    f"{r['deep_examples']} examples) {r['deep_pp']:+.2f} pp, on the shallowest "
+                    f"({r['shallow']}, {r['shallow_examples']}) {r['shallow_pp']:+.2f} pp; "
+                    f"deep − shallow {r['difference_pp']:+.2f} pp")
+            low, high = r["paired_ci_low_pp"], r["paired_ci_high_pp"]
+            if low is None or high is None:
+                ours, verdict = f"{ours}, no interval: {r['reason']}", CANNOT_TELL
+            else:
+                p = "" if r["paired_p_value"] is None else f", p = {r['paired_p_value']:.3g}"
+                ours += (f", {100 * r['confidence']:g}% CI [{low:+.2f}, {high:+.2f}]{p} (the "
+                         "contrast declared in config, over seeds plus the paired test-set error)")
+                verdict = SUPPORTS if low > 0 else REFUTES if high < 0 else CANNOT_TELL
         main = r.get("variant") in (None, budget.main_variant or "main")
         steps = (budget.main_steps(r["task"], r["length"], list(paper.COMPARED_MODELS)) if main
                  else budget.steps(r["task"], r["length"], paper.COMPARED_MODELS, [r["variant"]]))

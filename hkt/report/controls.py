@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import polars as pl
 
 from hkt import paper
-from hkt.report.tables import (DIFF_SCHEMA, TEST_SET_HEADER, ci_text, difference_columns, p_text,
-                               runs_of, test_set_cells)
+from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, p_text,
+                               runs_of, seeds_header, test_set_cells,
+                               test_set_header)
 from hkt.report.writers import Display, pm, signed
 
 __all__ = ["CONTROLS_SCHEMA", "controls_table", "controls_display"]
@@ -60,12 +61,11 @@ def controls_table(main: pl.DataFrame, runs: pl.DataFrame,
 
 def controls_display(controls: pl.DataFrame) -> Display:
     header = ["task", "T", "control", "test acc (%)", "versus", "its test acc (%)",
-              "control − versus (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
-              *TEST_SET_HEADER, "seeds",
+              "control − versus (pp)", *seeds_header(), *test_set_header(True), "seeds",
               "versus, paper (%)", "control − paper's versus (pp)"]
     rows = [[r["task"], str(r["length"]), r["model"], pm(r["test_mean"], r["test_std"]),
              r["versus"], pm(r["versus_mean"], r["versus_std"]), signed(r["difference_pp"]),
-             ci_text(r), p_text(r["p_value"]), r["significant"] or "", *test_set_cells(r),
+             ci_text(r), p_text(r["p_value"]), r["significant"] or "", *test_set_cells(r, True),
              f"{r['seeds_a']} vs {r['seeds_b']}",
              "" if r["versus_paper"] is None else f"{r['versus_paper']:.2f}",
              signed(r["minus_paper_pp"])] for r in controls.iter_rows(named=True)]

@@ -1,27 +1,25 @@
 """Readings example by example: each run's test predictions (``predictions.parquet`` beside its
 record) against its task's per-example facts (``examples.parquet``, :mod:`hkt.facts.examples`).
 
-Two models tested on the same examples err on many of the same ones, so their difference is
-read pair by pair (:func:`hkt.report.stats.paired_bootstrap`, :func:`hkt.report.stats.mcnemar`):
+Two models tested on the same examples err on many of the same ones, so the test set's
+sampling error of their difference is read pair by pair, inside the error model
+(:func:`hkt.report.stats.paired_difference`: Welch over seeds plus the paired test-set
+variance; docs/per-example.md):
 
-* :func:`paired_table`: HKT − MHA and every control against HKT and MHA, paired (the bootstrap
-  over examples and seeds together, McNemar per seed pair) beside the unpaired interval it
-  replaces in the gap and controls tables (:func:`with_paired`) wherever both sides' runs all
-  have predictions on the same examples;
+* :func:`paired_table`: HKT − MHA in every variant both trained, and every control against HKT
+  and MHA, with the paired error beside Welch's over seeds, the binomial reading and the
+  reading given these runs (``given_runs_*``, on which no verdict rests);
+  :func:`with_paired` fills the gap and controls tables' ``paired_*`` columns;
 * :func:`agreement_table`: per ListOps model, the share of test examples on which it answers what
   each rule reference answers, and its accuracy where the root-operator prior is wrong;
-  :func:`rule_readings` places it among the rules, paired (the claims' "which rule" rows);
-* :func:`breakdown_table`: accuracy per bucket of a fact (ListOps: tree depth, depth group,
-  answer depth, length quartile, root operator; IMDB: length quartile; CIFAR-10: class) for
-  every model and rule, and :func:`breakdown_gap_table`: HKT − MHA per bucket, paired;
-* :func:`mechanism_table`: HKT − MHA on the deepest group of trees minus on the shallowest
-  (the paper's "the gain comes from the hierarchy of operations"), paired; by the tree's depth
-  and by the depth its answer needs (the first rule that answers it right).
+  :func:`rule_readings` places it among the rules (a model against a rule: t over its seeds
+  plus the paired test-set variance);
+* the readings by bucket and the mechanism's contrast: :mod:`hkt.report.buckets`.
 
-Every number of the readings (resamples, their seed, the confidence, the depth groups, the
-length buckets) is ``per_example`` of config/report.yaml. Runs without predictions (made before
-they were written) give none of these: the tables keep their unpaired intervals and the
-readings are not written.
+Every number of the readings (the confidence, the depth groups, the length buckets, the
+smallest bucket read) is config/report.yaml's (:mod:`hkt.report.report_settings`). Runs without
+predictions (made before they were written) give none of these: the tables keep their
+binomial intervals and the readings are not written.
 """
 
 from __future__ import annotations
@@ -35,75 +33,29 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import yaml
 
 from hkt import paper
 from hkt.facts.examples import load_examples
-from hkt.errors import ConfigError, ConfigValueError
+from hkt.errors import ConfigError
 from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_predictions
 from hkt.rule_references import RULE_REFERENCES
-from hkt.report.stats import Difference, mcnemar, paired_bootstrap
+from hkt.report.report_settings import Settings, load_settings
+from hkt.report.stats import Difference, given_runs_difference, paired_difference
+from hkt.report.tables import difference_columns
 from hkt.report.writers import Display, pm, signed
 from hkt.runs_frame import KEY, MODEL_ORDER, AggregateError, ordered, record_length
-from hkt.value_checks import integer, number
 
 __all__ = ["Settings", "load_settings", "Readings", "load_readings", "data_dirs",
            "paired_or_why", "NOT_READ", "NAMES_PREDICTIONS", "compared_variants",
-           "labelled_by_variant", "paired_table", "with_paired", "paired_note", "paired_display",
-           "agreement_table",
-           "agreement_display", "rule_readings", "breakdown_table", "breakdown_display",
-           "breakdown_gap_table", "breakdown_gap_display", "mechanism_table"]
+           "paired_table", "with_paired", "paired_note", "paired_display",
+           "agreement_table", "agreement_display", "rule_readings", "ANSWER_RULES", "PRIOR"]
 
-#: The facets a breakdown reads, in this order, with the fact each buckets.
-DEPTH, DEPTH_GROUP, NEEDED, LENGTH, ROOT, CLASS = (
-    "depth", "depth group", "answer depth", "length quartile", "root operator", "class")
 #: The rules of increasing depth that "answer depth" reads: an example's answer depth is the
 #: first of them that answers it right ("deeper" where none does: only the exact evaluator).
 ANSWER_RULES = (("the prior", "root_op_prior"), ("depth 1", "depth1_rule"),
                 ("depth 2", "depth2_rule"), ("depth 3", "depth3_rule"))
 #: The root-operator prior: what the "prior gets wrong" columns are read against.
 PRIOR = "root_op_prior"
-
-
-@dataclass(frozen=True)
-class Settings:
-    """``per_example`` of config/report.yaml."""
-
-    confidence: float
-    resamples: int
-    seed: int
-    depth_groups: int
-    length_buckets: int
-
-    def bootstrap(self, a: np.ndarray, b: np.ndarray, **kw: Any) -> Difference:
-        return paired_bootstrap(a, b, resamples=self.resamples, seed=self.seed,
-                                confidence=self.confidence, **kw)
-
-    @property
-    def level(self) -> str:
-        return f"{100 * self.confidence:g}%"
-
-
-def load_settings(path: Path | None = None) -> Settings:
-    """The readings' settings (``per_example`` of config/report.yaml, or ``path``), or an
-    :class:`AggregateError` naming the key that is missing or out of range."""
-    from hkt.config_compose import config_dir
-
-    path = path or config_dir() / "report.yaml"
-    try:
-        cfg = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("per_example") or {}
-    except (OSError, yaml.YAMLError, AttributeError) as e:
-        raise AggregateError(f"cannot read the report's settings {path}: {e}") from e
-    try:
-        return Settings(
-            confidence=number(cfg.get("confidence"), "per_example.confidence", 0, 1,
-                              lo_open=True, hi_open=True),
-            resamples=integer(cfg.get("bootstrap_resamples"), "per_example.bootstrap_resamples", 1),
-            seed=integer(cfg.get("bootstrap_seed"), "per_example.bootstrap_seed", 0),
-            depth_groups=integer(cfg.get("depth_groups"), "per_example.depth_groups", 2),
-            length_buckets=integer(cfg.get("length_buckets"), "per_example.length_buckets", 1))
-    except ConfigValueError as e:
-        raise AggregateError(f"{path}: {e}") from e
 
 
 def data_dirs(records: Iterable[dict[str, Any]], data_root: Path | None = None
@@ -235,11 +187,15 @@ def compared_variants(runs: pl.DataFrame, main_variant: str = "main") -> list[st
 # ------------------------------------------------------------------------ paired differences
 
 PAIRED_SCHEMA = {
-    "task": pl.String, "length": pl.Int64, "model": pl.String, "versus": pl.String,
-    "difference_pp": pl.Float64, "ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64,
-    "p_value": pl.Float64, "significant": pl.String, "unpaired_ci_low_pp": pl.Float64,
-    "unpaired_ci_high_pp": pl.Float64, "unpaired_p_value": pl.Float64, "mcnemar": pl.String,
-    "seeds_a": pl.Int64, "seeds_b": pl.Int64, "examples": pl.Int64}
+    "variant": pl.String, "task": pl.String, "length": pl.Int64, "model": pl.String,
+    "versus": pl.String, "difference_pp": pl.Float64,
+    "paired_ci_low_pp": pl.Float64, "paired_ci_high_pp": pl.Float64,
+    "paired_p_value": pl.Float64, "paired_significant": pl.String,
+    "ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64,
+    "ts_ci_low_pp": pl.Float64, "ts_ci_high_pp": pl.Float64,
+    "given_runs_ci_low_pp": pl.Float64, "given_runs_ci_high_pp": pl.Float64,
+    "given_runs_p_value": pl.Float64, "seeds_a": pl.Int64, "seeds_b": pl.Int64,
+    "examples": pl.Int64}
 
 
 def _num(v: float) -> float | None:
@@ -247,16 +203,17 @@ def _num(v: float) -> float | None:
 
 
 def _pair(r: Readings, a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any] | None:
-    """The paired reading of runs ``a`` against runs ``b``, or None where they are not paired."""
+    """The error model's paired reading of runs ``a`` against runs ``b``, and the reading
+    given these runs; None where they are not paired."""
     ma, mb = r.matrix(a), r.matrix(b)
     if ma is None or mb is None or not np.array_equal(ma[1], mb[1]):
         return None
-    d = r.settings.bootstrap(ma[0], mb[0])
-    seeds_b = {s: i for i, s in enumerate(mb[2])}
-    tests = [f"seed {s}: {mcnemar(ma[0][i], mb[0][seeds_b[s]]).text()}"
-             for i, s in enumerate(ma[2]) if s in seeds_b]
-    return {"difference_pp": d.diff, "ci_low_pp": _num(d.ci_low), "ci_high_pp": _num(d.ci_high),
-            "p_value": _num(d.p_value), "significant": d.verdict, "mcnemar": "; ".join(tests),
+    d = paired_difference(ma[0], mb[0], r.settings.confidence)
+    g = given_runs_difference(ma[0], mb[0], r.settings.confidence)
+    return {"difference_pp": d.diff, "paired_ci_low_pp": _num(d.ci_low),
+            "paired_ci_high_pp": _num(d.ci_high), "paired_p_value": _num(d.p_value),
+            "paired_significant": d.verdict, "given_runs_ci_low_pp": _num(g.ci_low),
+            "given_runs_ci_high_pp": _num(g.ci_high), "given_runs_p_value": _num(g.p_value),
             "seeds_a": d.n_a, "seeds_b": d.n_b, "examples": int(ma[1].size)}
 
 
@@ -303,85 +260,96 @@ def paired_or_why(r: Readings | None, a: pl.DataFrame, b: pl.DataFrame
                   "read for their accuracies)")
 
 
-def paired_table(r: Readings, runs: pl.DataFrame, gap: pl.DataFrame, controls: pl.DataFrame,
-                 variant: str = "main") -> pl.DataFrame:
-    """Every difference of the gap table (HKT − MHA) and the controls table (control − HKT,
-    control − MHA) whose runs are all paired, read paired, beside its unpaired interval."""
-    sel = runs.filter(pl.col("variant") == variant)
+def _wanted(runs: pl.DataFrame, controls: pl.DataFrame, variants: Sequence[str]
+            ) -> list[tuple[str, str, int | None, str, str]]:
+    """The differences the paired table reads: (variant, task, T, model, versus): HKT − MHA in
+    each of ``variants`` where both trained, and each control row (the first variant's)."""
     a, b = paper.COMPARED_MODELS
-    wanted = [(g, a, b) for g in gap.iter_rows(named=True)]
-    wanted += [(c, c["model"], c["versus"]) for c in controls.iter_rows(named=True)]
+    out = []
+    for v in variants:
+        sel = runs.filter(pl.col("variant") == v)
+        for task, length in sel.select("task", "length").unique().sort("task", "length").rows():
+            models = set(sel.filter((pl.col("task") == task)
+                                    & (pl.col("length") == length))["model"].to_list())
+            if {a, b} <= models:
+                out.append((v, task, length, a, b))
+    out += [(variants[0], c["task"], c["length"], c["model"], c["versus"])
+            for c in controls.iter_rows(named=True)]
+    return out
+
+
+def paired_table(r: Readings, runs: pl.DataFrame, controls: pl.DataFrame,
+                 variants: Sequence[str] = ("main",)) -> pl.DataFrame:
+    """HKT − MHA in each of ``variants`` (:func:`compared_variants`) and every control of the
+    controls table against HKT and MHA (the first variant), where all runs of both sides are
+    paired: the error model's paired reading beside Welch's over seeds, the binomial reading
+    and the reading given these runs."""
     rows = []
-    for row, model, versus in wanted:
-        where = (pl.col("task") == row["task"]) & (pl.col("length") == row["length"])
-        got = _pair(r, sel.filter(where & (pl.col("model") == model)),
-                    sel.filter(where & (pl.col("model") == versus)))
+    for variant, task, length, model, versus in _wanted(runs, controls, variants):
+        sel = runs.filter((pl.col("variant") == variant) & (pl.col("task") == task)
+                          & (pl.col("length") == length))
+        ra, rb = (sel.filter(pl.col("model") == m) for m in (model, versus))
+        got = _pair(r, ra, rb)
         if got is None:
             continue
-        rows.append({"task": row["task"], "length": row["length"], "model": model,
-                     "versus": versus, **got, "unpaired_ci_low_pp": row.get("ts_ci_low_pp"),
-                     "unpaired_ci_high_pp": row.get("ts_ci_high_pp"),
-                     "unpaired_p_value": row.get("ts_p_value")})
+        cols = difference_columns(ra, rb)
+        rows.append({"variant": variant, "task": task, "length": length, "model": model,
+                     "versus": versus, **got,
+                     **{k: cols[k] for k in ("ci_low_pp", "ci_high_pp", "ts_ci_low_pp",
+                                             "ts_ci_high_pp")}})
     return pl.DataFrame(rows, schema=PAIRED_SCHEMA).select(*PAIRED_SCHEMA)
 
 
-def with_paired(table: pl.DataFrame, paired: pl.DataFrame, model: str | None = None,
-                versus: str | None = None) -> pl.DataFrame:
-    """``table`` (gap or controls) with its ``+ test set`` columns (``ts_*``) read paired where
-    ``paired`` has the row: (task, T, and the table's ``model`` and ``versus``, or the given
-    ones for the gap table)."""
+PAIRED_COLUMNS = ("paired_ci_low_pp", "paired_ci_high_pp", "paired_p_value",
+                  "paired_significant")
+
+
+def with_paired(table: pl.DataFrame, paired: pl.DataFrame, variant: str = "main",
+                model: str | None = None, versus: str | None = None) -> pl.DataFrame:
+    """``table`` (gap or controls: ``variant``'s rows) with its ``paired_*`` columns filled
+    where ``paired`` has the row: (task, T, and the table's ``model`` and ``versus``, or the
+    given ones for the gap table)."""
     if paired.is_empty() or table.is_empty():
         return table
     by = {(p["task"], p["length"], p["model"], p["versus"]): p
-          for p in paired.iter_rows(named=True)}
+          for p in paired.filter(pl.col("variant") == variant).iter_rows(named=True)}
     rows = []
     for row in table.iter_rows(named=True):
         p = by.get((row["task"], row["length"], model or row.get("model"),
                     versus or row.get("versus")))
-        if p is not None:
-            row = {**row, "ts_ci_low_pp": p["ci_low_pp"], "ts_ci_high_pp": p["ci_high_pp"],
-                   "ts_p_value": p["p_value"], "ts_significant": p["significant"]}
-        rows.append(row)
+        rows.append(row if p is None else {**row, **{k: p[k] for k in PAIRED_COLUMNS}})
     return pl.DataFrame(rows, schema=table.schema)
 
 
-def paired_note(paired: pl.DataFrame, settings: Settings, unpaired_note: str,
-                rows: int) -> str:
-    """What a difference table's caption says of its ``+ test set`` columns: paired where both
-    sides have predictions on the same examples (which rows, of the table's ``rows``), the
-    unpaired note where some row is not."""
-    if paired.is_empty():
-        return unpaired_note
+def paired_note(paired: pl.DataFrame, settings: Settings | None) -> str:
+    """What a difference table's caption says of its paired columns: on which rows both sides'
+    predictions are read (none: the binomial reading stands alone)."""
+    if paired.is_empty() or settings is None:
+        return ("'seeds + test set, paired': none here (no run's predictions are read on both "
+                "sides).")
     where = ", ".join(dict.fromkeys(f"{t} T={n}" for t, n in
                                     paired.select("task", "length").iter_rows()))
-    text = (f"'+ test set', paired on {where}: every run of both sides has its predictions on "
-            f"the same test examples, so the {settings.level} CI and p come from a paired "
-            f"bootstrap over examples and seeds together ({settings.resamples:,} resamples, "
-            "each drawing the test examples once for both sides and each side's seeds; McNemar "
-            "per seed pair and the unpaired interval beside it in tables/paired), which counts "
-            "the errors the two models share where an unpaired interval counts the sides as "
-            "independent.")
-    if len(paired) >= rows:
-        return text
-    return (text + " On the other rows (runs without predictions) unpaired, as follows. "
-            + unpaired_note)
+    return (f"'seeds + test set, paired' (the primary reading where present; {where}): the "
+            "error model with the test set's sampling variance of the difference read from "
+            "both sides' predictions on the same examples (the variance over examples of the "
+            "per-example difference of the seed-averaged correctness, over n), on t with the "
+            f"seed terms' degrees of freedom ({settings.level}; tables/paired beside the rest).")
 
 
-def _levels(confidence: float) -> tuple[str, str]:
-    """The interval's level and the test's (``95%``, ``5%``)."""
-    return f"{100 * confidence:g}%", f"{100 * (1 - confidence):.3g}%"
-
-
-def paired_display(paired: pl.DataFrame, confidence: float = 0.95) -> Display:
-    level, alpha = _levels(confidence)
-    header = ["task", "T", "model", "versus", "model − versus (pp)", f"{level} CI, paired (pp)",
-              "p, paired", f"significant ({alpha})", "95% CI, unpaired (pp)", "p, unpaired",
-              "McNemar per seed (model only / versus only right)", "seeds", "examples"]
-    return header, [[r["task"], str(r["length"]), r["model"], r["versus"],
-                     signed(r["difference_pp"]), _ci(r["ci_low_pp"], r["ci_high_pp"]),
-                     _p(r["p_value"]), r["significant"] or "",
-                     _ci(r["unpaired_ci_low_pp"], r["unpaired_ci_high_pp"]),
-                     _p(r["unpaired_p_value"]), r["mcnemar"] or "",
+def paired_display(paired: pl.DataFrame, settings: Settings) -> Display:
+    level = settings.level
+    header = ["variant", "task", "T", "model", "versus", "model − versus (pp)",
+              f"{level} CI, seeds + test set, paired (pp)", "p, seeds + test set, paired",
+              f"significant ({settings.alpha})", f"{level} CI, Welch over seeds (pp)",
+              f"{level} CI, seeds + test set, binomial (pp)",
+              f"{level} CI, given these runs (pp)", "p, given these runs", "seeds", "examples"]
+    return header, [[r["variant"], r["task"], str(r["length"]), r["model"], r["versus"],
+                     signed(r["difference_pp"]), _ci(r["paired_ci_low_pp"], r["paired_ci_high_pp"]),
+                     _p(r["paired_p_value"]), r["paired_significant"] or "",
+                     _ci(r["ci_low_pp"], r["ci_high_pp"]),
+                     _ci(r["ts_ci_low_pp"], r["ts_ci_high_pp"]),
+                     _ci(r["given_runs_ci_low_pp"], r["given_runs_ci_high_pp"]),
+                     _p(r["given_runs_p_value"]),
                      f"{r['seeds_a']} vs {r['seeds_b']}", str(r["examples"])]
                     for r in paired.iter_rows(named=True)]
 
@@ -480,28 +448,31 @@ def agreement_display(t: pl.DataFrame) -> Display:
 
 def rule_readings(r: Readings, runs: pl.DataFrame, agreement: pl.DataFrame,
                   variant: str = "main") -> dict[tuple[str, int | None, str], str]:
-    """Per ListOps model with predictions, which rule it reaches, paired: its accuracy minus
-    each rule's on the same test examples (:func:`hkt.report.stats.paired_bootstrap`; the rule
-    one "seed" that answers every example the same way); *at* the rules whose interval holds
-    0, else *above* the highest it clears and *below* the next; with its agreement with the
-    prior and its accuracy where the prior is wrong (``agreement``). The text starts with the
-    reading ("at the root-operator prior (…)"), as the unpaired one does."""
+    """Per ListOps model with predictions on two seeds or more, which rule it reaches: its
+    accuracy minus each rule's on the same test examples, a model against a rule
+    (:func:`hkt.report.stats.paired_difference` with ``rule``: t over its seeds plus the paired
+    test-set variance); *at* the rules whose interval holds 0, else *above* the highest it
+    clears and *below* the next; with its agreement with the prior and its accuracy where the
+    prior is wrong (``agreement``). The text starts with the reading ("at the root-operator
+    prior (…)"), as the unpaired one does. A model of one seed has no seed variance: it gets
+    no reading here."""
     out = {}
     agree = {(a["task"], a["length"], a["model"]): a for a in agreement.iter_rows(named=True)}
     for task, length, model, (correct, _, _), _ in _groups(r, runs, variant):
         a = agree.get((task, length, model))
-        if a is None:
+        if a is None or correct.shape[0] < 2:
             continue
         fact = r.facts[(task, length)]
         label = fact["label"].to_numpy()
         diffs = []
         for rule in _rule_columns(fact):
-            d = r.settings.bootstrap(correct, (fact[rule].to_numpy() == label)[None, :])
+            d = paired_difference(correct, (fact[rule].to_numpy() == label)[None, :],
+                                  r.settings.confidence, rule=True)
             diffs.append((RULE_REFERENCES[rule], d))
 
         def said(lab: str, d: Difference) -> str:
-            return f"the {lab} ({d.diff:+.2f} pp, paired {r.settings.level} CI " \
-                   f"[{d.ci_low:+.2f}, {d.ci_high:+.2f}])"
+            return f"the {lab} ({d.diff:+.2f} pp, {r.settings.level} CI " \
+                   f"[{d.ci_low:+.2f}, {d.ci_high:+.2f}], seeds + test set, paired)"
 
         at = [said(lab, d) for lab, d in diffs if d.ci_low <= 0 <= d.ci_high]
         if at:
@@ -517,263 +488,3 @@ def rule_readings(r: Readings, runs: pl.DataFrame, agreement: pl.DataFrame,
                  f"% right of the {a['prior_wrong_examples']} the {prior} gets wrong")
         out[(task, length, model)] = text
     return out
-
-
-# ------------------------------------------------------------------------- where accuracy lies
-
-def _length_buckets(length: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:
-    """Each example's length bucket (0..k−1, by the test set's quantiles) and the labels."""
-    edges = np.quantile(length, [i / k for i in range(1, k)]) if k > 1 else np.zeros(0)
-    idx = np.searchsorted(edges, length, side="left")
-    labels = []
-    for b in range(k):
-        here = length[idx == b]
-        labels.append(f"Q{b + 1}: {int(here.min())}–{int(here.max())}" if here.size else "")
-    return idx, labels
-
-
-def _span(values: np.ndarray) -> str:
-    """``depth 2–4``, or ``depth 9`` where they are one."""
-    lo, hi = int(values.min()), int(values.max())
-    return f"depth {lo}" if lo == hi else f"depth {lo}–{hi}"
-
-
-def depth_groups(depth: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The shallowest and deepest of ``k`` groups of trees by depth (boolean masks): depth at
-    most that of the example at rank N/k, and at least that at rank N − N/k; None where one
-    depth spans both (the groups would share their trees' depth)."""
-    n = depth.size
-    if n == 0:
-        return None
-    s = np.sort(depth)
-    size = math.ceil(n / k)
-    low, high = s[size - 1], s[n - size]
-    if low >= high:
-        return None
-    return depth <= low, depth >= high
-
-
-def _facets(fact: pl.DataFrame, settings: Settings
-            ) -> list[tuple[str, np.ndarray, list[str]]]:
-    """The facets of a task's test facts: (name, each example's bucket index, bucket labels)."""
-    out = []
-    if "depth" in fact.columns:
-        depth = fact["depth"].to_numpy()
-        values = sorted(set(depth.tolist()))
-        out.append((DEPTH, np.searchsorted(values, depth), [str(v) for v in values]))
-        groups = depth_groups(depth, settings.depth_groups)
-        if groups is not None:
-            shallow, deep = groups
-            idx = np.where(shallow, 0, np.where(deep, 2, 1))
-            span = [depth[idx == i] for i in range(3)]
-            names = ["shallowest", "middle", "deepest"]
-            out.append((DEPTH_GROUP, idx, [f"{names[i]}: {_span(v)}" if v.size else ""
-                                           for i, v in enumerate(span)]))
-    if (needed := answer_depth(fact)) is not None:
-        out.append((NEEDED, needed, [name for name, _ in ANSWER_RULES] + ["deeper"]))
-    if "length" in fact.columns:
-        idx, labels = _length_buckets(fact["length"].to_numpy(), settings.length_buckets)
-        out.append((LENGTH, idx, labels))
-    if "root_op" in fact.columns:
-        from hkt.data.families.listops import ROOT_NAMES
-
-        ops = fact["root_op"].to_list()
-        out.append((ROOT, np.asarray([ROOT_NAMES.index(o) for o in ops]), list(ROOT_NAMES)))
-    if "class" in fact.columns:
-        names = fact["class"].to_list()
-        classes = sorted(set(zip(fact["label"].to_list(), names)))
-        index = {c: i for i, c in enumerate(classes)}
-        out.append((CLASS, np.asarray([index[c] for c in zip(fact["label"].to_list(), names)]),
-                    [n for _, n in classes]))
-    return out
-
-
-BREAKDOWN_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String,
-                    "facet": pl.String,
-                    "bucket": pl.String, "order": pl.Int64, "examples": pl.Int64,
-                    "model": pl.String, "seeds": pl.Int64, "accuracy_mean": pl.Float64,
-                    "accuracy_std": pl.Float64}
-
-
-def breakdown_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> pl.DataFrame:
-    """Accuracy (%) per bucket of each facet, per model (mean and std over seeds) and per rule
-    reference of the task's facts (one answer per example; a rule with runs of its own is read
-    from them)."""
-    rows = []
-    groups = _groups(r, runs, variant)
-    for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]),
-                                                                        kv[0][1] or 0)):
-        mine = [(m, c) for t, n, m, (c, _, _), _ in groups if (t, n) == (task, length)]
-        if not mine:
-            continue
-        label = fact["label"].to_numpy()
-        mine += [(rule, (fact[rule].to_numpy() == label)[None, :])
-                 for rule in _rule_columns(fact) if rule not in {m for m, _ in mine}]
-        for facet, idx, labels in _facets(fact, r.settings):
-            for b, lab in enumerate(labels):
-                where = idx == b
-                if not where.any():
-                    continue
-                for model, correct in mine:
-                    mean, std = _mean_std(correct[:, where].mean(axis=1))
-                    rows.append({"task": task, "length": length, "variant": variant,
-                                 "facet": facet, "bucket": lab,
-                                 "order": b, "examples": int(where.sum()), "model": model,
-                                 "seeds": correct.shape[0], "accuracy_mean": mean,
-                                 "accuracy_std": std})
-    return pl.DataFrame(rows, schema=BREAKDOWN_SCHEMA)
-
-
-def breakdown_display(t: pl.DataFrame) -> Display:
-    """One row per (task, variant, facet, bucket), one column per model (mean ± std over
-    seeds)."""
-    models = ordered(t["model"].unique().to_list(), MODEL_ORDER) if len(t) else []
-    header = ["task", "T", "variant", "facet", "bucket", "examples",
-              *(RULE_REFERENCES.get(m, m) for m in models)]
-    rows = []
-    keys = t.select("task", "length", "variant", "facet", "order", "bucket", "examples").unique(
-        maintain_order=True).rows()
-    cell = {(r["task"], r["length"], r["variant"], r["facet"], r["order"], r["model"]):
-            pm(r["accuracy_mean"], r["accuracy_std"]) for r in t.iter_rows(named=True)}
-    for task, length, variant, facet, order, bucket, examples in keys:
-        rows.append([task, str(length), variant, facet, bucket, str(examples),
-                     *(cell.get((task, length, variant, facet, order, m), "") for m in models)])
-    return header, rows
-
-
-def labelled_by_variant(breakdown: pl.DataFrame, main_variant: str = "main") -> pl.DataFrame:
-    """The breakdown with each model of a variant other than ``main_variant`` named with it
-    (``hkt (lr1e3_steps20k)``) and each rule once (a rule answers alike in every variant): one
-    line per model and variant in the figure, which reads the model column only."""
-    if breakdown.is_empty():
-        return breakdown
-    rule = pl.col("model").is_in(list(RULE_REFERENCES))
-    named = (pl.when(rule | (pl.col("variant") == main_variant)).then(pl.col("model"))
-             .otherwise(pl.format("{} ({})", pl.col("model"), pl.col("variant"))))
-    return (breakdown.with_columns(named.alias("model"))
-            .unique(subset=["task", "length", "facet", "order", "model"], keep="first",
-                    maintain_order=True))
-
-
-GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String, "facet": pl.String,
-              "bucket": pl.String,
-              "order": pl.Int64, "examples": pl.Int64, "difference_pp": pl.Float64,
-              "ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.Float64,
-              "significant": pl.String, "seeds_a": pl.Int64, "seeds_b": pl.Int64}
-
-
-def _compared(r: Readings, runs: pl.DataFrame, variant: str) -> Iterable[tuple[Any, ...]]:
-    """Per task with facts where both compared models (HKT, MHA) have predictions, in order:
-    (task, length, its facts, HKT's and MHA's seeds' correctness, as :func:`_groups` gives)."""
-    a, b = paper.COMPARED_MODELS
-    by = {(t, n, m): c for t, n, m, (c, _, _), _ in _groups(r, runs, variant)}
-    for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]),
-                                                                        kv[0][1] or 0)):
-        ca, cb = by.get((task, length, a)), by.get((task, length, b))
-        if ca is not None and cb is not None:
-            yield task, length, fact, ca, cb
-
-
-def breakdown_gap_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> pl.DataFrame:
-    """HKT − MHA (pp) per bucket of each facet, paired over the bucket's test examples and the
-    seeds (:func:`hkt.report.stats.paired_bootstrap`)."""
-    rows = []
-    for task, length, fact, ca, cb in _compared(r, runs, variant):
-        for facet, idx, labels in _facets(fact, r.settings):
-            for k, lab in enumerate(labels):
-                where = idx == k
-                if not where.any():
-                    continue
-                d = r.settings.bootstrap(ca[:, where], cb[:, where])
-                rows.append({"task": task, "length": length, "variant": variant,
-                             "facet": facet, "bucket": lab,
-                             "order": k, "examples": int(where.sum()), "difference_pp": d.diff,
-                             "ci_low_pp": _num(d.ci_low), "ci_high_pp": _num(d.ci_high),
-                             "p_value": _num(d.p_value), "significant": d.verdict,
-                             "seeds_a": d.n_a, "seeds_b": d.n_b})
-    return pl.DataFrame(rows, schema=GAP_SCHEMA)
-
-
-def breakdown_gap_display(t: pl.DataFrame, confidence: float = 0.95) -> Display:
-    a, b = (m.upper() for m in paper.COMPARED_MODELS)
-    level, alpha = _levels(confidence)
-    header = ["task", "T", "variant", "facet", "bucket", "examples", f"{a} − {b} (pp)",
-              f"{level} CI, paired (pp)", "p, paired", f"significant ({alpha})", "seeds"]
-    return header, [[r["task"], str(r["length"]), r["variant"], r["facet"], r["bucket"],
-                     str(r["examples"]),
-                     signed(r["difference_pp"]), _ci(r["ci_low_pp"], r["ci_high_pp"]),
-                     _p(r["p_value"]), r["significant"] or "",
-                     f"{r['seeds_a']} vs {r['seeds_b']}"] for r in t.iter_rows(named=True)]
-
-
-MECHANISM_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String,
-                    "measure": pl.String,
-                    "shallow": pl.String,
-                    "shallow_examples": pl.Int64, "shallow_pp": pl.Float64, "deep": pl.String,
-                    "deep_examples": pl.Int64, "deep_pp": pl.Float64,
-                    "difference_pp": pl.Float64, "ci_low_pp": pl.Float64,
-                    "ci_high_pp": pl.Float64, "p_value": pl.Float64, "confidence": pl.Float64,
-                    "groups": pl.Int64,
-                    "seeds_a": pl.Int64, "seeds_b": pl.Int64, "reason": pl.String}
-
-
-#: The measures of a tree's depth the mechanism reads: the tree's own depth, and the depth its
-#: answer needs (:data:`ANSWER_RULES`; on our ListOps nearly every tree has depth 9).
-TREE_DEPTH, ANSWER_DEPTH = "tree depth", "answer depth"
-
-
-def answer_depth(fact: pl.DataFrame) -> np.ndarray | None:
-    """Each example's answer depth: the index in :data:`ANSWER_RULES` of the first rule that
-    answers it right, ``len(ANSWER_RULES)`` where none does; None without the rules' answers."""
-    if not all(rule in fact.columns for _, rule in ANSWER_RULES):
-        return None
-    label = fact["label"].to_numpy()
-    right = np.vstack([fact[rule].to_numpy() == label for _, rule in ANSWER_RULES]
-                      + [np.ones(len(label), dtype=bool)])
-    return right.argmax(axis=0)
-
-
-def _answer_span(values: np.ndarray) -> str:
-    names = [name for name, _ in ANSWER_RULES] + ["deeper"]
-    lo, hi = int(values.min()), int(values.max())
-    return f"answered by {names[lo]}" if lo == hi else f"answered by {names[lo]} to {names[hi]}"
-
-
-def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> pl.DataFrame:
-    """Per task with tree depths and both HKT and MHA paired, and per measure of depth (the
-    tree's, and the answer's: :data:`TREE_DEPTH`, :data:`ANSWER_DEPTH`): HKT − MHA on the
-    deepest of ``depth_groups`` groups of test examples minus on the shallowest
-    (:func:`depth_groups`), with the paired bootstrap's interval of that difference (examples
-    and seeds drawn together)."""
-    rows = []
-    for task, length, fact, ca, cb in _compared(r, runs, variant):
-        if "depth" not in fact.columns:
-            continue
-        measures = [(TREE_DEPTH, fact["depth"].to_numpy(), _span)]
-        if (needed := answer_depth(fact)) is not None:
-            measures.append((ANSWER_DEPTH, needed, _answer_span))
-        for measure, depth, span in measures:
-            groups = depth_groups(depth, r.settings.depth_groups)
-            row: dict[str, Any] = {"task": task, "length": length, "variant": variant,
-                                   "measure": measure,
-                                   "groups": r.settings.depth_groups,
-                                   "confidence": r.settings.confidence,
-                                   "seeds_a": ca.shape[0], "seeds_b": cb.shape[0]}
-            if groups is None:
-                values, counts = np.unique(depth, return_counts=True)
-                top = int(counts.argmax())
-                rows.append({**row, "reason": f"{counts[top]} of the {depth.size} test "
-                                              f"examples are {span(values[top:top + 1])}: one "
-                                              "value spans the shallowest and the deepest group"})
-                continue
-            shallow, deep = groups
-            d = r.settings.bootstrap(ca, cb, subsets=(deep, shallow))
-            gap = [100 * float(ca[:, m].mean() - cb[:, m].mean()) for m in (shallow, deep)]
-            rows.append({**row, "shallow": span(depth[shallow]),
-                         "shallow_examples": int(shallow.sum()), "shallow_pp": gap[0],
-                         "deep": span(depth[deep]),
-                         "deep_examples": int(deep.sum()), "deep_pp": gap[1],
-                         "difference_pp": d.diff, "ci_low_pp": _num(d.ci_low),
-                         "ci_high_pp": _num(d.ci_high), "p_value": _num(d.p_value),
-                         "reason": ""})
-    return pl.DataFrame(rows, schema=MECHANISM_SCHEMA)

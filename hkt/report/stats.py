@@ -1,19 +1,25 @@
-"""Statistics behind the tables: is a difference between two models more than seed noise?
+"""Statistics behind the tables: the error model of a difference between two trained models.
 
-Three seeds give a mean ± std, not a verdict. For a difference of mean accuracies the tables
-report Welch's t-test over seeds (unequal variances: HKT and MHA need not spread alike), the 95%
-confidence interval of the difference and whether it excludes zero; for a single run's accuracy
-the Wilson score interval of a binomial proportion (correct answers out of test examples), which
-stays inside [0, 1] and behaves at 0% and 100%, unlike the normal approximation. The formulas are
-``scipy.stats``'s, not hand-written.
+A difference of mean test accuracies carries two errors (docs/per-example.md, "The error
+model"): **training randomness**, the seeds, the unit of replication of "model A beats model
+B"; and **the test set's sampling error**, the examples, which every seed shares. The primary
+interval of A − B (``k_A``, ``k_B`` seeds) is
 
-Seeds share one test set, so the spread over seeds leaves out the test set's own sampling error:
-another draw of the test examples would move every seed's accuracy together.
-:func:`difference_with_test_set` adds it: each side's mean has variance s²/k (seeds) plus
-p(1 − p)/N (its accuracy p on N test examples, binomial), the two sides counted as independent
-(conservative: two models tested on the same examples err on many of the same ones, which makes
-their difference vary less), with the Welch–Satterthwaite degrees of freedom of the seed terms
-(the binomial terms are known variances, of infinite degrees of freedom).
+    mean_A − mean_B ± t_df · √V,   V = s_A²/k_A + s_B²/k_B + v_ts,
+
+where ``v_ts`` is the test set's sampling variance of the difference: *paired*
+(:func:`paired_test_variance`: the variance over examples of the per-example difference of
+the two models' seed-averaged correctness, over n) where both sides' predictions are read,
+*binomial* (:func:`binomial_variance` of each side, counted as independent) otherwise; and
+``df`` is Welch–Satterthwaite's of the seed terms alone, so that adding ``v_ts`` can only widen
+the interval: it is never narrower than Welch's over seeds (:func:`welch_difference`). A model
+against a rule (one deterministic answer per example, no seeds): t on k − 1 degrees of freedom
+over ``s²/k`` plus the paired ``v_ts``. One seed on a side gives no seed variance and no
+interval. :func:`given_runs_difference` reads the runs as fixed (only the examples drawn
+again): a reading *given these runs*, which no verdict rests on.
+
+For a single run's accuracy: the Wilson score interval. The formulas are ``scipy.stats``'s;
+multiplicity (Holm) is ``statsmodels``'.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["Difference", "welch_difference", "wilson_interval", "binomial_variance", "mean_error",
-           "difference_with_test_set", "summary_difference_with_test_set", "McNemar", "mcnemar",
-           "paired_bootstrap"]
+           "seeds_and_test_set", "difference_with_test_set", "summary_difference_with_test_set",
+           "paired_test_variance", "paired_difference", "given_runs_difference", "holm"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,7 @@ class Difference:
         return f"yes (p < {level})" if sig else f"no (p ≥ {level})"
 
 
-def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Difference:
+def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float) -> Difference:
     """Welch's two-sided t-test of ``mean(a) - mean(b)`` and its confidence interval."""
     x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=np.float64)
     y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=np.float64)
@@ -79,7 +85,7 @@ def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float =
                       int(x.size), int(y.size), confidence)
 
 
-def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def wilson_interval(correct: int, n: int, confidence: float) -> tuple[float, float]:
     """The Wilson score interval of ``correct / n`` (NaNs when ``n`` is 0)."""
     if n <= 0:
         return math.nan, math.nan
@@ -106,12 +112,47 @@ def mean_error(values_pp: Sequence[float], n_examples: int | None) -> float:
     return math.sqrt(seeds + binomial_variance(float(x.mean()), n_examples))
 
 
+def _finite(values: Sequence[float]) -> np.ndarray:
+    return np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=np.float64)
+
+
+#: Why a difference has no interval where a side has one seed (the error model needs two).
+ONE_SEED = "one seed on a side: no estimate of the seed variance, no verdict over seeds"
+
+
+def seeds_and_test_set(diff: float, seed_terms: Sequence[tuple[float, int]], v_ts: float,
+                       confidence: float) -> Difference:
+    """The error model's interval of ``diff`` (pp): ``seed_terms`` holds, per side with seeds,
+    its seed variance of the mean (s²/k, pp²) and its k; ``v_ts`` the test set's variance of
+    the difference (pp²). t on Welch–Satterthwaite's degrees of freedom of the seed terms (one
+    side: k − 1), whose quantile is applied to √(seed terms + ``v_ts``): never narrower than
+    the seeds' interval alone."""
+    nan = math.nan
+    ks = [k for _, k in seed_terms]
+    n_a, n_b = (ks + [0, 0])[:2] if len(ks) > 1 else (ks[0], 0)
+    if any(k < 2 for k in ks):
+        return Difference(diff, nan, nan, nan, nan, n_a, n_b, confidence, reason=ONE_SEED)
+    seeds = sum(v for v, _ in seed_terms)
+    var = seeds + max(v_ts, 0.0)
+    if var <= 1e-12:  # pp²: rounding's, not a spread
+        return Difference(diff, diff, diff, nan, nan, n_a, n_b, confidence,
+                          reason="no spread over seeds nor over the test examples")
+    spread = sum(v ** 2 / (k - 1) for v, k in seed_terms)
+    # no spread over seeds: the fewest seeds' degrees of freedom (the most cautious)
+    df = seeds ** 2 / spread if spread > 0 else float(min(ks) - 1)
+    se = math.sqrt(var)
+    dist = _st.t(df)
+    half = float(dist.ppf(0.5 + confidence / 2)) * se
+    p = float(2 * dist.sf(abs(diff) / se))
+    return Difference(diff, diff - half, diff + half, p, df, n_a, n_b, confidence)
+
+
 def difference_with_test_set(a: Sequence[float], b: Sequence[float], n_a: int | None,
-                             n_b: int | None, confidence: float = 0.95) -> Difference:
-    """``mean(a) - mean(b)`` (pp) with the seeds' and the test sets' errors (module docstring):
-    Welch's test whose variance adds each side's binomial test-set variance."""
-    x = np.asarray([v for v in a if v is not None and not math.isnan(v)], dtype=np.float64)
-    y = np.asarray([v for v in b if v is not None and not math.isnan(v)], dtype=np.float64)
+                             n_b: int | None, confidence: float) -> Difference:
+    """``mean(a) − mean(b)`` (pp, one accuracy per seed) with the seeds' error and the test
+    set's, binomial (each side's p(1 − p)/n, the sides counted as independent): the error
+    model where the runs' predictions are not read."""
+    x, y = _finite(a), _finite(b)
     var_x = float(x.var(ddof=1)) if x.size > 1 else math.nan
     var_y = float(y.var(ddof=1)) if y.size > 1 else math.nan
     return summary_difference_with_test_set(
@@ -121,109 +162,86 @@ def difference_with_test_set(a: Sequence[float], b: Sequence[float], n_a: int | 
 
 def summary_difference_with_test_set(mean_a: float, var_a: float, k_a: int, n_a: int | None,
                                      mean_b: float, var_b: float, k_b: int, n_b: int | None,
-                                     confidence: float = 0.95) -> Difference:
+                                     confidence: float) -> Difference:
     """:func:`difference_with_test_set` from each side's summary: its mean (pp), the sample
     variance of its ``k`` seeds (pp²) and its test examples ``n``, as a table row holds them."""
-    nan = math.nan
-    diff = mean_a - mean_b
-    if k_a < 2 or k_b < 2:
-        return Difference(diff, nan, nan, nan, nan, k_a, k_b, confidence,
-                          reason="fewer than 2 seeds on a side")
-    seeds_a, seeds_b = var_a / k_a, var_b / k_b
-    var = seeds_a + seeds_b + binomial_variance(mean_a, n_a) + binomial_variance(mean_b, n_b)
-    if var <= 0:
-        return Difference(diff, diff, diff, nan, nan, k_a, k_b, confidence,
-                          reason="no spread over seeds and no test-set count")
-    seed_df = seeds_a ** 2 / (k_a - 1) + seeds_b ** 2 / (k_b - 1)
-    df = var ** 2 / seed_df if seed_df > 0 else math.inf
-    se = math.sqrt(var)
-    dist = _st.norm if math.isinf(df) else _st.t(df)
-    half = float(dist.ppf(0.5 + confidence / 2)) * se
-    p = float(2 * dist.sf(abs(diff) / se))
-    return Difference(diff, diff - half, diff + half, p, df, k_a, k_b, confidence)
+    v_ts = binomial_variance(mean_a, n_a) + binomial_variance(mean_b, n_b)
+    return seeds_and_test_set(mean_a - mean_b, [(var_a / k_a if k_a > 1 else 0.0, k_a),
+                                                (var_b / k_b if k_b > 1 else 0.0, k_b)],
+                              v_ts, confidence)
 
 
-# ----------------------------------------------------------------- paired, example by example
-# Two models tested on the same examples err on many of the same ones: their difference varies
-# less than two independent accuracies' would. With each run's predictions (predictions.parquet)
-# the comparison is read pair by pair: McNemar's exact test per pair of seeds (the examples one
-# model gets right and the other wrong), and a bootstrap that resamples the test examples (the
-# same draw for both sides) and each side's seeds together, so that the interval holds both the
-# test set's and the seeds' error without counting the sides as independent.
+def _subset_means(correct: np.ndarray, subsets: Sequence[np.ndarray] | None) -> np.ndarray:
+    """Per seed (rows of ``correct``, seeds × examples), the accuracy (pp), or with
+    ``subsets`` (two masks) the accuracy on the first minus on the second."""
+    if subsets is None:
+        return 100 * correct.mean(axis=1)
+    first, second = (np.asarray(m, bool) for m in subsets)
+    return 100 * (correct[:, first].mean(axis=1) - correct[:, second].mean(axis=1))
 
 
-@dataclass(frozen=True)
-class McNemar:
-    """McNemar's exact test of one pair of runs on the same examples: ``a_only`` examples the
-    first gets right and the second wrong, ``b_only`` the reverse; p two-sided (binomial)."""
-
-    a_only: int
-    b_only: int
-    p_value: float
-
-    def text(self) -> str:
-        p = f"{self.p_value:.3f}" if self.p_value >= 0.001 else f"{self.p_value:.1e}"
-        return f"{self.a_only}/{self.b_only}, p = {p}"
-
-
-def mcnemar(a_correct: np.ndarray, b_correct: np.ndarray) -> McNemar:
-    """McNemar's exact test of two runs' right/wrong answers on the same examples."""
-    a, b = np.asarray(a_correct, bool), np.asarray(b_correct, bool)
-    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
-    n = a_only + b_only
-    p = 1.0 if n == 0 else float(_st.binomtest(a_only, n, 0.5).pvalue)
-    return McNemar(a_only, b_only, p)
+def paired_test_variance(a_correct: np.ndarray, b_correct: np.ndarray,
+                         subsets: Sequence[np.ndarray] | None = None) -> float:
+    """The test set's sampling variance (pp²) of the difference of two models answered on the
+    same examples: var over examples of D_i = ā_i − b̄_i (each side's correctness averaged
+    over its seeds) over n; with ``subsets`` (two disjoint masks) that of the contrast (mean D
+    on the first − on the second): the sum of each subset's."""
+    d = (np.asarray(a_correct, np.float64).mean(axis=0)
+         - np.asarray(b_correct, np.float64).mean(axis=0))
+    parts = [d] if subsets is None else [d[np.asarray(m, bool)] for m in subsets]
+    return float(sum(1e4 * part.var(ddof=1) / part.size if part.size > 1 else math.nan
+                     for part in parts))
 
 
-def paired_bootstrap(a_correct: np.ndarray, b_correct: np.ndarray, *, resamples: int, seed: int,
-                     confidence: float = 0.95, subsets: tuple[np.ndarray, np.ndarray] | None = None
-                     ) -> Difference:
-    """The difference (pp) of mean accuracy over seeds, runs ``a_correct`` (seeds × examples,
-    right/wrong) minus ``b_correct`` (seeds × the same examples), with its percentile interval
-    and two-sided p from ``resamples`` draws (``seed``): each draw resamples the examples (one
-    draw for both sides) and each side's seeds. ``subsets`` (two boolean masks over the
-    examples: deep, shallow) reads the difference of the difference instead: (a − b on the
-    first) − (a − b on the second), each on the drawn examples that fall in it."""
+def paired_difference(a_correct: np.ndarray, b_correct: np.ndarray, confidence: float, *,
+                      rule: bool = False, subsets: Sequence[np.ndarray] | None = None
+                      ) -> Difference:
+    """The error model's reading of runs ``a_correct`` (seeds × examples, right/wrong) minus
+    ``b_correct`` (seeds × the same examples), both sides' predictions read: the seed terms of
+    each side's per-seed accuracies plus the paired test-set variance. ``rule``: ``b_correct``
+    is a rule's one answer per example (no seeds: t over ``a``'s k − 1). ``subsets`` (two
+    masks: deep, shallow) reads the contrast (a − b on the first) − (a − b on the second)."""
     a = np.atleast_2d(np.asarray(a_correct, dtype=np.float64))
     b = np.atleast_2d(np.asarray(b_correct, dtype=np.float64))
-    n = a.shape[1]
-    if b.shape[1] != n or n == 0:
+    if b.shape[1] != a.shape[1] or a.shape[1] == 0:
         raise ValueError("paired runs must answer the same, non-empty set of examples")
-    rng = np.random.default_rng(seed)
-    masks = ([np.ones(n, dtype=np.float64)] if subsets is None
-             else [np.asarray(m, dtype=np.float64) for m in subsets])
+    xa, xb = _subset_means(a, subsets), _subset_means(b, subsets)
+    terms = [(float(x.var(ddof=1)) / x.size if x.size > 1 else 0.0, x.size)
+             for x in ((xa,) if rule else (xa, xb))]
+    # rounded below any count's resolution: equal accuracies differ by 0, not by 1e-14
+    d = seeds_and_test_set(round(float(xa.mean() - xb.mean()), 9), terms,
+                           paired_test_variance(a, b, subsets), confidence)
+    return d if not rule else Difference(d.diff, d.ci_low, d.ci_high, d.p_value, d.df,
+                                         a.shape[0], b.shape[0], confidence, d.reason)
 
-    def stat(weights: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
-        """Per draw (rows of ``weights``: how often each example was drawn), the statistic."""
-        parts = []
-        for m in masks:
-            w = weights * m
-            total = w.sum(axis=1)
-            acc_a = (w @ a.T) / total[:, None]  # draws × seeds
-            acc_b = (w @ b.T) / total[:, None]
-            parts.append(np.take_along_axis(acc_a, sa, 1).mean(1)
-                         - np.take_along_axis(acc_b, sb, 1).mean(1))
-        return 100 * (parts[0] if len(parts) == 1 else parts[0] - parts[1])
 
-    ones = np.ones((1, n))
-    diff = float(stat(ones, np.arange(a.shape[0])[None, :], np.arange(b.shape[0])[None, :])[0])
-    draws = []
-    chunk = max(1, min(resamples, 2_000_000 // n))
-    for start in range(0, resamples, chunk):
-        k = min(chunk, resamples - start)
-        weights = rng.multinomial(n, np.full(n, 1 / n), size=k).astype(np.float64)
-        sa = rng.integers(0, a.shape[0], size=(k, a.shape[0]))
-        sb = rng.integers(0, b.shape[0], size=(k, b.shape[0]))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            draws.append(stat(weights, sa, sb))
-    d = np.concatenate(draws)
-    d = d[np.isfinite(d)]  # a draw with no example in a subset says nothing
-    if d.size == 0:
-        return Difference(diff, math.nan, math.nan, math.nan, math.nan, a.shape[0], b.shape[0],
-                          confidence, reason="no resample holds examples of both subsets")
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(d, [tail, 1 - tail])
-    # two-sided, counting the observed draw among the draws: never 0 from finitely many
-    p = min(1.0, 2 * (min(int((d <= 0).sum()), int((d >= 0).sum())) + 1) / (d.size + 1))
-    return Difference(diff, float(low), float(high), p, math.nan, a.shape[0], b.shape[0],
-                      confidence)
+def given_runs_difference(a_correct: np.ndarray, b_correct: np.ndarray,
+                          confidence: float) -> Difference:
+    """The difference of runs ``a_correct`` and ``b_correct`` (seeds × the same examples)
+    *given these runs*: the trained networks held fixed, only the test examples drawn again
+    (normal, the paired test-set variance alone). It says whether these networks differ on
+    the population of examples, not whether the models do: no verdict rests on it."""
+    a = np.atleast_2d(np.asarray(a_correct, dtype=np.float64))
+    b = np.atleast_2d(np.asarray(b_correct, dtype=np.float64))
+    diff = 100 * float(a.mean() - b.mean())
+    se = math.sqrt(paired_test_variance(a, b))
+    if not se > 0:
+        return Difference(diff, diff, diff, math.nan, math.inf, a.shape[0], b.shape[0],
+                          confidence, reason="the runs answer every example alike")
+    half = float(_st.norm.ppf(0.5 + confidence / 2)) * se
+    return Difference(diff, diff - half, diff + half, float(2 * _st.norm.sf(abs(diff) / se)),
+                      math.inf, a.shape[0], b.shape[0], confidence)
+
+
+def holm(p_values: Sequence[float | None], alpha: float) -> list[float | None]:
+    """Holm's adjusted p-values of a family (statsmodels' ``multipletests``); None stays None
+    (a bucket not read is no member of the family)."""
+    from statsmodels.stats.multitest import multipletests
+
+    where = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    out: list[float | None] = [None] * len(p_values)
+    if where:
+        adjusted = multipletests([p_values[i] for i in where], alpha=alpha, method="holm")[1]
+        for i, p in zip(where, adjusted):
+            out[i] = float(p)
+    return out

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 import polars as pl
 
 from hkt import paper
-from hkt.report.per_example import Readings, paired_or_why
-from hkt.report.tables import (DIFF_SCHEMA, TEST_SET_HEADER, ci_text, difference_columns, p_text,
-                               seed_stats, test_set_cells)
+from hkt.report.per_example import PAIRED_COLUMNS, Readings, paired_or_why
+from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats,
+                               seeds_header, test_set_cells, test_set_header)
 from hkt.report.writers import Display, pm, signed
 
-__all__ = ["SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE", "EACH_AT_BEST",
+__all__ = ["SWEEP_PAIRED_NOTE", "SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE",
+           "EACH_AT_BEST",
            "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display"]
 
 #: The ``source`` of the aggregated suite's own runs; any other source names the reference
@@ -37,15 +38,21 @@ SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr":
                 "steps": pl.Int64, "seeds": pl.UInt32, "val_mean": pl.Float64, "val_std": pl.Float64,
                 "test_mean": pl.Float64, "test_std": pl.Float64, "source": pl.String,
                 "best": pl.Boolean, "test_examples": pl.Int64, "precision": pl.String}
-#: The learning-rate gap: Welch over seeds, with the test set's error (``ts_*``), and paired
-#: over the test examples both sides answered (``paired_*``:
+#: The learning-rate gap: Welch over seeds, with the test set's binomial error (``ts_*``), and
+#: with its paired error over the test examples both sides answered (``paired_*``:
 #: :func:`hkt.report.per_example.paired_or_why`), or why it is not (``paired_why``).
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
                     "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA,
-                    "paired_ci_low_pp": pl.Float64, "paired_ci_high_pp": pl.Float64,
-                    "paired_p_value": pl.Float64, "paired_examples": pl.Int64,
-                    "paired_why": pl.String}
+                    "paired_examples": pl.Int64, "paired_why": pl.String}
+
+
+#: What the learning-rate gap table's caption says of its paired columns.
+SWEEP_PAIRED_NOTE = ("'seeds + test set, paired' (the primary reading where present): the error "
+                     "model with the test set's sampling variance of the difference read from "
+                     "both sides' predictions on the same examples (the variance over examples "
+                     "of the per-example difference of the seed-averaged correctness, over n); "
+                     "where a side's runs have no predictions the cell says whose.")
 
 
 def swept_runs(runs: pl.DataFrame) -> pl.DataFrame:
@@ -115,9 +122,7 @@ def sweep_gap_table(sel: pl.DataFrame, table: pl.DataFrame,
                          "steps_a": steps_a, "lr_b": lr_b, "steps_b": steps_b, "ours_pp": ours,
                          **difference_columns(ra, rb),
                          **({"paired_why": why} if paired is None else {
-                             "paired_ci_low_pp": paired["ci_low_pp"],
-                             "paired_ci_high_pp": paired["ci_high_pp"],
-                             "paired_p_value": paired["p_value"],
+                             **{k: paired[k] for k in PAIRED_COLUMNS},
                              "paired_examples": paired["examples"]})})
     return pl.DataFrame(rows, schema=SWEEP_GAP_SCHEMA)
 
@@ -148,13 +153,12 @@ def _with_why(cells: list[str], why: str | None) -> list[str]:
 def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MODELS) -> Display:
     a, b = (m.upper() for m in pair)
     header = ["task", "T", "comparison", f"{a} learning rate", f"{a} steps", f"{b} learning rate",
-              f"{b} steps", f"{a} − {b} (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
-              *TEST_SET_HEADER, "CI, paired over the test examples (pp)", "p, paired",
-              "seeds"]
+              f"{b} steps", f"{a} − {b} (pp)", *seeds_header(), *test_set_header(True), "seeds"]
     rows = [[r["task"], str(r["length"]), r["comparison"], f"{r['lr_a']:g}", f"{r['steps_a']:,}",
              f"{r['lr_b']:g}", f"{r['steps_b']:,}", signed(r["ours_pp"]),
              ci_text(r) or _none(r["significant"]), p_text(r["p_value"]), r["significant"] or "",
              *_with_why(test_set_cells(r), r["ts_significant"]),
-             ci_text(r, "paired_") or _none(r["paired_why"]), p_text(r["paired_p_value"]),
+             ci_text(r, "paired_") or _none(r["paired_why"] or r["paired_significant"]),
+             p_text(r["paired_p_value"]),
              f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows

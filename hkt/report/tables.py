@@ -22,6 +22,7 @@ import polars as pl
 
 from hkt import paper
 from hkt.rule_references import RULE_REFERENCES
+from hkt.report.report_settings import confidence
 from hkt.report.stats import difference_with_test_set, welch_difference, wilson_interval
 from hkt.report.writers import Display, fmt, pm, signed
 from hkt.runs_frame import (EXTERNAL_BUDGETS, MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError,
@@ -93,18 +94,37 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
                   order_key("model", MODEL_ORDER), "model")
 
 
-#: Columns of a difference between two groups of runs over seeds (gap and ablation tables).
-#: ``ts_*``: the same test with the test set's own sampling error added to the seeds'
-#: (:func:`hkt.report.stats.difference_with_test_set`).
+#: Columns of a difference between two groups of runs (gap, controls, ablation tables): over
+#: seeds alone (Welch: ``ci_*``, ``p_value``); the error model with the test set's binomial
+#: error (``ts_*``: :func:`hkt.report.stats.difference_with_test_set`); and with its paired
+#: error where both sides' predictions are read (``paired_*``:
+#: :func:`hkt.report.per_example.with_paired`), the primary reading where present.
 DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.Float64,
                "significant": pl.String, "ts_ci_low_pp": pl.Float64, "ts_ci_high_pp": pl.Float64,
-               "ts_p_value": pl.Float64, "ts_significant": pl.String, "seeds_a": pl.Int64,
-               "seeds_b": pl.Int64, "test_examples": pl.String}
-#: What a difference table's caption says of its ``+ test set`` columns.
-TEST_SET_NOTE = ("'+ test set': the 95% CI and p with the test set's own sampling error added to "
-                 "the seeds' (each side's binomial variance p(1 − p)/N; the two sides counted as "
-                 "independent, which overstates the error of a difference on one shared test "
-                 "set; hkt/report/stats.py).")
+               "ts_p_value": pl.Float64, "ts_significant": pl.String,
+               "paired_ci_low_pp": pl.Float64, "paired_ci_high_pp": pl.Float64,
+               "paired_p_value": pl.Float64, "paired_significant": pl.String,
+               "seeds_a": pl.Int64, "seeds_b": pl.Int64, "test_examples": pl.String}
+
+
+def level() -> str:
+    """The intervals' level (config/report.yaml ``confidence``), ``95%``."""
+    return f"{100 * confidence():g}%"
+
+
+def alpha() -> str:
+    """The tests' level, ``5%``."""
+    return f"{100 * (1 - confidence()):.3g}%"
+
+
+def difference_note() -> str:
+    """What a difference table's caption says of its unit and its intervals."""
+    return (f"The unit of replication is the seed. '{level()} CI' and 'p (Welch)': Welch's t "
+            "over the seeds alone. 'seeds + test set, binomial' (ts): the error model "
+            "(hkt/report/stats.py, docs/per-example.md): the seeds' variance plus the test "
+            "set's binomial sampling variance p(1 − p)/N of each side, the sides counted as "
+            "independent, on t with the seed terms' Welch–Satterthwaite degrees of freedom: "
+            "never narrower than Welch's. One seed on a side: no interval.")
 
 
 def runs_of(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
@@ -130,8 +150,8 @@ def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
     """Welch's test of mean test accuracy (pp) of runs ``a`` minus runs ``b``, over seeds, and
     the same with the test set's sampling error added (``ts_*``)."""
     xa, xb = (a["test_accuracy"] * 100).to_list(), (b["test_accuracy"] * 100).to_list()
-    d = welch_difference(xa, xb)
-    t = difference_with_test_set(xa, xb, _fewest_examples(a), _fewest_examples(b))
+    d = welch_difference(xa, xb, confidence())
+    t = difference_with_test_set(xa, xb, _fewest_examples(a), _fewest_examples(b), confidence())
 
     def num(v: float) -> float | None:
         return None if math.isnan(v) else v
@@ -139,7 +159,8 @@ def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
     return {"ci_low_pp": num(d.ci_low), "ci_high_pp": num(d.ci_high), "p_value": num(d.p_value),
             "significant": d.verdict, "ts_ci_low_pp": num(t.ci_low),
             "ts_ci_high_pp": num(t.ci_high), "ts_p_value": num(t.p_value),
-            "ts_significant": t.verdict, "seeds_a": d.n_a, "seeds_b": d.n_b,
+            "ts_significant": t.verdict, "paired_ci_low_pp": None, "paired_ci_high_pp": None,
+            "paired_p_value": None, "paired_significant": None, "seeds_a": d.n_a, "seeds_b": d.n_b,
             "test_examples": _examples(pl.concat([a, b]))}
 
 
@@ -164,11 +185,11 @@ def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = paper.COMPARED_MO
 
 
 def with_test_interval(runs: pl.DataFrame) -> pl.DataFrame:
-    """``runs`` plus ``test_ci_low`` / ``test_ci_high``: the Wilson 95% interval of each run's
+    """``runs`` plus ``test_ci_low`` / ``test_ci_high``: the Wilson interval (config's confidence) of each run's
     test accuracy (correct answers out of ``test_examples``; null where that is unknown)."""
     lo, hi = [], []
     for acc, n in runs.select("test_accuracy", "test_examples").iter_rows():
-        ci = wilson_interval(round(acc * n), n) if acc is not None and n else (None, None)
+        ci = wilson_interval(round(acc * n), n, confidence()) if acc is not None and n else (None, None)
         lo.append(ci[0])
         hi.append(ci[1])
     return runs.with_columns(pl.Series("test_ci_low", lo, dtype=pl.Float64),
@@ -380,13 +401,23 @@ def ci_text(r: dict[str, Any], prefix: str = "") -> str:
     return f"[{signed(r[f'{prefix}ci_low_pp'])}, {signed(r[f'{prefix}ci_high_pp'])}]"
 
 
-#: The header cells of :func:`test_set_cells`, after a difference's seed-only columns.
-TEST_SET_HEADER = ["95% CI, + test set (pp)", "p, + test set"]
+def test_set_header(paired: bool = False) -> list[str]:
+    """The header cells of :func:`test_set_cells`, after a difference's seed-only columns."""
+    cells = [f"{level()} CI, seeds + test set, binomial (pp)", "p, seeds + test set, binomial"]
+    return cells + ([f"{level()} CI, seeds + test set, paired (pp)",
+                     "p, seeds + test set, paired"] if paired else [])
 
 
-def test_set_cells(r: dict[str, Any]) -> list[str]:
-    """A difference's interval and p with the test set's sampling error added."""
-    return [ci_text(r, "ts_"), p_text(r.get("ts_p_value"))]
+def test_set_cells(r: dict[str, Any], paired: bool = False) -> list[str]:
+    """A difference's interval and p with the test set's binomial error, and with its paired
+    error (``paired``)."""
+    cells = [ci_text(r, "ts_"), p_text(r.get("ts_p_value"))]
+    return cells + ([ci_text(r, "paired_"), p_text(r.get("paired_p_value"))] if paired else [])
+
+
+def seeds_header() -> list[str]:
+    """The header cells of a difference over seeds alone (Welch)."""
+    return [f"{level()} CI (pp)", "p (Welch)", f"significant ({alpha()})"]
 
 
 def p_text(v: float | None) -> str:
@@ -395,11 +426,11 @@ def p_text(v: float | None) -> str:
 
 
 def gap_display(gap: pl.DataFrame) -> Display:
-    header = ["task", "T", "HKT − MHA, ours (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)",
-              *TEST_SET_HEADER, "seeds", "test examples", "HKT − MHA, paper (pp)",
+    header = ["task", "T", "HKT − MHA, ours (pp)", *seeds_header(), *test_set_header(True),
+              "seeds", "test examples", "HKT − MHA, paper (pp)",
               "difference (pp)"]
     rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]),
-             r["significant"] or "", *test_set_cells(r), f"{r['seeds_a']} vs {r['seeds_b']}",
+             r["significant"] or "", *test_set_cells(r, True), f"{r['seeds_a']} vs {r['seeds_b']}",
              r["test_examples"] or "",
              signed(r["paper_pp"]), signed(r["difference_pp"])] for r in gap.iter_rows(named=True)]
     return header, rows
@@ -413,7 +444,7 @@ def ablation_label(row: dict[str, Any]) -> str:
 
 def ablation_display(abl: pl.DataFrame) -> Display:
     header = ["model/variant", "setting", "seeds", "val acc (%)", "test acc (%)",
-              "Δ vs HKT (pp)", "95% CI (pp)", "p (Welch)", "significant (5%)", *TEST_SET_HEADER,
+              "Δ vs HKT (pp)", *seeds_header(), *test_set_header(),
               "test examples", "paper Δ (pp)", "params", "ms/step"]
     rows = [[ablation_label(r), r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
              pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), ci_text(r), p_text(r["p_value"]),
