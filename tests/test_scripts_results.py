@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -438,7 +439,9 @@ def test_a_suite_with_two_reference_paths_lays_both_beside_its_records(tmp_path)
         published = sorted(p.relative_to(ROOT / ref) for p in (ROOT / ref).rglob("record.json"))
         assert published and published == sorted(
             p.relative_to(tmp_path / ref) for p in (tmp_path / ref).rglob("record.json"))
-    assert sum(a.endswith("/record.json") for a in args) == 12  # the suite's own jobs
+    suite = yaml.safe_load((ROOT / "config/suites/long.yaml").read_text("utf-8"))["sweep"]
+    jobs = 2 * len(suite["variants"]) * len(suite["seeds"])  # MHA and HKT, each variant and seed
+    assert sum(a.endswith("/record.json") for a in args) == jobs  # the suite's own jobs
 
 
 def test_publish_carries_each_tasks_per_example_facts_beside_its_metadata(tmp_path):
