@@ -5,6 +5,7 @@ symlink. Each is named in one line, and no table reads it silently (docs/faults.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -196,3 +197,55 @@ def test_a_predictions_file_that_links_out_of_its_run_is_refused(tmp_path):
         forged = {**record, RECORD_FIELD: {**record[RECORD_FIELD], "file": name}}
         with pytest.raises(PredictionsError, match="a path outside its folder"):
             read_checked(run, forged)
+
+
+def test_publish_refuses_a_record_that_names_a_file_outside_its_run(tmp_path):
+    """Issue 74: a record naming ``../../../../../../secret.txt`` with that file's SHA-256 was
+    published, the file written outside DEST; the record is now read through its schema, and
+    a run file linking out of its folder (config.yaml) is refused; nothing is written."""
+    from conftest import load_script
+    from test_scripts_results import results_dir
+
+    publish = load_script("publish_results")
+    res = results_dir(tmp_path / "res")
+    run = res / "runs" / "listops" / "hkt" / "main" / "seed0"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the run's")
+    good = (run / "record.json").read_text()
+    rec = json.loads(good)
+    rec[RECORD_FIELD] = {"file": "../../../../../../secret.txt", "sha256": sha256_file(secret)}
+    (run / "record.json").write_text(json.dumps(rec))
+    then = (res / "summary.md").stat().st_mtime
+    os.utime(run / "record.json", (then, then))  # written before the aggregate, as a run is
+    dest = tmp_path / "docs" / "cpu"
+    with pytest.raises(SystemExit, match=r"record.json: invalid run record: predictions.file: "
+                                         r"'predictions.parquet' was expected"):
+        publish.main([str(res), str(dest)])
+    (run / "record.json").write_text(good)
+    os.utime(run / "record.json", (then, then))
+    (run / "config.yaml").rename(tmp_path / "outside.yaml")
+    (run / "config.yaml").symlink_to(tmp_path / "outside.yaml")
+    with pytest.raises(SystemExit, match=r"seed0/config.yaml is a link to .*/outside.yaml, "
+                                         "outside its run folder"):
+        publish.main([str(res), str(dest)])
+    assert not dest.exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "outside.yaml", "res", "secret.txt"]
+
+
+def test_regenerating_a_publication_refuses_predictions_that_are_not_their_records(tmp_path):
+    """`--retable`, `--add` and the drift test check a publication's predictions as the
+    aggregate does: all-correct predictions whose record's SHA-256 was made to match are named
+    by their accuracy."""
+    from conftest import load_script
+    from test_scripts_results import results_dir
+
+    publish = load_script("publish_results")
+    dest = tmp_path / "docs" / "cpu"
+    assert publish.main([str(results_dir(tmp_path / "res")), str(dest)]) == 0
+    assert publish.check_predictions(dest) == 1
+    run = dest / "runs" / "listops" / "hkt" / "main" / "seed0"
+    _forge(run, pl.read_parquet(run / PREDICTIONS_NAME).with_columns(pred=pl.col("label"))
+           .to_arrow())
+    with pytest.raises(SystemExit, match=r"seed0/predictions.parquet: the val predictions give "
+                                         r"accuracy 3/3 = 1.0, the record says 0.666"):
+        publish.check_predictions(dest)
