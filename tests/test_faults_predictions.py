@@ -249,3 +249,33 @@ def test_regenerating_a_publication_refuses_predictions_that_are_not_their_recor
     with pytest.raises(SystemExit, match=r"seed0/predictions.parquet: the val predictions give "
                                          r"accuracy 3/3 = 1.0, the record says 0.666"):
         publish.check_predictions(dest)
+
+
+# -------------------------------------------------------------- a linked run folder (item 5)
+
+
+def test_a_run_folder_linked_in_is_read_and_one_linked_from_outside_refused(tmp_path, capsys):
+    """Issue 74: a run folder that is a symlink was skipped (HKT's row one seed short, exit 0).
+    One whose target lies inside the tree is read where the link places it; one outside the
+    tree, or a link to nothing, is refused in one line naming the link."""
+    runs = _runs(tmp_path / "results" / "runs")
+    seed1 = runs / "listops" / "hkt" / "main" / "seed1"
+    store = tmp_path / "results" / "kept" / "seed1"
+    store.parent.mkdir()
+    seed1.rename(store)
+    seed1.symlink_to(Path("..", "..", "..", "..", "kept", "seed1"))
+    rc, err = _aggregate(capsys, runs.parent, tmp_path / "out")
+    assert rc == 0 and err == []
+    main = pl.read_csv(tmp_path / "out" / "tables" / "main.csv")
+    assert main.filter(pl.col("model") == "hkt")["seeds"].to_list() == [2]
+    assert len(_paired(tmp_path / "out")) == 1  # its predictions read through the link too
+    found = [f.resolve() for f in find_records([runs.parent])]  # once, by link or target
+    assert len(found) == 4 and found.count((store / "record.json").resolve()) == 1
+    for target in (store, tmp_path / "gone"):  # the tree is now runs/ alone; then no target
+        seed1.unlink()
+        seed1.symlink_to(target)
+        rc, err = _aggregate(capsys, runs, tmp_path / "out2")
+        assert rc == 2 and len(err) == 1
+        assert err[0].startswith(f"hkt: error: {seed1} is a link to {target}, ")
+        with pytest.raises(AggregateError, match="outside" if target == store else "not exist"):
+            find_records([runs])
