@@ -51,6 +51,10 @@ takes only its finished runs, those with a record (the last file a run writes), 
 suite also analyses (that waits for the workflow's end), and refuses, adding nothing, where a
 run's record changed while it was copied. Regenerating a publication (``--retable``,
 ``--add`` and the drift test) first checks each of its predictions files against its record.
+Every record is read through its schema (hkt.run_record.load_record), and its predictions as
+``hkt aggregate`` reads them (hkt.predictions.read_checked: SHA-256, rows, accuracies); a run
+file that links out of its run's folder is refused (hkt.run_record.run_file), before anything
+is staged.
 """
 
 from __future__ import annotations
