@@ -48,7 +48,7 @@ from hkt.fileio import atomic_write_bytes, sha256_file
 
 __all__ = ["PREDICTIONS_NAME", "RECORD_FIELD", "SPLITS", "PROB_DTYPE", "PredictionsError",
            "SplitPredictions", "one_hot", "schema", "predictions_table", "write_predictions",
-           "read_predictions", "accuracies", "check_against_record", "check_file"]
+           "read_predictions", "accuracies", "check_against_record", "check_file", "read_checked"]
 
 PREDICTIONS_NAME = "predictions.parquet"
 #: The record's field naming the file: ``{"file": PREDICTIONS_NAME, "sha256": ...}``.
@@ -169,10 +169,51 @@ def accuracies(table: pa.Table) -> dict[str, tuple[int, int]]:
             for s in SPLITS if np.any(split == s)}
 
 
+def _classes(table: pa.Table, record: dict[str, Any], where: str | Path) -> int | None:
+    """The task's number of classes: the record's ``config.task.num_classes``, which the file's
+    probability columns (where read) must match; None where neither says."""
+    task = (record.get("config") or {}).get("task") or {}
+    probs = sum(1 for name in table.column_names if name[:1] == "p" and name[1:].isdigit())
+    want = task.get("num_classes") if isinstance(task, dict) else None
+    if want is not None and probs and probs != want:
+        raise PredictionsError(f"{where}: {probs} probability columns, the record's task has "
+                               f"{want} classes: they are not this run's")
+    return want if want is not None else probs or None
+
+
+def _check_rows(table: pa.Table, record: dict[str, Any], where: str | Path) -> None:
+    """Refuse rows no run writes: a split other than :data:`SPLITS`, a row named twice in its
+    split or negative, a label or prediction outside the task's classes."""
+    split = table.column("split").to_numpy(zero_copy_only=False)
+    other = sorted(set(split.tolist()) - set(SPLITS))
+    if other:
+        raise PredictionsError(f"{where}: rows of split {other[0]!r}: a predictions file holds "
+                               f"{' and '.join(SPLITS)} only; they are not this run's")
+    rows = table.column("row").to_numpy()
+    for s in SPLITS:
+        mine = np.sort(rows[split == s])
+        if mine.size and (mine[0] < 0 or np.any(np.diff(mine) == 0)):
+            bad = int(mine[0]) if mine[0] < 0 else int(mine[1:][np.diff(mine) == 0][0])
+            raise PredictionsError(f"{where}: {s} row {bad} is "
+                                   f"{'negative' if bad < 0 else 'there twice'}: a run predicts "
+                                   "each example once; they are not this run's")
+    classes = _classes(table, record, where)
+    for column in ("label", "pred"):
+        values = table.column(column).to_numpy()
+        if classes is not None and values.size and (values.min() < 0 or values.max() >= classes):
+            bad = int(values.min() if values.min() < 0 else values.max())
+            raise PredictionsError(f"{where}: a {column} of {bad}, outside the task's "
+                                   f"{classes} classes 0..{classes - 1}: they are not this run's")
+
+
 def check_against_record(table: pa.Table, record: dict[str, Any], where: str | Path) -> None:
-    """Refuse predictions whose accuracy (correct / examples, per split) is not the record's
-    ``val_accuracy`` and ``test_accuracy`` exactly, or whose test examples are not its
-    ``test_examples``."""
+    """Refuse (:class:`PredictionsError`, one line naming ``where``) predictions that are not
+    the run's of ``record``: rows no run writes (:func:`_check_rows`), an accuracy (correct /
+    examples, per split; a split with no example) that is not the record's ``val_accuracy``
+    and ``test_accuracy`` exactly, or test examples that are not its ``test_examples``. The one
+    check of what a file says against its record: every writer runs it before naming the file,
+    every reader (:func:`read_checked`) before reading one."""
+    _check_rows(table, record, where)
     counts = accuracies(table)
     for split in SPLITS:
         correct, n = counts.get(split, (0, 0))
@@ -188,12 +229,18 @@ def check_against_record(table: pa.Table, record: dict[str, Any], where: str | P
 
 
 def check_file(run_dir: str | Path, record: dict[str, Any]) -> Path | None:
-    """The predictions file the record of ``run_dir`` names, checked against its SHA-256; None
-    for a record that names none (a run from before predictions were kept)."""
+    """The predictions file the record of ``run_dir`` names, inside the run's folder
+    (:func:`hkt.run_record.run_file`) and checked against its SHA-256; None for a record that
+    names none (a run from before predictions were kept)."""
+    from hkt.run_record import RecordError, run_file
+
     named = record.get(RECORD_FIELD)
     if not named:
         return None
-    path = Path(run_dir) / named["file"]
+    try:
+        path = run_file(run_dir, named["file"])
+    except RecordError as exc:
+        raise PredictionsError(str(exc)) from None
     if not path.is_file():
         raise PredictionsError(f"{path} is missing: the record names it; copy it with the record, "
                                "or remake it (`hkt predict RUN_DIR --data DATA_DIR`)")
@@ -201,3 +248,22 @@ def check_file(run_dir: str | Path, record: dict[str, Any]) -> Path | None:
         raise PredictionsError(f"{path} is not the file its record names (SHA-256 differs): it was "
                                "altered or belongs to another run; remake it (`hkt predict`)")
     return path
+
+
+def read_checked(run_dir: str | Path, record: dict[str, Any],
+                 columns: list[str] | None = None) -> pa.Table | None:
+    """The predictions of the run in ``run_dir`` whose record is ``record``, as every reader
+    (``hkt aggregate``, ``publish_results.py``, the drift test) takes them: the file the record
+    names (:func:`check_file`: in the folder, its SHA-256) and saying what the record says
+    (:func:`check_against_record`); ``columns``: only these. None where the record names none;
+    a :class:`PredictionsError` (one line naming the file) where they are not this run's."""
+    path = check_file(run_dir, record)
+    if path is None:
+        return None
+    table = read_predictions(path)
+    lacking = sorted({"split", "row", "label", "pred", *(columns or ())} - set(table.column_names))
+    if lacking:
+        raise PredictionsError(f"{path} is not a readable predictions file: no column "
+                               f"{', '.join(lacking)}")
+    check_against_record(table, record, path)
+    return table if columns is None else table.select(columns)

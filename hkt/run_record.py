@@ -53,7 +53,7 @@ APPROXIMATION_STATES = ("trained", "init")
 
 __all__ = ["SCHEMA_VERSION", "RECORD_NAME", "HISTORY_NAME", "ANALYSIS_FILE", "STEP_METRICS",
            "APPROXIMATION_SECTION", "APPROXIMATION_STATES",
-           "HISTORY_COLUMNS", "REBUILD", "DAMAGED_NAME", "RecordError", "set_aside_if_damaged", "schema", "validate_record", "load_record",
+           "HISTORY_COLUMNS", "REBUILD", "DAMAGED_NAME", "RecordError", "set_aside_if_damaged", "schema", "validate_record", "load_record", "run_file",
            "make_record", "write_record", "write_history", "read_history"]
 
 
@@ -140,6 +140,27 @@ def load_record(path: str | Path) -> dict[str, Any]:
     except RecordError as exc:
         raise RecordError(f"{path}: {exc}; {REBUILD}", str(exc)) from None
     return record
+
+
+def run_file(run_dir: str | Path, name: str | Path) -> Path:
+    """The file ``name`` of run folder ``run_dir`` (one its record names, or one published with
+    the run), refused (:class:`RecordError`, one line) where it leads out of the folder: an
+    absolute path, a ``..``, or a symlink (of the file or of a folder on the way) to elsewhere;
+    reading it would read, and publishing it copy, a file the run never wrote."""
+    run_dir, rel = Path(run_dir), Path(name)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise RecordError(f"{run_dir}: the run names {str(name)!r}, a path outside its folder: "
+                          "a run's files lie in it; restore the run's own record")
+    path = run_dir / rel
+    try:
+        inside = path.resolve().is_relative_to(run_dir.resolve())
+    except (OSError, RuntimeError):  # a loop of links
+        inside = False
+    if not inside:
+        raise RecordError(f"{path} is a link to {os.path.realpath(path)}, outside its run "
+                          "folder: a run's files lie in it; replace the link by the run's own "
+                          "file")
+    return path
 
 
 def set_aside_if_damaged(path: str | Path) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -89,7 +90,7 @@ def find_records(paths: Iterable[str | Path], name: str = RECORD_NAME) -> list[P
         elif (p / name).is_file():
             found.append(p / name)
         elif p.is_dir():
-            found.extend(sorted(p.rglob(name)))
+            found.extend(sorted(_files_in(p, name, p.resolve(), frozenset())))
         else:
             raise AggregateError(f"{p}: no such file or directory")
     seen, out = set(), []
@@ -99,6 +100,31 @@ def find_records(paths: Iterable[str | Path], name: str = RECORD_NAME) -> list[P
             seen.add(r)
             out.append(f)
     return out
+
+
+def _files_in(d: Path, name: str, top: Path, chain: frozenset[Path]) -> list[Path]:
+    """Files called ``name`` under folder ``d`` of tree ``top``, through the folders linked
+    into the tree from inside it (a link back up the path it is reached by adds nothing); a
+    link out of the tree or to nothing is refused in one line: ``Path.rglob`` skips linked
+    folders, so a run folder linked in was left out of the tables without a word."""
+    chain = chain | {d.resolve()}
+    found = []
+    for entry in sorted(d.iterdir()):
+        if entry.is_symlink() and (not entry.exists() or entry.is_dir()):
+            target = Path(os.path.realpath(entry))
+            if not entry.exists() or not target.is_relative_to(top):
+                raise AggregateError(
+                    f"{entry} is a link to {target}, "
+                    f"{'outside ' + str(top) if entry.exists() else 'which does not exist'}: "
+                    "a run folder is read where it lies; pass the folder it links to as a "
+                    "source of its own, or remove the link")
+            if target in chain:
+                continue
+        if entry.is_dir():
+            found += _files_in(entry, name, top, chain)
+        elif entry.name == name and entry.is_file():
+            found.append(entry)
+    return found
 
 
 def load_records(paths: Iterable[str | Path], *, validate: bool = True) -> list[dict[str, Any]]:

@@ -51,6 +51,10 @@ takes only its finished runs, those with a record (the last file a run writes), 
 suite also analyses (that waits for the workflow's end), and refuses, adding nothing, where a
 run's record changed while it was copied. Regenerating a publication (``--retable``,
 ``--add`` and the drift test) first checks each of its predictions files against its record.
+Every record is read through its schema (hkt.run_record.load_record), and its predictions as
+``hkt aggregate`` reads them (hkt.predictions.read_checked: SHA-256, rows, accuracies); a run
+file that links out of its run's folder is refused (hkt.run_record.run_file), before anything
+is staged.
 """
 
 from __future__ import annotations
@@ -89,31 +93,49 @@ def environments(results: Path, runs: list[Path]) -> dict[str, Path]:
     for run in runs:
         for f in (results / "runs" / run / "environment.json", results / "analysis" / run / "environment.json"):
             if f.is_file():
-                envs.setdefault(env_digest(f), f)
+                envs.setdefault(env_digest(_in_run(f)), f)
     return envs
+
+
+def _in_run(path: Path) -> Path:
+    """``path``, a file of a run's folder, refused in one line where it links out of it
+    (:func:`hkt.run_record.run_file`)."""
+    from hkt.run_record import RecordError, run_file
+
+    try:
+        return run_file(path.parent, path.name)
+    except RecordError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def run_files(results: Path, run: Path) -> list[Path]:
     """What is published of one run (relative to ``results``): its record, history and config,
-    the predictions its record names (checked against the record's SHA-256), and its
-    analysis's summary, settings and rows, those that exist."""
-    files = [Path(kind) / run / name for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES))
+    the predictions its record names (checked against the record: :func:`run_predictions`), and
+    its analysis's summary, settings and rows, those that exist; each inside its run's folder
+    (a link to a file elsewhere is refused: publishing it would seal a file the run never
+    wrote)."""
+    files = [_in_run(results / kind / run / name).relative_to(results)
+             for kind, names in (("runs", RUN_FILES), ("analysis", ANALYSIS_FILES))
              for name in names if (results / kind / run / name).is_file()]
     named = run_predictions(results / "runs" / run)
     return files if named is None else [*files, named.relative_to(results)]
 
 
 def run_predictions(run_dir: Path) -> Path | None:
-    """The predictions file (hkt.predictions) the record in ``run_dir`` names, checked against
-    its SHA-256; None for a record of before predictions were kept, which names none."""
-    from hkt.predictions import PredictionsError, check_file
+    """The predictions file (hkt.predictions) the record in ``run_dir`` names, as every reader
+    takes it (:func:`hkt.predictions.read_checked`: the record read through its schema, the
+    file inside the run, its SHA-256, rows and accuracies the record's); None for a record of
+    before predictions were kept, which names none. One line where they are not the run's."""
+    from hkt.predictions import RECORD_FIELD, PredictionsError, read_checked
+    from hkt.run_record import RECORD_NAME, RecordError, load_record, run_file
 
     try:
-        return check_file(run_dir, json.loads((run_dir / "record.json").read_text("utf-8")))
-    except PredictionsError as exc:
+        record = load_record(run_dir / RECORD_NAME)
+        if read_checked(run_dir, record) is None:
+            return None
+        return run_file(run_dir, record[RECORD_FIELD]["file"])
+    except (PredictionsError, RecordError) as exc:
         raise SystemExit(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"{run_dir / 'record.json'} is unreadable: {exc}") from None
 
 
 def check_predictions(dest: Path) -> int:
@@ -206,8 +228,8 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
                          f"(e.g. {', '.join(str(p) for p in list(envs.values())[:2])}); publish one at a time")
     left = sorted({f.parent.relative_to(results / "runs") for f in results.glob("runs/**/record.json")
                    if "checkpoints" not in f.parts} - set(runs))
-    for run in runs:  # before anything is staged: each record's predictions, as it names them
-        run_predictions(results / "runs" / run)
+    for run in runs:  # before anything is staged: each run's files, its predictions checked
+        run_files(results, run)
     stage = dest.with_name(f".{dest.name}.publishing")
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
@@ -312,8 +334,8 @@ def regenerate(dest: Path, work: Path) -> Path:
     first (:func:`verify`)."""
     from hkt.cli.main import main as hkt_main
 
-    check_predictions(dest)  # carried like records: each the file its record names
-    verify(dest)
+    verify(dest)  # first: a file edited since is named as such
+    check_predictions(dest)  # carried like records: each the file its record names, and saying it
     results = work / "results"
     for part in ("runs", "analysis"):
         if (dest / part).is_dir():
@@ -340,7 +362,7 @@ def _lay_environments(dest: Path, results: Path) -> None:
     """Beside each record laid out in ``results`` that has no ``environment.json`` of its own, the
     publication's, where the record's ``env_digest`` is that environment's (as a workflow's run
     directory holds it): the summary reads a run's environment beside its record."""
-    from hkt.run_record import RECORD_NAME
+    from hkt.run_record import RECORD_NAME, load_record
 
     root = dest / "environment.json"
     if not root.is_file():
@@ -348,7 +370,7 @@ def _lay_environments(dest: Path, results: Path) -> None:
     digest = json.loads(root.read_text("utf-8")).get("digest")
     for rec in results.glob(f"runs/**/{RECORD_NAME}"):
         env = rec.with_name("environment.json")
-        if not env.exists() and digest and json.loads(rec.read_text("utf-8")).get("env_digest") == digest:
+        if not env.exists() and digest and load_record(rec).get("env_digest") == digest:
             shutil.copyfile(root, env)
 
 
@@ -428,8 +450,8 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     ours = env_digest(dest / "environment.json")
     records = {run: (results / "runs" / run / "record.json").read_bytes()  # read again below
                for run in new} if live else {}
-    for run in new:  # before anything is copied: each record's predictions, as it names them
-        run_predictions(results / "runs" / run)
+    for run in new:  # before anything is copied: each run's files, its predictions checked
+        run_files(results, run)
     with tempfile.TemporaryDirectory(prefix="hkt-add-") as tmp:
         staged = _stage_runs(results, new, ours, Path(tmp))
         if live:  # a run the workflow began again while it was read is not the one checked
@@ -491,7 +513,7 @@ def _stage_runs(results: Path, new: list[PurePosixPath], ours: str, stage: Path)
     staged: list[Path] = []
     for run in new:
         env = Path("runs") / run / "environment.json"
-        other = [env] if env_digest(results / env) != ours else []
+        other = [env] if env_digest(_in_run(results / env)) != ours else []
         for f in [*run_files(results, run), *other]:
             (stage / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(results / f, stage / f)

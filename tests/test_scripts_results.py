@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from conftest import load_script
+from test_report_aggregate import make_record
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_META = {"task": "listops", "source": {"generator": "lra", "official": True}}
@@ -31,6 +32,8 @@ def write_predictions(run: Path, *, pred: int = 1) -> None:
     preds = np.array([pred, 1, 2])
     p = SplitPredictions(np.arange(3), np.array([0, 1, 2]), preds, one_hot(preds, 3))
     record = json.loads((run / "record.json").read_text())
+    record["config"]["task"]["num_classes"] = 3
+    record["val_accuracy"] = record["test_accuracy"] = p.accuracy
     (run / "record.json").write_text(json.dumps({**record, "predictions": write(
         {"val": p, "test": p}, run, 3)}))
 
@@ -42,7 +45,10 @@ def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"
         d = root / "runs" / run
         (d / "checkpoints").mkdir(parents=True)
         (d / "checkpoints" / "last.pt").write_bytes(b"\0" * 64)
-        (d / "record.json").write_text(json.dumps({"test_accuracy": 0.3}))
+        model = run.split("/")[1]
+        (d / "record.json").write_text(json.dumps(make_record(
+            model=model, seed=0, val=0.3, test=0.3, test_examples=3,
+            **({"external": "hkt.baselines.ngram"} if model == "majority" else {}))))
         (d / "config.yaml").write_text("seed: 0\n")
         (d / "environment.json").write_text(env)
     (root / "runs/listops/hkt/main/seed0/history.csv").write_text(

@@ -19,7 +19,10 @@ variance; docs/per-example.md):
 Every number of the readings (the confidence, the depth groups, the length buckets, the
 smallest bucket read) is config/report.yaml's (:mod:`hkt.report.report_settings`). Runs without
 predictions (made before they were written) give none of these: the tables keep their
-binomial intervals and the readings are not written.
+binomial intervals and the readings are not written. A run's predictions are read only as
+:func:`hkt.predictions.read_checked` takes them (the file its record names, its SHA-256, rows
+and accuracies the record's); a run whose are not is named in one warning line and read
+unpaired, as one without.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import polars as pl
 from hkt import paper
 from hkt.facts.examples import load_examples
 from hkt.errors import ConfigError
-from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_predictions
+from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_checked
+from hkt.run_record import RecordError, load_record
 from hkt.rule_references import RULE_REFERENCES
 from hkt.report.report_settings import Settings, load_settings
 from hkt.report.stats import Difference, given_runs_difference, paired_difference
@@ -89,14 +93,18 @@ class Readings:
     settings: Settings
     missing: list[str] = field(default_factory=list)    # runs without predictions
     unfacted: list[str] = field(default_factory=list)   # tasks with predictions but no facts
+    refused: list[str] = field(default_factory=list)    # runs whose predictions are not theirs
 
     def notes(self) -> str:
         """What the per-example tables' captions say of what they could not read."""
         parts = []
-        if self.missing:
-            more = f" and {len(self.missing) - 8} more" if len(self.missing) > 8 else ""
-            parts.append("Runs without predictions (made before they were kept), read nowhere "
-                         f"here: {', '.join(self.missing[:8])}{more}.")
+        for runs, what in ((self.missing, "Runs without predictions (made before they were "
+                                          "kept)"),
+                           (self.refused, "Runs whose predictions are missing or not their "
+                                          "record's (each named in a warning of the aggregate)")):
+            if runs:
+                more = f" and {len(runs) - 8} more" if len(runs) > 8 else ""
+                parts.append(f"{what}, read nowhere here: {', '.join(runs[:8])}{more}.")
         if self.unfacted:
             parts.append("No per-example facts (examples.parquet, nor the prepared splits to "
                          f"make them from) for {'; '.join(self.unfacted)}: its runs are read "
@@ -116,14 +124,26 @@ class Readings:
         return (np.vstack([r.correct for r in got]), got[0].rows, sorted(sel["seed"].to_list()))
 
 
-def _read_predictions(path: Path) -> pl.DataFrame:
-    """The columns the readings use, read by :func:`hkt.predictions.read_predictions`."""
+def _run_name(r: dict[str, Any]) -> str:
+    return f"{r['task']}/{r['model']}/{r['variant']}/seed{r['seed']}"
+
+
+def _read_predictions(source: str | None) -> pl.DataFrame | None | str:
+    """The test predictions of the run whose record is ``source`` (the columns the readings
+    use), as :func:`hkt.predictions.read_checked` takes them; None where the record names none,
+    or why they are not the run's (a :class:`PredictionsError`'s line)."""
+    if not source:
+        return None
     try:
-        return pl.from_arrow(read_predictions(path, ["split", "row", "label", "pred"]))
-    except PredictionsError as exc:
-        why = str(exc).strip().splitlines()[0]
-        raise AggregateError(f"{path} is not a run's predictions (split, row, label, pred): "
-                             f"{why}; make them again from the run's best checkpoint") from None
+        table = read_checked(Path(source).parent, load_record(source),
+                             ["split", "row", "label", "pred"])
+    except (PredictionsError, RecordError) as exc:
+        return str(exc).strip().splitlines()[0]
+    if table is None:
+        stray = Path(source).parent / PREDICTIONS_NAME
+        return (f"{stray} is named by no record: its record names no predictions; remake them "
+                "(`hkt predict`)") if stray.exists() else None
+    return pl.from_arrow(table).filter(pl.col("split") == "test").sort("row")
 
 
 def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
@@ -136,13 +156,17 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
     missing = []
     facts: dict[tuple[str, int | None], pl.DataFrame] = {}
     unmade: set[tuple[str, int | None]] = set()
+    refused: list[str] = []
     for r in runs.select(*KEY, "source").iter_rows(named=True):
-        path = Path(r["source"]).parent / PREDICTIONS_NAME if r["source"] else None
         key = tuple(r[k] for k in KEY)
-        if path is None or not path.is_file():
-            missing.append(f"{r['task']}/{r['model']}/{r['variant']}/seed{r['seed']}")
+        test = _read_predictions(r["source"])
+        if not isinstance(test, pl.DataFrame):
+            if test is not None:
+                print(f"hkt: warning: {_run_name(r)}: {test}; it is read unpaired, as a run "
+                      "without predictions", file=sys.stderr)
+            (missing if test is None else refused).append(_run_name(r))
             continue
-        test = _read_predictions(path).filter(pl.col("split") == "test").sort("row")
+        path = Path(r["source"]).parent / PREDICTIONS_NAME
         where = (r["task"], r["length"])
         if where not in facts and where in dirs and where not in unmade:
             try:
@@ -167,11 +191,11 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
                     "from the run's checkpoint on this data")
         label, pred = test["label"].to_numpy(), test["pred"].to_numpy()
         found[key] = Run(test["row"].to_numpy(), pred, pred == label)
-    if not found:
+    if not found and not refused:
         return None
     unfacted = sorted({f"{t} T={n} (looked for in {dirs.get((t, n), 'no data_dir')})"
                        for t, n, *_ in found if (t, n) not in facts})
-    return Readings(found, facts, settings, missing, unfacted)
+    return Readings(found, facts, settings, missing, unfacted, refused)
 
 
 def compared_variants(runs: pl.DataFrame, main_variant: str = "main") -> list[str]:
@@ -254,6 +278,11 @@ def paired_or_why(r: Readings | None, a: pl.DataFrame, b: pl.DataFrame
     kept = (pl.col(NAMES_PREDICTIONS).fill_null(False) if NAMES_PREDICTIONS in lacking.columns
             else pl.lit(False))
     none = lacking.filter(~kept)
+    refused = pl.Series([_run_name(k) in r.refused for k in none.iter_rows(named=True)],
+                        dtype=pl.Boolean)
+    if refused.any():
+        return None, (f"the predictions of {_named(none.filter(refused))} are not their "
+                      "records' (the aggregate's warnings say why)")
     if not none.is_empty():
         return None, f"no predictions for {_named(none)}"
     return None, (f"the predictions of {_named(lacking)} are not read (--reference records are "

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from hkt.fileio import atomic_write_text
-from hkt.run_record import HISTORY_NAME
+from hkt.run_record import HISTORY_NAME, RecordError, load_record
 from hkt.gpu_slots import GPU_COMMANDS
 from hkt.workflow.grid import RULE_ORDER
 
@@ -317,12 +317,12 @@ def took_s(job: Mapping[str, Any], tail_bytes: int) -> float | None:
 
 def record_ratio(job: Mapping[str, Any]) -> float | None:
     """Measured / calibrated seconds per step of a finished training job (its record's
-    ``ms_per_step``)."""
+    ``ms_per_step``; a record that does not load through its schema says nothing)."""
     try:
-        rec = json.loads(Path(job["output"]).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        rec = load_record(job["output"])
+    except (OSError, RecordError):
         return None
-    ms = rec.get("ms_per_step") if isinstance(rec, dict) else None
+    ms = rec.get("ms_per_step")
     return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
 
 
