@@ -503,7 +503,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                           "variance of the difference (the variance over examples of the "
                           "per-example difference of the seed-averaged correctness, over n), on "
                           "t with the seed terms' degrees of freedom: never narrower than Welch "
-                          "over seeds, beside it, nor than the binomial reading. 'given these "
+                          "over seeds (shown beside it, with the binomial reading). 'given these "
                           "runs': the trained networks held fixed and only the examples drawn "
                           "again (normal, the paired variance alone): whether these networks "
                           "differ on the population of examples, not whether the models do; no "
