@@ -38,9 +38,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
-from hkt.errors import ConfigError, did_you_mean
+from hkt.errors import ConfigError, did_you_mean, yaml_problem
 from hkt.mlflow_store import experiment_name
 
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
@@ -155,6 +156,8 @@ def _compose(cdir: Path, config_name: str, overrides: list[str], hint: str) -> D
         return cfg
     except MissingConfigException as exc:
         raise ConfigError(_missing_message(exc, cdir)) from None
+    except yaml.YAMLError as exc:  # a config file that does not load, a Python tag included
+        raise ConfigError(yaml_problem(exc)) from None
     except (HydraException, OmegaConfBaseException) as exc:
         message = _composition_message(exc, overrides, hint)
         if message.startswith("unknown config key '"):

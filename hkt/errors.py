@@ -68,3 +68,48 @@ def did_you_mean(name: object, known: Iterable[object], prefix: str = "") -> str
     names = [f"{prefix}{c}" for c in best]
     return "; did you mean " + (names[0] if len(names) == 1 else
                                 f"{', '.join(names[:-1])} or {names[-1]}") + "?"
+
+
+def yaml_problem(exc: Exception) -> str:
+    """One line for a YAML file that does not load (a PyYAML ``MarkedYAMLError``): the file,
+    line and column, what is wrong, and what to do. A tag that constructs Python objects
+    (``!!python/object/apply:…``) is refused by the safe loaders that read every config, so
+    nothing in it ran; say so rather than show PyYAML's traceback."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "a YAML file"
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    if "could not determine a constructor for the tag" in problem:
+        tag = problem.rsplit("tag ", 1)[-1]
+        return (f"{where}: the YAML tag {tag} is not allowed in a config (it would construct a "
+                "Python object; configs are read with a safe loader, so nothing in it ran): "
+                "remove the tag and write a plain value")
+    context = " ".join(str(getattr(exc, "context", None) or "").split())
+    return f"{where}: not valid YAML ({context + ': ' if context else ''}{problem}): fix the file"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut after a whole word (or, in one
+    long token such as a URL, after a ``/``) and ended with "…" where cut: a message that quotes
+    another program's words never ends in the middle of one."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:max(1, limit - 2)]
+    at = max(cut.rfind(" "), cut.rfind("/"))
+    if at > len(cut) // 2:
+        cut = cut[:at + 1] if cut[at] == "/" else cut[:at]
+    return cut.rstrip(" ,;:(") + " …"
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what lies beneath it, outermost first: its causes and contexts, and the errors
+    that requests and urllib3 wrap in their own (``args[0]``, ``reason``); for a server that
+    does not answer, the ``Read timed out`` or ``Connection refused`` under MLflow's long line."""
+    seen = [exc]
+    while True:
+        e = seen[-1]
+        wrapped = e.args[0] if e.args and isinstance(e.args[0], BaseException) else None
+        nxt = e.__cause__ or getattr(e, "reason", None) or wrapped or e.__context__
+        if not isinstance(nxt, BaseException) or any(nxt is s for s in seen):
+            return seen
+        seen.append(nxt)

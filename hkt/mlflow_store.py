@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from filelock import FileLock
 
-from hkt.errors import HKTError
+from hkt.errors import ConfigError, HKTError, clip, exception_chain
 from hkt.fileio import atomic_path, ensure_writable_dir
 
 T = TypeVar("T")
@@ -58,6 +58,8 @@ BEST_VAL_TAG = "best_val_accuracy"
 DEFAULT_EXPERIMENT_ID = "0"
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database
+#: YAML's null and its spellings, which a tracking URI given as text must not be
+NULL_WORDS = ("null", "none", "~")
 ELSEWHERE = ("point MLFLOW_TRACKING_URI or tracking.uri at another store, or set "
              "tracking.enabled=false")
 
@@ -195,8 +197,19 @@ def experiment_name(profile: str, task_id: str) -> str:
 def tracking_uri(uri: str | None, results_dir: str | Path) -> str:
     """The store a suite's runs log to, the one rule for the workflow, ``hkt train``, the
     baselines and ``hkt doctor``: ``uri`` when given (config ``tracking_uri`` /
-    ``tracking.uri``), else ``$MLFLOW_TRACKING_URI``, else the SQLite store of ``results_dir``."""
-    return str(uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(results_dir))
+    ``tracking.uri``), else ``$MLFLOW_TRACKING_URI``, else the SQLite store of ``results_dir``.
+    YAML's null written as text (Snakemake's ``--config tracking_uri=null`` gives ``'null'``) is
+    a :class:`ConfigError`: MLflow would take it for a folder and make a store named ``null``."""
+    given = uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if given is not None and str(given).strip().lower() in NULL_WORDS:
+        source = "the config's tracking_uri or tracking.uri" if uri else "$MLFLOW_TRACKING_URI"
+        raise ConfigError(
+            f"tracking URI {given!r} (from {source}) is the word {str(given).strip()}, not an "
+            "empty setting: MLflow would make a store in a folder of that name; for the results "
+            "directory's store (sqlite:///RESULTS/mlflow.db) leave it out, or give "
+            "`--config tracking_uri=` (empty) or `tracking_uri: null` in a --configfile "
+            "(Snakemake's --config reads null as text); else name a store (sqlite:///…, http://…)")
+    return str(given or default_tracking_uri(results_dir))
 
 
 def default_tracking_uri(results_dir: str | Path) -> str:
@@ -258,11 +271,11 @@ def bounded_requests(timeout_s: float | None) -> Iterator[None]:
 
 
 def ensure_experiment(client: Any, uri: str, name: str, tags: dict[str, str], *,
-                      timeout_s: float | None = None) -> str:
+                      timeout_s: float | None = None, within_s: float | None = None) -> str:
     """The id of experiment ``name`` in the store ``uri`` (``client``'s), created with ``tags``
     and the store's artifact root under :func:`store_lock` if it does not exist, its ``tags``
-    set if it does; each call retried (:func:`with_retry`), requests bounded by ``timeout_s``
-    (:func:`bounded_requests`). A deleted experiment is a :class:`TrackingError`."""
+    set if it does; each call retried (:func:`with_retry`, for at most ``within_s`` where
+    given), requests bounded by ``timeout_s`` (:func:`bounded_requests`). A deleted experiment is a :class:`TrackingError`."""
     from mlflow.exceptions import MlflowException  # mlflow: only when a store is written
 
     def existing() -> str | None:
@@ -291,13 +304,18 @@ def ensure_experiment(client: Any, uri: str, name: str, tags: dict[str, str], *,
             return found
 
     with store_lock(uri), bounded_requests(timeout_s):
-        return with_retry(get_or_create, what=f"creating experiment '{name}'", store=uri)
+        return with_retry(get_or_create, what=f"creating experiment '{name}'", store=uri,
+                          within_s=within_s)
 
 
-def open_client(uri: str, *, create: bool = True) -> Any:
+def open_client(uri: str, *, create: bool = True, within_s: float | None = None) -> Any:
     """An ``MlflowClient`` of ``uri`` whose store has been reached and has the schema of the
     installed MLflow. ``create``: make a missing SQLite store (else a missing one is an error:
-    readers). Raises :class:`StoreError` for every fault of the store."""
+    readers); ``within_s``: no retry starts later than this after the first try
+    (:func:`with_retry`). Raises :class:`StoreError` for every fault of the store."""
+    # mlflow takes seconds to import: here, not in the first try, whose time ``within_s`` counts
+    import mlflow.tracking  # noqa: F401
+
     db = sqlite_path(uri)
     if db is not None:
         _check_sqlite_file(db, uri, create)
@@ -306,7 +324,7 @@ def open_client(uri: str, *, create: bool = True) -> Any:
             if db is not None and not db.exists():
                 _create_sqlite(db)
             return with_retry(_reached_client, uri, what=f"opening the MLflow store {uri}",
-                              store=uri)
+                              store=uri, within_s=within_s)
     except StoreError:
         raise
     except TrackingError as exc:
@@ -386,7 +404,7 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
     db = sqlite_path(uri)
     where = str(db) if db is not None else uri
     if "not a database" in low or "malformed" in low:
-        return (f"{where} is not a usable MLflow store (SQLite says: {first[:200]}); nothing "
+        return (f"{where} is not a usable MLflow store (SQLite says: {clip(first, 200)}); nothing "
                 f"was written to it. Move it aside (mv '{where}' '{where}.bad') to start a new "
                 f"store there, or {ELSEWHERE}")
     if "out-of-date database schema" in low:
@@ -400,7 +418,8 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
                 f"`mlflow db upgrade {uri}`; or {ELSEWHERE}")
     if any(t in low for t in ("connection refused", "max retries exceeded", "name or service",
                               "failed to establish", "timed out", "nodename nor servname")):
-        return (f"the MLflow tracking server {uri} does not answer ({first[:200]}): start it, "
+        return (f"the MLflow tracking server {uri} does not answer ({_why_silent(exc, first)}): "
+                f"start it, "
                 f"check the address, or {ELSEWHERE}")
     if "error code 401" in low or "not authenticated" in low:
         given = "the user name and password given were refused" if _credentials() else \
@@ -410,9 +429,26 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
                 "section of ~/.mlflow/credentials) to an account of the server; see "
                 "docs/clusters.md, \"Starting the tracking server\"")
     if "unable to open database file" in low or "readonly database" in low:
-        return (f"the MLflow store {where} cannot be opened for writing ({first[:200]}): fix the "
+        return (f"the MLflow store {where} cannot be opened for writing ({clip(first, 200)}): fix the "
                 f"permissions of it and its directory, or {ELSEWHERE}")
-    return f"cannot open the MLflow store {where}: {first[:300]}; {ELSEWHERE}"
+    return f"cannot open the MLflow store {where}: {clip(first, 300)}; {ELSEWHERE}"
+
+
+def _why_silent(exc: BaseException, first: str) -> str:
+    """Why a server did not answer, in its client's words: the deepest error of the chain that
+    is urllib3's or requests' (``Read timed out. (read timeout=10)``, ``[Errno 111] Connection
+    refused``, not the socket's bare ``timed out``), without its ``HTTPConnectionPool(…):``
+    prefix; else MLflow's first line, cut after a word."""
+    chain = [e for e in exception_chain(exc)[1:]
+             if type(e).__module__.split(".")[0] in ("urllib3", "requests")]
+    if not chain:
+        return clip(first, 200)
+    text = str(chain[-1])
+    for prefix in ("): Failed to establish a new connection: ", "): "):
+        if prefix in text and text.startswith(("HTTPConnection", "HTTPSConnection")):
+            text = text.split(prefix, 1)[1]
+            break
+    return clip(text, 200)
 
 
 def _credentials() -> str | None:

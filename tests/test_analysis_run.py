@@ -84,7 +84,7 @@ def test_initial_model_is_the_runs_training_initialisation(hkt_run):
     trained = load_trained_run(run_dir)
     init = initial_model(record, trained.data_dir)
     seed_everything(int(record["seed"]))
-    meta = {"vocab_size": 18, "num_classes": 10}  # conftest's listops fixture
+    meta = {"vocab_size": 16, "num_classes": 10}  # conftest's listops fixture
     expected = build_model(record["config"]["model"], **meta,
                            max_length=int(record["config"]["task"]["max_length"]))
     for (name, p), q in zip(init.named_parameters(), expected.parameters()):

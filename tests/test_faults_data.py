@@ -37,7 +37,7 @@ def _train(data: Path, out: Path, capsys, *extra: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("split,column,value,allowed", [
-    ("test", "tokens", 18, "0..17"),     # read only at the final test before the fix
+    ("test", "tokens", 16, "0..15"),     # read only at the final test before the fix
     ("val", "label", 10, "0..9"),               # first evaluation
     ("train", "label", -100, "0..9"),           # cross_entropy's ignore_index would skip it
 ])
@@ -125,4 +125,99 @@ def test_analyze_refuses_data_of_another_task(tmp_path, capsys, listops_512):
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hkt: error")]
     assert code == 2 and len(err) == 1
     assert "task.max_length is 512 here but 1024 in the data" in err[0]
+    assert not (tmp_path / "an").exists()
+
+
+def _set_tokens(path: Path, row: int, tokens: list[int], column_type: pa.DataType | None = None) -> str:
+    """Give ``row`` of a prepared split these tokens (and their length), in a tokens column of
+    ``column_type`` (default: the file's), keeping the metadata; return the row's id."""
+    table = pq.read_table(path)
+    values = table.column("tokens").to_pylist()
+    lengths = table.column("length").to_pylist()
+    values[row], lengths[row] = tokens, len(tokens)
+    kind = column_type or table.schema.field("tokens").type
+    table = table.set_column(table.schema.get_field_index("tokens"), "tokens", pa.array(values, kind))
+    table = table.set_column(table.schema.get_field_index("length"), "length",
+                             pa.array(lengths, pa.int32()))
+    pq.write_table(table, path)
+    seal_prepared_data(path.parent)
+    return table.column("id")[row].as_py()
+
+
+def test_a_negative_token_id_fails_before_step_1(tmp_path, capsys):
+    """Issue 74, 6: a tokens column wider than uint16 can hold -1, which only `>= vocab_size` did
+    not see: an IndexError traceback at the final test, after the whole run."""
+    data = write_prepared_data(tmp_path / "data", "listops")
+    row_id = _set_tokens(data / "test.parquet", 5, [1, -1, 7, 5], pa.list_(pa.int64()))
+    code, err = _train(data, tmp_path / "run", capsys, "train.test_batches=1")
+    msg = err.strip().splitlines()[-1]
+    assert code == 2 and msg.startswith("hkt: error: ") and "test.parquet" in msg, err
+    assert "column 'tokens'" in msg and repr(row_id) in msg and "holds -1" in msg and "0..15" in msg
+    assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()  # no step was taken
+
+
+def test_a_sequence_longer_than_max_length_fails_before_step_1(tmp_path, capsys):
+    """Issue 74, 6: a test row longer than T (512) broke the model's positions after training."""
+    data = write_prepared_data(tmp_path / "data", "listops")
+    row_id = _set_tokens(data / "test.parquet", 3, [6] * 600)
+    code, err = _train(data, tmp_path / "run", capsys, "train.test_batches=1")
+    msg = err.strip().splitlines()[-1]
+    assert code == 2 and msg.startswith("hkt: error: ") and "test.parquet" in msg, err
+    assert "column 'length'" in msg and repr(row_id) in msg and "holds 600" in msg
+    assert "0..512 (max_length 512" in msg
+    assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+
+
+def _set_metadata(data: Path, **values) -> None:
+    """Change keys of every split's ``hkt`` metadata (as a hand edit would), resealed."""
+    for split in ("train", "val", "test"):
+        path = data / f"{split}.parquet"
+        table = pq.read_table(path)
+        meta = {**json.loads(table.schema.metadata[b"hkt"]), **values}
+        pq.write_table(table.replace_schema_metadata({"hkt": json.dumps(meta)}), path)
+    seal_prepared_data(data)
+
+
+@pytest.mark.parametrize("vocab,why", [
+    (None, "but its 'vocab' lists 16 tokens"),
+    ([f"t{i}" for i in range(100000)], "but data family listops has 16 token ids "
+                                       "(hkt.data.families.listops.VOCAB)"),
+])
+def test_metadata_of_another_vocabulary_size_is_refused(tmp_path, capsys, vocab, why):
+    """Issue 74, 6: `vocab_size: 100000` in the metadata built a 1.6M-parameter model (12k for
+    ListOps's 16 ids) without a word."""
+    data = write_prepared_data(tmp_path / "data", "listops")
+    _set_metadata(data, vocab_size=100000, **({"vocab": vocab} if vocab else {}))
+    code, err = _train(data, tmp_path / "run", capsys)
+    lines = [line for line in err.splitlines() if line.startswith("hkt: error")]
+    assert code == 2 and len(lines) == 1, err
+    assert f"{data / 'train.parquet'}: metadata key 'vocab_size' is 100000, {why}" in lines[0]
+    assert f"prepare the data again (`hkt prepare listops --out {data}`)" in lines[0]
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_split_whose_max_length_differs_is_refused(tmp_path, capsys):
+    """The model's T was the largest split's max_length: one split claiming 4096 passed as
+    long as the task said so too; the splits of one preparation share it."""
+    data = write_prepared_data(tmp_path / "data", "listops")
+    path = data / "test.parquet"
+    table = pq.read_table(path)
+    meta = {**json.loads(table.schema.metadata[b"hkt"]), "max_length": 4096}
+    pq.write_table(table.replace_schema_metadata({"hkt": json.dumps(meta)}), path)
+    seal_prepared_data(data)
+    code, err = _train(data, tmp_path / "run", capsys)
+    assert code == 2 and "metadata key 'max_length' is 4096 but train.parquet's is 512" in err, err
+
+
+def test_analyze_checks_the_split_it_reads(tmp_path, capsys):
+    """Issue 74, 6: `hkt analyze` read its split (test) unchecked: an id = vocab_size there was
+    an IndexError traceback from the embedding."""
+    data = write_prepared_data(tmp_path / "data", "listops")
+    run = tmp_path / "run"
+    code, err = _train(data, run, capsys)
+    assert code == 0, err
+    row_id = _rewrite(data / "test.parquet", "tokens", 2, 16)
+    code = main(["analyze", str(run), "--out", str(tmp_path / "an"), "examples=8", "gram_examples=1"])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hkt: error")]
+    assert code == 2 and len(lines) == 1 and "test.parquet" in lines[0] and repr(row_id) in lines[0]
     assert not (tmp_path / "an").exists()

@@ -203,3 +203,55 @@ def test_status_shows_the_error_line_of_a_job_that_died_of_an_argument_error(res
     assert done.returncode == 2
     failed = {j.name: j.detail for j in status_of(results).jobs if j.state == "failed"}
     assert failed == {"listops/hkt/main/seed1": "hkt train: error: unrecognized arguments: --bogus"}
+
+
+# --- issue 74, item 7: a YAML tag that would construct Python objects ----------------------------
+def test_a_python_tag_in_a_variant_file_is_one_line_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    """`!!python/object/apply:` in a variant file was a ConstructorError traceback (the safe loader
+    ran nothing); now one line naming the file and line, through `hkt train` and the workflow's
+    own reading of variant files."""
+    import shutil
+
+    from hkt.errors import GridError
+    from hkt.workflow.grid import read_variant_model
+
+    cdir = tmp_path / "config"
+    shutil.copytree(ROOT / "config", cdir)
+    marker = tmp_path / "ran"
+    evil = cdir / "variant" / "evil.yaml"
+    evil.write_text(f'# @package _global_\noptim:\n  lr: !!python/object/apply:os.system ["touch {marker}"]\n')
+    monkeypatch.setenv("HKT_CONFIG_DIR", str(cdir))
+    code, _, err = _run(capsys, "train", "--print-config", "variant=evil")
+    assert code == 2 and err == [
+        f"hkt: error: {evil}, line 3, column 7: the YAML tag "
+        "'tag:yaml.org,2002:python/object/apply:os.system' is not allowed in a config (it would "
+        "construct a Python object; configs are read with a safe loader, so nothing in it ran): "
+        "remove the tag and write a plain value"]
+    with pytest.raises(GridError, match=f"^{evil}, line 3, column 7: the YAML tag"):
+        read_variant_model(evil)
+    evil.write_text("# @package _global_\noptim:\n  lr: [1,\n")  # not YAML at all
+    code, _, err = _run(capsys, "train", "--print-config", "variant=evil")
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"hkt: error: {evil}, line 4, column 1: "
+                                                             "not valid YAML (while parsing a flow")
+    assert not marker.exists()
+
+
+def test_tracking_uri_null_given_with_config_is_refused(tmp_path, monkeypatch):
+    """Issue 74, 7: Snakemake's `--config tracking_uri=null` gives the text 'null', which MLflow
+    took for a folder: a store named "null" in the working directory. Now one line, and no store."""
+    from hkt.mlflow_store import tracking_uri
+
+    r = snakemake("-n", "--config", "tracking_uri=null", "suite=smoke", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "hkt: error: tracking URI 'null' (from the config's tracking_uri or tracking.uri) is the "
+        "word null, not an empty setting: MLflow would make a store in a folder of that name; for "
+        "the results directory's store (sqlite:///RESULTS/mlflow.db) leave it out, or give "
+        "`--config tracking_uri=` (empty) or `tracking_uri: null` in a --configfile (Snakemake's "
+        "--config reads null as text); else name a store (sqlite:///…, http://…)")
+    assert not (tmp_path / "null").exists()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "None")  # `hkt train`'s tracking.uri default
+    with pytest.raises(ConfigError, match=r"^tracking URI 'None' \(from \$MLFLOW_TRACKING_URI\)"):
+        tracking_uri(None, tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert tracking_uri(None, tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"

@@ -115,3 +115,76 @@ def test_a_reader_of_a_missing_store_is_told_so(tmp_path, capsys):
                                  "(or the results directory), or run the workflow or `hkt train` "
                                  "to make one")
     assert not db.exists() and not db.parent.exists()
+
+
+class _Silent:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers a byte."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.accepted: list[float] = []  # when each connection came (time.monotonic())
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import time
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.held.append(conn)
+            self.accepted.append(time.monotonic())
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_server_that_accepts_and_never_answers_is_refused_within_the_start_bound(
+        tmp_path, isolated_results, capsys):
+    """Issue 74, 7: such a server held `hkt train` 146 s (12 tries of a 10 s request, and the
+    backoff between them) while the docs said about a minute; a run's start now gives up
+    tracking.server_start_wait_s after its first request, the last request's timeout included.
+    Scaled down here: 1 s requests, 4 s at most."""
+    import time
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    server = _Silent()
+    uri = f"http://127.0.0.1:{server.port}"
+    try:
+        capsys.readouterr()
+        code = main(["train", "--data", str(data), "--out", str(tmp_path / "run"), "task=listops",
+                     "model=mha", "profile=smoke", "--no-progress", f"tracking.uri={uri}",
+                     "tracking.server_timeout_s=1", "tracking.server_start_wait_s=4"])
+        took = time.monotonic() - server.accepted[0]  # from the first request (not start-up)
+    finally:
+        server.close()
+    msg = one_error_line(capsys.readouterr().err)
+    # its reason whole (it was cut at 200 characters, mid-word: ".../mlflow/experimen")
+    assert code == 2 and msg == (f"hkt: error: the MLflow tracking server {uri} does not answer "
+                                 "(Read timed out. (read timeout=1)): start it, check the "
+                                 "address, or point MLFLOW_TRACKING_URI or tracking.uri at "
+                                 "another store, or set tracking.enabled=false"), msg
+    assert len(server.accepted) >= 2, server.accepted  # it was asked again within the bound
+    assert took < 4 + 1, took  # the bound, and a second to spare
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_quoted_message_is_cut_after_a_whole_word():
+    """Issue 74, 7: messages quoting MLflow cut its line at a fixed length, mid-word."""
+    from hkt.errors import clip
+
+    line = ("API request to http://127.0.0.1:5000/api/2.0/mlflow/experiments/search failed with "
+            "exception HTTPConnectionPool(host='127.0.0.1', port=5000): Max retries exceeded")
+    for limit in range(20, len(line)):
+        cut = clip(line, limit)
+        assert len(cut) <= limit and cut.endswith(" …"), (limit, cut)
+        kept = cut[:-2]
+        assert line.startswith(kept) and (line[len(kept)] in " ,;:(" or kept.endswith("/")), cut
+    assert clip(line, len(line)) == line

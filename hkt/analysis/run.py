@@ -34,11 +34,11 @@ from hkt.analysis.kurtosis import mardia_test, take_rows
 from hkt.mixers.hkt import truncate_levels
 from hkt.mixers.upsample import Upsampler
 from hkt.data.load import TokenDataset, read_split_metadata
-from hkt.data.parquet import check_task
 from hkt.errors import DataError, HKTError
 from hkt.models import build_model
 from hkt.run_record import load_record
 from hkt.train.checkpoint import load_checkpoint
+from hkt.train.data import RunData
 
 
 def levels_of(attn: nn.Module) -> int:
@@ -74,8 +74,9 @@ def load_trained_run(run_dir: str | Path, *, data_dir: str | Path | None = None,
     data = Path(data_dir or record["data_dir"])
     if not data.is_dir():
         raise DataError(f"the run's data directory {data} does not exist; pass --data DIR")
-    # --data: other data than the run's own must be of the run's task (family, task file, T)
-    check_task(data, read_split_metadata(data, "train"), (record.get("config") or {}).get("task") or {})
+    # --data: other data than the run's own must be of the run's task (family, task file, T);
+    # every split's metadata and ranges are checked before a split is read (RunData)
+    RunData(data, (record.get("config") or {}).get("task") or {})
     model = initial_model(record, data)
     model.load_state_dict(load_checkpoint(ckpt_path)["model"])
     return TrainedRun(run_dir, record, model.to(device).eval(), data)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hkt import environment
+from hkt.data.families import FAMILIES
 from hkt.data_layout import MANIFEST, SPLITS, split_file
 from hkt.errors import DataError
 from hkt.fileio import atomic_path, atomic_write_text, sha256_file
@@ -161,6 +163,31 @@ def check_task(data_dir: str | os.PathLike, meta: dict[str, Any], task: Any) -> 
             f"this run's task {task.get('id') or task.get('family')}: {'; '.join(differ)}; pass "
             f"this task's data (`hkt prepare {task.get('id') or task.get('family')} --out DIR`, "
             f"then --data DIR) or the task the data were prepared for (task={prepared})")
+
+
+def check_vocabulary(path: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """Refuse (:class:`DataError`, one line naming the file, the key and both values) a split
+    whose metadata ``vocab_size`` is not its vocabulary's size: the length of its ``vocab``, and
+    that of its data family's ``VOCAB`` (a family whose token language is fixed defines it). The
+    model's embedding is built from ``vocab_size``: a wrong one trains a model of another size
+    without a word (``vocab_size: 100000`` for ListOps: 1.6M parameters instead of 12k)."""
+    size = meta.get("vocab_size")
+    family = meta.get("task")
+    redo = (f"these are not the metadata `hkt prepare` wrote: prepare the data again (`hkt prepare "
+            f"{meta.get('task_config') or family or 'TASK'} --out {Path(path).parent}`)")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise DataError(f"{path}: metadata key 'vocab_size' is {size!r}, not a number of token ids; "
+                        f"{redo}")
+    vocab = meta.get("vocab")
+    if isinstance(vocab, list) and len(vocab) != size:
+        raise DataError(f"{path}: metadata key 'vocab_size' is {size}, but its 'vocab' lists "
+                        f"{len(vocab)} tokens; {redo}")
+    module = sys.modules[FAMILIES[family].__module__] \
+        if isinstance(family, str) and family in FAMILIES else None
+    fixed = getattr(module, "VOCAB", None)
+    if fixed is not None and len(fixed) != size:
+        raise DataError(f"{path}: metadata key 'vocab_size' is {size}, but data family {family} has "
+                        f"{len(fixed)} token ids ({module.__name__}.VOCAB); {redo}")
 
 
 def to_table(data: SplitData) -> pa.Table:

@@ -13,7 +13,7 @@ from typing import Any
 
 from hkt.data_layout import SPLITS, split_file
 from hkt.data.load import TokenDataset, make_loader, read_split_metadata
-from hkt.data.parquet import check_manifest, check_task, content_sha256
+from hkt.data.parquet import check_manifest, check_task, check_vocabulary, content_sha256
 from hkt.errors import DataError
 from hkt.fileio import sha256_file
 
@@ -39,14 +39,18 @@ class RunData:
             if key not in m:
                 raise DataError(f"{self.paths['train']}: metadata lacks '{key}'")
         for s in ("val", "test"):
-            for key in ("task", "vocab_size", "num_classes"):
+            for key in ("task", "vocab_size", "num_classes", "max_length"):
                 if self.meta[s].get(key) != m[key]:
-                    raise DataError(f"{self.dir}: split '{s}' has {key}={self.meta[s].get(key)!r} "
-                                    f"but 'train' has {m[key]!r}; re-run `hkt prepare`")
+                    raise DataError(f"{self.paths[s]}: metadata key '{key}' is "
+                                    f"{self.meta[s].get(key)!r} but {self.paths['train'].name}'s is "
+                                    f"{m[key]!r}: the splits were not prepared together; prepare "
+                                    f"the data again (`hkt prepare TASK --out {self.dir}`)")
+        for s in SPLITS:  # the model's embedding is built from vocab_size
+            check_vocabulary(self.paths[s], self.meta[s])
         self.family = str(m["task"])  # the data family (metadata key `task`: docs/contracts.md)
         self.vocab_size = int(m["vocab_size"])
         self.num_classes = int(m["num_classes"])
-        self.max_length = max(int(self.meta[s].get("max_length", m["max_length"])) for s in SPLITS)
+        self.max_length = int(m["max_length"])
         if task_cfg is not None:
             self.check_task(task_cfg)
         self._checksums: dict[str, str] | None = None
@@ -54,12 +58,12 @@ class RunData:
         self._datasets: dict[str, Any] = {}
         check_manifest(self.dir, self.checksums)  # the three files were written together
         for s in SPLITS:  # every split now, not when first evaluated (test: only after training)
-            self.dataset(s).check_ranges(self.vocab_size, self.num_classes)
+            self.dataset(s).check_ranges(self.vocab_size, self.num_classes, self.max_length)
 
     def check_task(self, task_cfg: Any) -> None:
         """The data were prepared for this task: family, task file, T and classes
         (:func:`hkt.data.parquet.check_task`), before step 1."""
-        check_task(self.dir, {**self.meta["train"], "max_length": self.max_length}, task_cfg)
+        check_task(self.dir, self.meta["train"], task_cfg)
 
     @property
     def checksums(self) -> dict[str, str]:

@@ -97,6 +97,7 @@ SCHEMA: dict[str, Any] = {
         "log_model": boolean, "model_examples": pos_int,
         "server_timeout_s": spec(number, lo=0, lo_open=True),
         "server_wait_s": spec(number, lo=0),
+        "server_start_wait_s": spec(number, lo=0, lo_open=True),
     },
 }
 

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 import hkt
 from hkt import mlflow_store
 from hkt.config_compose import flatten
+from hkt.errors import clip
 from hkt.data.source_warning import provenance_warning
 from hkt.provenance import SuiteRun, code_digest
 from hkt.run_record import STEP_METRICS
@@ -224,10 +225,14 @@ class Tracker(NullTracker):
 
     def __init__(self, uri: str, experiment: str, run_name: str, *, flush_every: int = 200,
                  server_timeout_s: float | None = None, server_wait_s: float | None = None,
+                 server_start_wait_s: float | None = None,
                  keep_going: bool = False, say: Callable[[str], None] | None = None):
         """``server_timeout_s`` and ``server_wait_s`` bound a tracking server's calls
         (a server that stops answering: the module's docstring; None: MLflow's and :func:`with_retry`'s own policy, as
         for a SQLite store, whose only transient fault is a lock held by a live process);
+        ``server_start_wait_s``: a call at the run's start (opening the store, its experiment,
+        the run and its params) gives up this long after its first request at most, its last
+        request's ``server_timeout_s`` included (None: :func:`with_retry`'s own minute of retries);
         ``keep_going``: a logging call that still fails leaves a gap, and the caller goes on
         (training), instead of raising; ``say`` prints the warning line of a gap (default:
         stderr)."""
@@ -235,11 +240,15 @@ class Tracker(NullTracker):
         self.keep_going = keep_going
         self.flush_every = flush_every
         self.timeout_s, self.wait_s = server_timeout_s, server_wait_s
+        # no retry of a start's call begins later than this, so that its last request ends in time
+        self.start_within_s = None if server_start_wait_s is None else \
+            max(0.0, server_start_wait_s - (server_timeout_s or 0.0))
         self._say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.gap = None
         self._logged_to = -1  # the last step whose per-step metrics the store holds
         with self._bounded():
-            self.client = open_client(uri)  # one `hkt: error:` line for any fault of the store
+            # one `hkt: error:` line for any fault of the store
+            self.client = open_client(uri, within_s=self.start_within_s)
         self._buffer: list[Any] = []
         self._watermark: dict[str, int] = {}
         self._resumed = False  # a run of an earlier session: it may already hold final metrics
@@ -255,8 +264,9 @@ class Tracker(NullTracker):
     def _retry(self, fn: Callable[..., T], *args: Any, what: str, within_s: float | None = None,
                **kwargs: Any) -> T:
         """:func:`with_retry` of ``fn``, each request bounded (:meth:`_bounded`); ``within_s``:
-        no retry starts later than this after the first call (None: the full policy, as at a
-        run's start, before there is training to stall)."""
+        no retry starts later than this after the first call (None: the start's bound,
+        :attr:`start_within_s`, before there is training to stall)."""
+        within_s = self.start_within_s if within_s is None else within_s
         with self._bounded():
             return with_retry(fn, *args, what=what, within_s=within_s, store=self.uri, **kwargs)
 
@@ -289,10 +299,10 @@ class Tracker(NullTracker):
         if isinstance(exc, TrackingError) and exc.__cause__ is not None:
             exc = exc.__cause__  # the store's own words, not the retry's
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        self.gap = {"logged_to_step": self._logged_to, "reason": f"{what}: {reason}"[:500],
+        self.gap = {"logged_to_step": self._logged_to, "reason": clip(f"{what}: {reason}", 500),
                     "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     "waited_s": round(waited_s, 1)}
-        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({reason[:200]}; "
+        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({clip(reason, 200)}; "
                   f"gave up after {waited_s:.1f} s): training goes on without it. MLflow holds "
                   f"this run's steps up to {max(self._logged_to, 0)}; the rest is in history.csv "
                   "and the record (mlflow_gap). Once the server answers, the same command "
@@ -302,7 +312,8 @@ class Tracker(NullTracker):
     def _experiment_id(self) -> str:
         return mlflow_store.ensure_experiment(self.client, self.uri, self.experiment,
                                               {**EXPERIMENT_TAGS, **comparison_view_tags()},
-                                              timeout_s=self.timeout_s)
+                                              timeout_s=self.timeout_s,
+                                              within_s=self.start_within_s)
 
     def start(self, run_id: str | None = None, *, params: dict[str, Any] | None = None,
               tags: dict[str, str] | None = None, start_time: float | None = None) -> str:
@@ -524,7 +535,8 @@ def _param_value(v: Any) -> str:
 def make_tracker(cfg: Any, say: Callable[[str], None] | None = None) -> NullTracker:
     """A training run's :class:`Tracker` for ``cfg.tracking`` (or a :class:`NullTracker` when
     disabled): it keeps going past a store that stops answering, whose calls are bounded by
-    ``tracking.server_timeout_s`` and ``server_wait_s`` where it is a server."""
+    ``tracking.server_timeout_s``, ``server_wait_s`` and ``server_start_wait_s`` where it is a
+    server."""
     t = cfg.tracking
     if not t.enabled:
         return NullTracker()
@@ -533,4 +545,5 @@ def make_tracker(cfg: Any, say: Callable[[str], None] | None = None) -> NullTrac
     server = uri.startswith(("http://", "https://"))
     return Tracker(uri, str(t.experiment), str(t.run_name), say=say, keep_going=True,
                    server_timeout_s=float(t.server_timeout_s) if server else None,
-                   server_wait_s=float(t.server_wait_s) if server else None)
+                   server_wait_s=float(t.server_wait_s) if server else None,
+                   server_start_wait_s=float(t.server_start_wait_s) if server else None)

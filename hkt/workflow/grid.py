@@ -30,7 +30,7 @@ import yaml
 from hkt.baselines import BASELINES
 from hkt.data_layout import MANIFEST, SPLITS, split_file
 from hkt.data.taskfile import read_task_info, task_id_problem
-from hkt.errors import GridError, did_you_mean
+from hkt.errors import GridError, did_you_mean, yaml_problem
 from hkt.paper import ABLATION_TASK
 from hkt.mlflow_store import experiment_name
 from hkt.workflow.external import externals
@@ -59,11 +59,21 @@ def suite_plan_file(results_dir: str | Path) -> Path:
     return Path(results_dir) / PLAN_FILE
 
 
+def read_yaml(path: Path) -> Any:
+    """A config file read as plain YAML (safe: a Python tag constructs nothing); one that does
+    not load is a :class:`GridError` naming its file and line (:func:`hkt.errors.yaml_problem`)."""
+    try:
+        with open(path, encoding="utf-8") as stream:  # a stream: PyYAML's marks name the file
+            return yaml.safe_load(stream)
+    except yaml.YAMLError as exc:
+        raise GridError(yaml_problem(exc)) from None
+
+
 @lru_cache(maxsize=None)
 def read_variant_model(path: Path) -> str | None:
     """The model a variant file selects by ``override /model: M``, or None (read as plain YAML,
     cached per path)."""
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    cfg = read_yaml(path) or {}
     model = None
     for entry in cfg.get("defaults") or []:
         if isinstance(entry, dict):
@@ -79,7 +89,7 @@ def read_model_mixer(path: Path) -> str:
     (a copy of ``mha.yaml`` builds ``mha``); the file's name if it names none or is missing."""
     from hkt.config_compose import MODEL_SCHEMA_GROUP  # here: the grid is read without OmegaConf
 
-    cfg = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    cfg = (read_yaml(path) or {}) if path.is_file() else {}
     prefix = f"/{MODEL_SCHEMA_GROUP}/"
     for entry in cfg.get("defaults") or []:
         if isinstance(entry, str) and entry.startswith(prefix):
@@ -154,7 +164,7 @@ class Grid(Placement):
             if str(path) in files:
                 continue
             files.append(str(path))
-            node = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+            node = read_yaml(path) if path.is_file() else None
             todo += [d for d in (node or {}).get("defaults") or []
                      if isinstance(d, str) and d != "_self_" and not d.startswith("/")]
         return files

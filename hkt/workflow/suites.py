@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hkt.errors import ConfigError, GridError, did_you_mean
 from hkt.provenance import NO_SUITE, SUITE_ENV
-from hkt.workflow.grid import Grid
+from hkt.workflow.grid import Grid, read_yaml
 
 __all__ = ["AUTO", "NO_SUITE", "SUITE_ENV", "GPU_SUITE", "CPU_SUITE", "Suite", "load_suite",
            "workflow_suite", "choose", "cuda_available", "merge", "is_named_suite", "suite_file", "SCHEMA_FILE",
@@ -115,7 +113,7 @@ def _no_suite_message(name: str, config_dir: Path, more: str = "") -> str:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return read_yaml(path) or {}
 
 
 def _is_file_name(choice: str) -> bool:
