@@ -62,12 +62,18 @@ def key_sources(config_name: str, overrides: Sequence[str] = (),
     return sources
 
 
+_KEY = re.compile(r"^( *)([^\s#'\"-][^:]*|'[^']*'|\"[^\"]*\"):( |$)")
+
+
 def annotate_yaml(text: str, sources: Mapping[str, str], width: int = 44) -> str:
     """``text`` (a config as :func:`OmegaConf.to_yaml` writes it) with ``# SOURCE`` after every
-    key ``sources`` names, the comments aligned at ``width`` columns where the line allows."""
+    key ``sources`` names, the comments aligned at ``width`` columns where the line allows; a
+    value that YAML continues on the next lines (a long text folded) is left without one, where
+    a comment would end it."""
+    lines = text.splitlines()
     out, stack = [], []  # stack: (indent, key) of the keys enclosing the line
-    for line in text.splitlines():
-        m = re.match(r"^( *)([^\s#'\"-][^:]*|'[^']*'|\"[^\"]*\"):( |$)", line)
+    for i, line in enumerate(lines):
+        m = _KEY.match(line)
         if not m:
             out.append(line)
             continue
@@ -76,7 +82,10 @@ def annotate_yaml(text: str, sources: Mapping[str, str], width: int = 44) -> str
             stack.pop()
         stack.append((indent, m.group(2).strip("'\"")))
         source = sources.get(".".join(k for _, k in stack))
-        out.append(f"{line:<{width}} # {source}" if source else line)
+        after = lines[i + 1] if i + 1 < len(lines) else ""
+        folded = (len(after) - len(after.lstrip(" ")) > indent and not _KEY.match(after)
+                  and not after.lstrip(" ").startswith("- "))
+        out.append(f"{line:<{width}} # {source}" if source and not folded else line)
     return "\n".join(out) + "\n"
 
 

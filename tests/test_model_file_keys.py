@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from hkt.cli.main import main
 from hkt.config_compose import config_dir, flatten
 from hkt.config_sources import COMMAND_LINE, key_sources
-from hkt.train.run_config import compose_train
+from hkt.train.run_config import compose_train, load_config
 
 CONFIG = config_dir()
 PROFILES = sorted(p.stem for p in (CONFIG / "profile").glob("*.yaml"))
@@ -85,6 +86,19 @@ def test_print_config_names_the_file_that_set_each_key(sized_config, monkeypatch
     assert lines["warmup_steps"] == ("10", COMMAND_LINE)
     assert lines["variant"] == ("main", "the name of config/variant/main.yaml")
     assert lines["dropout"][1] == "the defaults of mixer mha (/schema/model/mha)"
+
+
+def test_the_annotated_config_reads_as_the_config(capsys):
+    """The comments change nothing a YAML reader sees, a long text folded over lines included."""
+    from hkt.config_sources import annotate_yaml
+
+    assert main(["train", "--print-config", "model=s4d", "profile=s4_recipe"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed == OmegaConf.to_container(load_config(["model=s4d", "profile=s4_recipe"]))
+    node = {"a": {"note": " ".join(["word"] * 40), "b": [1, 2]}, "c": 3}
+    text = annotate_yaml(OmegaConf.to_yaml(node), {"a.note": "x.yaml", "a.b": "y.yaml", "c": "z.yaml"})
+    assert yaml.safe_load(text) == node and "x.yaml" not in text  # the folded text: none
+    assert "\n" + "  b:".ljust(44) + " # y.yaml\n" in text and text.endswith("c: 3".ljust(44) + " # z.yaml\n")
 
 
 @pytest.mark.parametrize("overrides", [
