@@ -47,7 +47,7 @@ from hkt.mlflow_store import experiment_name
 # ${hkt.experiment:PROFILE,TASK_ID} in config/train.yaml: the experiment name has one definition
 OmegaConf.register_new_resolver("hkt.experiment", experiment_name, replace=True)
 
-__all__ = ["config_dir", "compose", "flatten", "describe_type"]
+__all__ = ["config_dir", "compose", "flatten", "describe_type", "store_model_keys"]
 
 
 # config name -> {group: key (dotted)}: the key holds the name of the option chosen in the
@@ -62,6 +62,11 @@ LABELS = {"train": {"variant": "variant", "model": "tracking.model"}}
 #: ``/schema/model/MIXER@_here_``, registered by :func:`hkt.models.encoder.store_structured_configs`.
 MODEL_SCHEMA_GROUP = "schema/model"
 
+#: Hydra's group of each model file's own keys (``config/model/NAME.yaml`` less its
+#: ``defaults``), registered by :func:`store_model_keys`. ``config/train.yaml`` applies it again
+#: after the profile files (``profile/``, ``profile_task/``), so a key a model file sets survives
+#: every profile, while a size the file leaves unset is the profile's.
+MODEL_KEYS_GROUP = "model_keys"
 
 
 def config_dir() -> Path:
@@ -100,6 +105,28 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
             _resolve(reference)
             _check_types(cfg, reference, key_overrides, hint)
     return cfg
+
+
+def store_model_keys(cdir: Path | None = None) -> None:
+    """Register with Hydra, as ``/model_keys/NAME``, the keys every ``config/model/NAME.yaml`` of
+    ``cdir`` (default :func:`config_dir`) sets itself, for ``config/train.yaml`` to apply after
+    the profiles (:data:`MODEL_KEYS_GROUP`). Registered anew at each composition: the store is
+    the process's, and a file may have changed. A file that does not read as a mapping is left
+    out: Hydra names its problem where it is chosen."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for path in sorted((cdir or config_dir()).joinpath("model").glob("*.yaml")):
+        try:
+            node = OmegaConf.load(path)
+        except Exception:  # noqa: BLE001 - Hydra reports it when the file is chosen
+            continue
+        if not isinstance(node, DictConfig):
+            continue
+        node.pop("defaults", None)
+        header = re.search(r"^#\s*@package\s+(\S+)", path.read_text(encoding="utf-8"), re.M)
+        store.store(group=MODEL_KEYS_GROUP, name=path.stem, node=node,
+                    package=header.group(1) if header else "model")
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:

@@ -29,6 +29,15 @@ def run_with_reader_gone(*args: str, cwd=None) -> subprocess.CompletedProcess:
         os.close(write)
 
 
+def test_a_mistyped_command_names_the_one_meant():
+    """`hkt trian` is one line naming `train` (issue 73), and so is a group's command."""
+    for args, meant in ((["trian", "--data", "x"], "train"), (["bench", "atention"], "attention")):
+        r = subprocess.run([*HKT, *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("hkt: error: unknown command")
+        assert r.stderr.endswith(f"; did you mean {meant}?\n"), r.stderr
+
+
 def test_status_into_a_closed_pipe_ends_quietly_with_exit_0(results):
     r = run_with_reader_gone("status", str(results))
     assert (r.returncode, r.stderr) == (0, "")

@@ -98,13 +98,13 @@ def test_plan_doctor_banner_and_status_print_one_figure(smoke, capsys):
     assert plan.wall_seconds > 0 and sum(plan.done().values()) == 2  # a run and a prepare
 
     plan_command.run(argparse.Namespace(suite=["smoke"], overrides=["device=cpu"]))  # --suite smoke
-    assert f"estimated wall time: {figure} (jobs packed on" in capsys.readouterr().out
+    assert f"estimated wall time on this machine: {figure} (jobs packed on" in capsys.readouterr().out
 
     (doctor,) = _check_estimate(Context(compose("doctor", []), smoke, torch.device("cpu")))
     assert doctor.detail.startswith(f"the suite here: about {figure} (")
 
     banner = plan_command.workflow_plan(smoke, plan=plan_command.calibrated_plan(smoke))
-    assert f"estimated wall time: {figure} (jobs packed on" in banner
+    assert f"estimated wall time on this machine: {figure} (jobs packed on" in banner
 
     status = suite_status(Path("results"), settings([]), now=time.time())
     assert status.remaining_s == pytest.approx(plan.wall_seconds)

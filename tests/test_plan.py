@@ -184,7 +184,48 @@ def test_format_names_the_device_rules_and_total():
     assert ("train       2 jobs to run, 2 at once: 2.0 h of work (steps 1.7 h, evaluation "
             "0 s, start-up, data and tracking 20 min)") in text
     assert "step listops/hkt/main" in text and "1234 ms" in text
-    assert text.endswith("estimated wall time: 61 min (jobs packed on 2 cores)")
+    assert text.endswith("estimated wall time on this machine: 61 min (jobs packed on 2 cores)")
+
+
+BUSY = {"margin": 0.5, "spread": 1.2}  # config/plan.yaml busy, as it is
+
+
+def _two_jobs(overhead_s: float, load: float, cpus: int = 2) -> Plan:
+    """Two 600 s training jobs (``overhead_s`` of it outside the steps), 2 at once on 2 cores,
+    planned at ``load`` on a machine of ``cpus``."""
+    jobs = [JobEstimate("train", n, 600.0, steps=10, step_s=(600.0 - overhead_s) / 10,
+                        overhead_s=overhead_s) for n in "ab"]
+    return Plan("smoke", "smoke", "cpu", jobs, {"train": 2}, 2, load=(load, cpus))
+
+
+def test_a_busy_machine_is_said_and_its_wall_time_given_at_the_load():
+    """Load 1 on 2 cores where the suite asks for both: each job gets 2/3 of a core, 1.5x the
+    idle total for what was measured idle (the overheads); the steps, timed at that load by one
+    process on the free core, the same (issue 73)."""
+    from hkt.suite.busy import busy_line, plan_busy
+
+    assert plan_busy(_two_jobs(600.0, load=0.4), BUSY) is None  # within the margin: idle
+    plan = _two_jobs(600.0, load=1.0)
+    assert plan.wall_seconds == pytest.approx(600.0)
+    busy = plan_busy(plan, BUSY)
+    assert (busy.asked, busy.low_s, busy.high_s) == (2, pytest.approx(900.0), pytest.approx(1080.0))
+    plan.busy = busy
+    assert format_plan(plan).endswith(
+        "estimated wall time on this machine: 10 min (jobs packed on 2 cores)\n"
+        "  this machine is busy: load average 1.00 over the last minute on 2 cores, where the "
+        "suite's jobs ask for 2 at once; sharing them, about 15 min to 18 min while the load "
+        "stays (the total above is for the cores free; config/plan.yaml busy)")
+    # on 8 cores the same load leaves the suite's 2 free: not busy
+    assert plan_busy(_two_jobs(600.0, load=1.0, cpus=8), BUSY) is None
+
+
+def test_under_load_a_step_timed_at_that_load_slows_by_the_ratio_only():
+    """Load 4 on 2 cores: the calibration's one process ran at 2/5 of a core, the suite's two
+    jobs get 2/6: steps 1.2x, the idle-measured overheads 3x."""
+    from hkt.suite.busy import plan_busy
+
+    assert plan_busy(_two_jobs(0.0, load=4.0), BUSY).low_s == pytest.approx(720.0)
+    assert plan_busy(_two_jobs(600.0, load=4.0), BUSY).low_s == pytest.approx(1800.0)
 
 
 def test_a_shape_left_untimed_is_named_and_the_total_is_a_lower_bound():
@@ -204,7 +245,7 @@ def test_a_shape_left_untimed_is_named_and_the_total_is_a_lower_bound():
     assert "listops/hkt/levels1" not in plan.calibrated
     text = format_plan(plan)
     assert "step listops/hkt/levels1" in text and "not timed (calibration.budget_s spent)" in text
-    assert "estimated wall time: at least " in text
+    assert "estimated wall time on this machine: at least " in text
 
 
 def hkt_plan(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -222,7 +263,8 @@ def test_plan_of_the_smoke_suite_calibrates_once_then_reads_the_cache(tmp_path):
 
     trained = len(load_suite("smoke").grid.train_jobs())  # tasks x models + ablations
     assert "jobs: " in r.stdout and f"train     {trained:3d} jobs to run" in r.stdout
-    assert "estimated wall time:" in r.stdout
+    assert "estimated wall time on this machine:" in r.stdout
+    assert "on another machine, 8 cores at this one's speed per core: " in r.stdout
     assert "(0 from the cache, 0 not timed)" in r.stdout and "timed listops/hkt/levels1" in r.stdout
     assert (tmp_path / "results" / "plan" / "calibration.json").is_file()
     again = hkt_plan("--suite", "smoke", "device=cpu", cwd=tmp_path)
@@ -293,6 +335,7 @@ def test_runs_added_to_a_publication_are_reported_apart_from_its_planned_run(tmp
                                                         "listops/s4d/main/seed1"]}
     (tmp_path / "plan" / "sessions.json").write_text(json.dumps({"sessions": [own, added]}))
     line = published_line({"published": str(tmp_path)})
+    assert line.startswith("\npublished run (the publication's own, on the machine that made it): ")
     assert "took 60 min over 1 runs of the workflow, 1.20x the 50 min planned then" in line
     assert "; 2 runs added later took 15 min" in line
 
@@ -336,7 +379,8 @@ def test_the_gpu_line_names_its_sources():
     cfg, suite, configs, seconds_of = _s4_recipe()
     reference = OmegaConf.to_container(cfg.gpu_reference)
     line = gpu_line(reference, suite.grid, configs, lambda c, shape: 1.0, seconds_of)
-    assert line.startswith("  training on one H200: ")
+    assert line.startswith("  on another machine, one H200: the training jobs alone (not the other "
+                           "rules) in ")
     assert line.endswith("from published step times (s4d 50 ms/step "
                          "(docs/results/s4_recipe/README.md)) scaled by the step times here")
     reference["models"].pop("s4d")

@@ -246,6 +246,22 @@ def test_no_plan_is_explained(tmp_path, capsys):
            "writes it when it starts" in err
 
 
+def test_a_results_directory_that_does_not_exist_is_named_with_the_one_near_it(
+        tmp_path, monkeypatch, capsys):
+    """`hkt status results-smok`: the directory does not exist (not "no suite plan in it"), and
+    results-smoke beside it is suggested (issue 73)."""
+    (tmp_path / "results-smoke" / "plan").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert main(["status", "results-smok"]) == 2
+    assert capsys.readouterr().err == (
+        "hkt: error: results directory results-smok does not exist: give the results_dir of the "
+        "suite (default: results); did you mean results-smoke?\n")
+    assert main(["status", str(tmp_path / "results-smok")]) == 2
+    assert capsys.readouterr().err.endswith(f"; did you mean {tmp_path / 'results-smoke'}?\n")
+    assert main(["status", "elsewhere"]) == 2  # nothing near: no guess
+    assert capsys.readouterr().err.endswith("(default: results)\n")
+
+
 def test_schedule_takes_each_jobs_threads():
     jobs = [JobState("train", "a", "running", remaining_s=100, threads=2),
             JobState("train", "b", "waiting", remaining_s=50, threads=1),

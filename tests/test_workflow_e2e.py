@@ -122,7 +122,7 @@ def test_a_finished_suite_ends_by_naming_its_summary_report_and_mlflow_ui(workfl
 
 def test_plan_and_log_advice_come_before_the_first_job(workflow_run):
     out = workflow_run["output"]
-    plan = out.index("estimated wall time:")
+    plan = out.index("estimated wall time on this machine:")
     assert out.index("hkt: suite none (from the config files given)") < plan
     assert "jobs: " in out and "train " in out and "(measured, at the job's batch)" in out
     assert f"tail -f '{RESULTS}'/logs/train/" in out

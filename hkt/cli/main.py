@@ -39,7 +39,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from hkt import signals
-from hkt.errors import HKTError
+from hkt.errors import HKTError, did_you_mean
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("hkt.cli.prepare", "Prepare a task's data as Parquet (download/verify or generate)."),
@@ -299,6 +299,7 @@ def _main(argv: list[str]) -> int:
 def _run_command(argv: list[str]) -> int:
     found = _command_parser(argv)
     if found is None:
+        _refuse_unknown_command(argv)
         build_parser(argv).parse_args(argv)  # prints help/usage and exits
         return 2
     parser, module_name = found
@@ -306,6 +307,18 @@ def _run_command(argv: list[str]) -> int:
     args = parser.parse_intermixed_args(argv[skip:])
     module = importlib.import_module(module_name)
     return int(module.run(args) or 0)
+
+
+def _refuse_unknown_command(argv: list[str]) -> None:
+    """Raise :class:`HKTError` for a command (or a group's command) that does not exist, listing
+    those that do and the one it is likely a typo of (``hkt trian``: did you mean train?)."""
+    table, prog, rest = {**COMMANDS, **GROUPS}, "hkt", argv
+    if argv and argv[0] in GROUPS:
+        table, prog, rest = group_table(argv[0]), f"hkt {argv[0]}", argv[1:]
+    if not rest or rest[0].startswith("-") or rest[0] in table:
+        return
+    raise HKTError(f"unknown command '{prog} {rest[0]}' (commands: {', '.join(table)}; "
+                   f"`{prog} --help` says what each does)" + did_you_mean(rest[0], table))
 
 
 def _stopped(exc: signals.Stopped, argv: list[str]) -> str:

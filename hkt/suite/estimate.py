@@ -464,6 +464,10 @@ class Plan:
     untimed: list[str] = field(default_factory=list)  # shapes over the calibration budget
     gpu_slots: dict[str, Any] | None = None  # the GPU slots the workflow's jobs claim
     pace: Pace = field(default_factory=Pace)  # what ran, against the cost model
+    # this machine's 1-minute load average and CPUs at the plan's start, before its calibration
+    # (a CPU plan of jobs on this machine; else None), and what it means (hkt.suite.busy)
+    load: tuple[float, int] | None = None
+    busy: Any = None
 
     def priority(self, output: str) -> int:
         """A training job's Snakemake priority: its estimated seconds (longest first; 0 when
@@ -593,8 +597,10 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
     from hkt.device import describe_device, resolve_device
     from hkt.workflow.job_configs import job_configs
     from hkt.gpu_slots import ENV_VAR, shared_out
+    from hkt.workflow.node import load_average
 
     grid = suite.grid
+    start = load_average()  # before the calibration, which adds to it
     if device is None:
         device = resolve_device(str(cfg.device), source="config key 'device'")
     threads = int(grid.resources("train")["threads"])
@@ -620,6 +626,8 @@ def make_plan(cfg: Any, suite: Any, *, log: Callable[[str], None] = lambda s: No
                                                if gpus else None),  # as a local run shares them
                     tail_bytes=log_tail_bytes())
     plan.cached, plan.untimed = stats["cached"], stats["untimed"]
+    if kind == "cpu" and "cpus" not in grid.node.given:  # its jobs run on this machine's CPUs
+        plan.load = start
     return plan
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from hkt.suite.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
                           job_seconds, make_plan, shape_of, write_plan)
 from hkt.provenance import NO_SUITE
+from hkt.suite.busy import busy_line, plan_busy
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file
 from hkt.workflow.sessions import duration
 from hkt.workflow.suites import Suite, is_named_suite, load_suite
@@ -71,8 +72,10 @@ def format_plan(plan: Plan) -> str:
                 how += f"; at {plan.pace.rules[rule]:.2f}x, as its finished jobs took"
         lines.append(head + how)
     bound = "at least " if plan.untimed else ""
-    lines.append(f"  estimated wall time: {bound}{duration(plan.wall_seconds)} "
+    lines.append(f"  estimated wall time on this machine: {bound}{duration(plan.wall_seconds)} "
                  f"(jobs packed on {plan.cores} cores)")
+    if plan.busy:
+        lines.append(busy_line(plan.busy))
     return "\n".join(lines)
 
 
@@ -108,8 +111,9 @@ def published_line(config: Mapping[str, Any]) -> str:
     added = [s for s in every if s.get("adds")]
     more = (f"; {len({r for s in added for r in s['adds']})} runs added later took "
             f"{duration(sum(session_seconds(s, now=0.0, host='') for s in added))}") if added else ""
-    return (f"\npublished: {where}/ took {duration(wall)} over {len(sessions)} runs of the "
-            f"workflow{against}{more} ({where}/plan/sessions.json)")
+    return (f"\npublished run (the publication's own, on the machine that made it): {where}/ "
+            f"took {duration(wall)} over {len(sessions)} runs of the workflow{against}{more} "
+            f"({where}/plan/sessions.json)")
 
 
 def log_advice(grid: Any) -> str:
@@ -124,7 +128,10 @@ def calibrated_plan(suite: Suite) -> Plan:
     else a short fresh one), as the workflow makes it once at its start."""
     from hkt.config_compose import compose
 
-    return make_plan(compose("plan", []), suite, log=lambda s: print(s, flush=True))
+    cfg = compose("plan", [])
+    plan = make_plan(cfg, suite, log=lambda s: print(s, flush=True))
+    plan.busy = plan_busy(plan, cfg.busy)
+    return plan
 
 
 def plan_command(suite: Suite, configfiles: Sequence[str | Path] = ()) -> str:
@@ -232,8 +239,9 @@ def gpu_line(reference: Mapping[str, Any], grid: Any, configs: Mapping[Any, Any]
     sources = ", ".join(f"{m} {reference['models'][m]['ms_per_step']} ms/step "
                         f"({reference['models'][m]['source']})" for m in models)
     left = f"; not counted: {', '.join(missing)} (no published GPU step time)" if missing else ""
-    return (f"  training on {reference['device']}: {duration(seconds)}, from published step "
-            f"times ({sources}) scaled by the step times here{left}")
+    return (f"  on another machine, {reference['device']}: the training jobs alone (not the other "
+            f"rules) in {duration(seconds)}, from published step times ({sources}) scaled by the "
+            f"step times here{left}")
 
 
 def gpu_line_of(cfg: Any, suite: Suite) -> str:
@@ -247,10 +255,20 @@ def gpu_line_of(cfg: Any, suite: Suite) -> str:
     device = resolve_device(str(cfg.device), source="config key 'device'")
     timer, _ = cached_timer(calibration_file(suite.grid.results), device, cfg.calibration,
                             int(suite.grid.resources("train")["threads"]),
-                            on_measure=lambda label, ms: print(f"  timed {label}: {ms:.0f} ms/step"))
+                            on_measure=_say_timed)
     return gpu_line(reference, suite.grid, job_configs(suite.grid), timer,
                     lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost),
                                                         job_overhead(cfg, "cuda")))
+
+
+def _say_timed(label: str, ms: float) -> None:
+    """A step timed here for the GPU line: a published GPU run's (``published MODEL``), which
+    scales that run's GPU step to the suite's jobs, or a suite shape the plan had not timed."""
+    if label.startswith("published "):
+        print(f"  timed here, the {label} GPU run's step at its sizes: {ms:.0f} ms/step (to scale "
+              "its published GPU step time to this suite's jobs)")
+    else:
+        print(f"  timed {label}: {ms:.0f} ms/step")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -262,12 +280,14 @@ def run(args: argparse.Namespace) -> int:
     suite = load_suite([str(cfg.suite), *(args.suite or [])[1:]])  # once: auto's choice and CUDA's
     print(f"hkt plan of suite {suite.name} ({suite.reason})", flush=True)
     plan = make_plan(cfg, suite, log=lambda s: print(s, flush=True))
+    plan.busy = plan_busy(plan, cfg.busy)
     print(format_plan(plan))
     if "cuda" not in plan.device:
         threads = {r: int(suite.grid.resources(r)["threads"]) for r in RULE_ORDER}
         for cores in cfg.get("scale_cores") or []:
-            print(f"  on {cores} cores at this speed per core: "
-                  f"{duration(plan.on_cores(int(cores), threads).wall_seconds)}")
+            print(f"  on another machine, {cores} cores at this one's speed per core: "
+                  f"{duration(plan.on_cores(int(cores), threads).wall_seconds)} (config/plan.yaml "
+                  "scale_cores)")
     gpu = gpu_line_of(cfg, suite) if "cuda" not in plan.device else ""
     for line in (gpu, published_line(suite.config), see_also(suite.config)):
         if line:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hkt.errors import HKTError
+from hkt.errors import HKTError, did_you_mean
 from hkt.fileio import pid_alive
 from hkt.run_record import RECORD_NAME, RecordError, load_record
 from hkt.suite.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace,
@@ -274,6 +274,9 @@ def suite_status(results: str | Path, settings: dict[str, Any], now: float | Non
     """Read the results directory ``results`` (see the module docstring)."""
     results = Path(results)
     path = suite_plan_file(results)
+    if not results.is_dir():
+        raise HKTError(f"results directory {results} does not exist: give the results_dir of "
+                       "the suite (default: results)" + close_results_dir(results))
     if not path.is_file():
         raise HKTError(f"no suite plan in {path}: the workflow writes it when it starts "
                        "(`snakemake --cores all`, or with --config results_dir=DIR), once it has "
@@ -321,6 +324,18 @@ def _base(plan: dict[str, Any], results: Path) -> Path:
     if plan.get("workdir") and (workdir / plan.get("results_dir", "")).resolve() == results.resolve():
         return workdir
     return results.resolve().parent
+
+
+def close_results_dir(results: Path) -> str:
+    """``"; did you mean results-smoke?"`` for a results directory ``results`` that does not
+    exist, where one beside it (holding a suite plan, or named results*) is close; else ``""``."""
+    parent = results.parent
+    try:
+        near = [d.name for d in parent.iterdir() if d.is_dir() and not d.name.startswith(".")
+                and (d.name.startswith("results") or suite_plan_file(d).is_file())]
+    except OSError:
+        return ""
+    return did_you_mean(results.name, near, "" if str(parent) == "." else f"{parent}/")
 
 
 def results_arguments(parser: argparse.ArgumentParser, file: str, example: str) -> None:

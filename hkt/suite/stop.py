@@ -83,12 +83,13 @@ def running_workflow(results: Path) -> dict[str, Any] | None:
     """The workflow running on ``results`` on this host (its lock's holder and its session:
     pid, argv, cwd, cluster), or None when none runs; raises :class:`HKTError` for a directory
     no workflow has run in, or one whose workflow runs on another host."""
+    from hkt.suite.standing import close_results_dir
     from hkt.workflow.results_lock import LOCK_NAME, holder, is_held
     from hkt.workflow.sessions import load_sessions
 
     if not results.is_dir():
         raise HKTError(f"no results directory {results}: give the results_dir of the suite to "
-                       "stop (default: results)")
+                       "stop (default: results)" + close_results_dir(results))
     if not (results / LOCK_NAME).is_file():
         raise HKTError(f"no workflow has run in {results} (it has no {LOCK_NAME}): give the "
                        "results_dir of the suite to stop")

@@ -13,12 +13,12 @@ import argparse
 import logging
 import sys
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from hkt.config_compose import config_dir
 from hkt.errors import ConfigError
 from hkt.logs import stderr_handler
-from hkt.train.run_config import load_run_config
+from hkt.train.run_config import CONFIG_NAME, load_run_config
 
 
 def _groups_epilog() -> str:
@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDES",
                         help="Hydra overrides, e.g. model=mha profile=smoke optim.lr=3e-4")
     parser.add_argument("--print-config", action="store_true",
-                        help="print the resolved config and exit (no --data/--out needed)")
+                        help="print the resolved config, each key with the file that set it, "
+                             "and exit (no --data/--out needed)")
     parser.add_argument("--restart-if-changed", action="store_true",
                         help="if RUN_DIR holds a run with another config or other data, empty it "
                              "and start over (default: refuse)")
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_run_config(args.overrides)
     cfg = config.node
     if args.print_config:
-        print(OmegaConf.to_yaml(cfg), end="")
+        print(_config_with_sources(cfg, args.overrides), end="")
         return 0
     if not args.data or not args.out:
         raise ConfigError("hkt train needs --data DATA_DIR and --out RUN_DIR "
@@ -72,6 +73,18 @@ def run(args: argparse.Namespace) -> int:
     train(config, args.data, args.out, stream=sys.stderr, progress=not args.no_progress,
           restart_if_changed=args.restart_if_changed, announce=announce)
     return 0
+
+
+def _config_with_sources(cfg: DictConfig, overrides: list[str]) -> str:
+    """The resolved config, each key followed by the file that set it (:mod:`hkt.config_sources`)."""
+    from hkt.config_sources import annotate_yaml, key_sources
+
+    sources = key_sources(CONFIG_NAME, overrides)
+    if cfg.model.get("match_params_of") is not None:  # load_run_config widened it
+        sources["model.d_ffn"] = (f"widened to {cfg.model.match_params_of}'s parameter count "
+                                  "(model.match_params_of)")
+    return ("# each key's value comes from the file named after it (later files win: "
+            "config/train.yaml's defaults list)\n" + annotate_yaml(OmegaConf.to_yaml(cfg), sources))
 
 
 def _log_to_stderr() -> None:

@@ -36,7 +36,7 @@ from hkt.value_checks import (
     spec,
     text,
 )
-from hkt.config_compose import compose, config_dir
+from hkt.config_compose import compose, config_dir, store_model_keys
 from hkt.data.taskfile import task_id_problem
 from hkt.errors import ConfigError, ConfigValueError, did_you_mean
 from hkt.provenance import SUITE_ENV
@@ -106,11 +106,13 @@ def compose_train(overrides: Sequence[str] = (), *, resolve: bool = True,
                   check_types: bool = True) -> DictConfig:
     """:func:`hkt.config_compose.compose` of ``train.yaml``, with every registered mixer's structured
     config (``/schema/model/NAME``) registered with Hydra first: ``config/model/NAME.yaml``
-    selects it, so Hydra types the model node. Not validated (:func:`load_config` is)."""
+    selects it, so Hydra types the model node; and every model file's own keys
+    (``/model_keys/NAME``, applied after the profiles). Not validated (:func:`load_config` is)."""
     # here, not at the top: the model side pulls in torch, which a command's start-up avoids
     from hkt.models.encoder import store_structured_configs
 
     store_structured_configs()
+    store_model_keys()
     _refuse_gone_keys(overrides)
     task_file = config_dir() / "task" / f"{_task_choice(overrides)}.yaml"
     if task_file.is_file() and (problem := task_id_problem(task_file)):

@@ -17,7 +17,7 @@ from typing import Any
 
 from hkt.errors import GridError
 
-__all__ = ["Node", "available_cpus", "machine_memory_mb", "machine_gpus"]
+__all__ = ["Node", "available_cpus", "load_average", "machine_memory_mb", "machine_gpus"]
 
 
 def available_cpus() -> int:
@@ -26,6 +26,15 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def load_average() -> tuple[float, int] | None:
+    """This machine's load average over the last minute and the CPUs this process may use;
+    None where the system does not say (no ``os.getloadavg``)."""
+    try:
+        return os.getloadavg()[0], available_cpus()
+    except (AttributeError, OSError):
+        return None
 
 
 def machine_memory_mb() -> int:
