@@ -25,8 +25,8 @@ import numpy as np
 import polars as pl
 
 from hkt import paper
-from hkt.report.per_example import (ANSWER_RULES, Readings, _ci, _groups, _mean_std, _num, _p,
-                                    _rule_columns)
+from hkt.report.per_example import (ANSWER_RULES, Readings, ci_text, finite_or_none, mean_std,
+                                    p_text, rule_columns, seed_groups)
 from hkt.report.report_settings import Settings
 from hkt.report.stats import holm, paired_difference
 from hkt.report.writers import Display, pm, signed
@@ -123,7 +123,7 @@ def breakdown_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
     reference of the task's facts (one answer per example; a rule with runs of its own is read
     from them)."""
     rows = []
-    groups = _groups(r, runs, variant)
+    groups = seed_groups(r, runs, variant)
     for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]),
                                                                         kv[0][1] or 0)):
         mine = [(m, c) for t, n, m, (c, _, _), _ in groups if (t, n) == (task, length)]
@@ -131,14 +131,14 @@ def breakdown_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
             continue
         label = fact["label"].to_numpy()
         mine += [(rule, (fact[rule].to_numpy() == label)[None, :])
-                 for rule in _rule_columns(fact) if rule not in {m for m, _ in mine}]
+                 for rule in rule_columns(fact) if rule not in {m for m, _ in mine}]
         for facet, idx, labels in _facets(fact, r.settings):
             for b, lab in enumerate(labels):
                 where = idx == b
                 if not where.any():
                     continue
                 for model, correct in mine:
-                    mean, std = _mean_std(correct[:, where].mean(axis=1))
+                    mean, std = mean_std(correct[:, where].mean(axis=1))
                     rows.append({"task": task, "length": length, "variant": variant,
                                  "facet": facet, "bucket": lab,
                                  "order": b, "examples": int(where.sum()), "model": model,
@@ -188,9 +188,9 @@ GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "variant": pl.String, "face
 
 def _compared(r: Readings, runs: pl.DataFrame, variant: str) -> Iterable[tuple[Any, ...]]:
     """Per task with facts where both compared models (HKT, MHA) have predictions, in order:
-    (task, length, its facts, HKT's and MHA's seeds' correctness, as :func:`_groups` gives)."""
+    (task, length, its facts, HKT's and MHA's seeds' correctness, as :func:`seed_groups` gives)."""
     a, b = paper.COMPARED_MODELS
-    by = {(t, n, m): c for t, n, m, (c, _, _), _ in _groups(r, runs, variant)}
+    by = {(t, n, m): c for t, n, m, (c, _, _), _ in seed_groups(r, runs, variant)}
     for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]),
                                                                         kv[0][1] or 0)):
         ca, cb = by.get((task, length, a)), by.get((task, length, b))
@@ -208,8 +208,8 @@ def _bucket_row(r: Readings, ca: np.ndarray, cb: np.ndarray, where: np.ndarray
         return {"difference_pp": diff, "significant":
                 f"not read (under {r.settings.min_bucket_examples} examples)"}
     d = paired_difference(ca[:, where], cb[:, where], r.settings.confidence)
-    return {"difference_pp": d.diff, "paired_ci_low_pp": _num(d.ci_low),
-            "paired_ci_high_pp": _num(d.ci_high), "paired_p_value": _num(d.p_value),
+    return {"difference_pp": d.diff, "paired_ci_low_pp": finite_or_none(d.ci_low),
+            "paired_ci_high_pp": finite_or_none(d.ci_high), "paired_p_value": finite_or_none(d.p_value),
             "significant": None if d.reason == "" else f"n/a ({d.reason})"}
 
 
@@ -265,8 +265,8 @@ def breakdown_gap_display(t: pl.DataFrame, settings: Settings) -> Display:
               "p, Holm within the facet", f"significant, Holm ({settings.alpha})", "seeds"]
     return header, [[r["task"], str(r["length"]), r["variant"], r["facet"], r["bucket"],
                      str(r["examples"]), signed(r["difference_pp"]),
-                     _ci(r["paired_ci_low_pp"], r["paired_ci_high_pp"]),
-                     _p(r["paired_p_value"]), _p(r["holm_p_value"]), r["significant"] or "",
+                     ci_text(r["paired_ci_low_pp"], r["paired_ci_high_pp"]),
+                     p_text(r["paired_p_value"]), p_text(r["holm_p_value"]), r["significant"] or "",
                      f"{r['seeds_a']} vs {r['seeds_b']}"] for r in t.iter_rows(named=True)]
 
 
@@ -340,8 +340,8 @@ def mechanism_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
                          "shallow_examples": int(shallow.sum()), "shallow_pp": gap[0],
                          "deep": span(depth[deep]),
                          "deep_examples": int(deep.sum()), "deep_pp": gap[1],
-                         "difference_pp": d.diff, "paired_ci_low_pp": _num(d.ci_low),
-                         "paired_ci_high_pp": _num(d.ci_high), "paired_p_value": _num(d.p_value),
+                         "difference_pp": d.diff, "paired_ci_low_pp": finite_or_none(d.ci_low),
+                         "paired_ci_high_pp": finite_or_none(d.ci_high), "paired_p_value": finite_or_none(d.p_value),
                          "reason": d.reason})
     return pl.DataFrame(rows, schema=MECHANISM_SCHEMA)
 

@@ -222,7 +222,7 @@ PAIRED_SCHEMA = {
     "examples": pl.Int64}
 
 
-def _num(v: float) -> float | None:
+def finite_or_none(v: float) -> float | None:
     return None if v is None or math.isnan(v) else float(v)
 
 
@@ -234,10 +234,10 @@ def _pair(r: Readings, a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any] | Non
         return None
     d = paired_difference(ma[0], mb[0], r.settings.confidence)
     g = given_runs_difference(ma[0], mb[0], r.settings.confidence)
-    return {"difference_pp": d.diff, "paired_ci_low_pp": _num(d.ci_low),
-            "paired_ci_high_pp": _num(d.ci_high), "paired_p_value": _num(d.p_value),
-            "paired_significant": d.verdict, "given_runs_ci_low_pp": _num(g.ci_low),
-            "given_runs_ci_high_pp": _num(g.ci_high), "given_runs_p_value": _num(g.p_value),
+    return {"difference_pp": d.diff, "paired_ci_low_pp": finite_or_none(d.ci_low),
+            "paired_ci_high_pp": finite_or_none(d.ci_high), "paired_p_value": finite_or_none(d.p_value),
+            "paired_significant": d.verdict, "given_runs_ci_low_pp": finite_or_none(g.ci_low),
+            "given_runs_ci_high_pp": finite_or_none(g.ci_high), "given_runs_p_value": finite_or_none(g.p_value),
             "seeds_a": d.n_a, "seeds_b": d.n_b, "examples": int(ma[1].size)}
 
 
@@ -373,27 +373,27 @@ def paired_display(paired: pl.DataFrame, settings: Settings) -> Display:
               f"{level} CI, seeds + test set, binomial (pp)",
               f"{level} CI, given these runs (pp)", "p, given these runs", "seeds", "examples"]
     return header, [[r["variant"], r["task"], str(r["length"]), r["model"], r["versus"],
-                     signed(r["difference_pp"]), _ci(r["paired_ci_low_pp"], r["paired_ci_high_pp"]),
-                     _p(r["paired_p_value"]), r["paired_significant"] or "",
-                     _ci(r["ci_low_pp"], r["ci_high_pp"]),
-                     _ci(r["ts_ci_low_pp"], r["ts_ci_high_pp"]),
-                     _ci(r["given_runs_ci_low_pp"], r["given_runs_ci_high_pp"]),
-                     _p(r["given_runs_p_value"]),
+                     signed(r["difference_pp"]), ci_text(r["paired_ci_low_pp"], r["paired_ci_high_pp"]),
+                     p_text(r["paired_p_value"]), r["paired_significant"] or "",
+                     ci_text(r["ci_low_pp"], r["ci_high_pp"]),
+                     ci_text(r["ts_ci_low_pp"], r["ts_ci_high_pp"]),
+                     ci_text(r["given_runs_ci_low_pp"], r["given_runs_ci_high_pp"]),
+                     p_text(r["given_runs_p_value"]),
                      f"{r['seeds_a']} vs {r['seeds_b']}", str(r["examples"])]
                     for r in paired.iter_rows(named=True)]
 
 
-def _ci(low: float | None, high: float | None) -> str:
+def ci_text(low: float | None, high: float | None) -> str:
     return "" if low is None or high is None else f"[{signed(low)}, {signed(high)}]"
 
 
-def _p(v: float | None) -> str:
+def p_text(v: float | None) -> str:
     return "" if v is None else f"{v:.3f}" if v >= 0.001 else f"{v:.1e}"
 
 
 # --------------------------------------------------------------------- models and their groups
 
-def _groups(r: Readings, runs: pl.DataFrame, variant: str
+def seed_groups(r: Readings, runs: pl.DataFrame, variant: str
             ) -> list[tuple[str, int | None, str, tuple[np.ndarray, np.ndarray, list[int]],
                             np.ndarray]]:
     """Per (task, T, model) of ``variant`` whose runs all have predictions on the task's test
@@ -417,7 +417,7 @@ def _groups(r: Readings, runs: pl.DataFrame, variant: str
     return sorted(out, key=lambda g: (str(g[0]), g[1] or 0))
 
 
-def _mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     x = np.asarray(values, dtype=np.float64) * 100
     return float(x.mean()), (float(x.std(ddof=1)) if x.size > 1 else None)
 
@@ -434,7 +434,7 @@ AGREEMENT_SCHEMA = {
     "prior_wrong_std": pl.Float64}
 
 
-def _rule_columns(fact: pl.DataFrame) -> list[str]:
+def rule_columns(fact: pl.DataFrame) -> list[str]:
     return [rule for rule in RULE_REFERENCES if rule in fact.columns]
 
 
@@ -443,22 +443,22 @@ def agreement_table(r: Readings, runs: pl.DataFrame, variant: str = "main") -> p
     aside): the share (%) of test examples on which it answers what each rule answers, mean
     (and std) over seeds, and its accuracy where the root-operator prior is wrong."""
     rows = []
-    for task, length, model, (correct, _, seeds), preds in _groups(r, runs, variant):
+    for task, length, model, (correct, _, seeds), preds in seed_groups(r, runs, variant):
         fact = r.facts[(task, length)]
-        rules = _rule_columns(fact)
+        rules = rule_columns(fact)
         if not rules or model in RULE_REFERENCES:
             continue
         row: dict[str, Any] = {"task": task, "length": length, "variant": variant,
                                "model": model,
                                "seeds": len(seeds)}
-        row["test_mean"], row["test_std"] = _mean_std(correct.mean(axis=1))
+        row["test_mean"], row["test_std"] = mean_std(correct.mean(axis=1))
         for rule in rules:
             answer = fact[rule].to_numpy()
-            row[f"agree_{rule}"], row[f"agree_{rule}_std"] = _mean_std((preds == answer).mean(1))
+            row[f"agree_{rule}"], row[f"agree_{rule}_std"] = mean_std((preds == answer).mean(1))
         wrong = fact[PRIOR].to_numpy() != fact["label"].to_numpy()
         row["prior_wrong_examples"] = int(wrong.sum())
         if wrong.any():
-            row["prior_wrong_mean"], row["prior_wrong_std"] = _mean_std(
+            row["prior_wrong_mean"], row["prior_wrong_std"] = mean_std(
                 correct[:, wrong].mean(axis=1))
         rows.append(row)
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA)
@@ -487,14 +487,14 @@ def rule_readings(r: Readings, runs: pl.DataFrame, agreement: pl.DataFrame,
     no reading here."""
     out = {}
     agree = {(a["task"], a["length"], a["model"]): a for a in agreement.iter_rows(named=True)}
-    for task, length, model, (correct, _, _), _ in _groups(r, runs, variant):
+    for task, length, model, (correct, _, _), _ in seed_groups(r, runs, variant):
         a = agree.get((task, length, model))
         if a is None or correct.shape[0] < 2:
             continue
         fact = r.facts[(task, length)]
         label = fact["label"].to_numpy()
         diffs = []
-        for rule in _rule_columns(fact):
+        for rule in rule_columns(fact):
             d = paired_difference(correct, (fact[rule].to_numpy() == label)[None, :],
                                   r.settings.confidence, rule=True)
             diffs.append((RULE_REFERENCES[rule], d))
