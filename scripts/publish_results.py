@@ -475,9 +475,9 @@ def _add_runs(results: Path, dest: Path, stage: Path) -> list[str]:
     ours = env_digest(dest / "environment.json")
     records = {run: (results / "runs" / run / "record.json").read_bytes()  # read again below
                for run in new} if live else {}
-    for run in new:  # before anything is copied: each record's predictions, as it names them
+    check_histories(results, new, schema=True)  # before anything is copied
+    for run in new:  # and each record's predictions, as it names them
         run_predictions(results / "runs" / run)
-    check_histories(results, new, schema=True)
     staged = _stage_runs(results, new, ours, stage)
     if live:  # a run the workflow began again while it was read is not the one checked
         moved = [run for run in new
