@@ -29,6 +29,12 @@ so none starts while it copies), and one with a run
 record or analysis newer than its summary (a run since the last aggregate); a DEST that holds
 files, unless ``--replace``, which swaps the new copy in only once it is complete.
 
+Every form but ``--manifest`` (one file, written atomically) writes DEST whole or not at all, one
+writer at a time (hkt.staging): the new
+publication is built in ``.NAME.staging/NAME`` beside it under the lock ``.NAME.lock`` and swapped
+in by two renames; a second writer meanwhile is refused in one line, and what a killed one left is
+recovered by the next run on DEST (the staging folder removed, or ``.NAME.old`` renamed back).
+
 Every publication holds ``SHA256SUMS`` (``sha256sum -c SHA256SUMS`` checks it), written when it
 is published, added to or sealed (``--manifest``): the SHA-256 of every file it holds but its
 README, ``pending.json`` and what ``--retable`` rewrites (summary, tables, figures). Before its
