@@ -29,6 +29,12 @@ so none starts while it copies), and one with a run
 record or analysis newer than its summary (a run since the last aggregate); a DEST that holds
 files, unless ``--replace``, which swaps the new copy in only once it is complete.
 
+Every form but ``--manifest`` (one file, written atomically) writes DEST whole or not at all, one
+writer at a time (hkt.staging): the new
+publication is built in ``.NAME.staging/NAME`` beside it under the lock ``.NAME.lock`` and swapped
+in by two renames; a second writer meanwhile is refused in one line, and what a killed one left is
+recovered by the next run on DEST (the staging folder removed, or ``.NAME.old`` renamed back).
+
 Every publication holds ``SHA256SUMS`` (``sha256sum -c SHA256SUMS`` checks it), written when it
 is published, added to or sealed (``--manifest``): the SHA-256 of every file it holds but its
 README, ``pending.json`` and what ``--retable`` rewrites (summary, tables, figures). Before its
@@ -66,16 +72,19 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hkt.data_layout import DATA_METADATA, EXAMPLES
 from hkt.environment import third_party_digest
+from hkt.errors import HKTError
+from hkt.publication import MANIFEST
 from hkt.report.summary import data_metadata
+from hkt.staging import staged_dir
 from hkt.workflow.results_lock import LOCK_NAME, ResultsInUse, claim_results_dir, holder
 
 PENDING = "pending.json"  # a publication's jobs of its suite not run and published yet
-MANIFEST = "SHA256SUMS"  # the SHA-256 of what a publication's runs wrote (sha256sum's format)
 #: What the manifest leaves out: the publisher's prose and pending list, and what --retable
 #: rewrites from the rest (the drift test holds those byte for byte).
 UNSEALED = ("README.md", PENDING, MANIFEST, "summary.md", "tables/", "figures/")
@@ -220,8 +229,6 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
         raise SystemExit(f"{results} has no summary.md: the suite has not finished (run the workflow first)")
     runs = counted_runs(results)
     check_finished(results)
-    if dest.exists() and any(dest.iterdir()) and not replace:
-        raise SystemExit(f"{dest} already holds files; pass --replace to publish over them")
     envs = environments(results, runs)
     if len(envs) > 1:
         raise SystemExit(f"the runs were made in {len(envs)} different environments "
@@ -230,9 +237,15 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
                    if "checkpoints" not in f.parts} - set(runs))
     for run in runs:  # before anything is staged: each run's files, its predictions checked
         run_files(results, run)
-    stage = dest.with_name(f".{dest.name}.publishing")
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
+    check_histories(results, runs, schema=True)
+    with writing(dest, copy=False) as stage:
+        if dest.exists() and any(dest.iterdir()) and not replace:  # checked holding its lock
+            raise SystemExit(f"{dest} already holds files; pass --replace to publish over them")
+        return _copy_suite(results, runs, envs, stage), left
+
+
+def _copy_suite(results: Path, runs: list[Path], envs: dict[str, Path], stage: Path) -> int:
+    """Copy what the module docstring lists of ``results`` into ``stage``; the number of files."""
     copied = 0
 
     def copy(src: Path, rel: Path) -> None:
@@ -261,11 +274,48 @@ def publish(results: Path, dest: Path, replace: bool = False) -> tuple[int, list
         (stage / "environment.json").write_text(next(iter(envs.values())).read_text("utf-8"), "utf-8")
         copied += 1
     write_manifest(stage)
-    copied += 1
-    if dest.exists():
-        shutil.rmtree(dest)
-    stage.rename(dest)
-    return copied, left
+    return copied + 1
+
+
+@contextlib.contextmanager
+def writing(dest: Path, *, copy: bool = True) -> Iterator[Path]:
+    """:func:`hkt.staging.staged_dir` for ``dest``: the whole new publication is built beside it
+    and swapped in at once, under its lock (a second writer is refused in one line), and what
+    a killed writer left is recovered first."""
+    try:
+        with staged_dir(dest, copy=copy) as stage:
+            yield stage
+    except HKTError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def check_histories(results: Path, runs: list[Path], *, schema: bool = False) -> None:
+    """Before anything is copied: each run's record agrees with its ``history.csv`` (and, with
+    ``schema``, loads through the record schema), or one line naming the first that does not."""
+    from hkt.run_record import HISTORY_NAME, RECORD_NAME, RecordError, load_record
+
+    for run in runs:
+        rec_path = results / "runs" / run / RECORD_NAME
+        try:
+            rec = load_record(rec_path) if schema else json.loads(rec_path.read_text("utf-8"))
+        except RecordError as exc:
+            raise SystemExit(f"{exc.args[0].splitlines()[0]}; nothing was copied") from None
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"{rec_path} is unreadable ({exc}); nothing was copied") from None
+        _check_history(rec_path, rec_path.with_name(HISTORY_NAME), rec,
+                       "nothing was copied: publish the run's own history and record")
+
+
+def _check_history(rec_path: Path, hist: Path, rec: dict[str, Any], redo: str) -> None:
+    """A record that disagrees with its run's ``history.csv`` (where there is one): one line."""
+    from hkt.runs_frame import read_curve
+
+    if not hist.is_file():
+        return
+    try:
+        read_curve(hist, rec)
+    except ValueError as exc:
+        raise SystemExit(f"{rec_path} disagrees with its run's {hist.name} ({exc}); {redo}") from None
 
 
 def sealed_files(dest: Path) -> list[str]:
@@ -277,10 +327,10 @@ def sealed_files(dest: Path) -> list[str]:
 
 def write_manifest(dest: Path) -> Path:
     """``dest/SHA256SUMS``: every sealed file's SHA-256, in ``sha256sum``'s format."""
-    from hkt.fileio import sha256_file
+    from hkt.fileio import atomic_write_text, sha256_file
 
     path = dest / MANIFEST
-    path.write_text("".join(f"{sha256_file(dest / f)}  {f}\n" for f in sealed_files(dest)), "utf-8")
+    atomic_write_text(path, "".join(f"{sha256_file(dest / f)}  {f}\n" for f in sealed_files(dest)))
     return path
 
 
@@ -289,7 +339,6 @@ def verify(dest: Path) -> None:
     published with (its :data:`MANIFEST`), or a run whose record disagrees with its history."""
     from hkt.fileio import sha256_file
     from hkt.run_record import HISTORY_NAME, RECORD_NAME, load_record
-    from hkt.runs_frame import read_curve
 
     path = dest / MANIFEST
     if not path.is_file():
@@ -315,12 +364,8 @@ def verify(dest: Path) -> None:
         raise SystemExit(f"{dest / gone[0]} is in {path} but missing ({len(gone)} such files); {redo}")
     for rec_path in sorted(dest.glob(f"runs/**/{RECORD_NAME}")):
         hist = rec_path.with_name(HISTORY_NAME)
-        if not hist.is_file():
-            continue
-        try:
-            read_curve(hist, load_record(rec_path))
-        except ValueError as exc:
-            raise SystemExit(f"{rec_path} disagrees with its run's {HISTORY_NAME} ({exc}); {redo}") from None
+        if hist.is_file():
+            _check_history(rec_path, hist, load_record(rec_path), redo)
 
 
 def regenerate(dest: Path, work: Path) -> Path:
@@ -426,7 +471,15 @@ def _aggregate_inputs(name: str, results: Path, pending: list[str] = (), *,
 
 def add_runs(results: Path, dest: Path) -> list[str]:
     """Copy into publication ``dest`` the runs of its suite it lacks that ``results`` holds
-    (module docstring, ``--add``); the runs added."""
+    (module docstring, ``--add``), then retable it; the runs added. The new publication is
+    built beside ``dest`` and swapped in whole, holding its lock (:func:`writing`): a refusal,
+    a failure or a kill leaves ``dest`` as it was, and a second ``--add`` is refused meanwhile."""
+    with writing(dest) as stage:
+        return _add_runs(results, dest, stage)
+
+
+def _add_runs(results: Path, dest: Path, stage: Path) -> list[str]:
+    """:func:`add_runs`, checking ``dest`` (held) and writing its copy ``stage``."""
     from hkt.workflow.suites import load_suite
 
     grid = load_suite(dest.name, overrides={"results_dir": "results"}).grid
@@ -450,38 +503,36 @@ def add_runs(results: Path, dest: Path) -> list[str]:
     ours = env_digest(dest / "environment.json")
     records = {run: (results / "runs" / run / "record.json").read_bytes()  # read again below
                for run in new} if live else {}
-    for run in new:  # before anything is copied: each run's files, its predictions checked
+    check_histories(results, new, schema=True)  # before anything is copied
+    for run in new:  # and each run's files, its predictions checked
         run_files(results, run)
-    with tempfile.TemporaryDirectory(prefix="hkt-add-") as tmp:
-        staged = _stage_runs(results, new, ours, Path(tmp))
-        if live:  # a run the workflow began again while it was read is not the one checked
-            moved = [run for run in new
-                     if (results / "runs" / run / "record.json").read_bytes() != records[run]]
-            if moved:
-                raise SystemExit(f"{', '.join(map(str, moved))}: its record changed while it was "
-                                 f"copied (the workflow in {results} runs it again); nothing was "
-                                 f"added to {dest}: add it once that run has finished")
-        for f in staged:
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(tmp) / f, dest / f)
-            if f.name == "environment.json":
-                print(f"{f.parent.relative_to('runs')}: made in another software environment "
-                      f"than {dest}'s ({env_digest(dest / f)[:12]}, not {ours[:12]}); its "
-                      "environment.json is published beside its record")
+    staged = _stage_runs(results, new, ours, stage)
+    if live:  # a run the workflow began again while it was read is not the one checked
+        moved = [run for run in new
+                 if (results / "runs" / run / "record.json").read_bytes() != records[run]]
+        if moved:
+            raise SystemExit(f"{', '.join(map(str, moved))}: its record changed while it was "
+                             f"copied (the workflow in {results} runs it again); nothing was "
+                             f"added to {dest}: add it once that run has finished")
+    for f in staged:
+        if f.name == "environment.json":
+            print(f"{f.parent.relative_to('runs')}: made in another software environment "
+                  f"than {dest}'s ({env_digest(stage / f)[:12]}, not {ours[:12]}); its "
+                  "environment.json is published beside its record")
     for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):  # what the added runs are read by
-        target = dest / facts.relative_to(results)
+        target = stage / facts.relative_to(results)
         if target.parent.is_dir() and not target.is_file():
             shutil.copy2(facts, target)
-    _add_sessions(results / "plan" / "sessions.json", dest / "plan" / "sessions.json",
+    _add_sessions(results / "plan" / "sessions.json", stage / "plan" / "sessions.json",
                   {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in new})
-    pending, why = _pending(dest)
+    pending, why = _pending(stage)
     pending = [r for r in pending if PurePosixPath(r) not in set(map(PurePosixPath, new))]
     if pending:
-        (dest / PENDING).write_text(json.dumps({"why": why, "runs": pending}, indent=1) + "\n", "utf-8")
+        (stage / PENDING).write_text(json.dumps({"why": why, "runs": pending}, indent=1) + "\n", "utf-8")
     else:
-        (dest / PENDING).unlink(missing_ok=True)
-    write_manifest(dest)
-    retable(dest)
+        (stage / PENDING).unlink(missing_ok=True)
+    write_manifest(stage)
+    _retable(stage)
     return [str(PurePosixPath(run)) for run in new]
 
 
@@ -565,7 +616,15 @@ def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]]) 
 
 def retable(dest: Path) -> int:
     """Replace ``dest``'s tables (the MLflow audit aside), figures and summary with
-    :func:`regenerate`'s; the number of files written."""
+    :func:`regenerate`'s, swapped in whole (:func:`writing`); the number of files written."""
+    with writing(dest) as stage:
+        check_predictions(dest)  # refused naming dest's files, not its staged copy's
+        verify(dest)
+        return _retable(stage)
+
+
+def _retable(dest: Path) -> int:
+    """:func:`retable`, in place."""
     with tempfile.TemporaryDirectory() as tmp:
         out = regenerate(dest, Path(tmp))
         n = 0

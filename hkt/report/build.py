@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,8 @@ from hkt.figures import suite as figures
 from hkt.figures.common import budget_title
 from hkt.paper import ABLATION_TASK, COMPARED_MODELS
 from hkt.fileio import atomic_path
+from hkt.publication import RETABLE, sealed_publication
+from hkt.staging import STAGE, move_into, staged_files  # noqa: F401 (STAGE: where it stages)
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
 from hkt.report import analysis_tables, buckets, environments, per_example
 from hkt.report.approximation_table import write_approximation
@@ -48,7 +48,8 @@ from hkt.runs_frame import (KEY, AggregateError, curves_from_records, examples_n
 def aggregate(args: argparse.Namespace) -> int:
     """`hkt aggregate`: read the runs, write every output, log the suite run, run the audit
     (see the CLI). The tables, figures and summary are written to a staging folder inside
-    ``--out`` and moved into place only once all of them are: a failure leaves ``--out`` as it
+    ``--out`` and moved into place only once all of them are (:mod:`hkt.staging`, holding
+    ``--out``'s lock: a second aggregate there is refused): a failure leaves ``--out`` as it
     was, never a partial set."""
     out = Path(args.out)
     choice = _check_args(args)
@@ -68,7 +69,7 @@ def aggregate(args: argparse.Namespace) -> int:
         # the learning-rate gap names the runs without predictions (none of MLflow's are read)
         sweep_readings = readings if readings is not None or args.mlflow else \
             per_example.Readings({}, {}, settings)
-        with _staged(out) as stage:
+        with staged_files(out) as stage:
             made, (main, gap, abl, abl_len, read) = write_all(
                 runs, curves, stage, main_variant=args.main_variant,
                 ablation_task=args.ablation_task, ablation_length=args.ablation_length,
@@ -93,7 +94,7 @@ def aggregate(args: argparse.Namespace) -> int:
                                          out=out, report_command=args.report_command))
             _check_declared(stage, written, analyses=bool(args.analyses),
                             leaderboard=bool(args.leaderboard), predictions=readings is not None)
-            written = _move_into(stage, out, written)
+            written = move_into(stage, out, written)
         if args.suite_run:
             _log_suite_run(args, out, runs, gap, main)
     for p in written:
@@ -101,36 +102,6 @@ def aggregate(args: argparse.Namespace) -> int:
     if args.check_mlflow:
         _audit(records, args, out)
     return 0
-
-
-#: Where ``hkt aggregate`` writes its outputs before moving them into ``--out`` (inside it: one
-#: file system, so that each move is a rename).
-STAGE = ".aggregate.partial"
-
-
-@contextmanager
-def _staged(out: Path) -> Iterator[Path]:
-    """A fresh staging folder inside ``out`` (what a killed aggregate left there is removed
-    first), removed again on the way out, whatever happens."""
-    stage = out / STAGE
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
-    try:
-        yield stage
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-
-
-def _move_into(stage: Path, out: Path, written: list[Path]) -> list[Path]:
-    """Move every file ``written`` under ``stage`` to its place under ``out`` (each a rename,
-    replacing the file of an earlier aggregate); returns the new paths."""
-    moved = []
-    for f in written:
-        target = out / Path(f).relative_to(stage)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(f, target)
-        moved.append(target)
-    return moved
 
 
 def _check_args(args: argparse.Namespace) -> SuiteChoice:
@@ -141,6 +112,11 @@ def _check_args(args: argparse.Namespace) -> SuiteChoice:
                              "or --mlflow URI to read an MLflow experiment")
     if args.check_mlflow and args.mlflow:
         raise AggregateError("--check-mlflow compares records with MLflow: give records")
+    sealed = sealed_publication(args.out)
+    if sealed is not None:
+        raise AggregateError(f"--out {args.out} is inside the sealed publication {sealed} (it has "
+                             f"its SHA256SUMS): its tables are rebuilt from its own records with "
+                             f"`{RETABLE} {sealed}`; aggregate into another --out")
     choice = SuiteChoice(args.suite, args.results_dir, args.untagged)
     if (args.results_dir or args.untagged) and not args.mlflow:
         raise AggregateError(f"{choice.describe()} chooses among the runs of an MLflow store: "

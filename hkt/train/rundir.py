@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from hkt.config_compose import flatten
 from hkt.errors import RunMismatch, TrainingError
 from hkt.fileio import atomic_write_text, remove_orphaned_temps
+from hkt.publication import MANIFEST, sealed_publication
 from hkt.train.run_config import strip_for_compare
 from hkt.train.data import RunData
 
@@ -30,7 +31,14 @@ __all__ = ["exclusive", "empty_run_dir", "check_same_config", "check_same_data",
 
 @contextmanager
 def exclusive(run_dir: Path) -> Iterator[None]:
-    """One process per run directory (an OS lock: released even by kill -9)."""
+    """One process per run directory (an OS lock: released even by kill -9). A run directory
+    inside a sealed publication is refused before anything is made there: its lock file would
+    be a file its seal does not list."""
+    sealed = sealed_publication(run_dir)
+    if sealed is not None:
+        raise TrainingError(f"{run_dir} is inside the sealed publication {sealed} (it has its "
+                            f"{MANIFEST}): a published run is not trained or changed in place; "
+                            "copy it into a results directory and give that as --out")
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(run_dir / LOCK_NAME), timeout=0)

@@ -6,19 +6,17 @@ jobs would train into the same run directories and race on one MLflow store. The
 this lock when it starts executing (not for dry runs): an OS lock (``flock``) on
 ``RESULTS_DIR/.workflow.lock``, held for the life of the Snakemake process and released by the
 OS even when that process is killed, so a crashed run never blocks the next one. The file also
-says who holds it (host, pid, checkout, start time), for the message that refuses a second run.
+says who holds it (host, pid, checkout, start time), for the message that refuses a second run
+(:mod:`hkt.dir_lock`, the mechanism every such lock shares).
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
-import os
-import socket
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from hkt.dir_lock import Busy, holder, take
 from hkt.errors import HKTError
 
 __all__ = ["LOCK_NAME", "ResultsInUse", "claim_results_dir", "holder", "is_held"]
@@ -42,37 +40,12 @@ def claim_results_dir(results_dir: str | Path, checkout: str | Path) -> Path:
     if str(results) in _held:
         return path
     results.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a+", encoding="utf-8")
     try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        other = holder(path)
-        fh.close()
-        raise ResultsInUse(_in_use(results, other)) from None
-    try:
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                             "checkout": str(Path(checkout).resolve()),
-                             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
-        fh.flush()
-    except OSError as exc:  # a full disk: let go of the lock, and name the file
-        try:
-            fh.close()  # its flush fails again; the file is closed all the same
-        except OSError:
-            pass
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
+        fh = take(path, {"checkout": str(Path(checkout).resolve())})
+    except Busy as exc:
+        raise ResultsInUse(_in_use(results, exc.holder)) from None
     _held[str(results)] = fh  # kept open: closing the file would release the lock
     return path
-
-
-def holder(path: str | Path) -> dict[str, Any]:
-    """Who holds (or last held) the lock file ``path``: host, pid, checkout, started."""
-    try:
-        info = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
-    except (OSError, ValueError):
-        info = {}
-    return info if isinstance(info, dict) else {}
 
 
 def is_held(results_dir: str | Path) -> bool:
