@@ -618,8 +618,8 @@ def retable(dest: Path) -> int:
     """Replace ``dest``'s tables (the MLflow audit aside), figures and summary with
     :func:`regenerate`'s, swapped in whole (:func:`writing`); the number of files written."""
     with writing(dest) as stage:
+        verify(dest)  # the seal first: an edited file is named as edited
         check_predictions(dest)  # refused naming dest's files, not its staged copy's
-        verify(dest)
         return _retable(stage)
 
 

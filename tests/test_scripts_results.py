@@ -51,9 +51,10 @@ def results_dir(root: Path, *, val: float = 0.35, env: str = '{"torch": "2.13.0"
             **({"external": "hkt.baselines.ngram"} if model == "majority" else {}))))
         (d / "config.yaml").write_text("seed: 0\n")
         (d / "environment.json").write_text(env)
-    (root / "runs/listops/hkt/main/seed0/history.csv").write_text(
-        f"step,train_loss,samples_per_s,val_acc\n10,2.3,40.1,\n20,2.2,39.0,{val}\n")
     write_predictions(root / "runs/listops/hkt/main/seed0", pred=pred)
+    best = json.loads((root / "runs/listops/hkt/main/seed0/record.json").read_text())["val_accuracy"]
+    (root / "runs/listops/hkt/main/seed0/history.csv").write_text(  # as the record: 12 steps, its best
+        f"step,train_loss,samples_per_s,val_acc\n6,2.3,40.1,{val}\n12,2.2,39.0,{best}\n")
     a = root / "analysis/listops/hkt/main/seed0"
     a.mkdir(parents=True)
     for name in ("summary.md", "settings.json", "analysis.parquet"):
@@ -240,7 +241,7 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     assert "identical" in capsys.readouterr().out
     c = results_dir(tmp_path / "c")
     h = c / "runs/listops/hkt/main/seed0/history.csv"
-    h.write_text(h.read_text().replace("10,2.3", "10,2.4"))  # one training loss
+    h.write_text(h.read_text().replace("6,2.3", "6,2.4"))  # one training loss
     assert check.main(a, c) == 1
     out = capsys.readouterr().out
     assert "DIFFERENT  runs/listops/hkt/main/seed0/history.csv" in out and "same  main.csv" in out
@@ -249,7 +250,7 @@ def test_identity_check_sees_one_changed_step_and_ignores_timings(tmp_path, caps
     assert "DIFFERENT  main.csv" in capsys.readouterr().out
     # one example predicted otherwise; predictions B lacks; a run of A that has none (made
     # before they were kept) whose B has them: named, not counted
-    g = results_dir(tmp_path / "g", pred=0)
+    g = results_dir(tmp_path / "g", pred=2)  # another wrong answer: the accuracy stays
     assert check.main(a, g) == 1
     out = capsys.readouterr().out
     assert "DIFFERENT  runs/listops/hkt/main/seed0/predictions.parquet" in out
