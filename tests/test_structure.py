@@ -1,5 +1,5 @@
-"""The package's shape: no import circle among ``hkt`` modules (function-level imports count),
-and every import points down the layers, which are the folders' (docs/contracts.md): a package
+"""The package's shape: no import circle among ``hkt`` modules nor among its packages
+(function-level imports count), and every import points down the layers, which are the folders' (docs/contracts.md): a package
 has one layer, the root modules of ``hkt/`` are layer 0 and hold no command. A circle held by a function-level import
 still ties two modules together. There is no line cap: a module holds one concept, however long
 (a cap split modules by size, not by idea).
@@ -23,10 +23,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "hkt"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted name -> file of every module under ``root`` (the ``hkt`` package)."""
     mods = {}
-    for path in ROOT.rglob("*.py"):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         mods[".".join(parts)] = path
@@ -114,6 +115,43 @@ def test_no_import_circle() -> None:
     mods = _modules()
     graph = {name: _imports(name, path, mods) for name, path in mods.items()}
     assert _circles(graph) == []
+
+
+def _package_circles(mods: dict[str, Path]) -> list[list[str]]:
+    """Circles among the packages of hkt/ (its folders, the root modules one more): package A
+    imports package B when any module of A imports one of B, at its top or in a function. Two
+    packages that import each other have no order, and the drawing of the house an arrow that
+    runs back (``hkt.workflow`` imported ``hkt.suite``'s plan in ``start()``, which reads the
+    grid)."""
+    packages: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = {_folder(t, mods) for t in _imports(name, path, mods)}
+        packages.setdefault(_folder(name, mods), set()).update(targets)
+    return _circles({p: targets - {p} for p, targets in packages.items()})
+
+
+def test_no_import_circle_between_packages() -> None:
+    circles = _package_circles(_modules())
+    assert not circles, f"packages of hkt/ that import each other (one must read the other's " \
+        f"functions as arguments, or the shared piece move below both): {circles}"
+
+
+def test_the_package_check_sees_a_circle_held_by_a_function(tmp_path: Path) -> None:
+    """Two packages, each module importing the other's once and no module circle: ``a.one`` at
+    its top, ``b.two`` inside a function (the shape ``hkt.workflow.invocation.start`` had)."""
+    root = tmp_path / "hkt"
+    for package in ("a", "b"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "a" / "one.py").write_text("from hkt.b.three import c\n")
+    (root / "b" / "two.py").write_text("def f():\n    from hkt.a.one import g\n")
+    (root / "b" / "three.py").write_text("c = 1\n")
+    mods = _modules(root)
+    graph = {name: _imports(name, path, mods) for name, path in mods.items()}
+    assert _circles(graph) == [] and _package_circles(mods) == [["hkt.a", "hkt.b"]]
+    (root / "b" / "two.py").write_text("def f():\n    pass\n")
+    assert _package_circles(_modules(root)) == []
 
 
 # docs/contracts.md's layers, by folder: every module of a package (its subpackages included)

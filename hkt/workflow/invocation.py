@@ -234,6 +234,8 @@ def apply_env(inv: Invocation) -> None:
 
 def start(inv: Invocation, *, started: float | None = None, cores: int | None = None,
           cluster: bool = False, claim: Callable[[], Any], open_store: Callable[[], Any],
+          plan: Callable[[Suite], Any], describe: Callable[[Suite, Any], str],
+          heartbeat_s: Callable[[], float],
           say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> Any:
     """What the workflow does when its jobs are about to run (``onstart``), in this order: on a
     ``cluster``, GPU rules that no GPU in view could run refused (:meth:`Grid.check_cluster_node`,
@@ -244,9 +246,12 @@ def start(inv: Invocation, *, started: float | None = None, cores: int | None = 
     (:mod:`hkt.workflow.sessions`) from Snakemake's ``started``, its jobs on a ``cluster`` or
     here (known once Snakemake has its executor, not when it reads the workflow). Returns the
     plan, whose estimates are the training jobs' priorities. Raises what the lock, the store or
-    a write raises (:class:`~hkt.errors.HKTError`, :class:`OSError`)."""
-    from hkt.suite.plan import calibrated_plan, workflow_plan
-    from hkt.suite.standing import settings
+    a write raises (:class:`~hkt.errors.HKTError`, :class:`OSError`).
+
+    The plan is given, not imported: ``plan`` calibrates it (``hkt.suite.plan.calibrated_plan``),
+    ``describe`` writes it for ``hkt status`` and says it (``workflow_plan``), ``heartbeat_s`` is
+    ``config/status.yaml``'s (``hkt.suite.standing.settings``). ``hkt.suite`` reads this package
+    (the grid, the sessions, the lock), so an import of it from here would close a circle."""
     from hkt.workflow.sessions import duration, start_session
 
     if cluster:  # known now, not when the workflow was read: refused before anything is claimed
@@ -257,18 +262,18 @@ def start(inv: Invocation, *, started: float | None = None, cores: int | None = 
     apply_env(inv)
     claim()
     open_store()
-    plan = calibrated_plan(inv.suite)
-    say(workflow_plan(inv.suite, plan=plan))
+    calibrated = plan(inv.suite)
+    say(describe(inv.suite, calibrated))
     packing = inv.grid.gpu_packing(cores) if inv.local_gpu_slots and inv.grid.gpu_packing() \
         else None
     if packing:
         say(f"hkt: {packing}")
     began = time.time() if started is None else started
     before = max(0.0, time.time() - began)
-    start_session(inv.results, estimate_s=before + plan.wall_seconds, started=began,
-                  heartbeat_s=float(settings([])["heartbeat_s"]), cluster=cluster)
+    start_session(inv.results, estimate_s=before + calibrated.wall_seconds, started=began,
+                  heartbeat_s=heartbeat_s(), cluster=cluster)
     say(f"hkt: from Snakemake's start, as its `Elapsed time` and `hkt status` count: about "
-        f"{duration(before + plan.wall_seconds)} ({before:.0f} s before the first job: reading "
-        "the workflow, checking every config, the calibration; then the jobs)")
-    return plan
+        f"{duration(before + calibrated.wall_seconds)} ({before:.0f} s before the first job: "
+        "reading the workflow, checking every config, the calibration; then the jobs)")
+    return calibrated
 

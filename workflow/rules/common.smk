@@ -78,6 +78,8 @@ def start():
     timed), the plan calibrated and printed (the device, jobs per rule, ETA, where the logs are)
     and this session recorded (plan/sessions.json). The plan's estimates then become the jobs'
     priorities."""
+    from hkt.suite.plan import calibrated_plan, workflow_plan
+    from hkt.suite.standing import settings
     from hkt.workflow.invocation import start as start_jobs
 
     global PLAN
@@ -87,7 +89,10 @@ def start():
         PLAN = start_jobs(RUN, started=began.timestamp() if began is not None else None,
                           cores=workflow.cores if packing else None,
                           cluster=bool(workflow.non_local_exec),  # known now, not when read
-                          claim=claim_results, open_store=init_tracking_store)
+                          claim=claim_results, open_store=init_tracking_store,
+                          plan=calibrated_plan,
+                          describe=lambda suite, plan: workflow_plan(suite, plan=plan),
+                          heartbeat_s=lambda: float(settings([])["heartbeat_s"]))
     except HKTError as exc:
         raise WorkflowError(f"hkt: error: {exc}")
     except OSError as exc:
