@@ -1,6 +1,7 @@
 """One reading of the workflow (hkt/workflow/invocation.py) without Snakemake: reading makes a
-frozen object and changes nothing (no file, no environment variable); starting the jobs does
-what it must, in order (the environment, the lock, the store, the plan, the session)."""
+frozen object and changes nothing (no file, no environment variable); starting the jobs
+(hkt/workflow/handlers.py) does what it must, in order (the environment, the lock, the store,
+the plan, the session)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 import yaml
 
 from hkt.provenance import SUITE_ENV
+from hkt.workflow.handlers import start
 from hkt.workflow.invocation import (ENV_PASSED, apply_env, damage_warning, damaged_records,
-                                     read_invocation, start)
+                                     read_invocation)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
