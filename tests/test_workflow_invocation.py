@@ -174,3 +174,31 @@ def test_a_cluster_run_whose_rules_ask_for_gpus_none_in_view_is_refused_before_a
         start(inv, cluster=True, claim=lambda: (_ for _ in ()).throw(RuntimeError("claimed")),
               open_store=lambda: None, plan=lambda suite: pytest.fail("timed"), **UNPLANNED,
               say=lambda line: None)
+
+
+def test_a_run_sets_damaged_records_aside_once_and_a_dry_run_never(tmp_path):
+    """The rules' input function (hkt.workflow.handlers.Handlers.run_inputs): a damaged record is
+    set aside the first time a run that executes jobs asks for a job's inputs, never in a dry
+    run (Snakemake's workflow object stands in: the three things the handler reads of it)."""
+    from types import SimpleNamespace
+
+    from hkt.workflow.handlers import Handlers, SuiteParts
+
+    results = tmp_path / "res"
+    inv = read(results)
+    record = Path(inv.grid.records()[0])
+    record.parent.mkdir(parents=True)
+    record.write_text('{"task": ')
+    inv = read(results)
+    assert [r for r, _ in inv.damaged] == [str(record)]
+    parts = SuiteParts(plan=pytest.fail, describe=pytest.fail, heartbeat_s=pytest.fail,
+                       resumable_line=pytest.fail)
+    dry = SimpleNamespace(is_main_process=True, dryrun=True, executor_plugin=object())
+    handlers = Handlers(inv, dry, repo=ROOT, suite=parts)
+    assert handlers.run_inputs("listops") == inv.grid.data_files("listops") and record.exists()
+    handlers.workflow = SimpleNamespace(is_main_process=True, dryrun=False, executor_plugin=object())
+    handlers.run_inputs("listops")
+    assert not record.exists() and record.with_name("record.json.damaged").exists()
+    record.write_text('{"task": ')  # written again after the run set it aside: left alone
+    handlers.run_inputs("imdb")
+    assert record.exists()
