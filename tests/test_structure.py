@@ -1,6 +1,6 @@
-"""The package's shape: no import circle among ``hkt`` modules (function-level imports count),
-and every import points down the layers, which are the folders' (docs/contracts.md): a package
-has one layer, the root modules of ``hkt/`` are layer 0 and hold no command. A circle held by a function-level import
+"""The package's shape: no import circle among ``hkt`` modules nor among its packages
+(function-level imports count), and every import points down the layers, which are the folders'
+(docs/design.md §6's table, read by tests/layer_table.py): a package has one layer, the root modules of ``hkt/`` are layer 0 and hold no command. A circle held by a function-level import
 still ties two modules together. There is no line cap: a module holds one concept, however long
 (a cap split modules by size, not by idea).
 
@@ -19,14 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from layer_table import Layers, read_layers
 
 ROOT = Path(__file__).resolve().parents[1] / "hkt"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted name -> file of every module under ``root`` (the ``hkt`` package)."""
     mods = {}
-    for path in ROOT.rglob("*.py"):
-        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         mods[".".join(parts)] = path
@@ -116,25 +118,51 @@ def test_no_import_circle() -> None:
     assert _circles(graph) == []
 
 
-# docs/contracts.md's layers, by folder: every module of a package (its subpackages included)
-# has the package's layer, and the root modules of hkt/ are layer 0, the shared pieces. A module
-# imports only modules of its own layer or below, so a module put in a folder of the wrong layer
-# shows up as an import that runs up (or, at the root, as an import above layer 0).
-LAYERS = {
-    "hkt.figures": 1,
-    "hkt.mixers": 2, "hkt.models": 2, "hkt.data": 2,
-    "hkt.train": 3,
-    "hkt.analysis": 4, "hkt.baselines": 4, "hkt.facts": 4, "hkt.report": 4,
-    "hkt.bench": 5, "hkt.suite": 5, "hkt.workflow": 5, "hkt.cli": 5,
-}
-#: Consumers that must not read each other: the report reads files and MLflow only.
-NEVER = {"hkt.report": ("hkt.train", "hkt.analysis"), "hkt.analysis": ("hkt.report",)}
+def _package_circles(mods: dict[str, Path]) -> list[list[str]]:
+    """Circles among the packages of hkt/ (its folders, the root modules one more): package A
+    imports package B when any module of A imports one of B, at its top or in a function. Two
+    packages that import each other have no order, and the drawing of the house an arrow that
+    runs back (``hkt.workflow`` imported ``hkt.suite``'s plan in ``start()``, which reads the
+    grid)."""
+    packages: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = {_folder(t, mods) for t in _imports(name, path, mods)}
+        packages.setdefault(_folder(name, mods), set()).update(targets)
+    return _circles({p: targets - {p} for p, targets in packages.items()})
+
+
+def test_no_import_circle_between_packages() -> None:
+    circles = _package_circles(_modules())
+    assert not circles, f"packages of hkt/ that import each other (one must read the other's " \
+        f"functions as arguments, or the shared piece move below both): {circles}"
+
+
+def test_the_package_check_sees_a_circle_held_by_a_function(tmp_path: Path) -> None:
+    """Two packages, each module importing the other's once and no module circle: ``a.one`` at
+    its top, ``b.two`` inside a function (the shape ``hkt.workflow.invocation.start`` had)."""
+    root = tmp_path / "hkt"
+    for package in ("a", "b"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "a" / "one.py").write_text("from hkt.b.three import c\n")
+    (root / "b" / "two.py").write_text("def f():\n    from hkt.a.one import g\n")
+    (root / "b" / "three.py").write_text("c = 1\n")
+    mods = _modules(root)
+    graph = {name: _imports(name, path, mods) for name, path in mods.items()}
+    assert _circles(graph) == [] and _package_circles(mods) == [["hkt.a", "hkt.b"]]
+    (root / "b" / "two.py").write_text("def f():\n    pass\n")
+    assert _package_circles(_modules(root)) == []
+
+
+# docs/design.md §6's layers, by folder (tests/layer_table.py reads them): every module of a
+# package (its subpackages included) has the package's layer, and the root modules of hkt/ are
+# layer 0, the shared pieces. A module imports only the layers its row allows, so a module put in
+# a folder of the wrong layer shows up as an import that runs up (or, at the root, as an import
+# above layer 0).
+LAYERS = read_layers()
 #: What a command module exposes (docs/contracts.md, "Command line").
 COMMAND_FUNCTIONS = {"add_arguments", "run"}
-
-
-def _within(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
 
 
 def _folder(name: str, mods: dict[str, Path]) -> str:
@@ -146,36 +174,37 @@ def _folder(name: str, mods: dict[str, Path]) -> str:
     return ".".join(parts[:2])
 
 
-def _layer(name: str, mods: dict[str, Path]) -> int | None:
-    """The layer of module ``name``: its folder's; 0 at the root; None in a folder of no layer."""
-    folder = _folder(name, mods)
-    return 0 if folder == "hkt" else LAYERS.get(folder)
+def _layer(name: str, mods: dict[str, Path], layers: Layers = LAYERS) -> int | None:
+    """The layer of module ``name``: its folder's (0 at the root); None in a folder of no layer."""
+    return layers.layer.get(_folder(name, mods))
 
 
-def _upward(graph: dict[str, set[str]], layer: Callable[[str], int | None]) -> list[str]:
-    """Every import in ``graph`` (module -> the modules it imports) that runs up the layers."""
+def _upward(graph: dict[str, set[str]], layer: Callable[[str], int | None],
+            layers: Layers = LAYERS) -> list[str]:
+    """Every import in ``graph`` (module -> the modules it imports) to a layer that its own
+    layer's row does not allow: one that runs up."""
     return [f"{name} (layer {layer(name)}) imports {target} (layer {layer(target)})"
             for name in sorted(graph) for target in sorted(graph[name])
-            if (layer(target) or 0) > (layer(name) or 0)]
+            if (layer(target) or 0) not in layers.may_import[layer(name) or 0]]
+
+
+def _all_imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    return {name: _imports(name, path, mods) for name, path in mods.items()}
 
 
 def test_every_folder_has_a_layer() -> None:
     mods = _modules()
-    folders = {_folder(n, mods) for n in mods} - {"hkt"}
-    assert folders == set(LAYERS), (
-        f"packages of hkt/ in no layer (add them to docs/contracts.md and LAYERS): "
-        f"{sorted(folders - set(LAYERS))}; layers of no package: {sorted(set(LAYERS) - folders)}")
+    folders = {_folder(n, mods) for n in mods}
+    assert folders == set(LAYERS.layer), (
+        f"packages of hkt/ in no layer (add them to the layer table of docs/design.md §6): "
+        f"{sorted(folders - set(LAYERS.layer))}; layers of no package: "
+        f"{sorted(set(LAYERS.layer) - folders)}")
 
 
 def test_imports_point_down_the_layers() -> None:
     mods = _modules()
-    graph = {name: _imports(name, path, mods) for name, path in mods.items()}
-    upward = _upward(graph, lambda n: _layer(n, mods))
-    forbidden = [f"{name} imports {target}" for name in sorted(graph)
-                 for target in sorted(graph[name])
-                 for src, banned in NEVER.items() if _within(name, src)
-                 and any(_within(target, b) for b in banned)]
-    assert not upward and not forbidden, upward + forbidden
+    upward = _upward(_all_imports(mods), lambda n: _layer(n, mods))
+    assert not upward, upward
 
 
 def test_the_layer_check_sees_a_module_in_the_wrong_folder() -> None:
@@ -194,6 +223,28 @@ def test_the_layer_check_sees_a_module_in_the_wrong_folder() -> None:
     assert _upward(graph, lambda n: _layer(n, misplaced)) == [
         "hkt.command (layer 0) imports hkt.suite.estimate (layer 5)",
         "hkt.data.facts (layer 2) imports hkt.baselines.run (layer 4)"]
+
+
+def test_the_layers_are_the_design_pages(tmp_path: Path) -> None:
+    """The check reads docs/design.md's table: moved to a lower row there, ``hkt/report/``'s
+    imports of the data and the facts run up; a row that lets layer 1 import layer 2 lets a
+    figure read the data; a 'may import' that says neither is refused, saying how to write it."""
+    from layer_table import DESIGN
+
+    text, mods = DESIGN.read_text("utf-8"), _modules()
+    graph = _all_imports(mods)
+    moved = read_layers(text.replace(", `hkt/report/` |", " |")
+                        .replace("| `hkt/figures/` |", "| `hkt/figures/`, `hkt/report/` |"))
+    upward = _upward(graph, lambda n: _layer(n, mods, moved), moved)
+    assert upward and all(line.startswith("hkt.report.") and " (layer 1) imports " in line
+                          for line in upward), upward
+    figure = {"hkt.figures.suite": {"hkt.data.load"}}
+    assert _upward(figure, lambda n: _layer(n, mods)) == [
+        "hkt.figures.suite (layer 1) imports hkt.data.load (layer 2)"]
+    looser = read_layers(text.replace("| layers 0–1 |", "| layers 0–2 |"))
+    assert _upward(figure, lambda n: _layer(n, mods, looser), looser) == []
+    with pytest.raises(AssertionError, match="write 'layer N' or 'layers N–M'"):
+        read_layers(text.replace("| layers 0–1 |", "| anything below |"))
 
 
 def _root_modules(mods: dict[str, Path]) -> list[str]:
@@ -238,7 +289,7 @@ def _command_imports(graph: dict[str, set[str]], commands: set[str]) -> list[str
 
 
 def test_no_command_imports_another_command() -> None:
-    """What two commands share sits below them (docs/contracts.md, layer 5): ``hkt stop``
+    """What two commands share sits below them (docs/design.md §6, layer 5): ``hkt stop``
     reads a suite's state from :mod:`hkt.suite.standing`, not from ``hkt status``'s module."""
     mods = _modules()
     commands = _commands(mods)

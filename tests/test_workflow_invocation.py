@@ -1,6 +1,7 @@
 """One reading of the workflow (hkt/workflow/invocation.py) without Snakemake: reading makes a
-frozen object and changes nothing (no file, no environment variable); starting the jobs does
-what it must, in order (the environment, the lock, the store, the plan, the session)."""
+frozen object and changes nothing (no file, no environment variable); starting the jobs
+(hkt/workflow/handlers.py) does what it must, in order (the environment, the lock, the store,
+the plan, the session)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ import pytest
 import yaml
 
 from hkt.provenance import SUITE_ENV
+from hkt.workflow.handlers import start
 from hkt.workflow.invocation import (ENV_PASSED, apply_env, damage_warning, damaged_records,
-                                     read_invocation, start)
+                                     read_invocation)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "config"
 CONFIG = yaml.safe_load((CONFIG_DIR / "config.yaml").read_text())
+#: start()'s description of the plan and heartbeat, for a start that must stop before the plan
+UNPLANNED = dict(describe=lambda suite, plan: pytest.fail("described"),
+                 heartbeat_s=lambda: pytest.fail("heartbeat read"))
 
 
 @pytest.fixture
@@ -110,20 +115,19 @@ def test_a_record_that_does_not_load_is_found_and_left_where_it_is(tmp_path):
 
 
 def test_starting_claims_and_opens_before_timing_anything_then_records_the_session(
-        reading, monkeypatch, environ):
-    import hkt.suite.plan
-
+        reading, environ):
     inv = reading[0]
     done: list[str] = []
 
     class Plan:
         wall_seconds = 60.0
 
-    monkeypatch.setattr(hkt.suite.plan, "calibrated_plan", lambda suite: done.append("plan") or Plan())
-    monkeypatch.setattr(hkt.suite.plan, "workflow_plan", lambda suite, plan: "the plan")
     said: list[str] = []
     plan = start(inv, claim=lambda: done.append(f"claim {os.environ[SUITE_ENV]}"),
-                 open_store=lambda: done.append("store"), say=said.append)
+                 open_store=lambda: done.append("store"),
+                 plan=lambda suite: done.append("plan") or Plan(),
+                 describe=lambda suite, plan: "the plan", heartbeat_s=lambda: 30.0,
+                 say=said.append)
     assert isinstance(plan, Plan) and done == ["claim smoke", "store", "plan"]
     assert said[0] == "the plan" and said[-1].startswith("hkt: from Snakemake's start")
     sessions = json.loads((Path(inv.results) / "plan" / "sessions.json").read_text())["sessions"]
@@ -133,17 +137,15 @@ def test_starting_claims_and_opens_before_timing_anything_then_records_the_sessi
     end_session(inv.results, ok=True)  # stops its heartbeat
 
 
-def test_a_refused_claim_times_nothing(reading, monkeypatch, environ):
-    import hkt.suite.plan
+def test_a_refused_claim_times_nothing(reading, environ):
     from hkt.errors import HKTError
-
-    monkeypatch.setattr(hkt.suite.plan, "calibrated_plan", lambda suite: pytest.fail("timed"))
 
     def refuse():
         raise HKTError("in use")
 
     with pytest.raises(HKTError, match="in use"):
         start(reading[0], claim=refuse, open_store=lambda: pytest.fail("opened"),
+              plan=lambda suite: pytest.fail("timed"), **UNPLANNED,
               say=lambda line: pytest.fail(f"said {line}"))
 
 
@@ -162,11 +164,41 @@ def test_a_cluster_run_whose_rules_ask_for_gpus_none_in_view_is_refused_before_a
     with pytest.raises(ConfigError, match=r"workflow config: resources\.\{train\}\.gpu ask for "
                                           r"GPUs, this machine has none and config `node\.gpus`"):
         start(inv, cluster=True, claim=lambda: pytest.fail("claimed"),
-              open_store=lambda: pytest.fail("opened"), say=lambda line: None)
+              open_store=lambda: pytest.fail("opened"), plan=lambda suite: pytest.fail("timed"),
+              **UNPLANNED, say=lambda line: None)
     assert not (tmp_path / "res").exists()
     given["node"] = {"gpus": 0}  # said explicitly: CPU jobs; the check lets it through
     inv = read_invocation({**CONFIG, **given}, CONFIG_DIR, main=False, overrides=given,
                           command_line=given, cuda=lambda: False)
     with pytest.raises(RuntimeError, match="claimed"):
         start(inv, cluster=True, claim=lambda: (_ for _ in ()).throw(RuntimeError("claimed")),
-              open_store=lambda: None, say=lambda line: None)
+              open_store=lambda: None, plan=lambda suite: pytest.fail("timed"), **UNPLANNED,
+              say=lambda line: None)
+
+
+def test_a_run_sets_damaged_records_aside_once_and_a_dry_run_never(tmp_path):
+    """The rules' input function (hkt.workflow.handlers.Handlers.run_inputs): a damaged record is
+    set aside the first time a run that executes jobs asks for a job's inputs, never in a dry
+    run (Snakemake's workflow object stands in: the three things the handler reads of it)."""
+    from types import SimpleNamespace
+
+    from hkt.workflow.handlers import Handlers, SuiteParts
+
+    results = tmp_path / "res"
+    inv = read(results)
+    record = Path(inv.grid.records()[0])
+    record.parent.mkdir(parents=True)
+    record.write_text('{"task": ')
+    inv = read(results)
+    assert [r for r, _ in inv.damaged] == [str(record)]
+    parts = SuiteParts(plan=pytest.fail, describe=pytest.fail, heartbeat_s=pytest.fail,
+                       resumable_line=pytest.fail)
+    dry = SimpleNamespace(is_main_process=True, dryrun=True, executor_plugin=object())
+    handlers = Handlers(inv, dry, repo=ROOT, suite=parts)
+    assert handlers.run_inputs("listops") == inv.grid.data_files("listops") and record.exists()
+    handlers.workflow = SimpleNamespace(is_main_process=True, dryrun=False, executor_plugin=object())
+    handlers.run_inputs("listops")
+    assert not record.exists() and record.with_name("record.json.damaged").exists()
+    record.write_text('{"task": ')  # written again after the run set it aside: left alone
+    handlers.run_inputs("imdb")
+    assert record.exists()

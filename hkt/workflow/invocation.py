@@ -1,5 +1,5 @@
 """One Snakemake invocation of the workflow: what reading the Snakefile finds, made once and
-changing nothing, and what starting its jobs does.
+changing nothing.
 
 :func:`read_invocation` is the one call ``workflow/rules/common.smk`` makes when Snakemake reads
 the workflow (a run, a dry run, ``--lint``, ``--report``, a cluster job): it chooses the suite
@@ -10,19 +10,18 @@ read. It writes nothing, claims nothing and sets no environment variable, so ``s
 run any number of times leaves the results directory as it was (or absent).
 
 What changes the world happens when jobs are about to run, in the workflow's ``onstart``
-(:func:`start`): the environment the jobs inherit (:attr:`Invocation.env`), the results
-directory's lock, the MLflow store, the calibrated plan (written for ``hkt status`` and
+(:mod:`hkt.workflow.handlers`): the environment the jobs inherit (:attr:`Invocation.env`), the
+results directory's lock, the MLflow store, the calibrated plan (written for ``hkt status`` and
 printed) and the session record. A cluster job, which runs no ``onstart``, takes the
 environment when it reads the workflow (:func:`apply_env`). One thing cannot wait for
 ``onstart``: a damaged record is set aside while a run builds its DAG (Snakemake chooses the
-jobs to run before ``onstart``), by the rules' input function (``common.smk``).
+jobs to run before ``onstart``), by the rules' input function
+(:meth:`hkt.workflow.handlers.Handlers.run_inputs`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from hkt.workflow.next_steps import REPORT_COMMAND_ENV, report_command
 from hkt.workflow.suites import Suite, cuda_available, interpreter_first, workflow_suite
 
 __all__ = ["Invocation", "read_invocation", "damaged_records", "damage_warning", "apply_env",
-           "start", "ENV_PASSED", "GPU_SLOTS"]
+           "ENV_PASSED", "GPU_SLOTS"]
 
 #: The variables a cluster node's job receives from the login node (Snakemake's envvars).
 ENV_PASSED = ("HKT_SUITE", "HKT_CONFIG_DIR", "HKT_RESULTS_DIR", "MLFLOW_TRACKING_URI")
@@ -157,7 +156,8 @@ def _digest(key: tuple[str, ...], config_dir: Path) -> str:
 
 def damaged_records(records: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """The run records among ``records`` that exist but do not load (cut short by a copy, edited
-    by hand, holding a NaN), each with what is wrong; read only: :func:`start` sets them aside."""
+    by hand, holding a NaN), each with what is wrong; read only: the run sets them aside
+    (:meth:`hkt.workflow.handlers.Handlers.run_inputs`)."""
     found = []
     for record in records:
         if not Path(record).is_file():
@@ -172,7 +172,7 @@ def damaged_records(records: Sequence[str]) -> tuple[tuple[str, str], ...]:
 def damage_warning(record: str, problem: str) -> str:
     """The line that names a damaged record when the workflow is read (a dry run too, which
     changes nothing and so lists its job as done; a run sets the record aside as it builds its
-    DAG, so that the job runs again: ``workflow/rules/common.smk``)."""
+    DAG, so that the job runs again: :mod:`hkt.workflow.handlers`)."""
     return (f"hkt: warning: {record} does not load ({problem}); a run sets it aside as "
             f"{DAMAGED_NAME} and runs its job again (hkt train finishes the run from its last "
             "checkpoint); a dry run leaves it, and lists its job as done")
@@ -192,7 +192,7 @@ def read_invocation(config: Mapping[str, Any], config_dir: str | Path, *, main: 
     (see :func:`~hkt.workflow.suites.workflow_suite`); ``main`` whether this process runs the
     workflow (not a cluster node's job) and ``nodes`` Snakemake's ``--jobs``, which a cluster
     executor requires: Snakemake reads the workflow before it has an executor, so whether jobs
-    run elsewhere is known only at :func:`start`.
+    run elsewhere is known only at :func:`hkt.workflow.handlers.start`.
 
     The main process composes every training config once (the configs of the suite, checked
     before any job runs) and lists the records that do not load. Raises :class:`ConfigError`
@@ -230,45 +230,3 @@ def apply_env(inv: Invocation) -> None:
     if inv.main:
         os.environ.pop(SLOTS_ENV, None)
     os.environ.update(inv.env)
-
-
-def start(inv: Invocation, *, started: float | None = None, cores: int | None = None,
-          cluster: bool = False, claim: Callable[[], Any], open_store: Callable[[], Any],
-          say: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> Any:
-    """What the workflow does when its jobs are about to run (``onstart``), in this order: on a
-    ``cluster``, GPU rules that no GPU in view could run refused (:meth:`Grid.check_cluster_node`,
-    a :class:`~hkt.errors.ConfigError`); the jobs' environment; the results directory claimed
-    and the store opened (``claim``, ``open_store``: a workflow that cannot run stops before
-    anything is timed); the plan
-    calibrated, written for ``hkt status`` and printed; this session recorded
-    (:mod:`hkt.workflow.sessions`) from Snakemake's ``started``, its jobs on a ``cluster`` or
-    here (known once Snakemake has its executor, not when it reads the workflow). Returns the
-    plan, whose estimates are the training jobs' priorities. Raises what the lock, the store or
-    a write raises (:class:`~hkt.errors.HKTError`, :class:`OSError`)."""
-    from hkt.suite.plan import calibrated_plan, workflow_plan
-    from hkt.suite.standing import settings
-    from hkt.workflow.sessions import duration, start_session
-
-    if cluster:  # known now, not when the workflow was read: refused before anything is claimed
-        try:
-            inv.grid.check_cluster_node()
-        except ConfigError as exc:
-            raise ConfigError(f"workflow config: {exc}") from None
-    apply_env(inv)
-    claim()
-    open_store()
-    plan = calibrated_plan(inv.suite)
-    say(workflow_plan(inv.suite, plan=plan))
-    packing = inv.grid.gpu_packing(cores) if inv.local_gpu_slots and inv.grid.gpu_packing() \
-        else None
-    if packing:
-        say(f"hkt: {packing}")
-    began = time.time() if started is None else started
-    before = max(0.0, time.time() - began)
-    start_session(inv.results, estimate_s=before + plan.wall_seconds, started=began,
-                  heartbeat_s=float(settings([])["heartbeat_s"]), cluster=cluster)
-    say(f"hkt: from Snakemake's start, as its `Elapsed time` and `hkt status` count: about "
-        f"{duration(before + plan.wall_seconds)} ({before:.0f} s before the first job: reading "
-        "the workflow, checking every config, the calibration; then the jobs)")
-    return plan
-

@@ -1,20 +1,20 @@
-# Shared definitions: a thin adapter over hkt.workflow.invocation. Reading the workflow makes one
-# frozen Invocation (the suite, its grid, every training config checked, the records that do not
-# load) and changes nothing: a dry run, --lint and --report write nothing, claim nothing and set no
+# Shared definitions: a thin adapter over hkt.workflow. Reading the workflow makes one frozen
+# Invocation (the suite, its grid, every training config checked, the records that do not load)
+# and changes nothing: a dry run, --lint and --report write nothing, claim nothing and set no
 # environment variable. What starts the jobs (their environment, the results directory's lock,
-# the MLflow store, the calibrated plan, the session) is onstart's: start() below.
+# the MLflow store, the calibrated plan, the session) and what ends the run are HANDLERS'
+# (hkt/workflow/handlers.py), called from the Snakefile's onstart, onsuccess and onerror.
 
 import sys
-from functools import lru_cache
 
-from snakemake.exceptions import WorkflowError
-
-from hkt.errors import ConfigError, HKTError
+from hkt.errors import ConfigError
 from hkt.report.aggregate_outputs import MLFLOW_CHECK, RUNS_TABLE, SUMMARY, products
+from hkt.suite.plan import calibrated_plan, workflow_plan
+from hkt.suite.standing import settings
+from hkt.suite.stop import resumable_line
 from hkt.workflow.grid import MAIN, Job
-from hkt.workflow.invocation import (ENV_PASSED, GPU_SLOTS, apply_env, damage_warning,
-                                     read_invocation)
-from hkt.workflow.next_steps import closing_lines
+from hkt.workflow.handlers import Handlers, SuiteParts
+from hkt.workflow.invocation import GPU_SLOTS, apply_env, damage_warning, read_invocation
 
 try:
     RUN = read_invocation(
@@ -38,8 +38,6 @@ CONDA_ENV = str(REPO / "environment.yml")  # the rules' software (with --use-con
 if workflow.is_main_process:  # what was read, before Snakemake's DAG (a dry run too)
     print(f"hkt: suite {SUITE.name} ({SUITE.reason}), profile {GRID.profile}, "
           f"results in {R}/", file=sys.stderr)
-    from hkt.suite.plan import workflow_plan
-
     print(workflow_plan(SUITE, plan=None, configfiles=workflow.config_settings.configfiles),
           file=sys.stderr, flush=True)  # jobs per rule; the plan command of the files given
     for _clamp in GRID.clamps():
@@ -51,139 +49,29 @@ else:  # a cluster node's job runs no onstart: its jobs get their environment he
 
 # GPUs shared by local jobs (hkt/gpu_slots.py): Snakemake counts the slots (a global
 # resource, GPUs x jobs_per_gpu, unless --resources gives it) and `hkt` claims its job's GPU,
-# told where the slots are by $HKT_GPU_SLOTS (set by start(): an environment variable, so that
+# told where the slots are by $HKT_GPU_SLOTS (set by HANDLERS.start(): an environment variable, so that
 # the rules' shell text and params, rerun triggers, stay as they were). Not on a cluster, whose
 # jobs get GPUs of their own (resources.RULE.gpu).
 if RUN.gpu_slots_total is not None and GPU_SLOTS not in workflow.global_resources:
     workflow.register_resource(GPU_SLOTS, RUN.gpu_slots_total)
 
 
-def disk_error(exc):
-    """A full disk or a read-only file system met at the workflow's start (the lock, the store,
-    the plan and its calibration cache, plan/sessions.json): the one line `hkt` prints for
-    every such error (hkt.cli.main.describe_os_error), as a WorkflowError, which stops the workflow
-    without a traceback."""
-    from hkt.cli.main import describe_os_error
-
-    return WorkflowError(f"hkt: error: {describe_os_error(exc)}")
-
-
-PLAN = None  # the calibrated plan, once start() has made it: the training jobs' priorities
-
-
-def start():
-    """onstart: jobs are about to run (not a dry run, --lint or --report). The jobs'
-    environment, the results directory claimed (one running workflow per results_dir, whichever
-    checkout it runs from), the MLflow store opened (a broken one stops here, before anything is
-    timed), the plan calibrated and printed (the device, jobs per rule, ETA, where the logs are)
-    and this session recorded (plan/sessions.json). The plan's estimates then become the jobs'
-    priorities."""
-    from hkt.workflow.invocation import start as start_jobs
-
-    global PLAN
-    began = getattr(workflow, "start_time", None)  # Snakemake's start (a local datetime)
-    packing = RUN.local_gpu_slots and GRID.gpu_packing()  # what it prints needs --cores
-    try:
-        PLAN = start_jobs(RUN, started=began.timestamp() if began is not None else None,
-                          cores=workflow.cores if packing else None,
-                          cluster=bool(workflow.non_local_exec),  # known now, not when read
-                          claim=claim_results, open_store=init_tracking_store)
-    except HKTError as exc:
-        raise WorkflowError(f"hkt: error: {exc}")
-    except OSError as exc:
-        raise disk_error(exc)
-    workflow.register_envvars(*ENV_PASSED)  # set now: what a cluster node's jobs receive
-    workflow.dag.update_priority()  # the priority functions now read PLAN
-
-
-def claim_results():
-    """Refuse to start when another running workflow (another checkout) uses results_dir; the
-    lock is held by this process until it exits."""
-    from hkt.workflow.results_lock import claim_results_dir
-
-    claim_results_dir(R, REPO)
-
-
-def init_tracking_store():
-    """Open (and if new, create) the MLflow store once, under the lock `hkt` takes for it,
-    before parallel jobs start."""
-    from hkt.mlflow_store import open_client
-
-    open_client(TRACKING_URI)
+HANDLERS = Handlers(RUN, workflow, repo=REPO, suite=SuiteParts(
+    plan=calibrated_plan, describe=lambda suite, plan: workflow_plan(suite, plan=plan),
+    heartbeat_s=lambda: float(settings([])["heartbeat_s"]), resumable_line=resumable_line))
 
 
 def run_inputs(wc):
-    """A run's job (train, external) waits for its task's data. The first call of a run that
-    executes jobs sets aside the records that do not load (RUN.damaged), so that Snakemake,
-    which takes a job whose output exists as done, runs their jobs again (`hkt train` finishes
-    the run from its last checkpoint). Here and not in onstart: Snakemake decides which jobs run
-    before onstart, which it skips when nothing is left to do; and not when the workflow is read,
-    which cannot tell a run from a dry run, --lint or --report, none of which may change it."""
-    if RUN.damaged and executing():
-        set_aside_damaged()
-    return GRID.data_files(wc.task)
-
-
-def executing():
-    """Whether this process runs jobs: not a dry run, a cluster job, nor `--report` or `--lint`
-    (no executor). Known once Snakemake builds its DAG, not when it reads the workflow."""
-    return (workflow.is_main_process and not workflow.dryrun
-            and workflow.executor_plugin is not None)
-
-
-@lru_cache(maxsize=None)  # once per run
-def set_aside_damaged():
-    from hkt.run_record import set_aside_if_damaged
-
-    try:
-        for record, _ in RUN.damaged:
-            set_aside_if_damaged(record)
-    except OSError as exc:
-        raise disk_error(exc)
+    """A run's job waits for its task's data; a damaged record is set aside first (Handlers)."""
+    return HANDLERS.run_inputs(wc.task)
 
 
 def train_priority(wc):
-    """Jobs resuming from a checkpoint start first, then the longest (their estimated seconds,
-    from the plan: Plan.priority), so that the last long job does not run alone at the end;
-    0 until the plan exists (a dry run times nothing)."""
-    return RUN.train_priority(job(wc), PLAN)
+    return HANDLERS.train_priority(job(wc))
 
 
 def prepare_priority(wc):
-    """A task's data first where its training jobs are the longest (the plan's)."""
-    return RUN.prepare_priority(wc.task, PLAN)
-
-
-def end_session(ok):
-    from hkt.workflow.sessions import end_session as end
-
-    end(R, ok=ok)
-
-
-def say_complete():
-    """After a suite completes, its last lines (after Snakemake's `Elapsed time`, as the process
-    exits) say where the summary is, how to build the report and how to open MLflow's UI."""
-    import atexit
-
-    lines = closing_lines(R, SUMMARY, RUN.report_command, TRACKING_URI)
-    atexit.register(lambda: print("\n".join(lines), file=sys.stderr, flush=True))
-
-
-def say_if_stopped():
-    """After a stop (`hkt stop`, Ctrl-C, SIGTERM) that failed no job, the run's last line says
-    it is resumable, and how (hkt/suite/stop.py): printed as the process exits, after Snakemake's own
-    closing lines. Snakemake's exit status (1: the suite is not complete) is kept."""
-    import atexit
-
-    from hkt.suite.stop import resumable_line
-
-    try:
-        line = resumable_line(R)
-    except Exception as exc:  # a note on the way out, never a second error
-        print(f"hkt: warning: could not tell whether this was a stop ({exc})", file=sys.stderr)
-        return
-    if line is not None:
-        atexit.register(lambda: print(line, file=sys.stderr, flush=True))
+    return HANDLERS.prepare_priority(wc.task)
 
 
 def job(wc):
