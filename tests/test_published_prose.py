@@ -212,7 +212,7 @@ STALE = {
     "docs/results/quick/README.md": ["cannot be told (the summary's reading)"],
     "docs/listops.md": ["every suite with ListOps runs them"],
     "docs/data.md": ["parameters give byte-identical files"],
-    "docs/results/s4_recipe/README.md": ["the paper's 2 × 64 model", "the paper's budget"],
+    "docs/results/s5_recipe/README.md": ["the paper's 2 × 64 model", "the paper's budget"],
 }
 
 

@@ -21,6 +21,12 @@ def _publish_script():
     return load_script("publish_results")
 
 
+def _has_records(root: Path) -> bool:
+    """Whether publication ``root`` holds a run record (docs/results/s5_recipe/ holds a partial
+    curve of a run still pending: its config, history and log, no record)."""
+    return any((root / "runs").glob("*/*/*/seed*/record.json"))
+
+
 def test_the_published_suites_are_found_and_each_names_its_own_folder():
     """Every suite file with a `published:` key is held by the tests below (a new one joins them
     by that key alone); cpu, quick and sensitivity are among them."""
@@ -30,6 +36,14 @@ def test_the_published_suites_are_found_and_each_names_its_own_folder():
     for name in PUBLISHED_SUITES:
         published = yaml.safe_load((CONFIG_DIR / "suites" / f"{name}.yaml").read_text())["published"]
         assert published == f"docs/results/{name}", name
+
+
+def test_every_publication_folder_is_its_suites_name():
+    """Issue 73: docs/results/s4_recipe/ held the `s5_recipe` suite's run. Every publication's
+    folder is named after the suite that made it (its `published:` key), but `gpu`: runs of no
+    suite, made by `hkt train` directly."""
+    folders = {p.name for p in DOCS.iterdir() if p.is_dir()} - {"gpu"}
+    assert folders <= set(PUBLISHED_SUITES), sorted(folders - set(PUBLISHED_SUITES))
 
 
 def check_publication(root: Path, work: Path) -> None:
@@ -48,7 +62,7 @@ def check_publication(root: Path, work: Path) -> None:
 @pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
 def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
     root = DOCS / suite
-    if not (root / "runs").is_dir():
+    if not _has_records(root):
         pytest.skip(f"docs/results/{suite}/ holds no published records")
     check_publication(root, tmp_path)
 
@@ -111,7 +125,7 @@ def test_published_predictions_are_their_records_and_give_their_accuracies(suite
     from hkt.run_record import load_record
 
     root = DOCS / suite
-    if not (root / "runs").is_dir():
+    if not _has_records(root):
         pytest.skip(f"docs/results/{suite}/ holds no published records")
     _publish_script().check_predictions(root)  # each named by its record, SHA-256 and all
     for path in sorted((root / "runs").glob("**/record.json")):
