@@ -4,6 +4,7 @@ and data metadata, with the code here; and each suite still composes exactly its
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,46 @@ def test_the_suite_composes_exactly_its_published_training_runs(suite):
            f"{sorted(pending - set(beyond))}" if pending - set(beyond) else ""))
     if suite == "cpu":
         assert len(jobs) == 3 * 4 * 3  # tasks x (mha, hkt, conv, s4d) x seeds
+
+
+# ------------------------------------------------------- no machine's path (issue 73)
+#: An absolute file path of two parts or more (``/work/main/.venv/bin/snakemake``); not a URL's
+#: (``https://…``), a relative path's (``../cpu/``, ``tables/x.md``) nor a ratio's (``ms/step``).
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])/(?:[\w.-]+/)+[\w.-]+")
+#: The text a publication writes for its readers: its prose, summary, tables (runs.csv aside:
+#: one row per record, as the record holds it), benchmark reports and pending runs. What its
+#: runs and data preparation wrote (records, configs, logs, data cards, made_with/) is sealed
+#: evidence of the machine that made it (SHA256SUMS), kept as written.
+PUBLISHED_TEXT = ("README.md", "summary.md", "pending.json", "tables/*.md", "tables/*.tex",
+                  "tables/*.csv", "bench/*.md")
+
+
+def absolute_paths(root: Path) -> list[str]:
+    """``FILE:LINE: PATH`` for each absolute path in publication ``root``'s text
+    (:data:`PUBLISHED_TEXT`)."""
+    found = []
+    for pattern in PUBLISHED_TEXT:
+        for f in sorted(root.glob(pattern)):
+            if f.name == "runs.csv":
+                continue
+            for n, line in enumerate(f.read_text("utf-8").splitlines(), 1):
+                found += [f"{f.relative_to(root)}:{n}: {m.group()}" for m in ABSOLUTE_PATH.finditer(line)]
+    return found
+
+
+@pytest.mark.parametrize("root", sorted(p for p in DOCS.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_a_publication_names_paths_relative_to_the_repository(root):
+    """docs/results/lra_listops/summary.md gave its report command with the venv it ran in,
+    `/work/main/.venv/bin/snakemake`: a publication names no path of the machine that made it."""
+    assert absolute_paths(root) == []
+
+
+def test_an_absolute_path_in_a_publication_is_found(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "summary.md").write_text("- Report: `/work/main/.venv/bin/snakemake --report "
+                                         "results/report.html`, see ../cpu/README.md, "
+                                         "https://example.org/a/b, 12 ms/step\n")
+    (tmp_path / "tables" / "runs.csv").write_text("results_dir\n/work/q/results\n")
+    (tmp_path / "tables" / "main.tex").write_text("x\ny in /tmp/hktres/runs\n")
+    assert absolute_paths(tmp_path) == ["summary.md:1: /work/main/.venv/bin/snakemake",
+                                        "tables/main.tex:2: /tmp/hktres/runs"]
