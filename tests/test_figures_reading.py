@@ -75,6 +75,7 @@ def test_the_runs_the_breakdown_leaves_out_are_named_with_why():
     r = per_example.Readings(runs, {("listops", 512): facts}, per_example.load_settings())
     assert per_example.undrawn(r, frame) == ["mha: predictions on 4 of the 10 test examples",
                                              "conv: 1 of 2 runs without predictions"]
+    assert per_example.undrawn(r, frame, column="depth") == []  # a task without tree depths
 
 
 # ---------------------------------------------------------------- approximation, κ

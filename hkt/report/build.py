@@ -541,7 +541,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
     written.append(per_example_figures.accuracy_by_depth(
         per_example.labelled_by_variant(breakdown, variant),
         out / "figures" / "accuracy_by_depth.png",
-        [s for v in variants for s in per_example.undrawn(readings, runs, v, variant)]))
+        [s for v in variants for s in per_example.undrawn(readings, runs, v, variant, "depth")]))
     readings_by_model = [(t, n, v, m, text) for v in variants for (t, n, m), text in
                          per_example.rule_readings(
                              readings, runs, agreement.filter(pl.col("variant") == v), v).items()]

@@ -421,14 +421,17 @@ def _groups(r: Readings, runs: pl.DataFrame, variant: str
 
 
 def undrawn(r: Readings, runs: pl.DataFrame, variant: str = "main",
-            main_variant: str = "main") -> list[str]:
-    """The models of ``variant`` on a task with per-example facts that the breakdown (and its
-    figure) leaves out, each with why: ``hkt: predictions on 256 of the 2,000 test examples``.
-    A rule reference is read from the facts, never left out."""
+            main_variant: str = "main", column: str | None = None) -> list[str]:
+    """The models of ``variant`` on a task with per-example facts (``column`` among them, where
+    given: ``depth`` for the figure by depth) that the breakdown leaves out, each with why:
+    ``hkt: predictions on 256 of the 2,000 test examples``. A rule reference is read from the
+    facts, never left out."""
     drawn = {(t, n, m) for t, n, m, *_ in _groups(r, runs, variant)}
     sel = runs.filter(pl.col("variant") == variant)
     out = []
     for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        if column is not None and column not in fact.columns:
+            continue
         here = sel.filter((pl.col("task") == task) & (pl.col("length") == length))
         for model in ordered(here["model"].unique().to_list(), MODEL_ORDER):
             if model in RULE_REFERENCES or (task, length, model) in drawn:
