@@ -111,7 +111,7 @@ def test_the_truncation_panel_says_whose_sample_it_is(analyses, monkeypatch):
     runs = pl.DataFrame({"task": ["listops"], "length": [512], "test_examples": [32]})
     ax = drawn(monkeypatch, figures, figures.truncation_by_task, analyses, "unused.png",
                runs=runs).axes[0]
-    assert ax.get_title().endswith("\n50 test examples, the analysis' sample; the main table: 32")
+    assert ax.get_title().endswith("\n50 test examples, the analysis' sample\nthe main table: 32")
     same = runs.with_columns(pl.lit(50).alias("test_examples"))
     ax = drawn(monkeypatch, figures, figures.truncation_by_task, analyses, "unused.png",
                runs=same).axes[0]

@@ -268,5 +268,5 @@ def sample_note(examples: pl.Series, runs: pl.DataFrame | None, task: str, lengt
          ["test_examples"].to_list() if v is not None})
     if main == [n]:
         return f"\n{n:,} test examples, as the main table"
-    where = f"; the main table: {'/'.join(f'{m:,}' for m in main)}" if main else ""
-    return f"\n{n:,} test examples, the analysis' sample{where}"
+    where = f"\nthe main table: {'/'.join(f'{m:,}' for m in main)}" if main else ""
+    return f"\n{n:,} test examples, the analysis' sample{where}"  # lines: panels sit close
