@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hkt.provenance import NO_SUITE
-from hkt.workflow.next_steps import closing_lines, mlflow_ui_command, report_command
+from hkt.workflow.next_steps import closing_lines, mlflow_ui_command, published_form, report_command
 
 
 @pytest.fixture
@@ -72,3 +72,20 @@ def test_the_closing_lines_name_the_summary_the_report_and_the_mlflow_ui(venv):
     assert mlflow_ui_command("http://tracking:5000") is None
     assert "the tracking server http://tracking:5000" in closing_lines("r", "summary.md", "R",
                                                                        "http://tracking:5000")[2]
+
+
+def test_a_venv_outside_the_checkout_is_named_by_its_path_here_and_by_its_name_in_summary_md(
+        venv, tmp_path_factory, monkeypatch):
+    """Issue 73: docs/results/lra_listops/summary.md named `/work/main/.venv/bin/snakemake`. The
+    closing line keeps the path, which works where the workflow ran; summary.md, which may be
+    published, names the program alone (and keeps every other word)."""
+    outside = tmp_path_factory.mktemp("other") / "venv" / "bin"
+    outside.mkdir(parents=True)
+    (outside / "snakemake").write_text("")
+    monkeypatch.setattr(sys, "executable", str(outside / "python"))
+    cmd = report_command("my results", suite="smoke", snakefile="workflow/Snakefile")
+    assert shlex.split(cmd)[0] == str(outside / "snakemake")
+    assert published_form(cmd) == ("snakemake --report 'my results/report.html' "
+                                   "--config suite=smoke 'results_dir=my results'")
+    inside = ".venv/bin/snakemake --report r/report.html --config suite=smoke results_dir=r"
+    assert published_form(inside) == inside

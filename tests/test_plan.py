@@ -359,7 +359,7 @@ def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
 
     cfg, suite, configs, seconds_of = _s4_recipe()
     reference = OmegaConf.to_container(cfg.gpu_reference)
-    assert reference["models"]["s4d"]["ms_per_step"] == 50  # docs/results/s4_recipe: 20 steps/s
+    assert reference["models"]["s4d"]["ms_per_step"] == 50  # docs/results/s5_recipe: 20 steps/s
     # fake step times here: the recipe's 6 x 256 at batch 32 twice the published 8 x 128's
     times = {"published s4d": 4.0, "listops/s4d/main": 8.0}
     seconds, missing = gpu_training_seconds(suite.grid, configs, reference,
@@ -382,6 +382,6 @@ def test_the_gpu_line_names_its_sources():
     assert line.startswith("  on another machine, one H200: the training jobs alone (not the other "
                            "rules) in ")
     assert line.endswith("from published step times (s4d 50 ms/step "
-                         "(docs/results/s4_recipe/README.md)) scaled by the step times here")
+                         "(docs/results/s5_recipe/README.md)) scaled by the step times here")
     reference["models"].pop("s4d")
     assert gpu_line(reference, suite.grid, configs, lambda c, shape: 1.0, seconds_of) == ""

@@ -4,6 +4,7 @@ and data metadata, with the code here; and each suite still composes exactly its
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,12 @@ def _publish_script():
     return load_script("publish_results")
 
 
+def _has_records(root: Path) -> bool:
+    """Whether publication ``root`` holds a run record (docs/results/s5_recipe/ holds a partial
+    curve of a run still pending: its config, history and log, no record)."""
+    return any((root / "runs").glob("*/*/*/seed*/record.json"))
+
+
 def test_the_published_suites_are_found_and_each_names_its_own_folder():
     """Every suite file with a `published:` key is held by the tests below (a new one joins them
     by that key alone); cpu, quick and sensitivity are among them."""
@@ -30,6 +37,14 @@ def test_the_published_suites_are_found_and_each_names_its_own_folder():
     for name in PUBLISHED_SUITES:
         published = yaml.safe_load((CONFIG_DIR / "suites" / f"{name}.yaml").read_text())["published"]
         assert published == f"docs/results/{name}", name
+
+
+def test_every_publication_folder_is_its_suites_name():
+    """Issue 73: docs/results/s4_recipe/ held the `s5_recipe` suite's run. Every publication's
+    folder is named after the suite that made it (its `published:` key), but `gpu`: runs of no
+    suite, made by `hkt train` directly."""
+    folders = {p.name for p in DOCS.iterdir() if p.is_dir()} - {"gpu"}
+    assert folders <= set(PUBLISHED_SUITES), sorted(folders - set(PUBLISHED_SUITES))
 
 
 def check_publication(root: Path, work: Path) -> None:
@@ -48,7 +63,7 @@ def check_publication(root: Path, work: Path) -> None:
 @pytest.mark.parametrize("suite", [*PUBLISHED_SUITES, "gpu"])  # gpu: runs of no suite
 def test_every_published_table_regenerates_byte_for_byte(suite, tmp_path):
     root = DOCS / suite
-    if not (root / "runs").is_dir():
+    if not _has_records(root):
         pytest.skip(f"docs/results/{suite}/ holds no published records")
     check_publication(root, tmp_path)
 
@@ -111,7 +126,7 @@ def test_published_predictions_are_their_records_and_give_their_accuracies(suite
     from hkt.run_record import load_record
 
     root = DOCS / suite
-    if not (root / "runs").is_dir():
+    if not _has_records(root):
         pytest.skip(f"docs/results/{suite}/ holds no published records")
     _publish_script().check_predictions(root)  # each named by its record, SHA-256 and all
     for path in sorted((root / "runs").glob("**/record.json")):
@@ -181,3 +196,46 @@ def test_the_suite_composes_exactly_its_published_training_runs(suite):
            f"{sorted(pending - set(beyond))}" if pending - set(beyond) else ""))
     if suite == "cpu":
         assert len(jobs) == 3 * 4 * 3  # tasks x (mha, hkt, conv, s4d) x seeds
+
+
+# ------------------------------------------------------- no machine's path (issue 73)
+#: An absolute file path of two parts or more (``/work/main/.venv/bin/snakemake``); not a URL's
+#: (``https://…``), a relative path's (``../cpu/``, ``tables/x.md``) nor a ratio's (``ms/step``).
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])/(?:[\w.-]+/)+[\w.-]+")
+#: The text a publication writes for its readers: its prose, summary, tables (runs.csv aside:
+#: one row per record, as the record holds it), benchmark reports and pending runs. What its
+#: runs and data preparation wrote (records, configs, logs, data cards, made_with/) is sealed
+#: evidence of the machine that made it (SHA256SUMS), kept as written.
+PUBLISHED_TEXT = ("README.md", "summary.md", "pending.json", "tables/*.md", "tables/*.tex",
+                  "tables/*.csv", "bench/*.md")
+
+
+def absolute_paths(root: Path) -> list[str]:
+    """``FILE:LINE: PATH`` for each absolute path in publication ``root``'s text
+    (:data:`PUBLISHED_TEXT`)."""
+    found = []
+    for pattern in PUBLISHED_TEXT:
+        for f in sorted(root.glob(pattern)):
+            if f.name == "runs.csv":
+                continue
+            for n, line in enumerate(f.read_text("utf-8").splitlines(), 1):
+                found += [f"{f.relative_to(root)}:{n}: {m.group()}" for m in ABSOLUTE_PATH.finditer(line)]
+    return found
+
+
+@pytest.mark.parametrize("root", sorted(p for p in DOCS.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_a_publication_names_paths_relative_to_the_repository(root):
+    """docs/results/lra_listops/summary.md gave its report command with the venv it ran in,
+    `/work/main/.venv/bin/snakemake`: a publication names no path of the machine that made it."""
+    assert absolute_paths(root) == []
+
+
+def test_an_absolute_path_in_a_publication_is_found(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "summary.md").write_text("- Report: `/work/main/.venv/bin/snakemake --report "
+                                         "results/report.html`, see ../cpu/README.md, "
+                                         "https://example.org/a/b, 12 ms/step\n")
+    (tmp_path / "tables" / "runs.csv").write_text("results_dir\n/work/q/results\n")
+    (tmp_path / "tables" / "main.tex").write_text("x\ny in /tmp/hktres/runs\n")
+    assert absolute_paths(tmp_path) == ["summary.md:1: /work/main/.venv/bin/snakemake",
+                                        "tables/main.tex:2: /tmp/hktres/runs"]

@@ -542,7 +542,7 @@ def test_main_bar_has_a_short_title_and_its_caption_says_what_the_comparison_mea
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]) == 0
     summary = (tmp_path / "out" / "summary.md").read_text()
     caption = summary[summary.index("![main table as bars](figures/main_bar.png)"):].splitlines()[2]
-    assert caption.startswith("Bars: mean over seeds (written at the bar's foot);")
+    assert caption.startswith("Bars: mean over seeds (written at the bar's foot, or above its seeds where they lie that low);")
     assert "Not at the paper's budget: listops T=512 (every model: smoke" in caption and "2000" in caption
 
 

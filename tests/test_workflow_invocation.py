@@ -15,6 +15,7 @@ import yaml
 
 from hkt.provenance import SUITE_ENV
 from hkt.workflow.handlers import start
+from hkt.report.aggregate import REPORT_COMMAND_ENV
 from hkt.workflow.invocation import (ENV_PASSED, apply_env, damage_warning, damaged_records,
                                      read_invocation)
 
@@ -73,6 +74,13 @@ def test_the_jobs_environment_is_applied_only_when_asked(reading, environ):
     assert set(ENV_PASSED) <= set(env)
     apply_env(inv)
     assert {k: os.environ[k] for k in env} == env
+
+
+def test_the_report_command_the_jobs_inherit_names_no_venv_outside_the_repository(reading):
+    """hkt aggregate writes $HKT_REPORT_COMMAND into summary.md, which may be published (issue 73)."""
+    inv = dataclasses.replace(reading[0], report_command="/elsewhere/.venv/bin/snakemake --report "
+                                                         "r/report.html --config suite=smoke")
+    assert inv.env[REPORT_COMMAND_ENV] == "snakemake --report r/report.html --config suite=smoke"
 
 
 def test_a_cluster_nodes_job_composes_only_its_own_config(reading):

@@ -182,7 +182,7 @@ def test_the_s4_recipe_suite_is_one_s4d_run_in_s4s_listops_experiment_on_our_lis
 
 
 def test_the_s5_recipe_suite_is_s5s_listops_sizes_in_our_block():
-    """The recipe that made docs/results/s4_recipe/'s partial curve (issue 39), renamed: it
+    """The recipe that made docs/results/s5_recipe/'s partial curve (issue 39), renamed: it
     composes that run's config but for the profile's name."""
     from hkt.workflow.job_configs import job_configs
 
@@ -196,7 +196,7 @@ def test_the_s5_recipe_suite_is_s5s_listops_sizes_in_our_block():
     assert cfg.optim.warmup_steps * cfg.train.batch_size == cfg.task.prepare.splits.train
     assert cfg.optim.lr == pytest.approx(3e-3) and cfg.model.mixer.ssm_lr == pytest.approx(1e-3)
     assert cfg.optim.weight_decay == pytest.approx(0.04)
-    published = yaml.safe_load((ROOT / "docs/results/s4_recipe/runs/listops/s4d/main/seed0/"
+    published = yaml.safe_load((ROOT / "docs/results/s5_recipe/runs/listops/s4d/main/seed0/"
                                 "config.yaml").read_text())
     assert published["train"].pop("profile") == "s4_recipe" and cfg.train.profile == "s5_recipe"
     from hkt.train.run_config import strip_for_compare

@@ -8,10 +8,16 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from hkt.figures.common import empty, legend_outside, pyplot, save, title_budget
+from hkt.figures.common import empty, legend_outside, log_ticks, pyplot, save, title_budget
 from hkt.paper import KURTOSIS as PAPER_KAPPA
 from hkt.run_record import APPROXIMATION_SECTION, APPROXIMATION_STATES
 from hkt.runs_frame import task_keys
+
+
+#: What Mardia's κ is computed over, per quantity: its dimension d (a score entry is a scalar).
+KAPPA_DIMENSION = {"scores": "score entries (scalars, d = 1)",
+                   "queries": "query vectors (d = head width)",
+                   "keys": "key vectors (d = head width)"}
 
 
 def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:
@@ -27,10 +33,11 @@ def kappa_per_level(table: pl.DataFrame, path: Path, title: str) -> Path:
         x = sub["level"].to_numpy() + offset
         mean = sub["mean"].to_numpy()
         err = np.vstack([mean - sub["lo"].to_numpy(), sub["hi"].to_numpy() - mean])
-        ax.errorbar(x, mean, yerr=err, fmt="o", capsize=3, label=f"{quantity} (d={'1' if quantity == 'scores' else 'head'})")
+        ax.errorbar(x, mean, yerr=err, fmt="o", capsize=3, label=KAPPA_DIMENSION[quantity])
     ax.axhline(1.0, color="gray", ls="--", lw=1, label="Gaussian (κ = 1)")
     ax.axhline(PAPER_KAPPA, color="tab:red", ls=":", lw=1, label=f"paper (κ ≈ {PAPER_KAPPA:g})")
     ax.set_yscale("log")
+    log_ticks(ax)
     ax.set_xlabel("level l")
     ax.set_ylabel("normalised Mardia kurtosis κ")
     ax.set_xticks(sorted(set(kurt["level"].to_list())))
@@ -80,10 +87,19 @@ def truncation_curve(table: pl.DataFrame, path: Path, title: str) -> Path:
     return save(fig, path)
 
 
+#: How the two states of the approximation figure are told apart: trained in a dark solid line
+#: of filled marks, initialisation in a light dashed line of hollow ones (a layer keeps its mark).
+STATE_STYLE = {"trained": {"color": "#1f3b73", "ls": "-", "mfc": None},
+               "init": {"color": "#e07b39", "ls": "--", "mfc": "white"}}
+#: One mark per layer in the approximation figure.
+LAYER_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def approximation_residuals(analyses: pl.DataFrame, path: Path, budget: str = "") -> Path:
-    """Score residual vs L′ (log scale), one line per layer, trained solid, initialisation dashed;
-    one panel per task, T and variant; points are geometric means over heads and seeds;
-    ``budget``: the analysed runs' (:func:`hkt.figures.common.budget_title`), in the title."""
+    """Score residual vs L′ (log scale): one colour and line style per state (trained solid and
+    dark, initialisation dashed, light and hollow), one mark per layer; one panel per task, T and
+    variant; points are geometric means over heads and seeds; ``budget``: the analysed runs'
+    (:func:`hkt.figures.common.budget_title`), in the title."""
     res = analyses.filter((pl.col("section") == APPROXIMATION_SECTION) & (pl.col("metric") == "score_residual")
                           & (pl.col("value") > 0))
     if res.is_empty():
@@ -97,17 +113,22 @@ def approximation_residuals(analyses: pl.DataFrame, path: Path, budget: str = ""
                          & (pl.col("variant") == variant))
         curves = (sub.group_by("layer", "quantity", "level")
                   .agg(pl.col("value").log().mean().exp().alias("r")).sort("level"))
-        for layer in sorted(curves["layer"].unique()):
-            for state, style in zip(APPROXIMATION_STATES, ("-", "--")):
+        for state in APPROXIMATION_STATES:
+            s = STATE_STYLE.get(state, {"color": "0.4", "ls": ":", "mfc": None})
+            for layer in sorted(curves["layer"].unique()):
                 c = curves.filter((pl.col("layer") == layer) & (pl.col("quantity") == state))
                 if not c.is_empty():
-                    ax.plot(c["level"].to_numpy(), c["r"].to_numpy(), style, marker="o",
-                            color=f"C{layer % 10}", label=f"layer {layer}, {state}")
+                    ax.plot(c["level"].to_numpy(), c["r"].to_numpy(), ls=s["ls"], color=s["color"],
+                            marker=LAYER_MARKERS[layer % len(LAYER_MARKERS)], ms=6,
+                            mfc=s["mfc"] or s["color"], mec=s["color"],
+                            label=f"{state}, layer {layer}")
         ax.set_yscale("log")
+        log_ticks(ax)
         ax.set_xticks(np.unique(curves["level"].to_numpy()))
         ax.set_xlabel("levels kept L′ (L′ = L is exactly 0)")
         ax.set_ylabel("‖S_L′ − S_L‖ / ‖S_L‖")
         ax.set_title(f"{task} (T={length}), {variant}", fontsize=9)
+        ax.grid(alpha=0.3, which="major")
         legend_outside(ax, fontsize=7)
     title_budget(fig, budget)
     return save(fig, Path(path))

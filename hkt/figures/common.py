@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,41 @@ def style(i: int) -> tuple[str, Any]:
 def integer_ticks(ax: Any, values: Any) -> None:
     """x ticks at the integers ``values`` only (levels, levels kept): none between them."""
     ax.set_xticks(sorted({int(v) for v in values}))
+
+
+#: The mantissas a log axis of more than a decade is labelled at when its powers of ten alone
+#: give too few labels.
+LOG_TICK_MANTISSAS = ((1,), (1, 2, 5), (1, 2, 3, 5))
+#: The least number of labelled ticks on a log axis (one or two labels cannot be read as a scale).
+LOG_MIN_LABELS = 3
+
+
+def log_ticks(ax: Any, axis: str = "y") -> None:
+    """Label a log axis at enough ticks to read it (:data:`LOG_MIN_LABELS`): within a decade,
+    evenly spaced round values (0.6, 0.8, 1, 1.2, …); over more, powers of ten, with 2 and 5
+    (then 3) times them where those are too few; written plainly (``0.6``, ``30``), no
+    unlabelled minor ticks between them."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
+
+    lo, hi = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    if lo <= 0:
+        return
+    ticks: list[float] = []
+    if hi / lo < 10:
+        ticks = [v for v in MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+                 if lo <= v <= hi]
+    else:
+        for mantissas in LOG_TICK_MANTISSAS:
+            ticks = [m * 10.0 ** e
+                     for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+                     for m in mantissas if lo <= m * 10.0 ** e <= hi]
+            if len(ticks) >= LOG_MIN_LABELS:
+                break
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.6g}"))
+    target.set_minor_locator(NullLocator())
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(lo, hi)
 
 
 def min_span(ax: Any, span: float) -> None:

@@ -22,14 +22,20 @@ import polars as pl
 
 from hkt import paper
 from hkt.figures.common import (budget_title, color, empty, integer_ticks, legend_outside,
-                                min_span, pyplot, reference_lines, save, style, task_panels,
-                                title_budget)
+                                log_ticks, min_span, pyplot, reference_lines, save, style,
+                                task_panels, title_budget)
 from hkt.rule_references import is_reference, lines
 from hkt.runs_frame import MODEL_ORDER, most_common_length, ordered, task_keys
 
 #: The least span (percentage points) of a validation-curve panel's accuracy axis: each task
 #: has its own scale, and a gap of a point or two must not fill the panel.
 VAL_CURVES_MIN_SPAN_PP = 20.0
+#: The main bar figure: a bar whose seeds (or error bar) reach below this many points has its
+#: mean written above them, not at its foot, where the seeds' dots would cover it.
+VALUE_LABEL_CLEAR_PP = 7.0
+#: The main bar figure: room (points) above the highest rule reference for its name, written
+#: above its line, so that the exact evaluator's 100.0 stays inside the frame.
+REFERENCE_HEADROOM_PP = 7.0
 #: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
 #: curve is drawn flat, not stretched over the whole panel.
 TRUNCATION_MIN_SPAN_PP = 10.0
@@ -45,6 +51,7 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
     fig, panels = task_panels(sel, 4.5, 3.4)
     for ax, task, length, part in panels:
         models = ordered(part["model"].unique().to_list(), MODEL_ORDER)
+        drawn: dict[tuple, str] = {}  # a mean curve -> the first model drawn with it
         for i, model in enumerate(models):
             g = (part.filter(pl.col("model") == model).group_by("step")
                  .agg((pl.col("val_accuracy").mean() * 100).alias("mean"),
@@ -54,8 +61,12 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
             n = g["n"].max()
             c = color(model, i)
             marker, ls = style(i)  # identical curves stay visible: one drawn over the other
+            curve = tuple(zip(g["step"].to_list(), g["mean"].round(6).to_list()))
+            # a curve equal to one drawn before lies under it: its legend entry says so
+            same = f", same curve as {drawn[curve]}" if curve in drawn else ""
+            drawn.setdefault(curve, model)
             ax.plot(g["step"], g["mean"], marker=marker, ms=6 - i % 3, ls=ls, mfc="none", color=c,
-                    label=f"{model} ({n} seed{'s' if n != 1 else ''})")
+                    label=f"{model} ({n} seed{'s' if n != 1 else ''}{same})")
             ax.fill_between(g["step"], g["lo"], g["hi"], color=c, alpha=0.2, linewidth=0)
         reference_lines(ax, lines(runs if runs is not None else pl.DataFrame(), task, length),
                         "val")
@@ -97,10 +108,12 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.A
     g = (sel.group_by("levels").agg((pl.col("test_accuracy").mean() * 100).alias("mean"),
                                     (pl.col("test_accuracy").std(ddof=1) * 100).alias("std"))
          .sort("levels"))
+    seeds = sel["seed"].n_unique()
     ax.errorbar(g["levels"], g["mean"], yerr=g["std"].fill_null(0), marker="o", capsize=4,
-                color=color(model, 0), label=f"{model.upper()} (ours, mean ± std)")
+                color=color(model, 0),
+                label=f"{model.upper()} (ours, " + ("mean ± std)" if seeds > 1 else "one seed)"))
     ax.scatter(sel["levels"], sel["test_accuracy"] * 100, s=12, color=color(model, 0), alpha=0.5,
-               label=f"{model.upper()} seeds")
+               label=f"{model.upper()} seed{'s' if seeds > 1 else ''}")
     base = runs.filter((pl.col("task") == task) & (pl.col("length") == length)
                        & (pl.col("model") == baseline) & (pl.col("variant") == main_variant))
     if not base.is_empty():
@@ -150,16 +163,22 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
             ax.bar(x, accs.mean(), width * 0.9, yerr=std, capsize=3, color=color(model, i),
                    label=model)
             # each bar's mean written at its foot: a bar at 0 % has no height to see, and the
-            # top is the seeds', the error bar's and the paper's
-            ax.text(x, 0.5, f"{accs.mean():.1f}", ha="center", va="bottom", fontsize=7,
-                    zorder=5)
+            # top is the seeds', the error bar's and the paper's; where a seed lies as low as
+            # the label would, above the seeds and the error bar instead
+            low = min(accs.min(), accs.mean() - std) < VALUE_LABEL_CLEAR_PP
+            ax.text(x, max(accs.max(), accs.mean() + std) + 1.0 if low else 0.5,
+                    f"{accs.mean():.1f}", ha="center", va="bottom", fontsize=7, zorder=5)
             ax.scatter([x] * len(accs), accs, s=10, color="black", zorder=3, clip_on=False)
             ref = paper.paper_accuracy(task, length or -1, model)
             if ref is not None:
                 ax.scatter([x], [ref.mean], marker="_", s=300, color="red", zorder=4,
                            label="paper")
+    refs = []
     for j, (task, length) in enumerate(keys):
+        refs += lines(every, task, length)
         reference_lines(ax, lines(every, task, length), span=(j - 0.45, j + 0.45))
+    top = max([r.test for r in refs] + [ax.get_ylim()[1] - REFERENCE_HEADROOM_PP])
+    ax.set_ylim(0, top + REFERENCE_HEADROOM_PP)  # a rule's name at 100 % inside the frame
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")
@@ -194,18 +213,23 @@ def kappa_by_level(kurtosis: pl.DataFrame, path: Path, budget: str = "") -> Path
         ax.axhline(1.0, color="gray", ls="--", lw=1, label="Gaussian")
         ax.axhline(paper.KURTOSIS, color="tab:red", ls=":", lw=1, label=f"paper ≈ {paper.KURTOSIS:g}")
         ax.set_yscale("log")
+        log_ticks(ax)
         ax.set_title(f"{task} (T={length})", fontsize=9)
         ax.set_xlabel("level l")
-        ax.set_ylabel("κ of scores (d = 1)")
+        # Mardia's κ in d dimensions; a score entry is one number, so d = 1 (queries and keys,
+        # in the run's own figure, are vectors of the head's width)
+        ax.set_ylabel("κ of the score entries\n(each a scalar: Mardia's d = 1)")
         legend_outside(ax, fontsize=7)
     title_budget(fig, budget)
     return save(fig, path)
 
 
-def truncation_by_task(analyses: pl.DataFrame, path: Path, budget: str = "") -> Path:
+def truncation_by_task(analyses: pl.DataFrame, path: Path, budget: str = "",
+                       runs: pl.DataFrame | None = None) -> Path:
     """Accuracy vs levels kept L′ per (task, T) and variant, mean over seeds with the seed
     range; ``analyses`` holds the runs' analysis tables (its truncation accuracy rows are used);
-    ``budget``: the analysed runs', in the title."""
+    ``budget``: the analysed runs', in the title; ``runs``: the runs frame, whose test examples
+    each panel's title sets beside the analysis' sample (as the truncation table's caption)."""
     rows = analyses.filter(pl.col("section") == "truncation")
     acc = rows.filter(pl.col("metric") == "accuracy")
     examples = rows.filter(pl.col("metric") == "examples")
@@ -225,10 +249,24 @@ def truncation_by_task(analyses: pl.DataFrame, path: Path, budget: str = "") -> 
                         yerr=[mean - curve["lo"].to_numpy(), curve["hi"].to_numpy() - mean])
         integer_ticks(ax, sub["level"].to_list())
         min_span(ax, TRUNCATION_MIN_SPAN_PP)  # one example in a few hundred must not look large
-        sample = f", {int(n.max())} test examples" if len(n) else ""
-        ax.set_title(f"{task} (T={length}){sample}", fontsize=9)
+        ax.set_title(f"{task} (T={length})" + sample_note(n, runs, task, length), fontsize=9)
         ax.set_xlabel("levels kept L′")
         ax.set_ylabel("test accuracy (%)")
         legend_outside(ax, fontsize=7)
     title_budget(fig, budget)
     return save(fig, path)
+
+
+def sample_note(examples: pl.Series, runs: pl.DataFrame | None, task: str, length: int) -> str:
+    """What a truncation panel's title says of its test examples: the analysis' seeded sample
+    (``truncation_examples``, config/analysis.yaml) and, where they differ, the main table's."""
+    if not len(examples):
+        return ""
+    n = int(examples.max())
+    main = [] if runs is None or "test_examples" not in runs.columns else sorted(
+        {v for v in runs.filter((pl.col("task") == task) & (pl.col("length") == length))
+         ["test_examples"].to_list() if v is not None})
+    if main == [n]:
+        return f"\n{n:,} test examples, as the main table"
+    where = f"\nthe main table: {'/'.join(f'{m:,}' for m in main)}" if main else ""
+    return f"\n{n:,} test examples, the analysis' sample{where}"  # lines: panels sit close

@@ -210,7 +210,7 @@ def _write_analyses(args: argparse.Namespace, runs: pl.DataFrame, out: Path
         written.append(figures.kappa_by_level(frames["kurtosis"],
                                               out / "figures" / "kappa_by_level.png", budget))
         written.append(figures.truncation_by_task(analyses, out / "figures" / "truncation.png",
-                                                  budget))
+                                                  budget, runs))
         files, sections, frames["approximation"] = write_approximation(analyses, out, budget)
         written += files
     return written, sections, frames
@@ -515,7 +515,8 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                            buckets.gap_caption(settings) + missing)
     written.append(per_example_figures.accuracy_by_depth(
         buckets.labelled_by_variant(breakdown, variant),
-        out / "figures" / "accuracy_by_depth.png"))
+        out / "figures" / "accuracy_by_depth.png",
+        [s for v in variants for s in per_example.undrawn(readings, runs, v, variant, "depth")]))
     readings_by_model = [(t, n, v, m, text) for v in variants for (t, n, m), text in
                          per_example.rule_readings(
                              readings, runs, agreement.filter(pl.col("variant") == v), v).items()]

@@ -417,6 +417,37 @@ def seed_groups(r: Readings, runs: pl.DataFrame, variant: str
     return sorted(out, key=lambda g: (str(g[0]), g[1] or 0))
 
 
+def undrawn(r: Readings, runs: pl.DataFrame, variant: str = "main",
+            main_variant: str = "main", column: str | None = None) -> list[str]:
+    """The models of ``variant`` on a task with per-example facts (``column`` among them, where
+    given: ``depth`` for the figure by depth) that the breakdown leaves out, each with why:
+    ``hkt: predictions on 256 of the 2,000 test examples``. A rule reference is read from the
+    facts, never left out."""
+    drawn = {(t, n, m) for t, n, m, *_ in seed_groups(r, runs, variant)}
+    sel = runs.filter(pl.col("variant") == variant)
+    out = []
+    for (task, length), fact in sorted(r.facts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        if column is not None and column not in fact.columns:
+            continue
+        here = sel.filter((pl.col("task") == task) & (pl.col("length") == length))
+        for model in ordered(here["model"].unique().to_list(), MODEL_ORDER):
+            if model in RULE_REFERENCES or (task, length, model) in drawn:
+                continue
+            got = [r.runs.get(tuple(k)) for k in
+                   here.filter(pl.col("model") == model).select(KEY).sort("seed").iter_rows()]
+            sizes = sorted({g.rows.size for g in got if g is not None})
+            if any(g is None for g in got):
+                why = f"{sum(g is None for g in got)} of {len(got)} runs without predictions"
+            elif sizes != [fact.height]:
+                why = (f"predictions on {'–'.join(f'{s:,}' for s in sizes)} of the "
+                       f"{fact.height:,} test examples")
+            else:
+                why = "its seeds' predictions are on different test examples"
+            name = model if variant == main_variant else f"{model} ({variant})"
+            out.append(f"{name}: {why}")
+    return out
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     x = np.asarray(values, dtype=np.float64) * 100
     return float(x.mean()), (float(x.std(ddof=1)) if x.size > 1 else None)

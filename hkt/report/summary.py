@@ -110,8 +110,8 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         "Only the `paper` profile is meant to be compared with the paper's figures.", "",
         "## Main table", "", markdown(*main_display(main)),
         "![main table as bars](figures/main_bar.png)", "",
-        "Bars: mean over seeds (written at the bar's foot); error bars: standard deviation; "
-        "black dots: single seeds; red "
+        "Bars: mean over seeds (written at the bar's foot, or above its seeds where they lie "
+        "that low); error bars: standard deviation; black dots: single seeds; red "
         "marks: the paper's figures. " + " ".join(filter(None, (
             paper_caveat(runs.filter(pl.col("variant") == "main")),
             examples_note(runs.filter(pl.col("variant") == "main")), main_notes(main)))), "",

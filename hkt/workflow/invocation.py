@@ -35,7 +35,7 @@ from hkt.run_record import DAMAGED_NAME, RecordError, load_record
 from hkt.workflow.job_configs import check_analysable, seedless, train_config_digests
 from hkt.gpu_slots import ENV_VAR as SLOTS_ENV, RESOURCE as GPU_SLOTS
 from hkt.workflow.grid import Grid, Job
-from hkt.workflow.next_steps import REPORT_COMMAND_ENV, report_command
+from hkt.workflow.next_steps import REPORT_COMMAND_ENV, published_form, report_command
 from hkt.workflow.suites import Suite, cuda_available, interpreter_first, workflow_suite
 
 __all__ = ["Invocation", "read_invocation", "damaged_records", "damage_warning", "apply_env",
@@ -73,14 +73,15 @@ class Invocation:
     def env(self) -> dict[str, str]:
         """The environment every job inherits: the suite (the one channel), the config
         directory, the results directory, the store, the GPU slots of local jobs, the report
-        command (``hkt aggregate`` prints it in summary.md) and ``hkt`` first on PATH."""
+        command (``hkt aggregate`` prints it in summary.md, a file that may be published: in
+        :func:`published_form`) and ``hkt`` first on PATH."""
         env = {**self.suite.env, "HKT_CONFIG_DIR": str(self.config_dir),
                "HKT_RESULTS_DIR": str(Path(self.results).resolve()),
                "MLFLOW_TRACKING_URI": self.tracking_uri,
                "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
                "PATH": interpreter_first(os.environ.get("PATH", ""))}
         if self.report_command is not None:
-            env[REPORT_COMMAND_ENV] = self.report_command
+            env[REPORT_COMMAND_ENV] = published_form(self.report_command)
         slots = self.grid.gpu_env() if self.local_gpu_slots else None
         if slots is not None:
             env[SLOTS_ENV] = slots

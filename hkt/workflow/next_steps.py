@@ -7,7 +7,8 @@ builds the workflow's DAG again, and without them it reads another suite's (``su
 another results directory. The workflow passes it to ``hkt aggregate`` in
 :data:`REPORT_COMMAND_ENV` (an environment variable, not a rule parameter: a parameter is a rerun
 trigger, and the same suite resumed by a command spelled differently must not run its aggregate
-again), which prints it in ``summary.md``; the workflow's last lines repeat it
+again), which prints it in ``summary.md`` (a program outside the repository by its name:
+:func:`published_form`); the workflow's last lines repeat it as it works there
 (:func:`closing_lines`). ``docs/tracking.md`` holds the MLflow UI command this follows.
 """
 
@@ -24,8 +25,8 @@ from hkt.mlflow_store import sqlite_path
 from hkt.provenance import NO_SUITE
 from hkt.report.aggregate import REPORT_COMMAND_ENV
 
-__all__ = ["REPORT_COMMAND_ENV", "shown", "program", "report_command", "mlflow_ui_command",
-           "closing_lines"]
+__all__ = ["REPORT_COMMAND_ENV", "shown", "program", "report_command", "published_form",
+           "mlflow_ui_command", "closing_lines"]
 
 #: Where the MLflow UI listens (docs/tracking.md: this machine only; an SSH tunnel from elsewhere).
 UI_ADDRESS = ("127.0.0.1", 5000)
@@ -74,6 +75,17 @@ def report_command(results: str, *, suite: str, snakefile: str | Path,
     keys = {**({"suite": suite} if named else {}), "results_dir": results}
     keys.update({k: v for k, v in (config or {}).items() if k not in keys})
     words += ["--config", *(f"{k}={_value(v)}" for k, v in keys.items())]
+    return shlex.join(words)
+
+
+def published_form(command: str) -> str:
+    """``command`` as a file that may be published writes it (``summary.md``): a program given
+    by an absolute path (a venv outside the repository, as ``/work/main/.venv/bin/snakemake``)
+    by its name, so that no publication names the machine that made it (issue 73). The
+    workflow's closing lines keep the path, which works where it ran."""
+    words = shlex.split(command)
+    if words and Path(words[0]).is_absolute():
+        words[0] = Path(words[0]).name
     return shlex.join(words)
 
 
