@@ -112,10 +112,10 @@ def test_the_sensitivity_runs_are_the_published_cpu_runs_but_for_the_learning_ra
 
 
 # ------------------------------------------------------------------------------ the long suite
-def test_the_long_suite_is_mha_and_hkt_at_20k_steps_and_at_the_grid_s_edge_three_seeds():
+def test_the_long_suite_is_mha_and_hkt_at_20k_steps_and_at_the_grid_s_edge_five_seeds():
     g = suite_grid("long")
     assert set(g.train_jobs()) == {Job("listops", m, v, s) for m in ("mha", "hkt")
-                                   for v in ("lr1e3_steps20k", "lr3e3") for s in (0, 1, 2)}
+                                   for v in ("lr1e3_steps20k", "lr3e3") for s in range(5)}
     assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
     # its tables set the runs beside both publications they extend
     assert g.sweep_reference_args() == ["--reference", "docs/results/cpu/runs",
