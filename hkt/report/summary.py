@@ -105,8 +105,10 @@ def write_summary(path: Path, runs: pl.DataFrame, main: pl.DataFrame, gap: pl.Da
         *[f"> **Warning ({t}, T={n}):** {w}\n" for (t, n), w in sorted((data_warnings or {}).items(),
                                                                      key=lambda kv: str(kv[0]))],
         "Accuracies are percentages, mean ± std over seeds (sample std; none with one seed). "
-        "Differences come with Welch's test over seeds: the 95% confidence interval, the p-value "
-        "and whether the difference is significant at the 5% level. "
+        "The seed is the unit of replication: a difference between two models is read with the "
+        "seeds' error plus the test set's (paired where both sides' runs kept predictions, "
+        "binomial otherwise) on the seed terms' degrees of freedom, and Welch's test over seeds "
+        "alone beside it; verdicts rest on the former (docs/per-example.md, the error model). "
         "Only the `paper` profile is meant to be compared with the paper's figures.", "",
         "## Main table", "", markdown(*main_display(main)),
         "![main table as bars](figures/main_bar.png)", "",
