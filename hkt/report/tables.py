@@ -119,8 +119,8 @@ def alpha() -> str:
 
 def difference_note() -> str:
     """What a difference table's caption says of its unit and its intervals."""
-    return (f"The unit of replication is the seed. '{level()} CI' and 'p (Welch)': Welch's t "
-            "over the seeds alone. 'seeds + test set, binomial' (ts): the error model "
+    return (f"The unit of replication is the seed. '{level()} CI, Welch over seeds', 'p (Welch)' "
+            "and 'Welch significant': Welch's t over the seeds alone, no verdict's reading. 'seeds + test set, binomial' (ts): the error model "
             "(hkt/report/stats.py, docs/per-example.md): the seeds' variance plus the test "
             "set's binomial sampling variance p(1 − p)/N of each side, the sides counted as "
             "independent, on t with the seed terms' Welch–Satterthwaite degrees of freedom: "
@@ -417,7 +417,7 @@ def test_set_cells(r: dict[str, Any], paired: bool = False) -> list[str]:
 
 def seeds_header() -> list[str]:
     """The header cells of a difference over seeds alone (Welch)."""
-    return [f"{level()} CI (pp)", "p (Welch)", f"significant ({alpha()})"]
+    return [f"{level()} CI, Welch over seeds (pp)", "p (Welch)", f"Welch significant ({alpha()})"]
 
 
 def p_text(v: float | None) -> str:
