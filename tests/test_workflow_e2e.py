@@ -12,6 +12,7 @@ copied first, so the test never touches the repository's own files. The run is m
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -24,6 +25,7 @@ import pytest
 import yaml
 
 from hkt.report.aggregate_outputs import aggregate_files
+from hkt.workflow.next_steps import published_form
 from test_faults_workflow import files_under
 from test_workflow import ROOT, job_stats, snakemake, user_env
 from conftest import load_script
@@ -114,7 +116,11 @@ def test_a_finished_suite_ends_by_naming_its_summary_report_and_mlflow_ui(workfl
     summary = (workflow_run["results"] / "summary.md").read_text()
     report = re.search(r"^- Report: .*?`([^`]+)`", summary, re.M).group(1)
     assert out[-3] == f"hkt: suite complete: results in {RESULTS}/, read {RESULTS}/summary.md first"
-    assert out[-2].endswith(f"`{report}`")
+    # the closing line names the venv's Snakemake by path (it works where the workflow ran);
+    # summary.md, which may be published, names a program outside the work dir by its name
+    terminal = out[-2].rsplit("`", 2)[-2]
+    assert shlex.split(terminal)[0] == str(Path(sys.executable).parent / "snakemake")
+    assert published_form(terminal) == report
     db = shlex.quote(f"sqlite:///{RESULTS}/mlflow.db")
     assert f"ui --backend-store-uri {db} --host 127.0.0.1 --port 5000`" in out[-1]
     assert any(line.startswith("Elapsed time:") for line in out[-8:-3])
@@ -341,12 +347,13 @@ def test_the_report_command_summary_md_prints_builds_the_report_as_printed(workf
     summary = (w["results"] / "summary.md").read_text()
     (printed,) = re.findall(r"^- Report: .*?`([^`]+)`, run where the workflow ran", summary, re.M)
     words = shlex.split(printed)
-    assert words[0] == str(Path(sys.executable).parent / "snakemake")  # the venv's, by path
+    assert words[0] == "snakemake"  # the venv lies outside the work dir: by name, on PATH
     assert words[1:3] == ["--report", f"{RESULTS}/report.html"]
     before = sorted(p.name for p in w["work"].iterdir())
     plan_files = sorted(str(p) for p in w["work"].rglob("plan/*"))
-    r = subprocess.run(words, cwd=w["work"], capture_output=True, text=True, timeout=300,
-                       env=user_env())
+    env = user_env()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    r = subprocess.run(words, cwd=w["work"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert sorted(p.name for p in w["work"].iterdir()) == before
     assert sorted(str(p) for p in w["work"].rglob("plan/*")) == plan_files

@@ -191,7 +191,7 @@ def load_readings(runs: pl.DataFrame, dirs: dict[tuple[str, int | None], Path],
                     "from the run's checkpoint on this data")
         label, pred = test["label"].to_numpy(), test["pred"].to_numpy()
         found[key] = Run(test["row"].to_numpy(), pred, pred == label)
-    if not found and not refused:
+    if not found:  # nothing to read example by example (each refused run was named above)
         return None
     unfacted = sorted({f"{t} T={n} (looked for in {dirs.get((t, n), 'no data_dir')})"
                        for t, n, *_ in found if (t, n) not in facts})
