@@ -87,7 +87,11 @@ def yaml_problem(exc: Exception) -> str:
     return f"{where}: not valid YAML ({context + ': ' if context else ''}{problem}): fix the file"
 
 
-def clip(text: str, limit: int) -> str:
+#: How much of another program's message a one-line error quotes (characters): one place for it.
+QUOTE_CHARS = 200
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
     """``text`` on one line, at most ``limit`` characters, cut after a whole word (or, in one
     long token such as a URL, after a ``/``) and ended with "…" where cut: a message that quotes
     another program's words never ends in the middle of one."""

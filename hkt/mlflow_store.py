@@ -404,7 +404,7 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
     db = sqlite_path(uri)
     where = str(db) if db is not None else uri
     if "not a database" in low or "malformed" in low:
-        return (f"{where} is not a usable MLflow store (SQLite says: {clip(first, 200)}); nothing "
+        return (f"{where} is not a usable MLflow store (SQLite says: {clip(first)}); nothing "
                 f"was written to it. Move it aside (mv '{where}' '{where}.bad') to start a new "
                 f"store there, or {ELSEWHERE}")
     if "out-of-date database schema" in low:
@@ -429,9 +429,9 @@ def describe_store_error(uri: str, exc: BaseException) -> str:
                 "section of ~/.mlflow/credentials) to an account of the server; see "
                 "docs/clusters.md, \"Starting the tracking server\"")
     if "unable to open database file" in low or "readonly database" in low:
-        return (f"the MLflow store {where} cannot be opened for writing ({clip(first, 200)}): fix the "
+        return (f"the MLflow store {where} cannot be opened for writing ({clip(first)}): fix the "
                 f"permissions of it and its directory, or {ELSEWHERE}")
-    return f"cannot open the MLflow store {where}: {clip(first, 300)}; {ELSEWHERE}"
+    return f"cannot open the MLflow store {where}: {clip(first)}; {ELSEWHERE}"
 
 
 def _why_silent(exc: BaseException, first: str) -> str:
@@ -442,13 +442,13 @@ def _why_silent(exc: BaseException, first: str) -> str:
     chain = [e for e in exception_chain(exc)[1:]
              if type(e).__module__.split(".")[0] in ("urllib3", "requests")]
     if not chain:
-        return clip(first, 200)
+        return clip(first)
     text = str(chain[-1])
     for prefix in ("): Failed to establish a new connection: ", "): "):
         if prefix in text and text.startswith(("HTTPConnection", "HTTPSConnection")):
             text = text.split(prefix, 1)[1]
             break
-    return clip(text, 200)
+    return clip(text)
 
 
 def _credentials() -> str | None:

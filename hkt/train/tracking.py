@@ -299,10 +299,10 @@ class Tracker(NullTracker):
         if isinstance(exc, TrackingError) and exc.__cause__ is not None:
             exc = exc.__cause__  # the store's own words, not the retry's
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        self.gap = {"logged_to_step": self._logged_to, "reason": clip(f"{what}: {reason}", 500),
+        self.gap = {"logged_to_step": self._logged_to, "reason": clip(f"{what}: {reason}"),
                     "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     "waited_s": round(waited_s, 1)}
-        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({clip(reason, 200)}; "
+        self._say(f"hkt: warning: MLflow tracking at {self.uri} lost while {what} ({clip(reason)}; "
                   f"gave up after {waited_s:.1f} s): training goes on without it. MLflow holds "
                   f"this run's steps up to {max(self._logged_to, 0)}; the rest is in history.csv "
                   "and the record (mlflow_gap). Once the server answers, the same command "
