@@ -5,18 +5,21 @@ A rule reference is an external baseline whose record's ``model`` is a key of
 :data:`RULE_REFERENCES`. Its runs in a runs frame (:mod:`hkt.runs_frame`) give, per task and T, one
 :class:`Line`: its name for readers, its validation and test accuracy and the test examples.
 :func:`reading` places an accuracy among the lines of its task: which rule it reaches, with the
-test set's own sampling error counted (:func:`hkt.report.stats.mean_error`).
+test set's own sampling error counted (:func:`hkt.report.stats.mean_error`), as a
+:class:`Placement` (its verdict and its text apart) at the confidence its caller passes (the
+report's, config/report/settings.yaml: this module sits below the report).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import polars as pl
 
 __all__ = ["RULE_REFERENCES", "Line", "lines", "lines_note", "is_reference", "reading",
-           "figure_error"]
+           "figure_error", "Place", "Placement", "placement", "z_value"]
 
 #: The rule references, lowest first: model name -> what it means (its name in tables and figures).
 RULE_REFERENCES = {"root_op_prior": "root-operator prior", "depth1_rule": "depth-1 rule",
@@ -91,27 +94,97 @@ def figure_error(mean: float, std: float | None, seeds: int | None,
     return math.sqrt(spread + binomial)
 
 
-def reading(value: float, error: float, refs: list[Line]) -> str:
-    """Where an accuracy ``value`` (pp) with standard error ``error`` (pp) sits among ``refs``:
-    at a line when the 95% interval of their difference (both errors counted) holds 0, else
-    above the highest line it clears and below the next; each with the difference."""
-    if not refs:
-        return ""
+@dataclass(frozen=True)
+class Place:
+    """An accuracy against one rule: ``relation`` (``at``, ``above`` or ``below``) the rule
+    ``label``, their ``difference`` (pp) and its interval: ± ``half_width``, or [``low``,
+    ``high``] at ``level`` by ``method`` where the interval is not symmetric by construction."""
 
-    def diff(ln: Line) -> tuple[float, float]:
-        return value - ln.test, 1.96 * math.sqrt(error ** 2 + ln.test_se ** 2)
+    relation: str
+    label: str
+    difference: float
+    half_width: float | None = None
+    low: float | None = None
+    high: float | None = None
+    level: str = ""
+    method: str = ""
 
-    at = [ln for ln in refs if abs(diff(ln)[0]) <= diff(ln)[1]]
+    @property
+    def verdict(self) -> str:
+        """The place without its numbers: ``above the depth-1 rule``."""
+        return f"{self.relation} the {self.label}"
+
+    @property
+    def text(self) -> str:
+        """The place with its difference and interval."""
+        if self.half_width is not None:
+            return f"{self.verdict} ({self.difference:+.2f} ± {self.half_width:.2f} pp)"
+        return (f"{self.verdict} ({self.difference:+.2f} pp, {self.level} CI "
+                f"[{self.low:+.2f}, {self.high:+.2f}], {self.method})")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an accuracy sits among a task's rules: at every rule whose interval of the
+    difference holds 0, else above the highest it clears and below the next (:func:`place`)."""
+
+    places: tuple[Place, ...] = ()
+
+    @property
+    def relation(self) -> str:
+        """The first place's relation (``at``, ``above``, ``below``); '' without rules."""
+        return self.places[0].relation if self.places else ""
+
+    @property
+    def verdict(self) -> str:
+        """What a claim row reads: the first place without its numbers (``at the depth-1
+        rule``); '' without rules."""
+        return self.places[0].verdict if self.places else ""
+
+    @property
+    def position(self) -> str:
+        """Every place without its numbers (``above the depth-1 rule, below the depth-2
+        rule``)."""
+        return self._join([p.verdict for p in self.places])
+
+    @property
+    def text(self) -> str:
+        """Every place with its numbers, as the tables and claims show it."""
+        return self._join([p.text for p in self.places])
+
+    def _join(self, parts: list[str]) -> str:
+        return ("; " if self.relation == "at" else ", ").join(parts)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence`` (1.96 at 0.95)."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def placement(places: list[Place]) -> Placement:
+    """The :class:`Placement` of an accuracy from its places against every rule (lowest rule
+    first, each ``at``, ``above`` or ``below`` it): the ``at`` ones where any, else the highest
+    rule it is above and the lowest it is below."""
+    at = [p for p in places if p.relation == "at"]
     if at:
-        return "; ".join(f"at the {ln.label} ({diff(ln)[0]:+.2f} ± {diff(ln)[1]:.2f} pp)"
-                         for ln in at)
-    below = [ln for ln in refs if diff(ln)[0] > 0]
-    above = [ln for ln in refs if diff(ln)[0] < 0]
-    parts = []
-    if below:
-        ln = below[-1]
-        parts.append(f"above the {ln.label} ({diff(ln)[0]:+.2f} ± {diff(ln)[1]:.2f} pp)")
-    if above:
-        ln = above[0]
-        parts.append(f"below the {ln.label} ({diff(ln)[0]:+.2f} ± {diff(ln)[1]:.2f} pp)")
-    return ", ".join(parts)
+        return Placement(tuple(at))
+    above = [p for p in places if p.relation == "above"]
+    below = [p for p in places if p.relation == "below"]
+    return Placement(tuple([*above[-1:], *below[:1]]))
+
+
+def reading(value: float, error: float, refs: list[Line], confidence: float) -> Placement:
+    """Where an accuracy ``value`` (pp) with standard error ``error`` (pp) sits among ``refs``:
+    at a line when the ``confidence`` normal interval of their difference (both errors counted)
+    holds 0, else above the highest line it clears and below the next; each with the
+    difference and the interval's half-width."""
+    z = z_value(confidence)
+    places = []
+    for ln in refs:
+        d, half = value - ln.test, z * math.sqrt(error ** 2 + ln.test_se ** 2)
+        relation = "at" if abs(d) <= half else "above" if d > 0 else "below"
+        places.append(Place(relation, ln.label, d, half_width=half))
+    return placement(places)

@@ -63,11 +63,13 @@ def test_kurtosis_cost_decay_and_kernel_readings():
     assert k[3] == "refutes the value; the scores are non-Gaussian (κ > 1)"
     assert claims.kurtosis_claim(kurt.with_columns(pl.lit(40.0).alias("kappa_max")))[0][3] \
         .startswith("supports")
-    cost = pl.DataFrame({"what": ["analytic score FLOPs (L=3, s=2)", "attention fwd+bwd time, measured"],
+    cost = pl.DataFrame({"key": ["analytic", "time"],
+                         "what": ["analytic score FLOPs (L=3, s=2)", "attention fwd+bwd time, measured"],
                          "setting": ["Σ_l s^(-2l)", "T=512 (cpu)"], "ratio": [1.3125, 2.5],
                          "paper": [1.3125, None]})
     (c,) = claims.cost_claim(cost)
     assert c[3] == "supports (as an operation count)" and "2.50× at T=512 (cpu)" in c[2]
+    assert c.verdict is claims.Verdict.SUPPORTS  # the cost row is found by its key, not its text
     approx = pl.DataFrame({"state": ["trained", "trained", "init"], "levels": [3, 3, 3],
                            "rho_mean": [0.87, 1.13, 0.3], "rho_max": [1.03, 1.42, 0.36]})
     (d,) = claims.decay_claim(approx)

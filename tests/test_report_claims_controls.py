@@ -51,7 +51,7 @@ def test_s4d_is_read_against_the_better_transformer_by_its_interval(low, high, r
     (row,) = claims.control_claims(controls(low, high), main_rows())
     interval = ("+5.00 pp (no interval: yes (p < 5%))" if low is None else
                 f"+5.00 pp, Welch over seeds 95% CI [{low:+.2f}, {high:+.2f}], p = 0.01")
-    assert row == [CLAIM, "HKT 55.10, MHA 50.33",
+    assert row.cells() == [CLAIM, "HKT 55.10, MHA 50.33",
                    "S4D 40.00 ± 1.00, HKT 35.00 ± 0.50, MHA 33.00 ± 0.40; S4D − HKT (the "
                    f"better): {interval}; S4D − the paper's HKT -15.10 pp, S4D − the paper's "
                    "MHA -10.33 pp",
@@ -88,7 +88,7 @@ def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_
         + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 33.6, 0.5)}, best=1e-3),
         schema=SWEEP_SCHEMA)
     hkt, mha = claims.learning_rate_claims(table)
-    assert hkt == [
+    assert hkt.cells() == [
         "The Transformers' plateau on listops (T=512) is set by the learning rate (HKT)",
         "HKT 55.10",
         f"best by validation 1e-3: test 37.80 ± 1.30; reference 1e-4 ({REF}): 35.50 ± 0.70; "
@@ -159,7 +159,7 @@ def test_hkt_against_mha_each_at_its_best_rate_is_read_as_an_accuracy_difference
                          + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 3e-4: (37.9, 35.6, 0.5)}, 3e-4),
                          schema=SWEEP_SCHEMA)
     (row,) = claims.tuned_gap_claims(gap(low, high), table)
-    assert row == [
+    assert row.cells() == [
         "HKT beats MHA with each model at its best learning rate (listops, T=512)", "+4.77 pp",
         f"{(low + high) / 2:+.2f} pp, Welch over seeds 95% CI [{low:+.2f}, {high:+.2f}], p = 0.05 "
         f"(HKT at 1e-3, MHA at 3e-4); the paper's +4.77 pp lies {size} our interval over seeds; "

@@ -67,14 +67,14 @@ REFS = [Line("root_op_prior", "root-operator prior", 34.0, 33.0, 2000),
     (90.0, 0.5, "above the depth-2 rule (+19.00 ± "),
 ])
 def test_a_value_reads_at_or_between_the_rules(value, error, text):
-    assert text in reading(value, error, REFS)
+    assert text in reading(value, error, REFS, 0.95).text
 
 
 def test_the_interval_of_a_reading_counts_both_errors():
     # 1.96·sqrt(1.0² + SE_rule²), SE_rule of 33 % on 2000 examples = 1.0514 pp
     half = 1.96 * math.sqrt(1.0 + 0.33 * 0.67 / 2000 * 1e4)
-    assert reading(35.0, 1.0, REFS[:1]) == f"at the root-operator prior (+2.00 ± {half:.2f} pp)"
-    assert reading(35.0, 1.0, []) == ""
+    assert reading(35.0, 1.0, REFS[:1], 0.95).text == f"at the root-operator prior (+2.00 ± {half:.2f} pp)"
+    assert reading(35.0, 1.0, [], 0.95).text == ""
 
 
 def records(rules: dict[str, float] = RULES, hkt: tuple[float, ...] = (0.36, 0.35, 0.37)):
@@ -116,7 +116,7 @@ def test_the_main_table_names_each_rule_for_what_it_means(tmp_path):
 
 def test_the_claims_read_each_model_and_the_papers_figure_against_the_rules():
     main = main_table(records())
-    (row,) = claims.reference_claims(main)
+    (row,) = claims.rule_reach_claims(main)
     assert row[0] == "Which rule reference HKT reaches on listops (T=512)"
     # HKT 36.00 ± 1.00 over 3 seeds: +3.00 over the prior, within 1.96·sqrt(1/3 + 2.30 + 1.11)
     assert row[2].startswith("36.00 ± 1.00 (3 seeds): at the root-operator prior (+3.00 ± ")
@@ -124,7 +124,7 @@ def test_the_claims_read_each_model_and_the_papers_figure_against_the_rules():
     # the paper's 55.10 ± 0.29: above the depth-1 rule, below the depth-2 rule
     assert row[1].startswith("HKT 55.10: above the depth-1 rule (+5.10 ± ")
     assert "below the depth-2 rule (-14.90 ± " in row[1]
-    assert claims.reference_claims(main.filter(pl.col("model") == "hkt")) == []
+    assert claims.rule_reach_claims(main.filter(pl.col("model") == "hkt")) == []
 
 
 def test_every_trained_variant_is_read_against_the_rules_too():
@@ -136,20 +136,20 @@ def test_every_trained_variant_is_read_against_the_rules_too():
                            test_examples=2000)]
     runs = pl.concat([records(), runs_from_records(variant)], how="diagonal_relaxed")
     budget = claims.Budget(runs, claims.Minimum(1, 1), "main")
-    (row,) = claims.variant_reference_claims(budget)
+    (row,) = claims.variant_rule_reach_claims(budget)
     assert row[0] == "Which rule reference HKT (stride4) reaches on listops (T=512)"
     # 40.00 on one seed: 7 pp over the prior, past 1.96·sqrt(1.2 + 1.1) ≈ 2.97
     assert row[2].startswith("40.00 (1 seed): above the root-operator prior (+7.00 ± ")
     assert row[3] == "above the root-operator prior"
     # one seed below the minimum of two: the budget rule holds the verdict back, as elsewhere
     short = claims.Budget(runs, claims.Minimum(1, 2), "main")
-    assert claims.variant_reference_claims(short)[0][3] == (
+    assert claims.variant_rule_reach_claims(short)[0][3] == (
         f"{claims.AT_THIS_BUDGET} (1 seed)")
     # the long suite: no rules of its own; those of its --reference records, named
     alone = claims.Budget(runs_from_records(variant), claims.Minimum(1, 1), "main")
-    assert claims.variant_reference_claims(alone) == []
+    assert claims.variant_rule_reach_claims(alone) == []
     reference = records().with_columns(pl.lit("docs/results/cpu/runs").alias("source"))
-    (row,) = claims.variant_reference_claims(alone, reference)
+    (row,) = claims.variant_rule_reach_claims(alone, reference)
     assert row[2].endswith("; the rules' records: docs/results/cpu/runs")
     assert row[3] == "above the root-operator prior"
 
@@ -164,7 +164,7 @@ def test_a_variants_rule_row_gives_its_mean_as_the_tables_do():
     two = [make_record(model="hkt", variant="lr1e3_steps20k", seed=s, test=t, val=0.42,
                        test_examples=2000) for s, t in ((0, 0.3925), (1, 0.401))]
     runs = pl.concat([records(), runs_from_records(two)], how="diagonal_relaxed")
-    (row,) = claims.variant_reference_claims(claims.Budget(runs, claims.Minimum(1, 1), "main"))
+    (row,) = claims.variant_rule_reach_claims(claims.Budget(runs, claims.Minimum(1, 1), "main"))
     table = main_table(runs_from_records(two), variants=("lr1e3_steps20k",)).row(0, named=True)
     assert pm(table["test_mean"], table["test_std"]) == "39.68 ± 0.60"
     assert row[2].startswith("39.68 ± 0.60 (2 seeds): ")

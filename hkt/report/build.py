@@ -24,6 +24,7 @@ from hkt.report import analysis_tables, buckets, environments, per_example
 from hkt.report.approximation_table import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import Budget, claims_section, load_minimum
+from hkt.report.rule_readings import rule_readings_frame
 from hkt.report.controls import controls_display, controls_table
 from hkt.report.convergence import (convergence_display, convergence_table, time_display,
                                     time_table, unreadable_note)
@@ -517,12 +518,6 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
         buckets.labelled_by_variant(breakdown, variant),
         out / "figures" / "accuracy_by_depth.png",
         [s for v in variants for s in per_example.undrawn(readings, runs, v, variant, "depth")]))
-    readings_by_model = [(t, n, v, m, text) for v in variants for (t, n, m), text in
-                         per_example.rule_readings(
-                             readings, runs, agreement.filter(pl.col("variant") == v), v).items()]
     frames = {"mechanism": each(buckets.mechanism_table),
-              "rule_readings": pl.DataFrame(
-                  readings_by_model, schema={"task": pl.String, "length": pl.Int64,
-                                             "variant": pl.String, "model": pl.String,
-                                             "reading": pl.String}, orient="row")}
+              "rule_readings": rule_readings_frame(readings, runs, agreement, variants)}
     return written, frames

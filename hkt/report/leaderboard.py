@@ -21,6 +21,7 @@ import polars as pl
 import yaml
 
 from hkt.rule_references import figure_error, lines, reading
+from hkt.report.report_settings import confidence
 from hkt.runs_frame import AggregateError
 
 __all__ = ["Entry", "Leaderboard", "load_leaderboard", "leaderboard_table", "leaderboard_display",
@@ -155,10 +156,10 @@ def leaderboard_table(board: Leaderboard, runs: pl.DataFrame) -> pl.DataFrame:
     rows = []
     for e in board.entries:
         err = e.error(board.test_examples)
-        text = reading(e.accuracy, err, refs)
+        placed = reading(e.accuracy, err, refs, confidence())
         rows.append({"model": e.model, "accuracy": e.accuracy, "spread": e.spread,
                      "spread_kind": e.spread_kind, "seeds": e.seeds, "error_pp": err,
-                     "position": short_reading(text), "reading": text,
+                     "position": placed.position, "reading": placed.text,
                      "recipe": e.recipe, "source": e.source, "checked_in": e.checked_in})
     return pl.DataFrame(rows, schema=LEADERBOARD_SCHEMA)
 

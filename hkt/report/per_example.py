@@ -12,8 +12,8 @@ variance; docs/per-example.md):
   :func:`with_paired` fills the gap and controls tables' ``paired_*`` columns;
 * :func:`agreement_table`: per ListOps model, the share of test examples on which it answers what
   each rule reference answers, and its accuracy where the root-operator prior is wrong;
-  :func:`rule_readings` places it among the rules (a model against a rule: t over its seeds
-  plus the paired test-set variance);
+  :func:`hkt.report.rule_readings.rule_readings` places it among the rules (a model against a
+  rule: t over its seeds plus the paired test-set variance);
 * the readings by bucket and the mechanism's contrast: :mod:`hkt.report.buckets`.
 
 Every number of the readings (the confidence, the depth groups, the length buckets, the
@@ -44,7 +44,7 @@ from hkt.predictions import PREDICTIONS_NAME, PredictionsError, read_checked
 from hkt.run_record import RecordError, load_record
 from hkt.rule_references import RULE_REFERENCES
 from hkt.report.report_settings import Settings, load_settings
-from hkt.report.stats import Difference, given_runs_difference, paired_difference
+from hkt.report.stats import given_runs_difference, paired_difference
 from hkt.report.tables import difference_columns
 from hkt.report.writers import Display, pm, signed
 from hkt.runs_frame import KEY, MODEL_ORDER, AggregateError, ordered, record_length
@@ -52,7 +52,8 @@ from hkt.runs_frame import KEY, MODEL_ORDER, AggregateError, ordered, record_len
 __all__ = ["Settings", "load_settings", "Readings", "load_readings", "data_dirs",
            "paired_or_why", "NOT_READ", "NAMES_PREDICTIONS", "compared_variants",
            "paired_table", "with_paired", "paired_note", "paired_display",
-           "agreement_table", "agreement_display", "rule_readings", "ANSWER_RULES", "PRIOR"]
+           "agreement_table", "agreement_display", "rule_columns", "seed_groups", "ANSWER_RULES",
+           "PRIOR"]
 
 #: The rules of increasing depth that "answer depth" reads: an example's answer depth is the
 #: first of them that answers it right ("deeper" where none does: only the exact evaluator).
@@ -504,47 +505,3 @@ def agreement_display(t: pl.DataFrame) -> Display:
                      *(pm(r[f"agree_{rule}"], r[f"agree_{rule}_std"]) for rule in RULE_REFERENCES),
                      pm(r["prior_wrong_mean"], r["prior_wrong_std"]),
                      str(r["prior_wrong_examples"])] for r in t.iter_rows(named=True)]
-
-
-def rule_readings(r: Readings, runs: pl.DataFrame, agreement: pl.DataFrame,
-                  variant: str = "main") -> dict[tuple[str, int | None, str], str]:
-    """Per ListOps model with predictions on two seeds or more, which rule it reaches: its
-    accuracy minus each rule's on the same test examples, a model against a rule
-    (:func:`hkt.report.stats.paired_difference` with ``rule``: t over its seeds plus the paired
-    test-set variance); *at* the rules whose interval holds 0, else *above* the highest it
-    clears and *below* the next; with its agreement with the prior and its accuracy where the
-    prior is wrong (``agreement``). The text starts with the reading ("at the root-operator
-    prior (…)"), as the unpaired one does. A model of one seed has no seed variance: it gets
-    no reading here."""
-    out = {}
-    agree = {(a["task"], a["length"], a["model"]): a for a in agreement.iter_rows(named=True)}
-    for task, length, model, (correct, _, _), _ in seed_groups(r, runs, variant):
-        a = agree.get((task, length, model))
-        if a is None or correct.shape[0] < 2:
-            continue
-        fact = r.facts[(task, length)]
-        label = fact["label"].to_numpy()
-        diffs = []
-        for rule in rule_columns(fact):
-            d = paired_difference(correct, (fact[rule].to_numpy() == label)[None, :],
-                                  r.settings.confidence, rule=True)
-            diffs.append((RULE_REFERENCES[rule], d))
-
-        def said(lab: str, d: Difference) -> str:
-            return f"the {lab} ({d.diff:+.2f} pp, {r.settings.level} CI " \
-                   f"[{d.ci_low:+.2f}, {d.ci_high:+.2f}], seeds + test set, paired)"
-
-        at = [said(lab, d) for lab, d in diffs if d.ci_low <= 0 <= d.ci_high]
-        if at:
-            text = "at " + "; at ".join(at)
-        else:
-            below = [said(lab, d) for lab, d in diffs if d.ci_low > 0]
-            above = [said(lab, d) for lab, d in diffs if d.ci_high < 0]
-            text = ", ".join([*(["above " + below[-1]] if below else []),
-                              *(["below " + above[0]] if above else [])])
-        prior = RULE_REFERENCES[PRIOR]
-        text += (f"; it answers as the {prior} on {pm(a[f'agree_{PRIOR}'], a[f'agree_{PRIOR}_std'])}"
-                 f"% of the test examples, and gets {pm(a['prior_wrong_mean'], a['prior_wrong_std'])}"
-                 f"% right of the {a['prior_wrong_examples']} the {prior} gets wrong")
-        out[(task, length, model)] = text
-    return out
