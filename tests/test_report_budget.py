@@ -1,5 +1,5 @@
 """What the summary's tables and figures say about their budget (issue 52): claims read "cannot
-tell at this budget" below the minimum steps or seeds of config/report.yaml and give real
+tell at this budget" below the minimum steps or seeds of config/report/settings.yaml and give real
 verdicts above it; tables flag test sets of different sizes, give no time per step where a step
 means nothing and label ablation rows by model and variant; figures state their budget and keep
 their legends off the lines; every link of a summary reaches a file."""
@@ -55,7 +55,7 @@ def test_the_minimum_says_what_falls_short():
     assert minimum.shortfall(steps=[None], seeds=[None]) == ""  # unknown is not held against runs
     assert minimum.shortfall(steps=[5000], seeds=[1]) == "1 seed"
     assert "1,000 steps" in minimum.note() and "2 seeds" in minimum.note()
-    assert "config/report.yaml" in minimum.note()
+    assert "config/report/settings.yaml" in minimum.note()
 
 
 def test_the_minimum_comes_from_the_config_and_a_bad_value_is_named(tmp_path):
@@ -63,7 +63,7 @@ def test_the_minimum_comes_from_the_config_and_a_bad_value_is_named(tmp_path):
 
     from hkt.config_compose import config_dir
 
-    cfg = yaml.safe_load((config_dir() / "report.yaml").read_text())
+    cfg = yaml.safe_load((config_dir() / "report" / "settings.yaml").read_text())
     assert claims.load_minimum() == claims.Minimum(cfg["verdict_min_steps"], cfg["verdict_min_seeds"])
     other = tmp_path / "other.yaml"
     other.write_text("verdict_min_steps: 500\nverdict_min_seeds: 3\n")

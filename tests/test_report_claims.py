@@ -1,4 +1,4 @@
-"""The summary's reading of the paper's claims (hkt/report/claims.py): each verdict follows its
+"""The summary's reading of the paper's claims (hkt/report/claims/): each verdict follows its
 stated rule from the tables, and a CPU budget is said to read the direction only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The summary's reading of what limits our values against the paper's (hkt/report/claims.py,
+"""The summary's reading of what limits our values against the paper's (hkt/report/claims/,
 issue 39): a control known to learn the task against the Transformers, whether their plateau
 moves with the learning rate, and HKT − MHA with each at its best rate. Each rule branch gives
 its stated text; absent or empty tables give no row."""

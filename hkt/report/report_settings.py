@@ -1,4 +1,4 @@
-"""The report's statistical settings, from config/report.yaml: the confidence of every interval
+"""The report's statistical settings, from config/report/settings.yaml: the confidence of every interval
 (``confidence``) and the per-example readings' (``per_example``): one place for each number."""
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ from hkt.errors import ConfigValueError
 from hkt.runs_frame import AggregateError
 from hkt.value_checks import integer, number
 
-__all__ = ["Settings", "load_settings", "confidence"]
+__all__ = ["Settings", "load_settings", "confidence", "SETTINGS_FILE"]
+
+#: The report's settings file, under config/ (the minimum budget of the claims is read there too).
+SETTINGS_FILE = "report/settings.yaml"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """``confidence`` and ``per_example`` of config/report.yaml."""
+    """``confidence`` and ``per_example`` of config/report/settings.yaml."""
 
     confidence: float
     depth_groups: int
@@ -48,11 +51,11 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def load_settings(path: Path | None = None) -> Settings:
-    """The settings of config/report.yaml (or ``path``), or an :class:`AggregateError` naming
+    """The settings of config/report/settings.yaml (or ``path``), or an :class:`AggregateError` naming
     the key that is missing or out of range."""
     from hkt.config_compose import config_dir
 
-    path = path or config_dir() / "report.yaml"
+    path = path or config_dir() / SETTINGS_FILE
     cfg = _read(path)
     each = cfg.get("per_example") or {}
     try:
@@ -69,5 +72,5 @@ def load_settings(path: Path | None = None) -> Settings:
 
 @lru_cache(maxsize=1)
 def confidence() -> float:
-    """The confidence of every interval (config/report.yaml ``confidence``), read once."""
+    """The confidence of every interval (config/report/settings.yaml ``confidence``), read once."""
     return load_settings().confidence

@@ -108,7 +108,7 @@ DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.
 
 
 def level() -> str:
-    """The intervals' level (config/report.yaml ``confidence``), ``95%``."""
+    """The intervals' level (config/report/settings.yaml ``confidence``), ``95%``."""
     return f"{100 * confidence():g}%"
 
 

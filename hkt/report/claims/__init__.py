@@ -114,6 +114,6 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
     return ["## The paper's claims, read against our runs", "",
             "For each claim: the paper's figure, ours, and whether our runs support it (direction "
             "and size), support its direction only (the paper's size lies outside our interval), "
-            "refute it or cannot tell (the rules: `hkt/report/claims.py`). A claim read at a CPU "
-            "budget speaks of that budget only." + minimum + limits, "",
+            "refute it or cannot tell (the rules: `hkt/report/claims/`, one file a claim). A "
+            "claim read at a CPU budget speaks of that budget only." + minimum + limits, "",
             markdown(["claim", "paper", "ours", "reading"], render(paper_rows + limit_rows)), ""]

@@ -1,5 +1,5 @@
 """The minimum budget a claim's runs need before the summary reads a verdict from them
-(:class:`Minimum`, config/report.yaml), and :class:`Budget`, which reads every verdict drawn
+(:class:`Minimum`, config/report/settings.yaml), and :class:`Budget`, which reads every verdict drawn
 from runs against it: 12 smoke steps on one seed test the pipeline, not the paper."""
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import yaml
 from hkt import paper
 from hkt.errors import ConfigValueError
 from hkt.report.reading import ClaimRow, Verdict
+from hkt.report.report_settings import SETTINGS_FILE
 from hkt.runs_frame import AggregateError
 from hkt.value_checks import integer
 
 __all__ = ["Minimum", "load_minimum", "Budget", "NO_BUDGET", "REPORT_CONFIG", "profile_said"]
 
-#: Where the minima live (beside the other configs).
-REPORT_CONFIG = "report.yaml"
+#: Where the minima live, under config/ (the report's settings).
+REPORT_CONFIG = SETTINGS_FILE
 
 
 @dataclass(frozen=True)
