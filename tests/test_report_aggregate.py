@@ -13,6 +13,7 @@ from hkt.cli.main import main as hkt_main
 from hkt.report.audit import check_mlflow
 from hkt.report.mlflow_runs import runs_from_mlflow
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE
+from hkt.report.writers import examples_text
 from hkt.report.tables import ablation_table, gap_table, main_display, main_table
 from hkt.report.writers import write_table
 from hkt.runs_frame import AggregateError, curves_from_records, load_records, most_common_length, runs_from_records
@@ -101,10 +102,10 @@ def test_main_table_means_stds_and_paper(tmp_path):
     half = 2.776 * (2 / 3) ** 0.5
     assert (g["ci_low_pp"], g["ci_high_pp"]) == pytest.approx((5.0 - half, 5.0 + half), abs=2e-3)
     assert g["p_value"] == pytest.approx(0.0036, abs=2e-4) and g["significant"].startswith("yes")
-    assert (g["seeds_a"], g["seeds_b"], g["test_examples"]) == (3, 3, "2000")
+    assert (g["seeds_a"], g["seeds_b"], g["test_examples_min"], g["test_examples_max"]) == (3, 3, 2000, 2000)
     flat = gap.filter(pl.col("task") == "imdb").row(0, named=True)  # 70, 70, 70 vs 60, 60, 60
     assert flat["p_value"] is None and "no spread" in flat["significant"]
-    assert flat["test_examples"] == "?"  # records without test_examples say so
+    assert flat["test_examples_min"] is None and examples_text(flat) == "?"  # records without test_examples say so
 
 
 def test_controls_table_sets_each_trained_model_against_hkt_and_mha_not_the_external_ones(tmp_path):

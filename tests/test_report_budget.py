@@ -159,7 +159,7 @@ def test_rows_on_smaller_test_sets_are_marked_and_the_note_names_the_sizes(tmp_p
                                    .otherwise(pl.col("task")).alias("task"))
     cells = [row[7] for row in main_display(other_task)[1]]
     assert cells.count(f"32 {FEWER_EXAMPLES}") == 1 and "2000" in cells  # each task by itself
-    same = main.with_columns(pl.lit("2000").alias("test_examples"))
+    same = main.with_columns(pl.lit(2000).alias("test_examples_min"), pl.lit(2000).alias("test_examples_max"))
     assert FEWER_EXAMPLES not in main_notes(same)
     assert all(FEWER_EXAMPLES not in row[7] for row in main_display(same)[1])
 

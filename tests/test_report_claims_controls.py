@@ -20,7 +20,7 @@ def controls(low: float | None, high: float | None, model: str = "s4d") -> pl.Da
     better) and MHA (33 ± 0.4); the CI of model − HKT is [``low``, ``high``]."""
     base = {"task": "listops", "length": 512, "model": model, "test_mean": 40.0,
             "test_std": 1.0, "p_value": 0.01, "significant": "yes (p < 5%)", "seeds_a": 3,
-            "seeds_b": 3, "test_examples": "2000"}
+            "seeds_b": 3, "test_examples_min": 2000, "test_examples_max": 2000}
     return pl.DataFrame([
         {**base, "versus": "mha", "versus_mean": 33.0, "versus_std": 0.4, "difference_pp": 7.0,
          "ci_low_pp": 5.0, "ci_high_pp": 9.0, "versus_paper": 50.33, "minus_paper_pp": -10.33},
@@ -139,7 +139,7 @@ def test_no_plateau_row_without_reference_runs_or_a_learning_rate_table():
 def gap(low: float, high: float) -> pl.DataFrame:
     """The learning-rate gap table on listops: both at 1e-4 (+2.18), each at its best (1e-3)."""
     row = {"task": "listops", "length": 512, "p_value": 0.05, "significant": "no",
-           "seeds_a": 3, "seeds_b": 3, "test_examples": "2000", "steps_a": 10_000,
+           "seeds_a": 3, "seeds_b": 3, "test_examples_min": 2000, "test_examples_max": 2000, "steps_a": 10_000,
            "steps_b": 10_000}
     return pl.DataFrame([
         {**row, "comparison": ONE_RATE, "lr_a": 1e-4, "lr_b": 1e-4, "ours_pp": 2.18,

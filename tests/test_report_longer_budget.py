@@ -156,7 +156,7 @@ def _rows(long: tuple[float, float, float], short: float = 2.5, paired=None, why
     """A learning-rate gap table: both models at lr 1e-3 for 10,000 steps (HKT − MHA
     ``short``) and for 20,000 (``long``: mean, CI low, CI high; ``paired``: its paired CI)."""
     row = {"task": "listops", "length": 512, "comparison": ONE_RATE, "lr_a": 1e-3, "lr_b": 1e-3,
-           "seeds_a": seeds, "seeds_b": seeds, "test_examples": "2000"}
+           "seeds_a": seeds, "seeds_b": seeds, "test_examples_min": 2000, "test_examples_max": 2000}
     mean, low, high = long
     return pl.DataFrame([
         {**row, "steps_a": 10_000, "steps_b": 10_000, "ours_pp": short,

@@ -24,7 +24,8 @@ from hkt import paper
 from hkt.rule_references import RULE_REFERENCES
 from hkt.report.report_settings import confidence
 from hkt.report.stats import difference_with_test_set, welch_difference, wilson_interval
-from hkt.report.writers import Display, fmt, pm, signed
+from hkt.report.writers import (EXAMPLES_MAX, EXAMPLES_MIN, Display, examples_text, fmt, pm,
+                                signed)
 from hkt.runs_frame import (EXTERNAL_BUDGETS, MIXER_FIELDS, MODEL_ORDER, TASK_ORDER, AggregateError,
                       most_common_length, order_key)
 
@@ -51,7 +52,8 @@ MAIN_SCHEMA = {
     "val_mean": pl.Float64, "val_std": pl.Float64, "test_mean": pl.Float64,
     "test_std": pl.Float64, "n_params": pl.Int64, "ms_per_step": pl.Float64,
     "profile": pl.String, "budget": pl.String, "paper_mean": pl.Float64, "paper_std": pl.Float64,
-    "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64, "test_examples": pl.String,
+    "lra_transformer": pl.Float64, "delta_vs_paper": pl.Float64, EXAMPLES_MIN: pl.Int64,
+    EXAMPLES_MAX: pl.Int64,
     "steps": pl.Int64, "epochs": pl.Float64}
 
 
@@ -60,8 +62,9 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
 
     Columns: task, length, model, seeds, val_mean, val_std, test_mean, test_std, n_params,
     ms_per_step, profile, budget (each run's :func:`hkt.runs_frame.run_budget`), paper_mean, paper_std, delta_vs_paper (ours − paper, pp),
-    lra_transformer (the LRA paper's vanilla Transformer at that T, for context), test_examples
-    (how many test examples each accuracy rests on: one number, or a range when runs differ).
+    lra_transformer (the LRA paper's vanilla Transformer at that T, for context),
+    test_examples_min/_max (how many test examples each accuracy rests on: the fewest and the
+    most over its runs; written as one number, or a range when runs differ).
     """
     sel = runs.filter(pl.col("variant").is_in(list(variants)))
     if sel.is_empty():
@@ -89,7 +92,8 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
     t = t.with_columns((pl.col("test_mean") - pl.col("paper_mean")).alias("delta_vs_paper"))
     examples = [_examples(runs_of(sel, task=task, length=length, model=model))
                 for task, length, model in t.select("task", "length", "model").iter_rows()]
-    t = t.with_columns(pl.Series("test_examples", examples, dtype=pl.String))
+    t = t.with_columns(pl.Series(EXAMPLES_MIN, [n[0] for n in examples], dtype=pl.Int64),
+                       pl.Series(EXAMPLES_MAX, [n[1] for n in examples], dtype=pl.Int64))
     return t.select(*MAIN_SCHEMA).sort(order_key("task", TASK_ORDER), "task", "length",
                   order_key("model", MODEL_ORDER), "model")
 
@@ -104,7 +108,8 @@ DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.
                "ts_p_value": pl.Float64, "ts_significant": pl.String,
                "paired_ci_low_pp": pl.Float64, "paired_ci_high_pp": pl.Float64,
                "paired_p_value": pl.Float64, "paired_significant": pl.String,
-               "seeds_a": pl.Int64, "seeds_b": pl.Int64, "test_examples": pl.String}
+               "seeds_a": pl.Int64, "seeds_b": pl.Int64, EXAMPLES_MIN: pl.Int64,
+               EXAMPLES_MAX: pl.Int64}
 
 
 def level() -> str:
@@ -135,10 +140,10 @@ def runs_of(runs: pl.DataFrame, **where: Any) -> pl.DataFrame:
     return sel
 
 
-def _examples(sel: pl.DataFrame) -> str:
-    """The number of test examples behind the accuracies (one number when they agree)."""
-    n = sorted({v for v in sel["test_examples"].to_list() if v is not None})
-    return "?" if not n else str(n[0]) if len(n) == 1 else f"{n[0]}–{n[-1]}"
+def _examples(sel: pl.DataFrame) -> tuple[int | None, int | None]:
+    """The fewest and the most test examples behind the accuracies (None where unknown)."""
+    n = sel["test_examples"].drop_nulls()
+    return (int(n.min()), int(n.max())) if len(n) else (None, None)
 
 
 def _fewest_examples(sel: pl.DataFrame) -> int | None:
@@ -161,7 +166,7 @@ def difference_columns(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, Any]:
             "ts_ci_high_pp": num(t.ci_high), "ts_p_value": num(t.p_value),
             "ts_significant": t.verdict, "paired_ci_low_pp": None, "paired_ci_high_pp": None,
             "paired_p_value": None, "paired_significant": None, "seeds_a": d.n_a, "seeds_b": d.n_b,
-            "test_examples": _examples(pl.concat([a, b]))}
+            **dict(zip((EXAMPLES_MIN, EXAMPLES_MAX), _examples(pl.concat([a, b]))))}
 
 
 def gap_table(main: pl.DataFrame, runs: pl.DataFrame, a: str = paper.COMPARED_MODELS[0],
@@ -305,18 +310,6 @@ NO_STEP = "—"
 FEWER_EXAMPLES = "†"
 
 
-def _fewest(examples: str | None) -> int | None:
-    """The fewest test examples of a row's ``test_examples`` ("2000", "32–2000", "?")."""
-    first = str(examples or "").split("–")[0]
-    return int(first) if first.isdigit() else None
-
-
-def _most(examples: str | None) -> int | None:
-    """The most test examples of a row's ``test_examples``."""
-    last = str(examples or "").split("–")[-1]
-    return int(last) if last.isdigit() else None
-
-
 def _groups(table: pl.DataFrame) -> list[tuple[Any, ...]]:
     """Each row's (task, T): the rows whose test sets are set side by side (one task's)."""
     keys = [c for c in ("task", "length") if c in table.columns]
@@ -324,18 +317,17 @@ def _groups(table: pl.DataFrame) -> list[tuple[Any, ...]]:
 
 
 def smaller_test_sets(table: pl.DataFrame) -> list[bool]:
-    """Per row of a table with ``test_examples``: whether its accuracies rest on fewer test
+    """Per row of a table with test-example counts: whether its accuracies rest on fewer test
     examples than another row's of the same task and T (so a larger test-set error): the rows
     :data:`FEWER_EXAMPLES` marks. All False where every row of a task tested on as many."""
-    if "test_examples" not in table.columns:
+    if EXAMPLES_MIN not in table.columns:
         return [False] * len(table)
-    sizes, groups = table["test_examples"].to_list(), _groups(table)
+    fewest, groups = table[EXAMPLES_MIN].to_list(), _groups(table)
     most: dict[tuple[Any, ...], int] = {}
-    for g, v in zip(groups, sizes):
-        if (m := _most(v)) is not None:
+    for g, m in zip(groups, table[EXAMPLES_MAX].to_list()):
+        if m is not None:
             most[g] = max(m, most.get(g, m))
-    return [g in most and (n := _fewest(v)) is not None and n < most[g]
-            for g, v in zip(groups, sizes)]
+    return [g in most and n is not None and n < most[g] for g, n in zip(groups, fewest)]
 
 
 def test_sets_note(table: pl.DataFrame, label: str = "model") -> str:
@@ -349,8 +341,7 @@ def test_sets_note(table: pl.DataFrame, label: str = "model") -> str:
     groups = _groups(table)
     for g in dict.fromkeys(g for g, m in zip(groups, marked) if m):
         here = [i for i, h in enumerate(groups) if h == g]
-        sizes = sorted({n for i in here for n in (_fewest(table["test_examples"][i]),
-                                                   _most(table["test_examples"][i]))
+        sizes = sorted({n for i in here for n in (table[EXAMPLES_MIN][i], table[EXAMPLES_MAX][i])
                         if n is not None})
         rows = ", ".join(dict.fromkeys(str(table[label][i]) for i in here if marked[i]))
         where = f"{g[0]} T={g[1]}: " if len(g) == 2 else ""
@@ -371,8 +362,8 @@ def main_notes(main: pl.DataFrame) -> str:
     return " ".join(filter(None, (test_sets_note(main), step)))
 
 
-def _examples_cell(examples: str | None, marked: bool) -> str:
-    return (examples or "") + (f" {FEWER_EXAMPLES}" if marked else "")
+def _examples_cell(row: dict[str, Any], marked: bool) -> str:
+    return (examples_text(row) or "") + (f" {FEWER_EXAMPLES}" if marked else "")
 
 
 def main_display(main: pl.DataFrame) -> Display:
@@ -385,7 +376,7 @@ def main_display(main: pl.DataFrame) -> Display:
                      str(r["seeds"]),
                      r["budget"] or "",
                      pm(r["val_mean"], r["val_std"]), pm(r["test_mean"], r["test_std"]),
-                     _examples_cell(r["test_examples"], marked),
+                     _examples_cell(r, marked),
                      pm(r["paper_mean"], r["paper_std"]) if r["paper_mean"] is not None else
                      (f"({r['lra_transformer']:.2f} LRA)" if r["lra_transformer"] is not None else ""),
                      signed(r["delta_vs_paper"]), fmt(r["n_params"]),
@@ -431,7 +422,7 @@ def gap_display(gap: pl.DataFrame) -> Display:
               "difference (pp)"]
     rows = [[r["task"], str(r["length"]), signed(r["ours_pp"]), ci_text(r), p_text(r["p_value"]),
              r["significant"] or "", *test_set_cells(r, True), f"{r['seeds_a']} vs {r['seeds_b']}",
-             r["test_examples"] or "",
+             examples_text(r) or "",
              signed(r["paper_pp"]), signed(r["difference_pp"])] for r in gap.iter_rows(named=True)]
     return header, rows
 
@@ -448,7 +439,7 @@ def ablation_display(abl: pl.DataFrame) -> Display:
               "test examples", "paper Δ (pp)", "params", "ms/step"]
     rows = [[ablation_label(r), r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
              pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), ci_text(r), p_text(r["p_value"]),
-             r["significant"] or "", *test_set_cells(r), r["test_examples"] or "",
+             r["significant"] or "", *test_set_cells(r), examples_text(r) or "",
              signed(r["paper_delta_pp"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)]
             for r in abl.iter_rows(named=True)]
     return header, rows

@@ -15,6 +15,31 @@ from hkt.fileio import atomic_path, atomic_write_text
 
 Display = tuple[list[str], list[list[str]]]
 
+#: The in-memory columns of how many test examples a table row's accuracies rest on (the fewest
+#: and the most over its runs); a written table holds their display, ``test_examples``, instead.
+EXAMPLES_MIN, EXAMPLES_MAX, EXAMPLES = "test_examples_min", "test_examples_max", "test_examples"
+
+
+def examples_text(row: dict[str, Any]) -> str | None:
+    """A row's test examples as tables show them: ``2000``, ``1990–2000``, ``?`` where none is
+    known; None on a difference table's row that is no difference (no ``seeds_a``: the
+    ablation's full variant)."""
+    fewest, most = row.get(EXAMPLES_MIN), row.get(EXAMPLES_MAX)
+    if fewest is None:
+        return None if "seeds_a" in row and row["seeds_a"] is None else "?"
+    return str(fewest) if fewest == most else f"{fewest}–{most}"
+
+
+def for_writing(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` as its file holds it: the test-example counts (:data:`EXAMPLES_MIN`,
+    :data:`EXAMPLES_MAX`) replaced, in their place, by their display :data:`EXAMPLES`."""
+    if EXAMPLES_MIN not in df.columns or EXAMPLES_MAX not in df.columns:
+        return df
+    text = pl.Series(EXAMPLES, [examples_text(r) for r in df.iter_rows(named=True)],
+                     dtype=pl.String)
+    cols = [EXAMPLES if c == EXAMPLES_MIN else c for c in df.columns if c != EXAMPLES_MAX]
+    return df.with_columns(text).select(cols)
+
 
 def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
@@ -96,12 +121,13 @@ def latex(header: list[str], rows: list[list[str]], caption: str = "", label: st
 
 
 def write_table(df: pl.DataFrame, display: Display, stem: Path, caption: str) -> list[Path]:
-    """Write ``stem``.md (display), .csv (all numeric columns) and .tex (display, booktabs)."""
+    """Write ``stem``.md (display), .csv (all numeric columns; the test-example counts as their
+    display, :func:`for_writing`) and .tex (display, booktabs)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     header, rows = display
     md, csv, tex = stem.with_suffix(".md"), stem.with_suffix(".csv"), stem.with_suffix(".tex")
     atomic_write_text(md, f"{caption}\n\n" + markdown(header, rows))
     with atomic_path(csv) as tmp:  # each file whole or not at all (a stop mid-way, a full disk)
-        df.write_csv(tmp)
+        for_writing(df).write_csv(tmp)
     atomic_write_text(tex, latex(header, rows, caption, f"tab:{stem.name}"))
     return [md, csv, tex]

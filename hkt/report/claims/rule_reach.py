@@ -20,7 +20,7 @@ from hkt.report.claims.config import claim_config
 from hkt.report.reading import ClaimRow, Verdict
 from hkt.report.report_settings import confidence
 from hkt.report.stats import binomial_variance
-from hkt.report.writers import pm
+from hkt.report.writers import EXAMPLES_MAX, EXAMPLES_MIN, pm
 from hkt.runs_frame import EXTERNAL_BUDGETS
 
 KEYS: tuple[str, ...] = ()
@@ -60,11 +60,6 @@ def test_error(test_mean: float, test_std: float | None, seeds: int,
     return math.sqrt(spread + binomial_variance(test_mean, examples))
 
 
-def _fewest(examples: str | None) -> int | None:
-    n = str(examples or "").split("–")[0]
-    return int(n) if n.isdigit() else None
-
-
 def rule_reach_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
                       paired: pl.DataFrame | None = None) -> list[ClaimRow]:
     """Per task, T and trained model of the main table with rule references: which rule its
@@ -77,7 +72,7 @@ def rule_reach_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
     title = claim_config("rule_reach")["title"]
     for (task, length), group in main.group_by("task", "length", maintain_order=True):
         refs = [Line(r["model"], RULE_REFERENCES[r["model"]], r["val_mean"], r["test_mean"],
-                     int(r["test_examples"]) if str(r["test_examples"]).isdigit() else None)
+                     r[EXAMPLES_MIN] if r[EXAMPLES_MIN] == r[EXAMPLES_MAX] else None)
                 for r in group.iter_rows(named=True) if r["model"] in RULE_REFERENCES]
         refs.sort(key=lambda ln: list(RULE_REFERENCES).index(ln.model))
         if not refs:
@@ -88,7 +83,7 @@ def rule_reach_claims(main: pl.DataFrame, budget: Budget = NO_BUDGET,
             relation, verdict, ours = by_example.get((task, length, r["model"])) or (None,) * 3
             if ours is None:
                 placed = reading(r["test_mean"], test_error(
-                    r["test_mean"], r["test_std"], r["seeds"], _fewest(r["test_examples"])),
+                    r["test_mean"], r["test_std"], r["seeds"], r[EXAMPLES_MIN]),
                     refs, confidence())
                 relation, verdict, ours = placed.relation, placed.verdict, placed.text
             figure = paper.paper_accuracy(task, length, r["model"])
