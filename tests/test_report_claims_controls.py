@@ -91,28 +91,28 @@ def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_
     assert hkt.cells() == [
         "The Transformers' plateau on listops (T=512) is set by the learning rate (HKT)",
         "HKT 55.10",
-        f"best by validation 1e-3: test 37.80 ± 1.30; reference 1e-4 ({REF}): 35.50 ± 0.70; "
+        f"best by validation 1e-3: test 37.80 ± 1.30; default 1e-4 ({REF}): 35.50 ± 0.70; "
         "difference +2.30 pp (rates: 1e-4, 1e-3)",
         "moves: 1e-3 − 1e-4 is +2.30 pp, more than the seed spread (1.30); at its best rate "
-        "still 17.30 pp below the paper's 55.10 (it closes +2.30 of the reference rate's 19.60 pp)"]
+        "still 17.30 pp below the paper's 55.10 (it closes +2.30 of the default rate's 19.60 pp)"]
     assert mha[3] == (
         "does not move: 1e-3 − 1e-4 is +0.30 pp, not more than the seed spread (0.50); at its "
-        "best rate still 16.73 pp below the paper's 50.33 (it closes +0.30 of the reference "
+        "best rate still 16.73 pp below the paper's 50.33 (it closes +0.30 of the default "
         "rate's 17.03 pp)")
 
 
-def test_the_plateau_does_not_move_when_the_reference_rate_is_best_and_one_seed_cannot_tell():
+def test_the_plateau_does_not_move_when_the_default_rate_is_best_and_one_seed_cannot_tell():
     at_ref = pl.DataFrame(sweep("mha", {1e-4: (36.0, 33.3, 0.4), 1e-3: (35.0, 33.9, 0.5)},
                                 best=1e-4), schema=SWEEP_SCHEMA)
     (row,) = claims.learning_rate_claims(at_ref)
-    assert row[3].startswith("does not move: the reference rate 1e-4 is the best by validation;")
+    assert row[3].startswith("does not move: the default rate 1e-4 is the best by validation;")
     one_seed = pl.DataFrame(sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 36.0, None)},
                                   best=1e-3), schema=SWEEP_SCHEMA)
     (row,) = claims.learning_rate_claims(one_seed)
     assert row[3].startswith("cannot tell: one seed at 1e-3 or 1e-4 gives no seed spread;")
 
 
-def test_longer_training_is_read_as_a_setting_against_the_lowest_reference_rate():
+def test_longer_training_is_read_as_a_setting_against_the_lowest_default_rate():
     """The long suite: 1e-3 for 20k steps beside published 1e-4 and 1e-3 at 10k steps; the
     reference is the lowest published rate, every setting is named by its steps."""
     table = pl.DataFrame(sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 35.4, 0.3),
@@ -123,7 +123,7 @@ def test_longer_training_is_read_as_a_setting_against_the_lowest_reference_rate(
     assert row[0] == ("The Transformers' plateau on listops (T=512) is set by the learning rate "
                       "or the budget (MHA)")
     assert row[2] == (
-        f"best by validation 1e-3 for 20,000 steps: test 39.00 ± 0.50; reference 1e-4 for 10,000 "
+        f"best by validation 1e-3 for 20,000 steps: test 39.00 ± 0.50; default 1e-4 for 10,000 "
         f"steps ({REF}): 33.30 ± 0.40; difference +5.70 pp (settings: 1e-4 for 10,000 steps, "
         "1e-3 for 10,000 steps, 1e-3 for 20,000 steps, 3e-3 for 10,000 steps)")
     assert row[3].startswith("moves: 1e-3 for 20,000 steps − 1e-4 for 10,000 steps is +5.70 pp, "
@@ -163,12 +163,12 @@ def test_hkt_against_mha_each_at_its_best_rate_is_read_as_an_accuracy_difference
         "HKT beats MHA with each model at its best learning rate (listops, T=512)", "+4.77 pp",
         f"{(low + high) / 2:+.2f} pp, Welch over seeds 95% CI [{low:+.2f}, {high:+.2f}], p = 0.05 "
         f"(HKT at 1e-3, MHA at 3e-4); the paper's +4.77 pp lies {size} our interval over seeds; "
-        "both at the reference rate 1e-4: +2.18 pp, Welch over seeds 95% CI [+0.66, +3.70], "
+        "both at the default rate 1e-4: +2.18 pp, Welch over seeds 95% CI [+0.66, +3.70], "
         "p = 0.05; the best rate is an edge of the "
         "grid tried (HKT 1e-3): rates beyond it are untested",
         verdict]
     (alone,) = claims.tuned_gap_claims(gap(low, high), pl.DataFrame(schema=SWEEP_SCHEMA))
-    assert "reference rate" not in alone[2] and alone[3] == verdict
+    assert "default rate" not in alone[2] and alone[3] == verdict
 
 
 def test_a_best_rate_inside_the_grid_is_no_edge_and_the_test_sets_error_is_read_beside():

@@ -86,7 +86,7 @@ def aggregate(args: argparse.Namespace) -> int:
                 sections = [*sections, *section]
             budget = Budget(runs, load_minimum(), args.main_variant)
             sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
-                                        budget=budget, reference=reference), *sections]
+                                        budget=budget, borrowed=reference), *sections]
             # last: it links every table and figure written above
             written.append(write_summary(stage / SUMMARY, runs, main, gap, abl, source=source,
                                          ablation_task=args.ablation_task,
@@ -389,7 +389,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
             paired.filter(~is_gap & (pl.col("variant") == main_variant)), readings.settings)
     with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
                              how="diagonal_relaxed") if derived else runs
-    abl = ablation_table(with_derived, ablation_task, ablation_length, reference=main_variant,
+    abl = ablation_table(with_derived, ablation_task, ablation_length, full_variant=main_variant,
                          main_variant=main_variant,
                          notes=setting_notes(with_derived, ablation_task, main_variant))
     abl_len = abl["length"][0] if len(abl) else ablation_length

@@ -244,15 +244,15 @@ def derived_runs(runs: pl.DataFrame, derived: dict[str, tuple[str, int | None]],
 
 
 def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: int | None = None,
-                   reference: str = "main", main_variant: str = "main",
+                   full_variant: str = "main", main_variant: str = "main",
                    models: Sequence[str] = ("hkt", "mha"), subject: str = "hkt",
                    notes: Mapping[tuple[str, str], str] | None = None) -> pl.DataFrame:
-    """Variants on one task against the full model ``subject`` (its ``reference`` variant).
+    """Variants on one task against the full model ``subject`` (its ``full_variant``).
 
     Rows: every run of ``models`` on (task, T) (T defaults to the most common one), grouped by
     model and variant. Columns add ``setting`` (what the variant is, followed by ``notes`` of its
     (model, variant): what else it sets, e.g. ``lr=3e-4``), ``delta_pp`` (test accuracy minus the
-    reference's) and ``paper_delta_pp`` (the paper's −18.4 for L=1).
+    full variant's) and ``paper_delta_pp`` (the paper's −18.4 for L=1).
     """
     sel = runs.filter((pl.col("task") == task) & pl.col("model").is_in(list(models)))
     if length is None:
@@ -265,7 +265,7 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
             *(pl.col(k).first() for k in MIXER_FIELDS if k != "kernel_size"),
             pl.col("d_ffn").first()),
         on=["model", "variant"])
-    ref = t.filter((pl.col("model") == subject) & (pl.col("variant") == reference))
+    ref = t.filter((pl.col("model") == subject) & (pl.col("variant") == full_variant))
     ref_acc = ref["test_mean"][0] if len(ref) else None
     if DERIVED in sel.columns:
         t = t.join(sel.group_by(["model", "variant"]).agg(pl.col(DERIVED).first()),
@@ -285,12 +285,12 @@ def ablation_table(runs: pl.DataFrame, task: str = paper.ABLATION_TASK, length: 
         pl.Series("paper_delta_pp", paper_delta, dtype=pl.Float64),
         pl.lit(task).alias("task"), pl.lit(length, dtype=pl.Int64).alias("length"),
     )
-    ref_runs = runs_of(sel, model=subject, variant=reference)
+    ref_runs = runs_of(sel, model=subject, variant=full_variant)
     stats = [difference_columns(runs_of(sel, model=m, variant=v), ref_runs)
-             if (m, v) != (subject, reference) else dict.fromkeys(DIFF_SCHEMA)
+             if (m, v) != (subject, full_variant) else dict.fromkeys(DIFF_SCHEMA)
              for m, v in t.select("model", "variant").iter_rows()]
     t = pl.concat([t, pl.DataFrame(stats, schema=DIFF_SCHEMA)], how="horizontal")
-    rank = (pl.when((pl.col("model") == subject) & (pl.col("variant") == reference)).then(0)
+    rank = (pl.when((pl.col("model") == subject) & (pl.col("variant") == full_variant)).then(0)
               .when(pl.col("model") == subject).then(1).otherwise(2))
     main_first = pl.when(pl.col("variant") == main_variant).then(0).otherwise(1)
     t = t.sort(rank, order_key("model", MODEL_ORDER), main_first, "levels", "variant",

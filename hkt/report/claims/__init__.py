@@ -4,7 +4,7 @@ measured, and whether they **support** it, **refute** it or **cannot tell**.
 One claim a file: each module of this package named in config/report/claims.yaml declares the
 tables it reads (``TABLES``, by the names the aggregate step gives them: ``main``, ``gap``,
 ``ablation``, ``cost``, ``kurtosis``, ``approximation``, ``kernel``, ``mechanism``,
-``rule_readings``, ``controls``, ``sweep``, ``sweep_gap``, ``reference``), the keys of its
+``rule_readings``, ``controls``, ``sweep``, ``sweep_gap``, ``borrowed``), the keys of its
 entry (``KEYS``) and ``rows(tables, budget)``, its rows as :class:`~hkt.report.reading.ClaimRow`
 (a verdict as a value, beside the text that says it). The YAML's order is the rows' order;
 its ``section`` puts a row among the paper's claims or among what limits our values. Each
@@ -87,18 +87,18 @@ def claim_modules(config: Mapping[str, dict] | None = None) -> list[tuple[str, s
 
 def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
                    tables: dict[str, pl.DataFrame], budget: Budget = NO_BUDGET,
-                   reference: pl.DataFrame | None = None) -> list[str]:
+                   borrowed: pl.DataFrame | None = None) -> list[str]:
     """The summary's section: one row per claim the tables can speak to. ``tables`` holds the
     analysis tables, the controls table, the learning-rate tables and the per-example readings
     by name, any of them absent. ``budget`` reads every verdict drawn from runs against the
-    minimum budget. ``reference``: the ``--reference`` records' runs, whose rule references a
-    suite without its own reads its variants against."""
+    minimum budget. ``borrowed``: the borrowed runs (``hkt aggregate --reference`` records), whose
+    rule references a suite without its own reads its variants against."""
     empty = pl.DataFrame()
     named = {"main": main, "gap": gap, "ablation": abl, **tables}
     given = {name: named.get(name, empty) for module in (m for _, _, m in claim_modules())
              for name in module.TABLES}
     given["rule_readings"] = tables.get("rule_readings")
-    given["reference"] = reference
+    given["borrowed"] = borrowed
     rows: dict[str, list[ClaimRow]] = {section: [] for section in SECTIONS}
     for _, section, module in claim_modules():
         rows[section] += module.rows(given, budget)

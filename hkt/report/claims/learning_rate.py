@@ -1,8 +1,8 @@
 """The learning rate (and the budget), from the learning-rate tables (present when the aggregate
 has runs at several settings): a model's plateau *moves* when its best setting by validation is
-not the reference setting (the lowest rate, then the fewest steps, of the runs read from
-``--reference`` records: the profile's rate and budget) and its test mean there exceeds the
-reference's by more than the larger of the two seed stds; else it *does not move*; *cannot
+not the default setting (the lowest rate, then the fewest steps, of the borrowed runs, the
+``hkt aggregate --reference`` records: the profile's rate and budget) and its test mean there
+exceeds the default's by more than the larger of the two seed stds; else it *does not move*; *cannot
 tell* when a side has one seed (no std). A plateau that moves is read again with the test set's
 error (each side's binomial error added): where that interval of the gain holds 0, the row reads
 *moves over seeds; cannot tell with the test set's error*. Either way the row says how far the
@@ -32,13 +32,13 @@ TABLES = ("sweep",)
 
 
 def moves(best: dict[str, Any], ref: dict[str, Any], steps: bool = False) -> tuple[Verdict, str]:
-    """Whether a model's plateau moves from the reference setting ``ref`` to its best ``best``
+    """Whether a model's plateau moves from the default setting ``ref`` to its best ``best``
     (rows of the learning-rate table), over seeds and then with the test set's error, and what
     else differs between the two settings' runs (their precision)."""
     rate, at = setting(best, steps), setting(ref, steps)
     kind = "setting" if steps else "rate"
     if (best["lr"], best["steps"]) == (ref["lr"], ref["steps"]):
-        return Verdict.DOES_NOT_MOVE, (f"{Verdict.DOES_NOT_MOVE}: the reference {kind} {at} is "
+        return Verdict.DOES_NOT_MOVE, (f"{Verdict.DOES_NOT_MOVE}: the default {kind} {at} is "
                                        "the best by validation")
     if best["test_std"] is None or ref["test_std"] is None:
         return Verdict.CANNOT_TELL, f"{Verdict.CANNOT_TELL}: one seed at {rate} or {at} gives no seed spread"
@@ -65,15 +65,15 @@ def moves(best: dict[str, Any], ref: dict[str, Any], steps: bool = False) -> tup
 
 def from_paper(best: float, ref: float, figure: float, steps: bool = False) -> str:
     """How far the best setting's test mean stays from the paper's ``figure``, and how much of
-    the reference setting's distance to it the best one closes."""
+    the default setting's distance to it the best one closes."""
     side, kind = ("below" if best < figure else "above"), ("setting" if steps else "rate")
     return (f"; at its best {kind} still {abs(best - figure):.2f} pp {side} the paper's "
-            f"{figure:.2f} (it closes {best - ref:+.2f} of the reference {kind}'s "
+            f"{figure:.2f} (it closes {best - ref:+.2f} of the default {kind}'s "
             f"{abs(ref - figure):.2f} pp)")
 
 
 def learning_rate_claims(sweep: pl.DataFrame, budget: Budget = NO_BUDGET) -> list[ClaimRow]:
-    """Per task, T and Transformer of the learning-rate table that has reference runs: whether
+    """Per task, T and Transformer of the learning-rate table that has default runs: whether
     its plateau moves with the rate, and how far its best rate stays from the paper."""
     if sweep.is_empty():
         return []
@@ -90,7 +90,7 @@ def learning_rate_claims(sweep: pl.DataFrame, budget: Budget = NO_BUDGET) -> lis
         best = bests.sort(SETTING).row(0, named=True)
         tried = ", ".join(setting(r, steps) for r in group.sort(SETTING).iter_rows(named=True))
         ours = (f"best by validation {setting(best, steps)}: test "
-                f"{pm(best['test_mean'], best['test_std'])}; reference {setting(ref, steps)} "
+                f"{pm(best['test_mean'], best['test_std'])}; default {setting(ref, steps)} "
                 f"({ref['source']}): {pm(ref['test_mean'], ref['test_std'])}; "
                 f"difference {best['test_mean'] - ref['test_mean']:+.2f} pp "
                 f"({'settings' if steps else 'rates'}: {tried})")

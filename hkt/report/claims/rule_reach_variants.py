@@ -1,8 +1,8 @@
 """Which rule reference every other trained variant reaches (ablations, learning-rate and budget
 variants: the suite's own runs), read as :mod:`~hkt.report.claims.rule_reach` reads a main-table
 row, so that every trained run of a task with rules gets its reading. The rules are the suite's
-own runs', else those among the ``reference`` runs (``--reference`` records, which the row
-names); where the per-example readings have the model and variant, the paired one."""
+own runs', else those among the borrowed runs (``hkt aggregate --reference`` records, which the
+row names); where the per-example readings have the model and variant, the paired one."""
 
 from __future__ import annotations
 
@@ -19,23 +19,23 @@ from hkt.report.report_settings import confidence
 from hkt.report.writers import pm
 
 KEYS: tuple[str, ...] = ()
-TABLES = ("rule_readings", "reference")
+TABLES = ("rule_readings", "borrowed")
 
 
-def _rules(budget: Budget, reference: pl.DataFrame | None, task: str, length: int
+def _rules(budget: Budget, borrowed: pl.DataFrame | None, task: str, length: int
            ) -> tuple[list, str]:
-    """A task's rule lines: the suite's own, else the ``reference`` runs' (and their records)."""
+    """A task's rule lines: the suite's own, else the ``borrowed`` runs' (and their records)."""
     refs, where = lines(budget.runs, task, length), ""
-    if not refs and reference is not None:
-        refs = lines(reference, task, length)
-        sources = sorted({str(s) for s in reference.filter(
-            is_reference(reference) & (pl.col("task") == task)
+    if not refs and borrowed is not None:
+        refs = lines(borrowed, task, length)
+        sources = sorted({str(s) for s in borrowed.filter(
+            is_reference(borrowed) & (pl.col("task") == task)
             & (pl.col("length") == length))["source"].to_list() if s})
         where = f"; the rules' records: {', '.join(sources)}" if refs and sources else ""
     return refs, where
 
 
-def variant_rule_reach_claims(budget: Budget, reference: pl.DataFrame | None = None,
+def variant_rule_reach_claims(budget: Budget, borrowed: pl.DataFrame | None = None,
                               paired: pl.DataFrame | None = None) -> list[ClaimRow]:
     """Per task, T, trained model and variant other than the main one: which rule reference its
     test accuracy reaches."""
@@ -49,7 +49,7 @@ def variant_rule_reach_claims(budget: Budget, reference: pl.DataFrame | None = N
     rows: list[ClaimRow] = []
     for (task, length, model, variant), group in sorted(
             trained.group_by("task", "length", "model", "variant"), key=lambda kv: str(kv[0])):
-        refs, where = _rules(budget, reference, task, length)
+        refs, where = _rules(budget, borrowed, task, length)
         if not refs:
             continue
         test = group["test_accuracy"]  # mean, then percent: as the tables (39.675 is 39.68 in both)
@@ -73,4 +73,4 @@ def variant_rule_reach_claims(budget: Budget, reference: pl.DataFrame | None = N
 
 
 def rows(tables: Mapping[str, pl.DataFrame], budget: Budget) -> list[ClaimRow]:
-    return variant_rule_reach_claims(budget, tables.get("reference"), tables.get("rule_readings"))
+    return variant_rule_reach_claims(budget, tables.get("borrowed"), tables.get("rule_readings"))

@@ -1,7 +1,7 @@
 """HKT − MHA with each model at its best learning rate (or setting) by validation, the
 learning-rate gap table's "each at its best" rows, read against the paper's gap as an accuracy
 difference (:func:`~hkt.report.claims.differences.both`); beside it, the gap with both at the
-reference setting where the learning-rate table has one for both."""
+default setting where the learning-rate table has one for both."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _at_default(r: dict[str, Any], sweep_gap: pl.DataFrame, sweep: pl.DataFrame,
         & (pl.col("steps_a") == ref_a["steps"]) & (pl.col("lr_b") == ref_b["lr"])
         & (pl.col("steps_b") == ref_b["steps"]))
     return "" if shared.is_empty() else (
-        f"; both at the reference {'setting' if steps else 'rate'} {setting(ref_a, steps)}: "
+        f"; both at the default {'setting' if steps else 'rate'} {setting(ref_a, steps)}: "
         + interval_text(shared.row(0, named=True)))
 
 
