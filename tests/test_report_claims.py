@@ -91,3 +91,41 @@ def test_the_section_is_empty_without_anything_to_read():
                                     tables={})
     assert section[0] == "## The paper's claims, read against our runs"
     assert "| HKT beats MHA on listops (T=512) |" in "\n".join(section)
+
+
+def test_every_claim_file_has_its_entry_and_a_bad_entry_is_named():
+    """config/report/claims.yaml: one entry per file of hkt/report/claims/ that is a claim, in the
+    rows' order; a key missing or extra, an entry without a file or a file without an entry is
+    refused naming the file, the claim and the key."""
+    from hkt.report.claims.config import load_claims_config
+    from hkt.runs_frame import AggregateError
+
+    cfg = load_claims_config()
+    names = [name for name, _, _ in claims.claim_modules(cfg)]
+    assert names[:7] == ["accuracy", "hierarchy", "cost", "kurtosis", "decay", "kernel",
+                         "mechanism"]
+    assert names[7:13] == ["rule_reach", "rule_reach_variants", "controls", "learning_rate",
+                           "tuned_gap", "longer_budget"]
+    decay = {k: v for k, v in cfg["decay"].items() if k != "rho_limit"}
+    with pytest.raises(AggregateError, match=r"claims.yaml: claim 'decay' has no key 'rho_limit'"):
+        claims.claim_modules({**cfg, "decay": decay})
+    with pytest.raises(AggregateError, match=r"claim 'cost' has a key 'limit' its file does not"):
+        claims.claim_modules({**cfg, "cost": {**cfg["cost"], "limit": 1}})
+    with pytest.raises(AggregateError, match=r"claim 'nothing' has no file "
+                                             r"hkt/report/claims/nothing.py"):
+        claims.claim_modules({**cfg, "nothing": {"section": "paper", "title": "t"}})
+    with pytest.raises(AggregateError, match=r"no entry for claim 'kernel'"):
+        claims.claim_modules({k: v for k, v in cfg.items() if k != "kernel"})
+
+
+def test_a_claims_file_with_a_bad_section_or_no_title_is_named(tmp_path):
+    from hkt.report.claims.config import load_claims_config
+    from hkt.runs_frame import AggregateError
+
+    bad = tmp_path / "claims.yaml"
+    bad.write_text("cost:\n  section: elsewhere\n  title: t\n")
+    with pytest.raises(AggregateError, match=rf"{bad}: claim 'cost' key 'section' is 'elsewhere'"):
+        load_claims_config(bad)
+    bad.write_text("cost:\n  section: paper\n")
+    with pytest.raises(AggregateError, match=rf"{bad}: claim 'cost' has no key 'title'"):
+        load_claims_config(bad)

@@ -49,12 +49,13 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class Reading:
     """One estimate (``unit``: ``pp`` for accuracy differences) with its interval [``low``,
-    ``high``] by ``method`` (None: none), its p-value, and the verdict drawn from it with why."""
+    ``high``] by ``method`` (None: none), its p-value, and the verdict drawn from it (None
+    until a claim reads it against a claimed value) with why."""
 
     estimate: float | None
     low: float | None
     high: float | None
-    verdict: Verdict
+    verdict: Verdict | None = None
     unit: str = "pp"
     method: str = ""
     p_value: float | None = None

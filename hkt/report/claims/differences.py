@@ -22,9 +22,8 @@ __all__ = ["primary", "welch", "interval_text", "difference_verdict", "both", "b
 
 def welch(r: dict[str, Any], key: str = "ours_pp") -> Reading:
     """A difference row's reading over seeds alone (Welch), without a verdict."""
-    return Reading(r.get(key), r.get("ci_low_pp"), r.get("ci_high_pp"), Verdict.CANNOT_TELL,
-                   method="Welch over seeds", p_value=r.get("p_value"),
-                   why=r.get("significant") or "too few seeds")
+    return Reading(r.get(key), r.get("ci_low_pp"), r.get("ci_high_pp"), method="Welch over seeds",
+                   p_value=r.get("p_value"), why=r.get("significant") or "too few seeds")
 
 
 def primary(r: dict[str, Any], key: str = "ours_pp") -> Reading:
@@ -33,9 +32,9 @@ def primary(r: dict[str, Any], key: str = "ours_pp") -> Reading:
     for prefix, how in (("paired_", "paired"), ("ts_", "binomial")):
         low, high = r.get(f"{prefix}ci_low_pp"), r.get(f"{prefix}ci_high_pp")
         if low is not None and high is not None:
-            return Reading(r.get(key), low, high, Verdict.CANNOT_TELL,
-                           method=f"seeds + test set, {how}", p_value=r.get(f"{prefix}p_value"))
-    return Reading(r.get(key), None, None, Verdict.CANNOT_TELL, method="seeds + test set")
+            return Reading(r.get(key), low, high, method=f"seeds + test set, {how}",
+                           p_value=r.get(f"{prefix}p_value"))
+    return Reading(r.get(key), None, None, method="seeds + test set")
 
 
 def interval_text(r: dict[str, Any], key: str = "ours_pp") -> str:
