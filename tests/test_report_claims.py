@@ -8,6 +8,7 @@ import pytest
 
 from hkt import paper
 from hkt.report import claims
+from hkt.report.claims.step_time import step_time_claims
 
 
 def gap_row(task="listops", length=512, ours=5.0, low=2.0, high=8.0, p=0.01, paper_pp=4.77):
@@ -91,6 +92,33 @@ def test_the_section_is_empty_without_anything_to_read():
                                     tables={})
     assert section[0] == "## The paper's claims, read against our runs"
     assert "| HKT beats MHA on listops (T=512) |" in "\n".join(section)
+
+
+@pytest.mark.parametrize("hkt_ms, verdict", [
+    (12.0, claims.SUPPORTS),     # 1.20× of MHA's 10 ms: below 4/3 × 0.95 = 1.267
+    (13.3, claims.CANNOT_TELL),  # 1.33×: within ±5% of 4/3
+    (25.0, claims.REFUTES),      # 2.50×: above 4/3 × 1.05 = 1.40
+])
+def test_the_step_time_is_read_against_the_score_bound_with_its_noise_margin(hkt_ms, verdict):
+    """The demonstration claim (hkt/report/claims/step_time.py): each branch of its rule."""
+    main = main_rows().with_columns(pl.Series("ms_per_step", [hkt_ms, 10.0]),
+                                    pl.Series("seeds", [3, 3]))
+    (row,) = step_time_claims(main)
+    assert row.verdict is verdict and row[3].startswith(f"{verdict} (the time of this")
+    assert row[0] == ("HKT's training step costs at most 4/3 of MHA's in time, as its score "
+                      "operations do (listops, T=512)")
+    assert f"{hkt_ms / 10:.2f}×" in row[2] and row[1] == "≤ 1.333× in operations (time not said)"
+    short = claims.Budget(pl.DataFrame({"external": [None], "model": ["hkt"], "task": ["listops"],
+                                        "length": [512], "variant": ["main"], "steps": [12]}),
+                          claims.Minimum(1000, 2), "main")
+    assert step_time_claims(main, short)[0].verdict is claims.AT_THIS_BUDGET
+
+
+def test_no_step_time_row_without_both_models_times():
+    main = main_rows().with_columns(pl.Series("ms_per_step", [12.0, None]),
+                                    pl.Series("seeds", [3, 3]))
+    assert step_time_claims(main) == []
+    assert step_time_claims(pl.DataFrame()) == []
 
 
 def test_every_claim_file_has_its_entry_and_a_bad_entry_is_named():
