@@ -27,7 +27,10 @@ from hkt.report.claims import Budget, claims_section, load_minimum
 from hkt.report.controls import controls_display, controls_table
 from hkt.report.convergence import (convergence_display, convergence_table, time_display,
                                     time_table, unreadable_note)
+from hkt.report.example_runs import Readings, compared_variants, data_dirs, load_readings
 from hkt.report.mlflow_runs import runs_from_mlflow
+from hkt.report.paired import NAMES_PREDICTIONS, paired_note, paired_table, with_paired
+from hkt.report.report_settings import load_settings
 from hkt.report.aggregate_outputs import SUMMARY, aggregate_files
 from hkt.report.suite_run import log_suite_run
 from hkt.report.suite_choice import SuiteChoice
@@ -62,13 +65,12 @@ def aggregate(args: argparse.Namespace) -> int:
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
         reference = _reference_runs(args)
-        settings = per_example.load_settings()
-        readings = None if args.mlflow else per_example.load_readings(
-            runs, per_example.data_dirs(records, Path(args.data) if args.data else None),
-            settings)
+        settings = load_settings()
+        readings = None if args.mlflow else load_readings(
+            runs, data_dirs(records, Path(args.data) if args.data else None), settings)
         # the learning-rate gap names the runs without predictions (none of MLflow's are read)
         sweep_readings = readings if readings is not None or args.mlflow else \
-            per_example.Readings({}, {}, settings)
+            Readings({}, {}, settings)
         with staged_files(out) as stage:
             made, (main, gap, abl, abl_len, read) = write_all(
                 runs, curves, stage, main_variant=args.main_variant,
@@ -190,7 +192,7 @@ def _reference_runs(args: argparse.Namespace) -> pl.DataFrame | None:
         named = {r.get("_path"): bool(r.get(RECORD_FIELD)) for r in records}
         frames.append(runs_from_records(records).with_columns(
             pl.col("source").replace_strict(named, default=False, return_dtype=pl.Boolean)
-            .alias(per_example.NAMES_PREDICTIONS), pl.lit(src).alias("source")))
+            .alias(NAMES_PREDICTIONS), pl.lit(src).alias("source")))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
@@ -321,7 +323,7 @@ def learning_rate_note(runs: pl.DataFrame) -> str:
 
 def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
                  notes: Callable[[pl.DataFrame], str], refs: str = "",
-                 readings: per_example.Readings | None = None
+                 readings: Readings | None = None
                  ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
     """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs: the
     paths written and the tables by name (``sweep``, ``sweep_gap``). ``refs``: the rule
@@ -353,8 +355,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
               reference: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
-              readings: per_example.Readings | None = None,
-              sweep_readings: per_example.Readings | None = None
+              readings: Readings | None = None,
+              sweep_readings: Readings | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
                                            dict[str, pl.DataFrame]]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
@@ -373,18 +375,17 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     gap = gap_table(main, runs, variants=(main_variant,))
     controls = controls_table(main, runs, variants=(main_variant,))
     paired = pl.DataFrame()
-    gap_note = controls_note = difference_note() + " " + per_example.paired_note(paired, None)
+    gap_note = controls_note = difference_note() + " " + paired_note(paired, None)
     if readings is not None:
-        paired = per_example.paired_table(readings, runs, controls,
-                                          per_example.compared_variants(runs, main_variant))
-        gap = per_example.with_paired(gap, paired, main_variant, *COMPARED_MODELS)
-        controls = per_example.with_paired(controls, paired, main_variant)
+        paired = paired_table(readings, runs, controls, compared_variants(runs, main_variant))
+        gap = with_paired(gap, paired, main_variant, *COMPARED_MODELS)
+        controls = with_paired(controls, paired, main_variant)
         is_gap = ((pl.col("model") == COMPARED_MODELS[0])
                   & (pl.col("versus") == COMPARED_MODELS[1])
                   & (pl.col("variant") == main_variant))
-        gap_note = difference_note() + " " + per_example.paired_note(paired.filter(is_gap),
+        gap_note = difference_note() + " " + paired_note(paired.filter(is_gap),
                                                                    readings.settings)
-        controls_note = difference_note() + " " + per_example.paired_note(
+        controls_note = difference_note() + " " + paired_note(
             paired.filter(~is_gap & (pl.col("variant") == main_variant)), readings.settings)
     with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
                              how="diagonal_relaxed") if derived else runs

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import polars as pl
 
 from hkt import paper
-from hkt.report.per_example import PAIRED_COLUMNS, Readings, paired_or_why
+from hkt.report.example_runs import Readings
+from hkt.report.paired import PAIRED_COLUMNS, paired_or_why
 from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats,
                                seeds_header, test_set_cells, test_set_header)
 from hkt.report.writers import Display, pm, signed
@@ -40,7 +41,7 @@ SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr":
                 "best": pl.Boolean, "test_examples": pl.Int64, "precision": pl.String}
 #: The learning-rate gap: Welch over seeds, with the test set's binomial error (``ts_*``), and
 #: with its paired error over the test examples both sides answered (``paired_*``:
-#: :func:`hkt.report.per_example.paired_or_why`), or why it is not (``paired_why``).
+#: :func:`hkt.report.paired.paired_or_why`), or why it is not (``paired_why``).
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
                     "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA,
