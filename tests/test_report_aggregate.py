@@ -586,7 +586,7 @@ def test_data_from_an_alternative_archive_is_flagged_in_summary_tables_and_runs(
 def test_a_table_of_models_at_different_learning_rates_names_them_per_task():
     """S4D trains at its own rate: the main and controls tables say so, per task, and say
     nothing where every model shares one rate or for external baselines."""
-    from hkt.report.build import learning_rate_note
+    from hkt.report.result_tables import learning_rate_note
 
     runs = pl.DataFrame({
         "task": ["listops"] * 4 + ["imdb"] * 3, "length": [512] * 4 + [1024] * 3,

@@ -20,11 +20,13 @@ from typing import Any
 import polars as pl
 import yaml
 
+from hkt.report.writers import markdown, write_table
 from hkt.rule_references import figure_error, lines, reading
 from hkt.runs_frame import AggregateError
 
 __all__ = ["Entry", "Leaderboard", "load_leaderboard", "leaderboard_table", "leaderboard_display",
-           "short_reading", "figure_text", "LEADERBOARD_SCHEMA", "SPREAD_KINDS"]
+           "short_reading", "figure_text", "write_leaderboard", "LEADERBOARD_SCHEMA",
+           "SPREAD_KINDS"]
 
 #: The table's columns and their types.
 LEADERBOARD_SCHEMA = {"model": pl.Utf8, "accuracy": pl.Float64, "spread": pl.Float64,
@@ -203,3 +205,15 @@ def caption(board: Leaderboard, table: pl.DataFrame) -> str:
             f"se; {none} come with no spread: they are read with the test set's error alone, "
             f"which understates their error by the seed spread their sources do not give. Where "
             f"the figures sit: {tally}.")
+
+
+def write_leaderboard(path: str, runs: pl.DataFrame, tables: Path
+                      ) -> tuple[list[Path], list[str]]:
+    """The leaderboard table under ``tables``: the published figures of ``path`` read against
+    the rule references of ``runs``; and the summary's section on it."""
+    board = load_leaderboard(path)
+    table = leaderboard_table(board, runs)
+    text = caption(board, table)
+    made = write_table(table, leaderboard_display(table), tables / "leaderboard", text)
+    return made, ["## Published results read against the rules", "", text, "",
+                  markdown(*leaderboard_display(table)), ""]

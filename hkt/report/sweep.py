@@ -12,20 +12,22 @@ from the suite itself (the ``sweep`` variants) and from reference records (``hkt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import polars as pl
 
 from hkt import paper
 from hkt.report.example_runs import Readings
 from hkt.report.paired import PAIRED_COLUMNS, paired_or_why
-from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats,
-                               seeds_header, test_set_cells, test_set_header)
-from hkt.report.writers import Display, pm, signed
+from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, difference_note, p_text,
+                               seed_stats, seeds_header, test_set_cells, test_set_header)
+from hkt.report.writers import Display, pm, signed, write_table
 
 __all__ = ["SWEEP_PAIRED_NOTE", "SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE",
            "EACH_AT_BEST",
-           "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display"]
+           "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display",
+           "write_sweep"]
 
 #: The ``source`` of the aggregated suite's own runs; any other source names the reference
 #: records they are set beside (``--reference``: the runs at the profile's rate).
@@ -163,3 +165,33 @@ def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MO
              p_text(r["paired_p_value"]),
              f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows
+
+
+def write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
+                notes: Callable[[pl.DataFrame], str], refs: str = "",
+                readings: Readings | None = None
+                ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
+    """The learning-rate tables of ``runs`` and the ``reference`` runs under ``tables``: the
+    paths written and the tables by name (``sweep``, ``sweep_gap``). ``notes``: the caveats of
+    the runs read (:func:`hkt.report.result_tables.caveats`); ``refs``: the rule references'
+    sentence, said beside the rows; ``readings``: the runs' predictions, which pair the gap's
+    rows whose runs all have them."""
+    mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
+    both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
+    swept = swept_runs(both)
+    table, caveats = sweep_table(swept), notes(swept)
+    gap = sweep_gap_table(swept, table, readings=readings)
+    none = "No model of these runs was trained at more than one learning rate or budget."
+    written = write_table(table, sweep_display(table), tables / "sweep",
+                          "Learning rates and budgets: each model's validation and test accuracy "
+                          "(%) at every setting (peak learning rate, steps) it was trained with; "
+                          "its best setting by mean validation accuracy. "
+                          + (" ".join(filter(None, (caveats, refs))) if len(table) else none))
+    written += write_table(gap, sweep_gap_display(gap), tables / "sweep_gap",
+                           "HKT − MHA test accuracy (pp) at each setting (peak learning rate, "
+                           "steps) both were trained with, and with each model at its own best "
+                           "setting (by validation), Welch's test over seeds. "
+                           + (" ".join(filter(None, (caveats, difference_note(),
+                                                     SWEEP_PAIRED_NOTE, refs)))
+                              if len(gap) else none))
+    return written, {"sweep": table, "sweep_gap": gap}
