@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 import yaml
 
+from hkt.report.report_settings import load_settings
 from hkt.report.writers import markdown, write_table
 from hkt.rule_references import figure_error, lines, reading
 from hkt.runs_frame import AggregateError
@@ -185,7 +186,8 @@ def leaderboard_display(table: pl.DataFrame) -> tuple[list[str], list[list[str]]
 
 def caption(board: Leaderboard, table: pl.DataFrame) -> str:
     """The table's caption: what is read against what, how the error is counted, how many figures
-    carry a spread, and how many entries sit at each position."""
+    carry a spread, and how many entries sit at each position. The interval's level is the
+    report's configured confidence (:func:`hkt.report.report_settings.load_settings`)."""
     counts: dict[str, int] = {}
     for p in table["position"].to_list():
         counts[p] = counts.get(p, 0) + 1
@@ -193,8 +195,9 @@ def caption(board: Leaderboard, table: pl.DataFrame) -> str:
     kinds = {k: table.filter(pl.col("spread_kind") == k).height for k in SPREAD_KINDS}
     none = table.filter(pl.col("spread").is_null()).height
     sd_no_seeds = table.filter((pl.col("spread_kind") == "sd") & pl.col("seeds").is_null()).height
+    level = load_settings().level
     return (f"Published results on {board.task} (T={board.length}) read against the rule "
-            f"references of these runs (docs/listops.md): at a rule when the 95% interval of "
+            f"references of these runs (docs/listops.md): at a rule when the {level} interval of "
             f"the difference holds 0, else above the highest rule it clears and below the next. "
             f"The error of a figure: its spread over seeds where the source gives one (a "
             f"standard deviation sd over n seeds counts sd²/n; a standard error se counts se²), "
