@@ -64,7 +64,7 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
-        reference = _reference_runs(args)
+        borrowed = _borrowed_runs(args)
         settings = load_settings()
         readings = None if args.mlflow else load_readings(
             runs, data_dirs(records, Path(args.data) if args.data else None), settings)
@@ -76,7 +76,7 @@ def aggregate(args: argparse.Namespace) -> int:
                 runs, curves, stage, main_variant=args.main_variant,
                 ablation_task=args.ablation_task, ablation_length=args.ablation_length,
                 data_warnings=warnings, derived=derived_spec(args.derived),
-                reference=reference, unreadable=unreadable, readings=readings,
+                borrowed=borrowed, unreadable=unreadable, readings=readings,
                 sweep_readings=sweep_readings)
             written += made
             made, sections, frames = _write_analyses(args, runs, stage)
@@ -87,7 +87,7 @@ def aggregate(args: argparse.Namespace) -> int:
                 sections = [*sections, *section]
             budget = Budget(runs, load_minimum(), args.main_variant)
             sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
-                                        budget=budget, reference=reference), *sections]
+                                        budget=budget, borrowed=borrowed), *sections]
             # last: it links every table and figure written above
             written.append(write_summary(stage / SUMMARY, runs, main, gap, abl, source=source,
                                          ablation_task=args.ablation_task,
@@ -184,10 +184,12 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
     return runs, curves, records, source, unreadable
 
 
-def _reference_runs(args: argparse.Namespace) -> pl.DataFrame | None:
-    """The ``--reference`` records' runs, each with the path it was named by as its source."""
+def _borrowed_runs(args: argparse.Namespace) -> pl.DataFrame | None:
+    """The borrowed runs (``--borrow``: records of another publication, read beside the suite's
+    own in the learning-rate tables and their claims), each with the path it was named by as its
+    source."""
     frames = []
-    for src in args.reference:
+    for src in args.borrow:
         records = load_records([src], validate=not args.no_validate)
         named = {r.get("_path"): bool(r.get(RECORD_FIELD)) for r in records}
         frames.append(runs_from_records(records).with_columns(
@@ -281,7 +283,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
-              reference: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
+              borrowed: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
               readings: Readings | None = None,
               sweep_readings: Readings | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
@@ -291,7 +293,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     (``controls``, ``sweep``, ``sweep_gap``), for the summary. ``data_warnings``
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
     ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs;
-    ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
+    ``borrowed`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
     ``unreadable`` (:func:`hkt.runs_frame.unreadable_histories`) marks the convergence table;
     ``readings`` (the runs' predictions, :mod:`hkt.report.example_runs`) pair the gap's and the
     controls' test-set intervals and add the per-example tables, when there are any;
@@ -305,7 +307,7 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     written = result_tables.write_comparisons(compared, runs, tables, notes, refs, main_variant)
     written += result_tables.write_ablation(abl, tables, notes, refs)
     written += result_tables.write_run_tables(runs, curves, unreadable, tables, refs, main_variant)
-    made, sweeps = write_sweep(runs, reference, tables, notes, refs,
+    made, sweeps = write_sweep(runs, borrowed, tables, notes, refs,
                                readings if sweep_readings is None else sweep_readings)
     written += made
     written += result_tables.write_runs_and_figures(runs, curves, abl, out, main_variant)

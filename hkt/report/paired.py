@@ -77,8 +77,8 @@ def _named(sel: pl.DataFrame) -> str:
     return "; ".join(parts)
 
 
-#: The column of a ``--reference`` runs frame that says whether a run's record names its
-#: predictions (they are not read: a reference is read for its accuracies).
+#: The column of the borrowed runs' frame (``--borrow``) that says whether a run's record names
+#: its predictions (they are not read: a borrowed run is read for its accuracies).
 NAMES_PREDICTIONS = "names_predictions"
 #: Why a difference has no paired reading where no run it reads was read for predictions.
 NOT_READ = ("predictions are not read from MLflow, which does not keep them: aggregate the runs' "
@@ -110,7 +110,7 @@ def paired_or_why(r: Readings | None, a: pl.DataFrame, b: pl.DataFrame
                       "records' (the aggregate's warnings say why)")
     if not none.is_empty():
         return None, f"no predictions for {_named(none)}"
-    return None, (f"the predictions of {_named(lacking)} are not read (--reference records are "
+    return None, (f"the predictions of {_named(lacking)} are not read (--borrow records are "
                   "read for their accuracies)")
 
 

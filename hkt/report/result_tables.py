@@ -87,7 +87,7 @@ class Ablation:
         self.with_derived = with_derived = pl.concat(
             [runs, derived_runs(runs, derived or {}, task, main_variant)],
             how="diagonal_relaxed") if derived else runs
-        self.table = ablation_table(with_derived, task, length, reference=main_variant,
+        self.table = ablation_table(with_derived, task, length, full_variant=main_variant,
                                     main_variant=main_variant,
                                     notes=setting_notes(with_derived, task, main_variant))
         self.length = self.table["length"][0] if len(self.table) else length

@@ -6,8 +6,9 @@ A fair comparison tunes each model (issue 39): one learning rate for both may fa
 model that learns faster at it. The best setting is chosen by validation accuracy, never by
 test. A setting is the pair (learning rate, steps): the long suite (issue 50) trains the same
 rate for twice the steps, whose runs must not be pooled with the shorter ones. Runs may come
-from the suite itself (the ``sweep`` variants) and from reference records (``hkt aggregate
---reference``: the published runs at the profile's rate and at other settings), read once here.
+from the suite itself (the ``sweep`` variants) and from borrowed runs (``hkt aggregate
+--borrow``: another publication's records, the runs at the default setting, the profile's rate
+and budget, and at other settings), read once here.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ __all__ = ["SWEEP_PAIRED_NOTE", "SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE"
            "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display",
            "write_sweep"]
 
-#: The ``source`` of the aggregated suite's own runs; any other source names the reference
-#: records they are set beside (``--reference``: the runs at the profile's rate).
+#: The ``source`` of the aggregated suite's own runs; any other source names the borrowed
+#: records they are set beside (``--borrow``: the runs at the default setting, the profile's).
 THIS_SUITE = "this suite"
 #: The learning-rate gap table's comparisons: both models at one shared setting (rate and steps),
 #: each at its own best.
@@ -167,17 +168,17 @@ def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MO
     return header, rows
 
 
-def write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
+def write_sweep(runs: pl.DataFrame, borrowed: pl.DataFrame | None, tables: Path,
                 notes: Callable[[pl.DataFrame], str], refs: str = "",
                 readings: Readings | None = None
                 ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
-    """The learning-rate tables of ``runs`` and the ``reference`` runs under ``tables``: the
+    """The learning-rate tables of ``runs`` and the ``borrowed`` runs under ``tables``: the
     paths written and the tables by name (``sweep``, ``sweep_gap``). ``notes``: the caveats of
     the runs read (:func:`hkt.report.result_tables.caveats`); ``refs``: the rule references'
     sentence, said beside the rows; ``readings``: the runs' predictions, which pair the gap's
     rows whose runs all have them."""
     mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
-    both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
+    both = mine if borrowed is None else pl.concat([mine, borrowed], how="diagonal_relaxed")
     swept = swept_runs(both)
     table, caveats = sweep_table(swept), notes(swept)
     gap = sweep_gap_table(swept, table, readings=readings)
