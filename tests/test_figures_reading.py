@@ -16,7 +16,7 @@ from hkt.figures import analysis as run_figures
 from hkt.figures import per_example as example_figures
 from hkt.figures import suite as figures
 from hkt.report import analysis_tables as at
-from hkt.report import per_example
+from hkt.report import example_runs, report_settings
 from hkt.runs_frame import curves_from_records, load_records, runs_from_records
 
 
@@ -67,15 +67,15 @@ def test_the_runs_the_breakdown_leaves_out_are_named_with_why():
     facts = pl.DataFrame({"split": ["test"] * 10, "row": np.arange(10), "label": np.arange(10) % 2})
     label = facts["label"].to_numpy()
     full, part = np.arange(10), np.arange(4)
-    runs = {("listops", 512, "hkt", "main", 0): per_example.Run(full, label, label == label),
-            ("listops", 512, "mha", "main", 0): per_example.Run(part, label[:4], label[:4] == label[:4]),
-            ("listops", 512, "conv", "main", 0): per_example.Run(full, label, label == label)}
+    runs = {("listops", 512, "hkt", "main", 0): example_runs.Run(full, label, label == label),
+            ("listops", 512, "mha", "main", 0): example_runs.Run(part, label[:4], label[:4] == label[:4]),
+            ("listops", 512, "conv", "main", 0): example_runs.Run(full, label, label == label)}
     frame = pl.DataFrame([dict(zip(("task", "length", "model", "variant", "seed"), k))
                           for k in [*runs, ("listops", 512, "conv", "main", 1)]])
-    r = per_example.Readings(runs, {("listops", 512): facts}, per_example.load_settings())
-    assert per_example.undrawn(r, frame) == ["mha: predictions on 4 of the 10 test examples",
+    r = example_runs.Readings(runs, {("listops", 512): facts}, report_settings.load_settings())
+    assert example_runs.undrawn(r, frame) == ["mha: predictions on 4 of the 10 test examples",
                                              "conv: 1 of 2 runs without predictions"]
-    assert per_example.undrawn(r, frame, column="depth") == []  # a task without tree depths
+    assert example_runs.undrawn(r, frame, column="depth") == []  # a task without tree depths
 
 
 # ---------------------------------------------------------------- approximation, κ

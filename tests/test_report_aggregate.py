@@ -333,19 +333,19 @@ def _lr_record(model, seed, lr, val, test, variant="main"):
 
 
 def test_learning_rate_tables_pick_each_models_best_rate_by_validation(tmp_path):
-    """hkt aggregate --reference: the published lr-1e-4 seeds beside a sweep's other rates;
+    """hkt aggregate --borrow: the published lr-1e-4 seeds beside a sweep's other rates;
     the best rate is the best mean validation accuracy, even where test says otherwise."""
-    reference = [_lr_record(m, s, 1e-4, v, t) for s in range(3) for m, v, t in
-                 (("hkt", 0.40 + s / 100, 0.38 + s / 100), ("mha", 0.35 + s / 100, 0.33 + s / 100))]
+    borrowed = [_lr_record(m, s, 1e-4, v, t) for s in range(3) for m, v, t in
+                (("hkt", 0.40 + s / 100, 0.38 + s / 100), ("mha", 0.35 + s / 100, 0.33 + s / 100))]
     swept = [_lr_record("hkt", 0, 1e-3, 0.45, 0.30, "lr1e3"),   # best val, worse test
              _lr_record("mha", 0, 1e-3, 0.30, 0.36, "lr1e3"),   # worse val, better test
              _lr_record("hkt", 0, 3e-4, 0.41, 0.39, "lr3e4"),
              _lr_record("mha", 0, 3e-4, 0.37, 0.35, "lr3e4")]
-    write_records(tmp_path / "published", reference)
+    write_records(tmp_path / "published", borrowed)
     write_records(tmp_path / "runs", swept)
     out = tmp_path / "results"
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
-                     "--reference", str(tmp_path / "published")]) == 0
+                     "--borrow", str(tmp_path / "published")]) == 0
     table = pl.read_csv(out / "tables" / "sweep.csv")
     assert table.select("model", "lr", "seeds").rows() == [
         ("hkt", 1e-4, 3), ("hkt", 3e-4, 1), ("hkt", 1e-3, 1),
@@ -359,13 +359,13 @@ def test_learning_rate_tables_pick_each_models_best_rate_by_validation(tmp_path)
         (ONE_RATE, 1e-3, 1e-3), (EACH_AT_BEST, 1e-3, 3e-4)]
     assert gap["ours_pp"].to_list() == pytest.approx([5.0, 4.0, -6.0, -5.0])
     assert gap["seeds_a"].to_list() == [3, 1, 1, 1]
-    # the reference runs stay out of every other table
+    # the borrowed runs stay out of every other table
     assert pl.read_csv(out / "tables" / "runs.csv").height == 4
 
 
 def test_a_longer_budget_at_a_published_rate_is_its_own_setting(tmp_path):
     """The long suite: 1e-3 for 20k steps is not pooled with the published 1e-3 at 10k steps;
-    two reference paths join the table; the gap pairs settings both models share."""
+    two borrowed paths join the table; the gap pairs settings both models share."""
     def at(model, seed, lr, steps, val, test, variant):
         rec = _lr_record(model, seed, lr, val, test, variant)
         rec["steps"] = steps
@@ -378,7 +378,7 @@ def test_a_longer_budget_at_a_published_rate_is_its_own_setting(tmp_path):
                                       at("mha", 0, 1e-3, 20_000, 0.37, 0.36, "lr1e3_steps20k")])
     out = tmp_path / "results"
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
-                     "--reference", str(tmp_path / "cpu"), "--reference", str(tmp_path / "sens")]) == 0
+                     "--borrow", str(tmp_path / "cpu"), "--borrow", str(tmp_path / "sens")]) == 0
     table = pl.read_csv(out / "tables" / "sweep.csv")
     assert table.select("model", "lr", "steps", "seeds", "best").rows() == [
         ("hkt", 1e-4, 10_000, 1, False), ("hkt", 1e-3, 10_000, 1, False),
@@ -587,7 +587,7 @@ def test_data_from_an_alternative_archive_is_flagged_in_summary_tables_and_runs(
 def test_a_table_of_models_at_different_learning_rates_names_them_per_task():
     """S4D trains at its own rate: the main and controls tables say so, per task, and say
     nothing where every model shares one rate or for external baselines."""
-    from hkt.report.build import learning_rate_note
+    from hkt.report.result_tables import learning_rate_note
 
     runs = pl.DataFrame({
         "task": ["listops"] * 4 + ["imdb"] * 3, "length": [512] * 4 + [1024] * 3,

@@ -56,7 +56,7 @@ def _aggregate(tmp_path: Path, data: Path, *, seeds: range,
                predictions: tuple[str, ...] = ("hkt", "mha")) -> Path:
     """The long suite's shape: the suite's own runs at lr 1e-3 for 20,000 steps (HKT learning
     far more than MHA), and the shorter budget's runs (3 seeds, no predictions, as the
-    sensitivity publication's) read from ``--reference``."""
+    sensitivity publication's) read from ``--borrow``."""
     _runs(tmp_path / "runs", data, variant=LONG, lr=1e-3, steps=20_000, seeds=seeds,
           learn={"hkt": 0.7, "mha": 0.05}, predictions=predictions)
     _runs(tmp_path / "sens", data, variant="lr1e3", lr=1e-3, steps=10_000, seeds=range(3),
@@ -71,7 +71,7 @@ def _aggregate(tmp_path: Path, data: Path, *, seeds: range,
             external=f"hkt.baselines.{rule}")])
     out = tmp_path / "results"
     assert hkt_main(["aggregate", str(tmp_path / "runs"), "--out", str(out),
-                     "--reference", str(tmp_path / "sens")]) == 0
+                     "--borrow", str(tmp_path / "sens")]) == 0
     return out
 
 

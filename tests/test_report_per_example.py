@@ -1,4 +1,5 @@
-"""Per-example readings (hkt/report/per_example.py, hkt/report/buckets.py): from
+"""Per-example readings (hkt/report/example_runs.py, paired.py, rule_agreement.py,
+per_example.py, buckets.py): from
 synthetic predictions in the runs' predictions.parquet schema and a small generated ListOps
 task, each reading equals what the predictions say when counted by hand; runs without
 predictions leave every table as it was; predictions on other data stop with one line."""
@@ -20,7 +21,7 @@ from hkt.cli.main import main as hkt_main
 from hkt.facts.examples import load_examples
 from hkt.data_layout import EXAMPLES
 from hkt.data.prepare import prepare_task
-from hkt.report import buckets, per_example
+from hkt.report import buckets, example_runs, report_settings
 from hkt.predictions import (PREDICTIONS_NAME, RECORD_FIELD, SPLITS, SplitPredictions, one_hot,
                              write_predictions)
 from hkt.report.tables import difference_note
@@ -258,18 +259,18 @@ def test_a_publication_regenerates_its_readings_from_its_own_files(listops, tmp_
 
 
 def test_settings_come_from_the_report_config_and_a_bad_one_is_named(tmp_path):
-    s = per_example.load_settings()
+    s = report_settings.load_settings()
     assert s.depth_groups == 3 and s.length_buckets == 4 and 0 < s.confidence < 1
     assert s.min_bucket_examples == 30
     bad = tmp_path / "report.yaml"
     bad.write_text("confidence: 0.95\nper_example: {depth_groups: 3, length_buckets: 4, "
                    "min_bucket_examples: 0}\n")
     with pytest.raises(Exception, match="per_example.min_bucket_examples"):
-        per_example.load_settings(bad)
+        report_settings.load_settings(bad)
     bad.write_text("confidence: 95\nper_example: {depth_groups: 3, length_buckets: 4, "
                    "min_bucket_examples: 30}\n")
     with pytest.raises(Exception, match="confidence"):
-        per_example.load_settings(bad)
+        report_settings.load_settings(bad)
 
 
 def _readings(task: str, facts: pl.DataFrame, preds: dict[str, list[np.ndarray]]):
@@ -280,9 +281,9 @@ def _readings(task: str, facts: pl.DataFrame, preds: dict[str, list[np.ndarray]]
     for model, seeds in preds.items():
         for seed, pred in enumerate(seeds):
             key = (task, 1024, model, "main", seed)
-            found[key] = per_example.Run(rows, pred, pred == label)
+            found[key] = example_runs.Run(rows, pred, pred == label)
             frame.append(dict(zip(("task", "length", "model", "variant", "seed"), key)))
-    return (per_example.Readings(found, {(task, 1024): facts}, per_example.load_settings()),
+    return (example_runs.Readings(found, {(task, 1024): facts}, report_settings.load_settings()),
             pl.DataFrame(frame))
 
 

@@ -222,7 +222,8 @@ def _runs(variants: tuple[str, ...]) -> pl.DataFrame:
 
 
 def test_the_ablation_table_names_each_row_s_learning_rate():
-    from hkt.report.build import learning_rate, setting_notes
+    from hkt.report.result_tables import setting_notes
+    from hkt.report.writers import learning_rate
     from hkt.report.tables import ablation_table
 
     assert [learning_rate(v) for v in (2.5e-4, 1e-2, 3e-3)] == ["2.5e-4", "1e-2", "3e-3"]
@@ -239,6 +240,6 @@ def test_the_ablation_table_names_each_row_s_learning_rate():
 
 
 def test_a_table_without_learning_rate_variants_names_none():
-    from hkt.report.build import setting_notes
+    from hkt.report.result_tables import setting_notes
 
     assert setting_notes(_runs(("main", "levels2")), "listops") == {}

@@ -15,7 +15,7 @@ row in that split's Parquet, as ``predictions.parquet`` names it), with its ``la
 
 ``hkt prepare`` writes it; :func:`load_examples` makes it on first need for data prepared
 before (docs/data.md). Its reader is the report's per-example readings
-(:mod:`hkt.report.per_example`); the ListOps rules' answers come from :mod:`hkt.baselines`, a
+(:mod:`hkt.report.example_runs`); the ListOps rules' answers come from :mod:`hkt.baselines`, a
 layer above the data package (:mod:`hkt.facts`).
 """
 

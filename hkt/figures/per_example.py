@@ -28,7 +28,7 @@ FACETS = {"depth": "tree depth (the root is 1)",
 def accuracy_by_depth(breakdown: pl.DataFrame, path: str | Path,
                       undrawn: list[str] | None = None) -> Path:
     """The breakdown table's depth rows as lines: accuracy (%) against each depth facet;
-    ``undrawn``: the runs left out and why (:func:`hkt.report.per_example.undrawn`), written
+    ``undrawn``: the runs left out and why (:func:`hkt.report.example_runs.undrawn`), written
     under the panels."""
     sel = breakdown.filter(pl.col("facet").is_in(list(FACETS)))
     note = ("Not drawn: " + "; ".join(undrawn) + ".") if undrawn else ""

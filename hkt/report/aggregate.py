@@ -61,10 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--derived", action="append", default=[], metavar="VARIANT=MODEL",
                         help="an ablation row taken from MODEL's main runs instead of trained ones "
                              "(levels1=mha: HKT with L = 1 is MHA); repeatable")
-    parser.add_argument("--reference", action="append", default=[], metavar="RECORDS",
-                        help="records read for the learning-rate tables only (the sweep and "
-                             "sweep_gap tables), e.g. a publication's runs at the profile's rate "
-                             "beside a sensitivity suite's; repeatable")
+    parser.add_argument("--borrow", action="append", default=[], metavar="RECORDS",
+                        help="borrowed runs: records of another publication read beside the "
+                             "suite's own for the learning-rate tables only (the sweep and "
+                             "sweep_gap tables, and their claims), e.g. a publication's runs at "
+                             "the default setting (the profile's rate and budget) beside a "
+                             "sensitivity suite's; repeatable")
+    # the option's name before issue 75, as workflows not yet renamed still pass it
+    parser.add_argument("--reference", action="append", dest="borrow", metavar="RECORDS",
+                        help=argparse.SUPPRESS)
     parser.add_argument("--leaderboard", metavar="YAML", default=None,
                         help="published figures (config/report/lra_listops.yaml's format) read "
                              "against the runs' rule references: tables/leaderboard.*")

@@ -29,7 +29,7 @@ class Product:
     category: str   # its section of `snakemake --report`
     caption: str    # workflow/report/CAPTION.rst
     analyses: bool = False  # written only when the suite analyses trained runs
-    predictions: bool = False  # written only when runs have predictions (hkt.report.per_example)
+    predictions: bool = False  # written only when runs have predictions (hkt.report.example_runs)
     leaderboard: bool = False  # written only when the suite reads published figures (--leaderboard)
 
     def files(self, out: str | Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Readings bucket by bucket (:mod:`hkt.report.per_example`'s runs and facts): where each
+"""Readings bucket by bucket (:mod:`hkt.report.example_runs`' runs and facts): where each
 model's accuracy lies, and HKT − MHA per bucket and on the one contrast declared beforehand.
 
 * :func:`breakdown_table`: accuracy per bucket of a fact (ListOps: tree depth, depth group,
@@ -25,9 +25,11 @@ import numpy as np
 import polars as pl
 
 from hkt import paper
-from hkt.report.per_example import (ANSWER_RULES, Readings, ci_text, finite_or_none, mean_std,
-                                    p_text, rule_columns, seed_groups)
+from hkt.report.example_display import ci_text, p_text
+from hkt.report.example_runs import Readings, mean_std, seed_groups
+from hkt.report.paired import finite_or_none
 from hkt.report.report_settings import Settings
+from hkt.report.rule_agreement import rule_columns
 from hkt.report.stats import holm, paired_difference
 from hkt.report.writers import Display, pm, signed
 from hkt.rule_references import RULE_REFERENCES
@@ -37,11 +39,15 @@ __all__ = ["DEPTH", "DEPTH_GROUP", "NEEDED", "LENGTH", "ROOT", "CLASS", "depth_g
            "answer_depth", "breakdown_table", "breakdown_display", "labelled_by_variant",
            "breakdown_gap_table", "breakdown_gap_display", "gap_caption", "mechanism_table",
            "TREE_DEPTH",
-           "ANSWER_DEPTH"]
+           "ANSWER_DEPTH", "ANSWER_RULES"]
 
 #: The facets a breakdown reads, in this order, with the fact each buckets.
 DEPTH, DEPTH_GROUP, NEEDED, LENGTH, ROOT, CLASS = (
     "depth", "depth group", "answer depth", "length quartile", "root operator", "class")
+#: The rules of increasing depth that "answer depth" reads: an example's answer depth is the
+#: first of them that answers it right ("deeper" where none does: only the exact evaluator).
+ANSWER_RULES = (("the prior", "root_op_prior"), ("depth 1", "depth1_rule"),
+                ("depth 2", "depth2_rule"), ("depth 3", "depth3_rule"))
 
 
 def _length_buckets(length: np.ndarray, k: int) -> tuple[np.ndarray, list[str]]:

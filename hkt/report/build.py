@@ -1,5 +1,12 @@
-"""What ``hkt aggregate`` builds (:mod:`hkt.report.aggregate` parses its arguments): the tables,
-figures and summary of a suite, the analysis and cost tables, and the MLflow audit."""
+"""The aggregate command and its products: what ``hkt aggregate`` builds
+(:mod:`hkt.report.aggregate` parses its arguments). :func:`aggregate` reads the runs, has every
+product written into a staging folder and moved into place, logs the suite run and runs the
+MLflow audit. The products, in the order :func:`write_all` writes them: the result tables and
+figures (:mod:`hkt.report.result_tables`), the learning-rate tables
+(:func:`hkt.report.sweep.write_sweep`), the per-example tables and figure
+(:func:`_write_per_example`); then the analysis and cost tables (:func:`_write_analyses`), the
+leaderboard (:func:`hkt.report.leaderboard.write_leaderboard`), the claims
+(:mod:`hkt.report.claims`) and the summary (:mod:`hkt.report.summary`)."""
 
 from __future__ import annotations
 
@@ -15,35 +22,33 @@ import polars as pl
 from hkt.figures import per_example as per_example_figures
 from hkt.figures import suite as figures
 from hkt.figures.common import budget_title
-from hkt.paper import ABLATION_TASK, COMPARED_MODELS
-from hkt.fileio import atomic_path
-from hkt.publication import RETABLE, sealed_publication
-from hkt.staging import STAGE, move_into, staged_files  # noqa: F401 (STAGE: where it stages)
+from hkt.paper import ABLATION_TASK
+from hkt.predictions import RECORD_FIELD
 from hkt.provenance import NO_SUITE, RESULTS_DIR_TAG, SuiteRun, suite_name
-from hkt.report import analysis_tables, buckets, environments, per_example
+from hkt.publication import RETABLE, sealed_publication
+from hkt.report import analysis_tables, buckets, environments, result_tables
+from hkt.report.aggregate_outputs import SUMMARY, aggregate_files
 from hkt.report.approximation_table import write_approximation
 from hkt.report.audit import check_display, check_mlflow
 from hkt.report.claims import Budget, claims_section, load_minimum
-from hkt.report.rule_readings import rule_readings_frame
-from hkt.report.controls import controls_display, controls_table
-from hkt.report.convergence import (convergence_display, convergence_table, time_display,
-                                    time_table, unreadable_note)
+from hkt.report.example_display import agreement_display, paired_display
+from hkt.report.example_runs import Readings, compared_variants, data_dirs, load_readings, undrawn
+from hkt.report.leaderboard import write_leaderboard
 from hkt.report.mlflow_runs import runs_from_mlflow
-from hkt.report.aggregate_outputs import SUMMARY, aggregate_files
-from hkt.report.suite_run import log_suite_run
+from hkt.report.paired import NAMES_PREDICTIONS
+from hkt.report.rule_agreement import agreement_table
+from hkt.report.report_settings import load_settings
+from hkt.report.rule_readings import rule_readings_frame
 from hkt.report.suite_choice import SuiteChoice
+from hkt.report.suite_run import log_suite_run
 from hkt.report.summary import data_warnings, record_data_warning, write_summary
-from hkt.report.sweep import (SWEEP_PAIRED_NOTE, THIS_SUITE, swept_runs, sweep_display,
-                              sweep_gap_display,
-                              sweep_gap_table, sweep_table)
+from hkt.report.sweep import write_sweep
+from hkt.report.tables import main_display
+from hkt.report.writers import write_table
 from hkt.rule_references import lines_note
-from hkt.report.tables import (ablation_display, ablation_table, derived_runs,
-                               gap_display, gap_table, main_display, main_notes, main_table,
-                               difference_note, with_test_interval)
-from hkt.predictions import RECORD_FIELD
-from hkt.report.writers import learning_rate, write_table
-from hkt.runs_frame import (KEY, AggregateError, curves_from_records, examples_note, load_records,
-                            paper_caveat, runs_from_records, unreadable_histories)
+from hkt.runs_frame import (KEY, AggregateError, curves_from_records, load_records,
+                            runs_from_records, unreadable_histories)
+from hkt.staging import STAGE, move_into, staged_files  # noqa: F401 (STAGE: where it stages)
 
 
 def aggregate(args: argparse.Namespace) -> int:
@@ -62,31 +67,30 @@ def aggregate(args: argparse.Namespace) -> int:
     for (task, length), warning in warnings.items():
         print(f"hkt: warning: {warning}", file=sys.stderr)
     if not args.no_tables:
-        reference = _reference_runs(args)
-        settings = per_example.load_settings()
-        readings = None if args.mlflow else per_example.load_readings(
-            runs, per_example.data_dirs(records, Path(args.data) if args.data else None),
-            settings)
+        borrowed = _borrowed_runs(args)
+        settings = load_settings()
+        readings = None if args.mlflow else load_readings(
+            runs, data_dirs(records, Path(args.data) if args.data else None), settings)
         # the learning-rate gap names the runs without predictions (none of MLflow's are read)
         sweep_readings = readings if readings is not None or args.mlflow else \
-            per_example.Readings({}, {}, settings)
+            Readings({}, {}, settings)
         with staged_files(out) as stage:
             made, (main, gap, abl, abl_len, read) = write_all(
                 runs, curves, stage, main_variant=args.main_variant,
                 ablation_task=args.ablation_task, ablation_length=args.ablation_length,
                 data_warnings=warnings, derived=derived_spec(args.derived),
-                reference=reference, unreadable=unreadable, readings=readings,
+                borrowed=borrowed, unreadable=unreadable, readings=readings,
                 sweep_readings=sweep_readings)
             written += made
             made, sections, frames = _write_analyses(args, runs, stage)
             written += made
             if args.leaderboard:
-                made, section = _write_leaderboard(args.leaderboard, runs, stage / "tables")
+                made, section = write_leaderboard(args.leaderboard, runs, stage / "tables")
                 written += made
                 sections = [*sections, *section]
             budget = Budget(runs, load_minimum(), args.main_variant)
             sections = [*claims_section(main=main, gap=gap, abl=abl, tables={**frames, **read},
-                                        budget=budget, borrowed=reference), *sections]
+                                        budget=budget, borrowed=borrowed), *sections]
             # last: it links every table and figure written above
             written.append(write_summary(stage / SUMMARY, runs, main, gap, abl, source=source,
                                          ablation_task=args.ablation_task,
@@ -183,15 +187,17 @@ def _read_runs(args: argparse.Namespace, choice: SuiteChoice
     return runs, curves, records, source, unreadable
 
 
-def _reference_runs(args: argparse.Namespace) -> pl.DataFrame | None:
-    """The ``--reference`` records' runs, each with the path it was named by as its source."""
+def _borrowed_runs(args: argparse.Namespace) -> pl.DataFrame | None:
+    """The borrowed runs (``--borrow``: records of another publication, read beside the suite's
+    own in the learning-rate tables and their claims), each with the path it was named by as its
+    source."""
     frames = []
-    for src in args.reference:
+    for src in args.borrow:
         records = load_records([src], validate=not args.no_validate)
         named = {r.get("_path"): bool(r.get(RECORD_FIELD)) for r in records}
         frames.append(runs_from_records(records).with_columns(
             pl.col("source").replace_strict(named, default=False, return_dtype=pl.Boolean)
-            .alias(per_example.NAMES_PREDICTIONS), pl.lit(src).alias("source")))
+            .alias(NAMES_PREDICTIONS), pl.lit(src).alias("source")))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
@@ -257,21 +263,6 @@ def _check_declared(out: Path, written: list[Path], *, analyses: bool,
                              f"{', '.join(map(str, missing))} (a bug: please report it)")
 
 
-def _write_leaderboard(path: str, runs: pl.DataFrame, tables: Path
-                       ) -> tuple[list[Path], list[str]]:
-    """The leaderboard table (:mod:`hkt.report.leaderboard`): the published figures of ``path``
-    read against the rule references of ``runs``; and the summary's section on it."""
-    from hkt.report.leaderboard import caption, leaderboard_display, leaderboard_table, load_leaderboard
-    from hkt.report.writers import markdown
-
-    board = load_leaderboard(path)
-    table = leaderboard_table(board, runs)
-    text = caption(board, table)
-    made = write_table(table, leaderboard_display(table), tables / "leaderboard", text)
-    return made, ["## Published results read against the rules", "", text, "",
-                  markdown(*leaderboard_display(table)), ""]
-
-
 def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     """``--derived NAME=MODEL`` words as ``{NAME: (MODEL, levels)}``, the levels read from the
     variant file (``model.mixer.levels`` of config/variant/NAME.yaml)."""
@@ -291,71 +282,13 @@ def derived_spec(pairs: list[str] | None) -> dict[str, tuple[str, int | None]]:
     return spec
 
 
-def setting_notes(runs: pl.DataFrame, task: str,
-                  main_variant: str = "main") -> dict[tuple[str, str], str]:
-    """What the ablation table's setting adds per (model, variant) on ``task``: the learning
-    rate each row's runs trained with (the runs frame's ``lr``, from their records' config),
-    when the rows of that task do not all share one (a learning-rate table: every row names its
-    own). Empty otherwise."""
-    sel = runs.filter((pl.col("task") == task) & pl.col("lr").is_not_null())
-    if sel["lr"].n_unique() < 2:
-        return {}
-    per_row = sel.group_by("model", "variant").agg(pl.col("lr").unique())
-    return {(m, v): f"lr={learning_rate(lrs[0])}" for m, v, lrs in per_row.iter_rows()
-            if len(lrs) == 1}
-
-
-def learning_rate_note(runs: pl.DataFrame) -> str:
-    """The peak learning rates of the trained ``runs`` per task and T where models differ (S4D
-    trains at its own, ``config/model_optim/s4d.yaml``): a table setting them side by side
-    says so."""
-    sel = runs.filter(pl.col("external").is_null() & pl.col("lr").is_not_null())
-    parts = []
-    for (task, length), rows in sorted(sel.group_by("task", "length"), key=lambda kv: str(kv[0])):
-        if rows["lr"].n_unique() < 2:
-            continue
-        by_lr = rows.group_by("lr").agg(pl.col("model").unique().sort()).sort("lr")
-        parts.append(f"{task} T={length}: " + "; ".join(
-            f"{', '.join(models)} {learning_rate(lr)}" for lr, models in by_lr.iter_rows()))
-    return f"Peak learning rates differ between models: {'; '.join(parts)}." if parts else ""
-
-
-def _write_sweep(runs: pl.DataFrame, reference: pl.DataFrame | None, tables: Path,
-                 notes: Callable[[pl.DataFrame], str], refs: str = "",
-                 readings: per_example.Readings | None = None
-                 ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
-    """The learning-rate tables (hkt.report.sweep) of ``runs`` and the ``reference`` runs: the
-    paths written and the tables by name (``sweep``, ``sweep_gap``). ``refs``: the rule
-    references' sentence, said beside the rows; ``readings``: the runs' predictions, which
-    pair the gap's rows whose runs all have them."""
-    mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
-    both = mine if reference is None else pl.concat([mine, reference], how="diagonal_relaxed")
-    swept = swept_runs(both)
-    table, caveats = sweep_table(swept), notes(swept)
-    gap = sweep_gap_table(swept, table, readings=readings)
-    none = "No model of these runs was trained at more than one learning rate or budget."
-    written = write_table(table, sweep_display(table), tables / "sweep",
-                          "Learning rates and budgets: each model's validation and test accuracy "
-                          "(%) at every setting (peak learning rate, steps) it was trained with; "
-                          "its best setting by mean validation accuracy. "
-                          + (" ".join(filter(None, (caveats, refs))) if len(table) else none))
-    written += write_table(gap, sweep_gap_display(gap), tables / "sweep_gap",
-                           "HKT − MHA test accuracy (pp) at each setting (peak learning rate, "
-                           "steps) both were trained with, and with each model at its own best "
-                           "setting (by validation), Welch's test over seeds. "
-                           + (" ".join(filter(None, (caveats, difference_note(),
-                                                     SWEEP_PAIRED_NOTE, refs)))
-                              if len(gap) else none))
-    return written, {"sweep": table, "sweep_gap": gap}
-
-
 def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_variant: str = "main",
               ablation_task: str = ABLATION_TASK, ablation_length: int | None = None,
               data_warnings: dict[tuple[str, int | None], str] | None = None,
               derived: dict[str, tuple[str, int | None]] | None = None,
-              reference: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
-              readings: per_example.Readings | None = None,
-              sweep_readings: per_example.Readings | None = None
+              borrowed: pl.DataFrame | None = None, unreadable: pl.DataFrame | None = None,
+              readings: Readings | None = None,
+              sweep_readings: Readings | None = None
               ) -> tuple[list[Path], tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int | None,
                                            dict[str, pl.DataFrame]]]:
     """The result tables and figures under ``out``; returns the paths written and the main,
@@ -363,114 +296,41 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     (``controls``, ``sweep``, ``sweep_gap``), for the summary. ``data_warnings``
     (per (task, T), :func:`hkt.report.summary.data_warnings`) go into the tables' captions;
     ``derived`` (:func:`derived_spec`) adds ablation rows taken from a model's main runs;
-    ``reference`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
+    ``borrowed`` (runs with a ``source``) joins ``runs`` in the learning-rate tables only;
     ``unreadable`` (:func:`hkt.runs_frame.unreadable_histories`) marks the convergence table;
-    ``readings`` (the runs' predictions, :mod:`hkt.report.per_example`) pair the gap's and the
+    ``readings`` (the runs' predictions, :mod:`hkt.report.example_runs`) pair the gap's and the
     controls' test-set intervals and add the per-example tables, when there are any;
     ``sweep_readings`` (``readings``, or none found: the runs read for predictions) pair the
     learning-rate gap's rows."""
-    tables, figs = out / "tables", out / "figures"
-    main = main_table(runs, (main_variant,))
-    gap = gap_table(main, runs, variants=(main_variant,))
-    controls = controls_table(main, runs, variants=(main_variant,))
-    paired = pl.DataFrame()
-    gap_note = controls_note = difference_note() + " " + per_example.paired_note(paired, None)
-    if readings is not None:
-        paired = per_example.paired_table(readings, runs, controls,
-                                          per_example.compared_variants(runs, main_variant))
-        gap = per_example.with_paired(gap, paired, main_variant, *COMPARED_MODELS)
-        controls = per_example.with_paired(controls, paired, main_variant)
-        is_gap = ((pl.col("model") == COMPARED_MODELS[0])
-                  & (pl.col("versus") == COMPARED_MODELS[1])
-                  & (pl.col("variant") == main_variant))
-        gap_note = difference_note() + " " + per_example.paired_note(paired.filter(is_gap),
-                                                                   readings.settings)
-        controls_note = difference_note() + " " + per_example.paired_note(
-            paired.filter(~is_gap & (pl.col("variant") == main_variant)), readings.settings)
-    with_derived = pl.concat([runs, derived_runs(runs, derived or {}, ablation_task, main_variant)],
-                             how="diagonal_relaxed") if derived else runs
-    abl = ablation_table(with_derived, ablation_task, ablation_length, full_variant=main_variant,
-                         main_variant=main_variant,
-                         notes=setting_notes(with_derived, ablation_task, main_variant))
-    abl_len = abl["length"][0] if len(abl) else ablation_length
-    main_runs = runs.filter(pl.col("variant") == main_variant)
-    abl_runs = with_derived.filter(pl.col("task") == ablation_task)
-    if abl_len is not None:
-        abl_runs = abl_runs.filter(pl.col("length") == abl_len)
-
-    warnings = data_warnings or {}
-
-    def notes(sel: pl.DataFrame) -> str:  # the caveats a reader needs in the file itself
-        data = [f"Warning ({t}, T={n}): {w}" for (t, n), w in sorted(warnings.items(), key=str)
-                if not sel.filter((pl.col("task") == t) & (pl.col("length") == n)).is_empty()]
-        return " ".join(filter(None, (paper_caveat(sel), examples_note(sel), *data)))
-
-    written: list[Path] = []
-    # models side by side (main, controls) also name their learning rates where they differ
-    side_by_side = " ".join(filter(None, (notes(main_runs), learning_rate_note(main_runs))))
-    written += write_table(main, main_display(main), tables / "main",
-                           "Main table: accuracy (%) as mean ± std over seeds; the paper's "
-                           "figure beside ours; Δ = ours − paper (test). "
-                           + " ".join(filter(None, (side_by_side, main_notes(main)))))
+    tables = out / "tables"
+    compared = result_tables.Compared(runs, main_variant, readings)
+    abl = result_tables.Ablation(runs, ablation_task, ablation_length, derived, main_variant)
+    notes = result_tables.caveats(data_warnings or {})
     refs = lines_note(runs)  # the ListOps rule references, which every table reads against
-
-    def with_refs(*parts: str) -> str:
-        return " ".join(filter(None, (*parts, refs)))
-
-    written += write_table(gap, gap_display(gap), tables / "gap",
-                           "HKT − MHA test accuracy (percentage points): ours and the paper's. "
-                           + with_refs(notes(main_runs), gap_note))
-    written += write_table(controls, controls_display(controls), tables / "controls",
-                           "Controls: each trained model other than the paper's two against HKT and "
-                           "MHA, test accuracy, with Welch's test over seeds, and against the "
-                           "paper's figure for HKT and MHA. "
-                           + (with_refs(side_by_side, controls_note) if len(controls) else
-                              "No control model was trained in these runs."))
-    written += write_table(abl, ablation_display(abl), tables / "ablation",
-                           f"Ablations on {ablation_task} (T={abl_len}): Δ = test accuracy − "
-                           f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
-                           + with_refs(notes(abl_runs), difference_note()))
-    conv = convergence_table(runs, curves, (main_variant,), unreadable)
-    written += write_table(conv, convergence_display(conv, unreadable, (main_variant,)),
-                           tables / "convergence",
-                           "Where the validation curves stand at the end of each budget: the best "
-                           "checkpoint's step (the one tested), how many seeds were best at their "
-                           "last validation (still rising), and the mean validation curve over "
-                           "seeds (steps every seed evaluated)."
-                           + "".join(" " + n for n in (unreadable_note(unreadable, (main_variant,)),
-                                                       refs) if n))
-    spent = time_table(runs)
-    written += write_table(spent, time_display(spent), tables / "time",
-                           "Where the trained runs' time went: each run's wall time summed (jobs "
-                           "that ran side by side count each), the part in training steps, and "
-                           "the rest. The suite's own wall time is in plan/sessions.json.")
-    made, sweeps = _write_sweep(runs, reference, tables, notes, refs,
-                                readings if sweep_readings is None else sweep_readings)
+    written = result_tables.write_comparisons(compared, runs, tables, notes, refs, main_variant)
+    written += result_tables.write_ablation(abl, tables, notes, refs)
+    written += result_tables.write_run_tables(runs, curves, unreadable, tables, refs, main_variant)
+    made, sweeps = write_sweep(runs, borrowed, tables, notes, refs,
+                               readings if sweep_readings is None else sweep_readings)
     written += made
-    runs_csv = tables / "runs.csv"
-    with atomic_path(runs_csv) as tmp:
-        with_test_interval(runs).sort(KEY).write_csv(tmp)
-    written.append(runs_csv)
-    written.append(figures.val_curves(curves, figs / "val_curves.png", (main_variant,), runs))
-    written.append(figures.accuracy_vs_levels(with_derived, figs / "accuracy_vs_levels.png",
-                                              ablation_task, abl_len, main_variant))
-    written.append(figures.main_bar(runs, figs / "main_bar.png", (main_variant,)))
-    read: dict[str, pl.DataFrame] = {"controls": controls, **sweeps}
+    written += result_tables.write_runs_and_figures(runs, curves, abl, out, main_variant)
+    read: dict[str, pl.DataFrame] = {"controls": compared.controls, **sweeps}
     if readings is not None:
-        made, frames = _write_per_example(readings, runs, paired, out, main_variant, refs)
+        made, frames = _write_per_example(readings, runs, compared.paired, out, main_variant,
+                                          refs)
         written += made
         read.update(frames)
-    return written, (main, gap, abl, abl_len, read)
+    return written, (compared.main, compared.gap, abl.table, abl.length, read)
 
 
-def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
+def _write_per_example(readings: Readings, runs: pl.DataFrame,
                        paired: pl.DataFrame, out: Path, variant: str, refs: str
                        ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
-    """The per-example tables and figure (:mod:`hkt.report.per_example`); the frames the
+    """The per-example tables and figure (:mod:`hkt.report.example_runs`, :mod:`hkt.report.paired`, :mod:`hkt.report.rule_agreement`); the frames the
     claims read (``mechanism``, ``rule_readings``)."""
     tables, settings = out / "tables", readings.settings
     missing = " " + readings.notes() if readings.notes() else ""
-    written = write_table(paired, per_example.paired_display(paired, settings),
+    written = write_table(paired, paired_display(paired, settings),
                           tables / "paired",
                           "HKT − MHA in each variant both models trained, and each control "
                           "against HKT and MHA, where every run of both sides has its "
@@ -486,14 +346,14 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
                           "differ on the population of examples, not whether the models do; no "
                           "verdict rests on it (hkt/report/stats.py, docs/per-example.md)."
                           + missing)
-    variants = per_example.compared_variants(runs, variant)
+    variants = compared_variants(runs, variant)
 
     def each(table: Callable[..., pl.DataFrame]) -> pl.DataFrame:
-        """A per-example table over every variant read (:func:`per_example.compared_variants`)."""
+        """A per-example table over every variant read (:func:`compared_variants`)."""
         return pl.concat([table(readings, runs, v) for v in variants])
 
-    agreement = each(per_example.agreement_table)
-    written += write_table(agreement, per_example.agreement_display(agreement),
+    agreement = each(agreement_table)
+    written += write_table(agreement, agreement_display(agreement),
                            tables / "rule_agreement",
                            "Agreement with the rule references: per ListOps model, the share (%) "
                            "of test examples on which its prediction equals each rule's answer "
@@ -517,7 +377,7 @@ def _write_per_example(readings: per_example.Readings, runs: pl.DataFrame,
     written.append(per_example_figures.accuracy_by_depth(
         buckets.labelled_by_variant(breakdown, variant),
         out / "figures" / "accuracy_by_depth.png",
-        [s for v in variants for s in per_example.undrawn(readings, runs, v, variant, "depth")]))
+        [s for v in variants for s in undrawn(readings, runs, v, variant, "depth")]))
     frames = {"mechanism": each(buckets.mechanism_table),
               "rule_readings": rule_readings_frame(readings, runs, agreement, variants)}
     return written, frames

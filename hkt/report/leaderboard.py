@@ -20,12 +20,15 @@ from typing import Any
 import polars as pl
 import yaml
 
+from hkt.report.report_settings import load_settings
+from hkt.report.writers import markdown, write_table
 from hkt.rule_references import figure_error, lines, reading
 from hkt.report.report_settings import confidence
 from hkt.runs_frame import AggregateError
 
 __all__ = ["Entry", "Leaderboard", "load_leaderboard", "leaderboard_table", "leaderboard_display",
-           "short_reading", "figure_text", "LEADERBOARD_SCHEMA", "SPREAD_KINDS"]
+           "short_reading", "figure_text", "write_leaderboard", "LEADERBOARD_SCHEMA",
+           "SPREAD_KINDS"]
 
 #: The table's columns and their types.
 LEADERBOARD_SCHEMA = {"model": pl.Utf8, "accuracy": pl.Float64, "spread": pl.Float64,
@@ -184,7 +187,8 @@ def leaderboard_display(table: pl.DataFrame) -> tuple[list[str], list[list[str]]
 
 def caption(board: Leaderboard, table: pl.DataFrame) -> str:
     """The table's caption: what is read against what, how the error is counted, how many figures
-    carry a spread, and how many entries sit at each position."""
+    carry a spread, and how many entries sit at each position. The interval's level is the
+    report's configured confidence (:func:`hkt.report.report_settings.load_settings`)."""
     counts: dict[str, int] = {}
     for p in table["position"].to_list():
         counts[p] = counts.get(p, 0) + 1
@@ -192,8 +196,9 @@ def caption(board: Leaderboard, table: pl.DataFrame) -> str:
     kinds = {k: table.filter(pl.col("spread_kind") == k).height for k in SPREAD_KINDS}
     none = table.filter(pl.col("spread").is_null()).height
     sd_no_seeds = table.filter((pl.col("spread_kind") == "sd") & pl.col("seeds").is_null()).height
+    level = load_settings().level
     return (f"Published results on {board.task} (T={board.length}) read against the rule "
-            f"references of these runs (docs/listops.md): at a rule when the 95% interval of "
+            f"references of these runs (docs/listops.md): at a rule when the {level} interval of "
             f"the difference holds 0, else above the highest rule it clears and below the next. "
             f"The error of a figure: its spread over seeds where the source gives one (a "
             f"standard deviation sd over n seeds counts sd²/n; a standard error se counts se²), "
@@ -204,3 +209,15 @@ def caption(board: Leaderboard, table: pl.DataFrame) -> str:
             f"se; {none} come with no spread: they are read with the test set's error alone, "
             f"which understates their error by the seed spread their sources do not give. Where "
             f"the figures sit: {tally}.")
+
+
+def write_leaderboard(path: str, runs: pl.DataFrame, tables: Path
+                      ) -> tuple[list[Path], list[str]]:
+    """The leaderboard table under ``tables``: the published figures of ``path`` read against
+    the rule references of ``runs``; and the summary's section on it."""
+    board = load_leaderboard(path)
+    table = leaderboard_table(board, runs)
+    text = caption(board, table)
+    made = write_table(table, leaderboard_display(table), tables / "leaderboard", text)
+    return made, ["## Published results read against the rules", "", text, "",
+                  markdown(*leaderboard_display(table)), ""]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from hkt.rule_references import RULE_REFERENCES, Place, Placement, placement
-from hkt.report.per_example import PRIOR, Readings, rule_columns, seed_groups
+from hkt.report.example_runs import Readings, seed_groups
+from hkt.report.rule_agreement import PRIOR, rule_columns
 from hkt.report.stats import Difference, paired_difference
 from hkt.report.writers import pm
 

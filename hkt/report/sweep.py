@@ -6,28 +6,32 @@ A fair comparison tunes each model (issue 39): one learning rate for both may fa
 model that learns faster at it. The best setting is chosen by validation accuracy, never by
 test. A setting is the pair (learning rate, steps): the long suite (issue 50) trains the same
 rate for twice the steps, whose runs must not be pooled with the shorter ones. Runs may come
-from the suite itself (the ``sweep`` variants) and from reference records (``hkt aggregate
---reference``: the published runs at the profile's rate and at other settings), read once here.
+from the suite itself (the ``sweep`` variants) and from borrowed runs (``hkt aggregate
+--borrow``: another publication's records, the runs at the default setting, the profile's rate
+and budget, and at other settings), read once here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import polars as pl
 
 from hkt import paper
-from hkt.report.per_example import PAIRED_COLUMNS, Readings, paired_or_why
-from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, p_text, seed_stats,
-                               seeds_header, test_set_cells, test_set_header)
-from hkt.report.writers import Display, pm, signed
+from hkt.report.example_runs import Readings
+from hkt.report.paired import PAIRED_COLUMNS, paired_or_why
+from hkt.report.tables import (DIFF_SCHEMA, ci_text, difference_columns, difference_note, p_text,
+                               seed_stats, seeds_header, test_set_cells, test_set_header)
+from hkt.report.writers import Display, pm, signed, write_table
 
 __all__ = ["SWEEP_PAIRED_NOTE", "SWEEP_SCHEMA", "SWEEP_GAP_SCHEMA", "THIS_SUITE", "ONE_RATE",
            "EACH_AT_BEST",
-           "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display"]
+           "swept_runs", "sweep_table", "sweep_gap_table", "sweep_display", "sweep_gap_display",
+           "write_sweep"]
 
-#: The ``source`` of the aggregated suite's own runs; any other source names the reference
-#: records they are set beside (``--reference``: the runs at the profile's rate).
+#: The ``source`` of the aggregated suite's own runs; any other source names the borrowed
+#: records they are set beside (``--borrow``: the runs at the default setting, the profile's).
 THIS_SUITE = "this suite"
 #: The learning-rate gap table's comparisons: both models at one shared setting (rate and steps),
 #: each at its own best.
@@ -40,7 +44,7 @@ SWEEP_SCHEMA = {"task": pl.String, "length": pl.Int64, "model": pl.String, "lr":
                 "best": pl.Boolean, "test_examples": pl.Int64, "precision": pl.String}
 #: The learning-rate gap: Welch over seeds, with the test set's binomial error (``ts_*``), and
 #: with its paired error over the test examples both sides answered (``paired_*``:
-#: :func:`hkt.report.per_example.paired_or_why`), or why it is not (``paired_why``).
+#: :func:`hkt.report.paired.paired_or_why`), or why it is not (``paired_why``).
 SWEEP_GAP_SCHEMA = {"task": pl.String, "length": pl.Int64, "comparison": pl.String,
                     "lr_a": pl.Float64, "steps_a": pl.Int64, "lr_b": pl.Float64,
                     "steps_b": pl.Int64, "ours_pp": pl.Float64, **DIFF_SCHEMA,
@@ -162,3 +166,33 @@ def sweep_gap_display(gap: pl.DataFrame, pair: Sequence[str] = paper.COMPARED_MO
              p_text(r["paired_p_value"]),
              f"{r['seeds_a']} vs {r['seeds_b']}"] for r in gap.iter_rows(named=True)]
     return header, rows
+
+
+def write_sweep(runs: pl.DataFrame, borrowed: pl.DataFrame | None, tables: Path,
+                notes: Callable[[pl.DataFrame], str], refs: str = "",
+                readings: Readings | None = None
+                ) -> tuple[list[Path], dict[str, pl.DataFrame]]:
+    """The learning-rate tables of ``runs`` and the ``borrowed`` runs under ``tables``: the
+    paths written and the tables by name (``sweep``, ``sweep_gap``). ``notes``: the caveats of
+    the runs read (:func:`hkt.report.result_tables.caveats`); ``refs``: the rule references'
+    sentence, said beside the rows; ``readings``: the runs' predictions, which pair the gap's
+    rows whose runs all have them."""
+    mine = runs.with_columns(pl.lit(THIS_SUITE).alias("source"))
+    both = mine if borrowed is None else pl.concat([mine, borrowed], how="diagonal_relaxed")
+    swept = swept_runs(both)
+    table, caveats = sweep_table(swept), notes(swept)
+    gap = sweep_gap_table(swept, table, readings=readings)
+    none = "No model of these runs was trained at more than one learning rate or budget."
+    written = write_table(table, sweep_display(table), tables / "sweep",
+                          "Learning rates and budgets: each model's validation and test accuracy "
+                          "(%) at every setting (peak learning rate, steps) it was trained with; "
+                          "its best setting by mean validation accuracy. "
+                          + (" ".join(filter(None, (caveats, refs))) if len(table) else none))
+    written += write_table(gap, sweep_gap_display(gap), tables / "sweep_gap",
+                           "HKT − MHA test accuracy (pp) at each setting (peak learning rate, "
+                           "steps) both were trained with, and with each model at its own best "
+                           "setting (by validation), Welch's test over seeds. "
+                           + (" ".join(filter(None, (caveats, difference_note(),
+                                                     SWEEP_PAIRED_NOTE, refs)))
+                              if len(gap) else none))
+    return written, {"sweep": table, "sweep_gap": gap}

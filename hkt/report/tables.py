@@ -102,7 +102,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
 #: seeds alone (Welch: ``ci_*``, ``p_value``); the error model with the test set's binomial
 #: error (``ts_*``: :func:`hkt.report.stats.difference_with_test_set`); and with its paired
 #: error where both sides' predictions are read (``paired_*``:
-#: :func:`hkt.report.per_example.with_paired`), the primary reading where present.
+#: :func:`hkt.report.paired.with_paired`), the primary reading where present.
 DIFF_SCHEMA = {"ci_low_pp": pl.Float64, "ci_high_pp": pl.Float64, "p_value": pl.Float64,
                "significant": pl.String, "ts_ci_low_pp": pl.Float64, "ts_ci_high_pp": pl.Float64,
                "ts_p_value": pl.Float64, "ts_significant": pl.String,

@@ -336,7 +336,7 @@ class Grid(Placement):
     def writes_predictions(self) -> bool:
         """Whether a job of the suite writes ``predictions.parquet`` (every training run, every
         baseline of ours; an external program need not): then the aggregate writes the
-        per-example readings (:mod:`hkt.report.per_example`), and the workflow declares them."""
+        per-example readings (:mod:`hkt.report.example_runs`), and the workflow declares them."""
         return bool(self.train_jobs()) or any(
             ext.command is None for name, ext in self.external.items()
             if any(j.model == name for j in self.external_jobs()))
