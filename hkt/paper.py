@@ -118,8 +118,10 @@ def _leaderboard_figure(name: str, task: str, length: int, path: Path, key: str)
     board = _read(board_path)
     if (board.get("task"), board.get("length")) != (task, length):
         raise _bad(path, key, f"names {board_path.name}, whose task and length are "
-                              f"{board.get('task')!r}, {board.get('length')!r}, not {task!r}, {length}")
-    found = [e for e in board.get("entries") or [] if isinstance(e, dict) and e.get("model") == name]
+                              f"{board.get('task')!r}, {board.get('length')!r}, "
+                              f"not {task!r}, {length}")
+    found = [e for e in board.get("entries") or []
+             if isinstance(e, dict) and e.get("model") == name]
     if len(found) != 1:
         raise _bad(path, key, f"names entry {name!r}, which {board_path} holds "
                               f"{len(found)} times (it must hold it once)")
