@@ -320,7 +320,7 @@ class Grid(Placement):
         if self.ablation_enabled:
             t = self.ablation_task
             for s in self._ablation.get("seeds") or self.seeds:
-                jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the main runs compared
+                jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the full models
                 jobs += [Job(t, m, MAIN, s) for m in self.derived.values()]  # what rows derive from
                 jobs += [Job(t, self.variant_model(v) or "", v, s)
                          for v in self._ablation.get("include", [])]
