@@ -18,8 +18,8 @@ Validation is one mechanism in two forms, both built from the value checks of
 Hydra catches unknown group options and unknown keys, and wrong types where a structured
 config types the node. For configs without a schema of their own (``analysis``, the benchmarks'
 use of ``train``), ``check_types=True`` composes twice: once with only the group choices (the
-*reference*) and once with every override, and checks that each value overridden keeps the type
-of the reference value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
+*defaults*) and once with every override, and checks that each value overridden keeps the type
+of the default value it replaces (``optim.lr=1`` is accepted as ``1.0``). ``hkt train`` and
 ``hkt prepare`` check every key against their schemas instead and turn it off.
 
 A group may label the config with its choice (:data:`LABELS`): ``variant=levels1`` sets the key
@@ -101,9 +101,9 @@ def compose(config_name: str, overrides: Sequence[str] = (), *, resolve: bool = 
         key_overrides = _key_overrides(cdir, overrides, hint)
         if key_overrides:
             group_overrides = [o for o in overrides if o not in key_overrides]
-            reference = _compose(cdir, config_name, group_overrides, hint)
-            _resolve(reference)
-            _check_types(cfg, reference, key_overrides, hint)
+            defaults = _compose(cdir, config_name, group_overrides, hint)
+            _resolve(defaults)
+            _check_types(cfg, defaults, key_overrides, hint)
     return cfg
 
 
@@ -274,11 +274,11 @@ def _close_key(cdir: Path, config_name: str, overrides: list[str], key: str) -> 
     are there. ``""`` where none is close, or that config does not compose either."""
     groups = [o for o in overrides if (cdir / o.lstrip("+~").split("=", 1)[0]).is_dir()]
     try:
-        reference = _compose(cdir, config_name, groups, "")
+        defaults = _compose(cdir, config_name, groups, "")
     except ConfigError:
         return ""
     parent, _, name = key.rpartition(".")
-    node = OmegaConf.select(reference, parent) if parent else reference
+    node = OmegaConf.select(defaults, parent) if parent else defaults
     if not isinstance(node, DictConfig):
         return ""
     return did_you_mean(name, [str(k) for k in node.keys()], f"{parent}." if parent else "")
@@ -311,9 +311,9 @@ def _key_overrides(cdir: Path, overrides: list[str], hint: str) -> list[str]:
     return out
 
 
-def _check_types(cfg: DictConfig, reference: DictConfig, key_overrides: list[str],
+def _check_types(cfg: DictConfig, defaults: DictConfig, key_overrides: list[str],
                  hint: str) -> None:
-    full, ref = flatten(cfg), flatten(reference)
+    full, ref = flatten(cfg), flatten(defaults)
     keys = {o.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for o in key_overrides}
     for key in sorted(keys):
         # an override of a whole node (model.mixer={...}) checks each leaf below it

@@ -87,7 +87,7 @@ nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
 "$python" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())'
 join_part
 
-kernel() {  # the tile kernel: its CUDA tests against the reference, and training throughput
+kernel() {  # the tile kernel: its CUDA tests against the materialised path, and training throughput
   local reqs=$out/.kernel-requirements.txt
   always=1 step kernel_check "$python" scripts/wheelhouse.py check "$house" --lock requirements/lock.txt \
     --only "${kernel_packages[@]}" --requirements-out "$reqs" || exit 1

@@ -458,15 +458,15 @@ def _aggregate_inputs(name: str, results: Path, pending: list[str] = (), *,
         return [*records, "--ablation-task", ABLATION_TASK]
     grid = load_suite(name, overrides={"results_dir": results.name}).grid
     analyses = ["--analyses", *grid.analyses()] if grid.analyses() else []
-    reference = grid.sweep_reference_args()
-    for path in reference[1::2]:  # after each --reference: repository paths, as the workflow (run from the root) reads them
+    borrow = grid.borrow_args()
+    for path in borrow[1::2]:  # after each --borrow: repository paths, as the workflow (run from the root) reads them
         if not Path(path).is_absolute():
             shutil.copytree(configs.parent / path, results.parent / path)
     records = [r for r in grid.records()
                if not any(r.endswith(f"/runs/{run}/record.json") for run in pending)
                and (not published_only or (results.parent / r).is_file())]
     board = ["--leaderboard", str(configs.parent / grid.leaderboard)] if grid.leaderboard else []
-    return [*records, "--suite", name, *grid.ablation_args(), *reference, *analyses, *board]
+    return [*records, "--suite", name, *grid.ablation_args(), *borrow, *analyses, *board]
 
 
 def add_runs(results: Path, dest: Path) -> list[str]:

@@ -18,7 +18,7 @@ from hkt.mixers import (
 from hkt.mixers.hkt import IMPLS, HKTConfig, choose_kernel, truncate_levels
 
 D, H = 16, 2
-# the computations that run on any CPU; impl="tile" (Triton) is compared with the reference in
+# the computations that run on any CPU; impl="tile" (Triton) is compared with the materialised path in
 # tests/test_tile.py, in Triton's interpreter
 CPU_IMPLS = tuple(impl for impl in IMPLS if impl != "tile")
 
@@ -52,7 +52,7 @@ COMBOS = [
 
 
 @pytest.mark.parametrize("fusion,upsample,causal,levels,stride,masked", COMBOS)
-def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked):
+def test_fused_equals_materialised(fusion, upsample, causal, levels, stride, masked):
     """The factorised single-SDPA path computes exactly the paper's materialised scores."""
     t = 23  # not a multiple of any stride^(levels-1) > 1
     m = make_hkt(levels=levels, stride=stride, kernel_size=stride + 1, fusion=fusion,
@@ -62,12 +62,12 @@ def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked
 
     outputs, grads = [], []
     # fused through the CPU kernel wrapper, fused through plain autograd SDPA (the GPU path),
-    # and the materialised reference: the same layer's weights in three layers
+    # and the materialised path: the same layer's weights in three layers
     layers = {impl: HKTAttention(D, H, causal=causal, config=HKTConfig(**{**vars(m.config), "impl": impl})).double()
               for impl in CPU_IMPLS}
     for layer in layers.values():
         layer.load_state_dict(m.state_dict())
-    for impl in ("fused", "sdpa", "reference"):
+    for impl in ("fused", "sdpa", "materialised"):
         m = layers[impl]
         m.zero_grad()
         x.grad = None
@@ -83,9 +83,9 @@ def test_fused_equals_reference(fusion, upsample, causal, levels, stride, masked
             torch.testing.assert_close(g_fused, g_other, atol=1e-6, rtol=0)
 
 
-def test_fused_and_reference_share_parameters():
+def test_fused_and_materialised_share_parameters():
     fused = HKTAttention(D, H, levels=3, impl="fused")
-    ref = HKTAttention(D, H, levels=3, impl="reference")
+    ref = HKTAttention(D, H, levels=3, impl="materialised")
     assert fused.state_dict().keys() == ref.state_dict().keys()
     ref.load_state_dict(fused.state_dict())
     x = torch.randn(2, 20, D)
@@ -119,7 +119,7 @@ HKT_VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("impl", ["fused", "reference"])
+@pytest.mark.parametrize("impl", ["fused", "materialised"])
 @pytest.mark.parametrize("kwargs", HKT_VARIANTS)
 def test_padding_invariance(kwargs, impl):
     """Outputs at real positions do not depend on how much padding the batch carries."""
@@ -217,7 +217,7 @@ def test_kernel_choice():
     assert choose_kernel("fused", v, 0.1, False) == "sdpa"  # dropout: the SDPA kernel's
     assert choose_kernel("fused", v, 0.0, True) == "sdpa"
     assert choose_kernel("sdpa", v, 0.0, False) == "sdpa"
-    assert choose_kernel("reference", v, 0.0, False) == "reference"
+    assert choose_kernel("materialised", v, 0.0, False) == "materialised"
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert choose_kernel("fused", v, 0.0, False) == "sdpa"
 
@@ -294,7 +294,7 @@ def test_cpu_kernel_blocks_agree(chunk_mib, fusion, monkeypatch):
     x = random_input(b=5, t=29).requires_grad_(True)
     mask = prefix_mask([29, 3, 17, 29, 11], 29)
     results = []
-    for impl, chunk in (("reference", 16.0), ("fused", chunk_mib)):
+    for impl, chunk in (("materialised", 16.0), ("fused", chunk_mib)):
         m = make_hkt(levels=3, stride=2, kernel_size=3, fusion=fusion, impl=impl, chunk_mib=chunk)
         x.grad = None
         y = m(x, mask)

@@ -21,7 +21,7 @@ def test_bench_attention_writes_tables(tmp_path, capsys):
     variants = {r["variant"] for r in rows}
     # the tile kernel runs on CUDA with Triton only (tests/test_tile.py checks its numbers)
     tile_runs = torch.cuda.is_available() and importlib.util.find_spec("triton") is not None
-    assert variants == {"mha", "hkt-fused", "hkt-fused-plain", "hkt-reference"} | (
+    assert variants == {"mha", "hkt-fused", "hkt-fused-plain", "hkt-materialised"} | (
         {"hkt-tile"} if tile_runs else set())
     assert {int(r["T"]) for r in rows} == {32, 64}
     mha = [r for r in rows if r["variant"] == "mha"]

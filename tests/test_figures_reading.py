@@ -141,7 +141,7 @@ def test_the_bar_figures_labels_stay_inside_its_frame_and_off_the_seeds(tmp_path
     runs = runs_from_records(load_records([write_records(tmp_path, recs)]))
     ax = drawn(monkeypatch, figures, figures.main_bar, runs, "unused.png").axes[0]
     texts = {t.get_text(): t for t in ax.texts}
-    assert ax.get_ylim()[1] >= 100 + figures.REFERENCE_HEADROOM_PP  # "exact evaluator 100.0"
+    assert ax.get_ylim()[1] >= 100 + figures.RULE_HEADROOM_PP  # "exact evaluator 100.0"
     assert "exact evaluator 100.0" in texts
     assert texts["3.0"].get_position()[1] > 4.0  # conv's mean above its seeds (2, 3, 4 %)
     assert texts["55.0"].get_position()[1] == 0.5  # a tall bar's at its foot

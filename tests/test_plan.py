@@ -354,22 +354,22 @@ def _s4_recipe():
 
 def test_the_gpu_time_is_the_published_step_scaled_by_the_step_times_here():
     """s4_recipe on a CPU: its one job's steps at S4D's published H200 step (config/plan.yaml
-    gpu_reference), times its step here over the published run's step here, plus evaluations."""
+    gpu_measured), times its step here over the published run's step here, plus evaluations."""
     from hkt.suite.plan import gpu_training_seconds
 
     cfg, suite, configs, seconds_of = _s4_recipe()
-    reference = OmegaConf.to_container(cfg.gpu_reference)
-    assert reference["models"]["s4d"]["ms_per_step"] == 50  # docs/results/s5_recipe: 20 steps/s
+    measured = OmegaConf.to_container(cfg.gpu_measured)
+    assert measured["models"]["s4d"]["ms_per_step"] == 50  # docs/results/s5_recipe: 20 steps/s
     # fake step times here: the recipe's 6 x 256 at batch 32 twice the published 8 x 128's
     times = {"published s4d": 4.0, "listops/s4d/main": 8.0}
-    seconds, missing = gpu_training_seconds(suite.grid, configs, reference,
+    seconds, missing = gpu_training_seconds(suite.grid, configs, measured,
                                             lambda c, shape: times[shape.label], seconds_of)
     (job,) = suite.grid.train_jobs()
     assert missing == [] and seconds == pytest.approx(seconds_of(configs[job], 0.050 * 8.0 / 4.0))
     assert configs[job].train.max_steps * 0.1 < seconds < configs[job].train.max_steps * 0.11
     # a model without a published GPU step is left out, and named
-    reference["models"].pop("s4d")
-    assert gpu_training_seconds(suite.grid, configs, reference, lambda c, s: 1.0, seconds_of) == \
+    measured["models"].pop("s4d")
+    assert gpu_training_seconds(suite.grid, configs, measured, lambda c, s: 1.0, seconds_of) == \
         (0.0, ["s4d"])
 
 
@@ -377,11 +377,11 @@ def test_the_gpu_line_names_its_sources():
     from hkt.suite.plan import gpu_line
 
     cfg, suite, configs, seconds_of = _s4_recipe()
-    reference = OmegaConf.to_container(cfg.gpu_reference)
-    line = gpu_line(reference, suite.grid, configs, lambda c, shape: 1.0, seconds_of)
+    measured = OmegaConf.to_container(cfg.gpu_measured)
+    line = gpu_line(measured, suite.grid, configs, lambda c, shape: 1.0, seconds_of)
     assert line.startswith("  on another machine, one H200: the training jobs alone (not the other "
                            "rules) in ")
     assert line.endswith("from published step times (s4d 50 ms/step "
                          "(docs/results/s5_recipe/README.md)) scaled by the step times here")
-    reference["models"].pop("s4d")
-    assert gpu_line(reference, suite.grid, configs, lambda c, shape: 1.0, seconds_of) == ""
+    measured["models"].pop("s4d")
+    assert gpu_line(measured, suite.grid, configs, lambda c, shape: 1.0, seconds_of) == ""

@@ -3,7 +3,7 @@ that the files did not support). Every figure with two decimals (accuracies, dif
 intervals, p-values, ρ) in a results README, in the main README's Results section and in the
 results index (docs/results/README.md), must be
 in the published tables or summaries (a README may set another publication's rows beside its
-own), be a run's accuracy in runs.csv, be one of the paper's figures (hkt/paper.py), or be a
+own), be a run's accuracy in runs.csv, be one of the paper's figures (config/report/paper.yaml), or be a
 suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan. A record
 that a rerun replaced stays published under ``replaced/`` (its accuracies, steps and session), so
 that a README can say what the rerun changed.

@@ -605,7 +605,7 @@ def test_a_bar_at_zero_is_labelled_and_the_rule_names_are_legible(tmp_path, monk
     foot; the rule references' names are not tiny grey text."""
     from matplotlib.colors import to_rgb
 
-    from hkt.figures.common import REFERENCE_LABEL_SIZE
+    from hkt.figures.common import RULE_LABEL_SIZE
 
     recs = [r for r in suite_records() if r["task"] == "listops" and r["variant"] == "main"]
     recs.append(make_record(model="conv", seed=0, test=0.0, val=0.0, test_examples=2000))
@@ -620,7 +620,7 @@ def test_a_bar_at_zero_is_labelled_and_the_rule_names_are_legible(tmp_path, monk
     assert {"0.0", "55.0", "50.0"} <= set(texts)  # conv at 0 %, hkt, mha
     for name in ("root-operator prior 33.0", "depth-1 rule 50.0"):
         label = texts[name]
-        assert label.get_fontsize() >= REFERENCE_LABEL_SIZE >= 8
+        assert label.get_fontsize() >= RULE_LABEL_SIZE >= 8
         assert max(to_rgb(label.get_color())) <= 0.2  # dark, not light grey
 
 

@@ -433,19 +433,19 @@ def test_add_grows_a_publication_by_its_suites_new_runs_to_what_was_published(tm
         publish.add_runs(results, dest)
 
 
-def test_a_suite_with_two_reference_paths_lays_both_beside_its_records(tmp_path):
+def test_a_suite_borrowing_two_publications_lays_both_beside_its_records(tmp_path):
     """The long suite sets its runs beside two publications (cpu and sensitivity): regenerating
-    its tables copies both reference trees where the aggregate (run from the root) reads them."""
+    its tables copies both borrowed trees where the aggregate (run from the root) reads them."""
     publish = script("publish_results")
     results = tmp_path / "results"
     results.mkdir()
     args = publish._aggregate_inputs("long", results)
-    refs = [args[i + 1] for i, word in enumerate(args) if word == "--reference"]
-    assert refs == ["docs/results/cpu/runs", "docs/results/sensitivity/runs"]
-    for ref in refs:
-        published = sorted(p.relative_to(ROOT / ref) for p in (ROOT / ref).rglob("record.json"))
+    borrowed = [args[i + 1] for i, word in enumerate(args) if word == "--borrow"]
+    assert borrowed == ["docs/results/cpu/runs", "docs/results/sensitivity/runs"]
+    for path in borrowed:
+        published = sorted(p.relative_to(ROOT / path) for p in (ROOT / path).rglob("record.json"))
         assert published and published == sorted(
-            p.relative_to(tmp_path / ref) for p in (tmp_path / ref).rglob("record.json"))
+            p.relative_to(tmp_path / path) for p in (tmp_path / path).rglob("record.json"))
     suite = yaml.safe_load((ROOT / "config/suites/long.yaml").read_text("utf-8"))["sweep"]
     jobs = 2 * len(suite["variants"]) * len(suite["seeds"])  # MHA and HKT, each variant and seed
     assert sum(a.endswith("/record.json") for a in args) == jobs  # the suite's own jobs

@@ -44,10 +44,10 @@ CASES = [
 
 
 @pytest.mark.parametrize("levels,causal,masked,fusion,upsample", CASES)
-def test_unpadded_equals_padded_equals_reference(levels, causal, masked, fusion, upsample,
+def test_unpadded_equals_padded_equals_materialised(levels, causal, masked, fusion, upsample,
                                                  monkeypatch):
     """Through the SDPA math backend in float64: outputs and every gradient agree whether V is
-    padded to L·d or not, and agree with the materialised reference."""
+    padded to L·d or not, and agree with the materialised path."""
     x = torch.randn(2, T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     mask = (torch.arange(T)[None, :] < torch.tensor([T, 15])[:, None]) if masked else None
     kw = dict(levels=levels, causal=causal, fusion=fusion, upsample=upsample)
@@ -63,9 +63,9 @@ def test_unpadded_equals_padded_equals_reference(levels, causal, masked, fusion,
             monkeypatch.setattr(hkt_module, "pad_value", decide)
             results[pad] = outputs_and_grads(make_hkt("sdpa", **kw), x, mask)
             assert seen, "the fused path did not consult the padding decision"
-        results["reference"] = outputs_and_grads(make_hkt("reference", **kw), x, mask)
+        results["materialised"] = outputs_and_grads(make_hkt("materialised", **kw), x, mask)
 
-    ref_y, ref_gx, ref_g = results["reference"]
+    ref_y, ref_gx, ref_g = results["materialised"]
     for pad in (True, False):
         y, gx, g = results[pad]
         torch.testing.assert_close(y, ref_y, rtol=1e-10, atol=1e-12)

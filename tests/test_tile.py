@@ -1,4 +1,4 @@
-"""impl='tile' (hkt/mixers/tile_attention.py): the Triton tile kernels compute the reference's
+"""impl='tile' (hkt/mixers/tile_attention.py): the Triton tile kernels compute the materialised path's
 numbers, forward and backward, in Triton's CPU interpreter; they compile for a GPU; and every
 setting or
 machine they cannot serve gets a clear error.
@@ -62,20 +62,20 @@ def interpreted(tmp_path_factory) -> dict:
 
 
 def assert_same(results: dict) -> None:
-    ref, tile = results["reference"], results["tile"]
+    ref, tile = results["materialised"], results["tile"]
     assert tile.keys() == ref.keys()  # the same parameters receive gradients
     for name in ref:
         torch.testing.assert_close(tile[name], ref[name], atol=2e-5, rtol=1e-4, msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "-".join(map(str, case)))
-def test_tile_equals_reference(interpreted, case):
+def test_tile_equals_materialised(interpreted, case):
     """Outputs, input gradients and every parameter's gradient, in float32."""
     assert_same(interpreted["-".join(map(str, case))])
 
 
-def test_tile_internals_are_the_references(interpreted):
-    """return_internals works on the tile path, with the reference's per-level scores and λ."""
+def test_tile_internals_are_the_materialised_ones(interpreted):
+    """return_internals works on the tile path, with the materialised path's per-level scores and λ."""
     assert_same(interpreted["internals"])
 
 
@@ -92,7 +92,7 @@ NEEDS_CUDA = "needs a CUDA device (the compiled kernels, not the interpreter)"
 
 @pytest.mark.skipif(not torch.cuda.is_available() or interpreting(), reason=NEEDS_CUDA)
 @pytest.mark.parametrize("case", CUDA_CASES, ids=lambda case: "-".join(map(str, case)))
-def test_compiled_tile_equals_reference_on_cuda(case):
+def test_compiled_tile_equals_materialised_on_cuda(case):
     """The compiled kernels on a GPU, float32 (IEEE dot products, as torch's default)."""
     pytest.importorskip("triton", reason=NEEDS_TRITON)
     from tile_interpreter import run_case  # tests/ is on sys.path under pytest
@@ -103,20 +103,20 @@ def test_compiled_tile_equals_reference_on_cuda(case):
 
 @pytest.mark.skipif(not torch.cuda.is_available() or interpreting(), reason=NEEDS_CUDA)
 @pytest.mark.parametrize("case", CUDA_CASES, ids=lambda case: "-".join(map(str, case)))
-def test_compiled_tile_in_bf16_is_as_close_to_float32_as_the_reference_in_bf16(case):
+def test_compiled_tile_in_bf16_is_as_close_to_float32_as_the_materialised_in_bf16(case):
     """Under bf16 autocast (how training runs on CUDA), the tile kernel's output and gradients
-    are no further from the float32 answer than the reference path's own bf16 ones, within 2x."""
+    are no further from the float32 answer than the materialised path's own bf16 ones, within 2x."""
     pytest.importorskip("triton", reason=NEEDS_TRITON)
     from tile_interpreter import run_case  # tests/ is on sys.path under pytest
 
-    exact = run_case(*case, device="cuda")["reference"]
+    exact = run_case(*case, device="cuda")["materialised"]
     low = run_case(*case, device="cuda", autocast=torch.bfloat16)
     assert low["tile"].keys() == exact.keys()
     for name, want in exact.items():
-        ref_err = (low["reference"][name].float() - want).abs().max().item()
+        ref_err = (low["materialised"][name].float() - want).abs().max().item()
         tile_err = (low["tile"][name].float() - want).abs().max().item()
         assert tile_err <= 2 * ref_err + 1e-3 * want.abs().max().item(), (
-            f"{name}: tile in bf16 is {tile_err:.3g} from float32, the reference {ref_err:.3g}")
+            f"{name}: tile in bf16 is {tile_err:.3g} from float32, the materialised path {ref_err:.3g}")
 
 
 @pytest.mark.skipif(torch.cuda.is_available() or interpreting(),

@@ -39,7 +39,7 @@ def test_the_sweep_is_off_by_default():
     assert Grid(cfg, CONFIG_DIR).sweep_jobs() == []
 
 
-def test_a_sweep_trains_every_variant_with_every_model_and_no_reference():
+def test_a_sweep_trains_every_variant_with_every_model_and_no_main_runs():
     g = sweep_grid(models=["mha", "hkt", "conv"], variants=["lr3e4", "lr1e3"], seeds=[4],
                    task="imdb")
     assert g.sweep_jobs() == [Job("imdb", m, v, 4) for v in ("lr3e4", "lr1e3")
@@ -71,7 +71,7 @@ def test_the_sensitivity_suite_is_mha_and_hkt_at_two_learning_rates_three_seeds(
     g = suite_grid("sensitivity")
     assert set(g.train_jobs()) == {Job("listops", m, v, s) for m in ("mha", "hkt")
                                    for v in ("lr3e4", "lr1e3") for s in (0, 1, 2)}
-    assert len(g.train_jobs()) == 12  # the lr-1e-4 reference is the cpu suite's published runs
+    assert len(g.train_jobs()) == 12  # the lr-1e-4 default setting is the cpu suite's published runs (borrowed)
     # the ListOps rule references only: the lines its tables read the rates against
     assert {j.model for j in g.external_jobs()} == {"root_op_prior", "depth1_rule", "depth2_rule",
                                                     "depth3_rule", "exact_rule"}
@@ -118,10 +118,10 @@ def test_the_long_suite_is_mha_and_hkt_at_20k_steps_and_at_the_grid_s_edge_five_
                                    for v in ("lr1e3_steps20k", "lr3e3") for s in range(5)}
     assert g.external_jobs() == [] and g.analysis_jobs() == [] and not g.bench_enabled
     # its tables set the runs beside both publications they extend
-    assert g.sweep_reference_args() == ["--reference", "docs/results/cpu/runs",
-                                        "--reference", "docs/results/sensitivity/runs"]
-    for ref in ("docs/results/cpu/runs", "docs/results/sensitivity/runs"):
-        assert (ROOT / ref).is_dir()
+    assert g.borrow_args() == ["--borrow", "docs/results/cpu/runs",
+                               "--borrow", "docs/results/sensitivity/runs"]
+    for borrowed in ("docs/results/cpu/runs", "docs/results/sensitivity/runs"):
+        assert (ROOT / borrowed).is_dir()
 
 
 def test_the_long_runs_are_the_published_sensitivity_runs_but_for_rate_and_steps():
@@ -152,14 +152,13 @@ def test_the_long_runs_are_the_published_sensitivity_runs_but_for_rate_and_steps
         cfg.optim.min_lr_ratio)
 
 
-def test_a_sweep_takes_one_reference_path_or_a_list():
-    assert sweep_grid(variants=["lr3e4"], reference="a/runs").sweep_reference_args() == [
-        "--reference", "a/runs"]
-    assert sweep_grid(variants=["lr3e4"], reference=["a/runs", "b/runs"]).sweep_reference_args() \
-        == ["--reference", "a/runs", "--reference", "b/runs"]
-    assert sweep_grid(variants=["lr3e4"], reference=None).sweep_reference_args() == []
-    with pytest.raises(GridError, match="reference"):
-        sweep_grid(variants=["lr3e4"], reference=[])
+def test_a_sweep_borrows_one_path_or_a_list():
+    assert sweep_grid(variants=["lr3e4"], borrow="a/runs").borrow_args() == ["--borrow", "a/runs"]
+    assert sweep_grid(variants=["lr3e4"], borrow=["a/runs", "b/runs"]).borrow_args() \
+        == ["--borrow", "a/runs", "--borrow", "b/runs"]
+    assert sweep_grid(variants=["lr3e4"], borrow=None).borrow_args() == []
+    with pytest.raises(GridError, match="borrow"):
+        sweep_grid(variants=["lr3e4"], borrow=[])
 
 
 # ------------------------------------------------------------------------- the recipe suites

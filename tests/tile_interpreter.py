@@ -1,4 +1,4 @@
-"""Child process of tests/test_tile.py: runs impl='tile' beside impl='reference' in Triton's CPU
+"""Child process of tests/test_tile.py: runs impl='tile' beside impl='materialised' in Triton's CPU
 interpreter and saves both layers' outputs and gradients for the parent to compare.
 
 Triton reads TRITON_INTERPRET when it is first imported (its own library is decorated then), so
@@ -22,10 +22,10 @@ D, H = 16, 2
 
 
 def layers(tile: TileSizes, **settings) -> tuple[HKTAttention, HKTAttention]:
-    """A reference layer with non-trivial weights (zero-init λ would hide fusion bugs) and a
+    """A materialised layer with non-trivial weights (zero-init λ would hide fusion bugs) and a
     tile layer with the same state_dict."""
     torch.manual_seed(0)
-    ref = HKTAttention(D, H, **{**settings, "impl": "reference"})
+    ref = HKTAttention(D, H, **{**settings, "impl": "materialised"})
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -47,7 +47,7 @@ def run_case(levels, stride, causal, masked, fusion, t, tile_q, tile_k, batch, d
     if masked:
         mask = (torch.arange(t)[None, :] < torch.tensor([13, t][:batch])[:, None]).to(device)
     out = {}
-    for name, layer in (("reference", ref), ("tile", tile)):
+    for name, layer in (("materialised", ref), ("tile", tile)):
         x.grad = None
         with torch.autocast(device_type=torch.device(device).type, dtype=autocast,
                             enabled=autocast is not None):
@@ -63,7 +63,7 @@ def run_internals() -> dict:
     ref, tile = layers(levels=3, stride=2, kernel_size=2, tile=TileSizes(8, 8))
     x = torch.randn(1, 11, D, generator=torch.Generator().manual_seed(1))
     out = {}
-    for name, layer in (("reference", ref), ("tile", tile)):
+    for name, layer in (("materialised", ref), ("tile", tile)):
         _, internals = layer(x, return_internals=True)
         out[name] = {**{f"scores{l}": s for l, s in enumerate(internals.scores)},
                      "lambdas": internals.lambdas}

@@ -170,7 +170,7 @@ class HeadErrors:
 
 
 def _ratio(sq: np.ndarray, ref_sq: float) -> np.ndarray:
-    """√(sq / ref_sq); NaN where the reference is 0 (no relative residual exists)."""
+    """√(sq / ref_sq); NaN where ``ref_sq`` (the full scores' square) is 0 (no relative residual exists)."""
     if ref_sq <= 0:
         return np.full_like(sq, np.nan)
     return np.sqrt(sq / ref_sq)
@@ -180,7 +180,7 @@ def head_errors(terms: LevelTerms, head: int, chunk_bytes: float) -> HeadErrors:
     """Residuals and KL of every truncation L′ = 1..L for one head, in blocks of query rows.
 
     S_{L′} is built up level by level, P_{L′} = P_{L′−1} + λ_{L′−1} ⊙ Ŝ^(L′−1) and
-    S_{L′} = P_{L′} / Σ_{l<L′} λ_l; the reference S_L = P_L is the same sum, so L′ = L
+    S_{L′} = P_{L′} / Σ_{l<L′} λ_l; the full S_L = P_L is the same sum, so L′ = L
     reproduces it bit for bit. KL(p_L ‖ p_{L′}) = lse(S_{L′}) − lse(S_L) − Σ_j p_L (S_{L′} − S_L)
     per row. A block holds about L + 8 float64 matrices of (rows × n); ``chunk_bytes`` bounds them.
     """

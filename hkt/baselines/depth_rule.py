@@ -4,10 +4,11 @@ ignored.
 
     hkt baseline depthK_rule --data DATA_DIR --out RUN_DIR [...]
 
-Reference lines of the ListOps tables (docs/listops.md): a model at or above ``depthK_rule``
-reads the expression to depth K (the root is depth 1; ``depth1_rule`` is the root operator on
-its direct digit arguments). An operator left with no argument is dropped from its parent's;
-where the root keeps none, the root-operator prior answers (counted in ``prior_fallbacks``).
+Rule lines of the ListOps tables (rule references, docs/listops.md): a model at or above
+``depthK_rule`` reads the expression to depth K (the root is depth 1; ``depth1_rule`` is the root
+operator on its direct digit arguments). An operator left with no argument is dropped from its
+parent's; where the root keeps none, the root-operator prior answers (counted in
+``prior_fallbacks``).
 
 One rule, registered once per depth of :data:`DEPTHS` under the name that says its depth. The
 name is what records, configs and the workflow hold, so the depth is never an option that
@@ -26,7 +27,7 @@ from hkt.baselines.run import Fit, Splits, run_command
 
 __all__ = ["DEPTHS", "FITS", "rule_name", "add_arguments", "run"]
 
-#: the depths there is a rule for: the reference lines of the ListOps tables
+#: the depths there is a rule for: the rule lines of the ListOps tables
 DEPTHS = (1, 2, 3)
 
 

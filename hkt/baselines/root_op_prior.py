@@ -3,7 +3,7 @@ MAX, MED, SM), the first token alone; the floor a model that reads only the root
 
     hkt baseline root_op_prior --data DATA_DIR --out RUN_DIR [...]
 
-A reference line of the ListOps tables (docs/listops.md). The arguments every baseline
+A rule line of the ListOps tables (a rule reference) (docs/listops.md). The arguments every baseline
 takes, and what it writes: :mod:`hkt.baselines.run`. The record adds ``root_labels`` (operator
 -> label). Of two labels equally frequent, the smaller wins.
 """

@@ -2,7 +2,7 @@
 
 Variants: ``mha`` (the baseline), ``hkt-fused`` (one fused kernel call; on CPU through the
 chunked wrapper of ``hkt/mixers/fused_cpu.py``), ``hkt-fused-plain`` (the same
-factorisation through plain autograd SDPA, as on GPU), ``hkt-reference`` (materialised
+factorisation through plain autograd SDPA, as on GPU), ``hkt-materialised`` (materialised
 scores; stops when over its time or memory budget) and ``hkt-tile`` (the Triton tile kernel of
 ``hkt/mixers/tile_attention.py``: on a CUDA device only; elsewhere skipped with the reason printed,
 and never timed in Triton's CPU interpreter). Timings interleave the variants repetition by
@@ -27,7 +27,7 @@ from hkt.train.run_config import compose_train
 from hkt.device import describe_device, resolve_device
 from hkt.train.step_timing import median, peak_memory_bytes, time_call
 
-VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-reference", "hkt-tile")
+VARIANTS = ("mha", "hkt-fused", "hkt-fused-plain", "hkt-materialised", "hkt-tile")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +58,7 @@ def build_variant(name: str, settings: dict[str, Any], device: torch.device) -> 
     if name == "mha":
         module = build_mixer("mha", d_model=d_model, n_heads=settings["heads"])
     else:
-        impl = {"hkt-reference": "reference", "hkt-fused-plain": "sdpa", "hkt-tile": "tile"}.get(name, "fused")
+        impl = {"hkt-materialised": "materialised", "hkt-fused-plain": "sdpa", "hkt-tile": "tile"}.get(name, "fused")
         module = build_mixer("hkt", d_model=d_model, n_heads=settings["heads"], impl=impl,
                                  **settings["hkt"])
         module.tile = tile_attention.TileSizes(**(settings.get("tile") or {}))
@@ -97,18 +97,18 @@ def run_benchmark(settings: dict[str, Any], variants: list[str], device: torch.d
     torch.manual_seed(0)
     modules = {name: build_variant(name, settings, device) for name in variants}
     d_model = settings["heads"] * settings["head_dim"]
-    budget = settings["reference"]
+    budget = settings["materialised"]
     ratio = score_cost_ratio(settings["hkt"]["levels"], settings["hkt"]["stride"])
     rows: list[dict[str, Any]] = []
-    reference_on = "hkt-reference" in variants
+    materialised_on = "hkt-materialised" in variants
     for t in settings["lengths"]:
         x = torch.randn(settings["batch"], t, d_model, device=device, requires_grad=True)
-        active = [v for v in variants if v != "hkt-reference" or reference_on]
-        if "hkt-reference" in active:
+        active = [v for v in variants if v != "hkt-materialised" or materialised_on]
+        if "hkt-materialised" in active:
             score_bytes = 4.0 * settings["batch"] * settings["heads"] * t * t * (settings["hkt"]["levels"] + 3)
             if score_bytes > budget["max_gib"] * 2**30:
-                active.remove("hkt-reference")
-                reference_on = False
+                active.remove("hkt-materialised")
+                materialised_on = False
         steps = {v: step_fn(modules[v], x, device) for v in active}
         for v in active:
             for _ in range(settings["warmup"]):
@@ -128,8 +128,8 @@ def run_benchmark(settings: dict[str, Any], variants: list[str], device: torch.d
                 analytic_score_ratio=1.0 if v == "mha" else ratio,
             ))
             print(f"T={t:5d} {v:16s} {ms:9.1f} ms  peak {memory[v] / 2**20:8.1f} MiB", flush=True)
-        if reference_on and median(times.get("hkt-reference", [0.0])) > budget["max_seconds"]:
-            reference_on = False
+        if materialised_on and median(times.get("hkt-materialised", [0.0])) > budget["max_seconds"]:
+            materialised_on = False
     return rows
 
 

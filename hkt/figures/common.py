@@ -181,11 +181,11 @@ def task_panels(df: pl.DataFrame, width: float = 4, height: float = 3.2):
 
 
 #: The font size of a rule reference's name written on its line (the legend's is 8).
-REFERENCE_LABEL_SIZE = 8
+RULE_LABEL_SIZE = 8
 
 
-def reference_lines(ax: Any, refs: list[Any], which: str = "test",
-                    span: tuple[float, float] | None = None) -> None:
+def rule_lines(ax: Any, refs: list[Any], which: str = "test",
+               span: tuple[float, float] | None = None) -> None:
     """Draw the rule references ``refs`` (:class:`hkt.rule_references.Line`, lowest first) as grey
     dotted horizontal lines; ``which``: its ``test`` or ``val`` accuracy; ``span``: the x range.
 
@@ -202,7 +202,7 @@ def reference_lines(ax: Any, refs: list[Any], which: str = "test",
         ax.hlines(y, *span, ls=":", lw=1, color=shade, zorder=1)
         # legible over the bars it crosses: the size of the tick labels' neighbours, dark, on a
         # white ground (tiny grey text was unreadable)
-        ax.text(span[1], y, name, ha="right", va="bottom", fontsize=REFERENCE_LABEL_SIZE,
+        ax.text(span[1], y, name, ha="right", va="bottom", fontsize=RULE_LABEL_SIZE,
                 color="0.1", zorder=5,
                 bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
                       "alpha": 0.8})

@@ -4,7 +4,7 @@ and the tables of the analyses.
 * :func:`val_curves`: validation accuracy over training steps, one panel per task, one line per
   model (mean over seeds, band = min..max over seeds).
 * :func:`accuracy_vs_levels`: test accuracy of HKT against the number of pyramid levels L on the
-  ablation task, seeds as dots, MHA as a reference line, the paper's points where it has them.
+  ablation task, seeds as dots, MHA as a comparison line, the paper's points where it has them.
 * :func:`main_bar`: the main table as grouped bars (mean, error bar = std over seeds, dots =
   seeds), with the paper's figures as markers.
 * :func:`kappa_by_level`: κ of the score entries per level, per (task, T), from the kurtosis
@@ -22,7 +22,7 @@ import polars as pl
 
 from hkt import paper
 from hkt.figures.common import (budget_title, color, empty, integer_ticks, legend_outside,
-                                log_ticks, min_span, pyplot, reference_lines, save, style,
+                                log_ticks, min_span, pyplot, rule_lines, save, style,
                                 task_panels, title_budget)
 from hkt.rule_references import is_reference, lines
 from hkt.runs_frame import MODEL_ORDER, most_common_length, ordered, task_keys
@@ -35,7 +35,7 @@ VAL_CURVES_MIN_SPAN_PP = 20.0
 VALUE_LABEL_CLEAR_PP = 7.0
 #: The main bar figure: room (points) above the highest rule reference for its name, written
 #: above its line, so that the exact evaluator's 100.0 stays inside the frame.
-REFERENCE_HEADROOM_PP = 7.0
+RULE_HEADROOM_PP = 7.0
 #: The least span (percentage points) of the truncation figure's accuracy axis: a near-flat
 #: curve is drawn flat, not stretched over the whole panel.
 TRUNCATION_MIN_SPAN_PP = 10.0
@@ -68,8 +68,8 @@ def val_curves(curves: pl.DataFrame, path: str | Path, variants: tuple[str, ...]
             ax.plot(g["step"], g["mean"], marker=marker, ms=6 - i % 3, ls=ls, mfc="none", color=c,
                     label=f"{model} ({n} seed{'s' if n != 1 else ''}{same})")
             ax.fill_between(g["step"], g["lo"], g["hi"], color=c, alpha=0.2, linewidth=0)
-        reference_lines(ax, lines(runs if runs is not None else pl.DataFrame(), task, length),
-                        "val")
+        rule_lines(ax, lines(runs if runs is not None else pl.DataFrame(), task, length),
+                   "val")
         ax.set_title(f"{task} (T={length})")
         ax.set_xlabel("step")
         min_span(ax, VAL_CURVES_MIN_SPAN_PP)
@@ -90,7 +90,7 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.A
                        length: int | None = None, main_variant: str = "main",
                        model: str = "hkt", baseline: str = "mha") -> Path:
     """``model``'s test accuracy (%) against L on (task, T), its other settings at their main
-    values, with ``baseline``'s main runs as a reference line."""
+    values, with ``baseline``'s main runs as a comparison line."""
     sel = runs.filter((pl.col("task") == task) & (pl.col("model") == model))
     if length is None:
         length = most_common_length(sel)
@@ -119,7 +119,7 @@ def accuracy_vs_levels(runs: pl.DataFrame, path: str | Path, task: str = paper.A
     if not base.is_empty():
         ax.axhline(base["test_accuracy"].mean() * 100, ls="--", color=color(baseline, 1),
                    label=f"{baseline.upper()} (ours)")
-    reference_lines(ax, lines(runs, task, length))
+    rule_lines(ax, lines(runs, task, length))
     hkt_paper = paper.paper_accuracy(task, length or -1, model)
     nh = paper.ABLATION_NO_HIERARCHY
     if hkt_paper is not None:
@@ -176,9 +176,9 @@ def main_bar(runs: pl.DataFrame, path: str | Path, variants: tuple[str, ...] = (
     refs = []
     for j, (task, length) in enumerate(keys):
         refs += lines(every, task, length)
-        reference_lines(ax, lines(every, task, length), span=(j - 0.45, j + 0.45))
-    top = max([r.test for r in refs] + [ax.get_ylim()[1] - REFERENCE_HEADROOM_PP])
-    ax.set_ylim(0, top + REFERENCE_HEADROOM_PP)  # a rule's name at 100 % inside the frame
+        rule_lines(ax, lines(every, task, length), span=(j - 0.45, j + 0.45))
+    top = max([r.test for r in refs] + [ax.get_ylim()[1] - RULE_HEADROOM_PP])
+    ax.set_ylim(0, top + RULE_HEADROOM_PP)  # a rule's name at 100 % inside the frame
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{t}\nT={n}" for t, n in keys])
     ax.set_ylabel("test accuracy (%)")

@@ -10,7 +10,7 @@ resolution. Per-level scores S^(l) = Q^(l) K^(l)^T / sqrt(d) are upsampled to T�
 Three computations of the same function with the same parameters (``impl``, chosen per call
 by :func:`choose_kernel`):
 
-* ``impl="reference"`` materialises every S^(l), interpolates it and fuses: the paper, line by
+* ``impl="materialised"`` materialises every S^(l), interpolates it and fuses: the paper, line by
   line. O(T²) memory; for correctness checks and analysis.
 * ``impl="fused"`` uses the exact factorisation Ŝ^(l) = (U_l Q^(l)) (U_l K^(l))^T / sqrt(d) and
   λ depending only on the query: with q̃_i = [λ_l(i) (U_l Q^(l))_i]_l and k̃_j = [(U_l K^(l))_j]_l,
@@ -59,7 +59,7 @@ __all__ = ["FUSIONS", "UPSAMPLES", "IMPLS", "HKTConfig", "choose_kernel", "score
 
 FUSIONS = ("dynamic", "static")
 UPSAMPLES = ("nearest", "linear")
-IMPLS = ("fused", "sdpa", "reference", "tile")
+IMPLS = ("fused", "sdpa", "materialised", "tile")
 
 
 @dataclass
@@ -77,7 +77,7 @@ class HKTConfig:
         upsample: ``nearest`` or ``linear`` interpolation of the coarse scores (linear mixes
             later positions into earlier ones, so causal mode needs ``nearest``).
         impl: ``fused`` (one SDPA call; blockwise CPU kernel on CPU), ``sdpa`` (one SDPA call on
-            every device), ``reference`` (materialised scores; slow) or ``tile`` (the Triton tile
+            every device), ``materialised`` (materialised scores; slow) or ``tile`` (the Triton tile
             kernel: CUDA only; nearest upsampling, power-of-two stride, levels <= 4, no
             attention dropout). Same numbers.
         chunk_mib: CPU fused path only: the widened per-block tensors alive at once stay within
@@ -135,14 +135,14 @@ class HKTConfig:
 
 
 def choose_kernel(impl: str, v: Tensor, dropout_p: float, return_internals: bool) -> str:
-    """Which computation of the layer runs: ``"cpu_blocks"``, ``"sdpa"``, ``"reference"`` or
+    """Which computation of the layer runs: ``"cpu_blocks"``, ``"sdpa"``, ``"materialised"`` or
     ``"tile"``.
 
     All give the same numbers (tests/test_attention.py, tests/test_tile.py); they differ in
     memory and speed. ``tile`` runs only where asked for, and raises where it cannot run.
     """
-    if impl == "reference":
-        return "reference"  # asked for: the paper's materialised scores
+    if impl == "materialised":
+        return "materialised"  # asked for: the paper's materialised scores
     if impl == "tile":
         if reason := unavailable(v):
             raise ConfigValueError("impl", impl, reason)
@@ -342,7 +342,7 @@ class HKTAttention(TokenMixer):
         else:
             queries = [split_heads(self.q_proj[l](features[l]), h) for l in range(n_levels)]
             keys = [split_heads(self.k_proj[l](features[l]), h) for l in range(n_levels)]
-            attend = self._attend_fused if kernel == "sdpa" else self._attend_reference
+            attend = self._attend_fused if kernel == "sdpa" else self._attend_materialised
             y = attend(queries, keys, lam, v, attn_mask, is_causal, ups, dropout_p)
         out = self.out_proj(merge_heads(y))
         if not return_internals:
@@ -400,7 +400,7 @@ class HKTAttention(TokenMixer):
         )
         return y[..., :d]
 
-    def _attend_reference(
+    def _attend_materialised(
         self,
         queries: list[Tensor],
         keys: list[Tensor],

@@ -13,10 +13,10 @@ each coarse block of λ_l ⊙ ∂S, times the coarse keys or queries. Nothing T 
 forward or backward: memory is O(T) (the per-level inputs, O, the log-sum-exp and float32
 partial gradients of Q^(l), K^(l)).
 
-It computes the reference's function exactly (to rounding): the same scores Σ_l λ_l U_l S^(l)
-U_lᵀ, masks and softmax; only the order of the sums differs (tests/test_tile.py). A query that
-sees no key at all (a sequence without one real token) gets output 0 where the reference's
-softmax gives NaN.
+It computes the materialised path's function (``impl="materialised"``) exactly (to rounding):
+the same scores Σ_l λ_l U_l S^(l) U_lᵀ, masks and softmax; only the order of the sums differs
+(tests/test_tile.py). A query that sees no key at all (a sequence without one real token) gets
+output 0 where the materialised path's softmax gives NaN.
 
 Work per query tile (QK products, multiply-adds, T keys, no causal mask): level 0 BM·T·d, as
 MHA; level l max(BM/f, 1)·max(T/f, T/BN)·d, which is BM·T·d / f² while f <= min(BM, BN).

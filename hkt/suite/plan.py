@@ -185,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --- a suite's training time on a GPU, from step times published there (issue 53) -----------
-# ``gpu_reference`` in config/plan.yaml holds, per model, the measured milliseconds per step of
+# ``gpu_measured`` in config/plan.yaml holds, per model, the measured milliseconds per step of
 # one published GPU run and the overrides that compose that run. A job's step on that GPU is its
 # model's published step times the ratio of the job's step time to the published run's, both
 # timed on this machine the same way (:mod:`hkt.suite.estimate`); the jobs share the GPU
@@ -196,14 +196,14 @@ StepSeconds = Callable[[Any, Shape], float]   # (composed config, shape) -> seco
 JobSeconds = Callable[[Any, float], float]    # (composed config, seconds per step) -> job seconds
 
 
-def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], reference: Mapping[str, Any],
+def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], measured: Mapping[str, Any],
                          step_seconds: StepSeconds, job_seconds: JobSeconds
                          ) -> tuple[float, list[str]]:
-    """The training jobs' wall time on the GPU of ``reference``, and the models it has no
+    """The training jobs' wall time on the GPU of ``measured``, and the models it has no
     published step for (left out)."""
     from hkt.train.run_config import load_config
 
-    models = reference.get("models") or {}
+    models = measured.get("models") or {}
     total, missing, done = 0.0, [], 0
     published: dict[str, float] = {}  # model -> the published run's step time here
     for job in grid.train_jobs():
@@ -228,35 +228,35 @@ def gpu_training_seconds(grid: Any, configs: Mapping[Any, Any], reference: Mappi
     return total / max(1, min(done, int(grid.jobs_per_gpu))), missing
 
 
-def gpu_line(reference: Mapping[str, Any], grid: Any, configs: Mapping[Any, Any],
+def gpu_line(measured: Mapping[str, Any], grid: Any, configs: Mapping[Any, Any],
              step_seconds: StepSeconds, job_seconds: JobSeconds) -> str:
-    """The line ``hkt plan`` prints: the training time on the reference GPU and its sources;
+    """The line ``hkt plan`` prints: the training time on the GPU of ``measured`` and its sources;
     "" when none of the suite's models has a published step."""
-    seconds, missing = gpu_training_seconds(grid, configs, reference, step_seconds, job_seconds)
+    seconds, missing = gpu_training_seconds(grid, configs, measured, step_seconds, job_seconds)
     models = sorted({j.model for j in grid.train_jobs()} - set(missing))
     if not models:
         return ""
-    sources = ", ".join(f"{m} {reference['models'][m]['ms_per_step']} ms/step "
-                        f"({reference['models'][m]['source']})" for m in models)
+    sources = ", ".join(f"{m} {measured['models'][m]['ms_per_step']} ms/step "
+                        f"({measured['models'][m]['source']})" for m in models)
     left = f"; not counted: {', '.join(missing)} (no published GPU step time)" if missing else ""
-    return (f"  on another machine, {reference['device']}: the training jobs alone (not the other "
+    return (f"  on another machine, {measured['device']}: the training jobs alone (not the other "
             f"rules) in {duration(seconds)}, from published step times ({sources}) scaled by the "
             f"step times here{left}")
 
 
 def gpu_line_of(cfg: Any, suite: Suite) -> str:
-    """The line of :func:`gpu_line` ("" without ``gpu_reference``)."""
+    """The line of :func:`gpu_line` ("" without ``gpu_measured``)."""
     from hkt.device import resolve_device
     from hkt.workflow.job_configs import job_configs
 
-    reference = cfg.get("gpu_reference")
-    if not reference:
+    measured = cfg.get("gpu_measured")
+    if not measured:
         return ""
     device = resolve_device(str(cfg.device), source="config key 'device'")
     timer, _ = cached_timer(calibration_file(suite.grid.results), device, cfg.calibration,
                             int(suite.grid.resources("train")["threads"]),
                             on_measure=_say_timed)
-    return gpu_line(reference, suite.grid, job_configs(suite.grid), timer,
+    return gpu_line(measured, suite.grid, job_configs(suite.grid), timer,
                     lambda job_cfg, step_s: job_seconds(job_cfg, step_s, float(cfg.eval_cost),
                                                         job_overhead(cfg, "cuda")))
 

@@ -14,7 +14,7 @@ thing, and the run's variant label is the file's name.
 
 A sweep is the other way round: its variant files select no model (a learning rate), and the
 workflow's ``sweep`` trains each of ``sweep.variants`` with each of ``sweep.models``
-(``hkt train … model=M variant=NAME`` for every M), on one task, without reference runs.
+(``hkt train … model=M variant=NAME`` for every M), on one task, without main-table runs.
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ class Grid(Placement):
         if self.ablation_enabled:
             t = self.ablation_task
             for s in self._ablation.get("seeds") or self.seeds:
-                jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the references
+                jobs += [Job(t, "hkt", MAIN, s), Job(t, "mha", MAIN, s)]  # the full models
                 jobs += [Job(t, m, MAIN, s) for m in self.derived.values()]  # what rows derive from
                 jobs += [Job(t, self.variant_model(v) or "", v, s)
                          for v in self._ablation.get("include", [])]
@@ -426,12 +426,13 @@ class Grid(Placement):
         family, length = self.task_info(task)
         return ["--ablation-task", family, "--ablation-length", str(length), *derived]
 
-    def sweep_reference_args(self) -> list[str]:
-        """``hkt aggregate --reference`` for each of the sweep's reference record paths (one path
-        or a list), when it has any."""
-        ref = self._sweep.get("reference") if self.sweep_enabled else None
-        paths = [ref] if isinstance(ref, str) else list(ref or [])
-        return [word for path in paths for word in ("--reference", str(path))]
+    def borrow_args(self) -> list[str]:
+        """``hkt aggregate --borrow`` for each path of the sweep's borrowed runs (``sweep.borrow``:
+        one path or a list; records of another publication read beside the suite's own), when it
+        has any."""
+        borrow = self._sweep.get("borrow") if self.sweep_enabled else None
+        paths = [borrow] if isinstance(borrow, str) else list(borrow or [])
+        return [word for path in paths for word in ("--borrow", str(path))]
 
     @property
     def leaderboard(self) -> str | None:

@@ -24,6 +24,6 @@ rule aggregate:
     resources: **resources("aggregate")
     shell:
         "hkt --log {log:q} aggregate {input.records:q} --out {params.out:q} --main-variant {params.main}"
-        " {params.ablation:q} {params.reference:q} {params.analyses:q} {params.bench:q}"
+        " {params.ablation:q} {params.borrow:q} {params.analyses:q} {params.bench:q}"
         " {params.leaderboard:q}"
         " --suite {params.suite:q} --suite-run --tracking-uri {params.tracking_uri:q}"

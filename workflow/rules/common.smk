@@ -130,7 +130,7 @@ def bench_after():
 
 def aggregate_params():
     return dict(out=lambda wc, output: Path(output.summary).parent, main=MAIN, suite=SUITE.name,
-                ablation=GRID.ablation_args(), reference=GRID.sweep_reference_args(),
+                ablation=GRID.ablation_args(), borrow=GRID.borrow_args(),
                 leaderboard=lambda wc, input: (["--leaderboard", *input.leaderboard]
                                                if input.leaderboard else []),
                 tracking_uri=TRACKING_URI,

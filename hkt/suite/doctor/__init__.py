@@ -12,7 +12,7 @@ One line per check, then a verdict; the exit status is 1 when any check fails. T
   the math fallback and a call no backend accepts fail (:func:`sdpa_verdict`). Where V is
   padded it says whether this torch needed that.
 * ``hkt fused`` / ``hkt levels=1``: HKT's fused path at the suite's precision against the fp64
-  reference, and HKT with one level against MHA with the same weights (outputs and input
+  materialised path, and HKT with one level against MHA with the same weights (outputs and input
   gradients, relative max error within the precision's tolerance).
 * ``train TASK/MODEL``: a few training steps of every main job on a synthetic batch at the
   task's T, through the benchmarks' :class:`~hkt.bench.common.TrainStep` (``hkt train``'s step):

@@ -1,5 +1,5 @@
 """``hkt doctor``'s ``hkt fused`` and ``hkt levels=1`` checks: HKT's fused path against the fp64
-reference, and HKT with one level against MHA with the same weights (outputs and input
+materialised path, and HKT with one level against MHA with the same weights (outputs and input
 gradients, within the precision's tolerance)."""
 
 from __future__ import annotations
@@ -57,14 +57,14 @@ def _equivalence(ctx: Context, cfg: DictConfig) -> Iterator[Check]:
 
     torch.manual_seed(int(ctx.cfg.train.seed))
     fused = build_mixer("hkt", **common, **{**mixer, "impl": "fused"}).to(dev).eval()
-    reference = build_mixer("hkt", **common, **{**mixer, "impl": "reference"}).to(dev).eval()
-    reference.load_state_dict(fused.state_dict())  # the same weights, in fp64
-    reference.double()
+    materialised = build_mixer("hkt", **common, **{**mixer, "impl": "materialised"}).to(dev).eval()
+    materialised.load_state_dict(fused.state_dict())  # the same weights, in fp64
+    materialised.double()
     y, gx = _forward_backward(fused, x, mask, w, ctx.amp)
-    y_ref, gx_ref = _forward_backward(reference, x.double(), mask, w, None)
+    y_ref, gx_ref = _forward_backward(materialised, x.double(), mask, w, None)
     err = max(_relative_error(y, y_ref), _relative_error(gx, gx_ref))
     yield Check("hkt fused", err <= tol,
-                f"{shape}: relative error {err:.1e} vs the fp64 reference (tolerance {tol:.0e})")
+                f"{shape}: relative error {err:.1e} vs the fp64 materialised path (tolerance {tol:.0e})")
 
     torch.manual_seed(int(ctx.cfg.train.seed))
     mha = build_mixer("mha", **common).to(dev).eval()
