@@ -12,7 +12,8 @@ its parts:
   :mod:`hkt.train.run_conditions`: how a run executed (precision, threads, GPU sharing);
   :mod:`hkt.train.rundir`: one process per run directory, a run continues only with its own
   config and data;
-- :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.progress`: the progress line;
+- :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.run_metadata`: what a run's MLflow run says
+  of itself (tags, params, suite run, model name); :mod:`hkt.train.progress`: the progress line;
   :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.run_record`), the summary, and
   completing the MLflow run of a finished run whose store stopped answering.
 """

@@ -16,7 +16,8 @@ model, :class:`~hkt.train.run_config.RunConfig`), the optimizer, the data stream
 file: :mod:`~hkt.train.optim` (AdamW and schedule), :mod:`~hkt.train.step` (the training step
 and evaluation, shared with the benchmarks), :mod:`~hkt.train.rundir` (locking, mismatch
 checks), :mod:`~hkt.train.run_conditions` (precision, threads, GPU sharing),
-:mod:`~hkt.train.tracking` (MLflow), :mod:`~hkt.train.finish` (the record).
+:mod:`~hkt.train.tracking` (MLflow) and :mod:`~hkt.train.run_metadata` (what the MLflow run says
+of itself), :mod:`~hkt.train.finish` (the record).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ from hkt.train.progress import Progress
 from hkt.train.run_conditions import execution, execution_tags, out_of_memory, sample_sharing
 from hkt.gpu_slots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
-from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
+from hkt.train.run_metadata import run_params, run_tags
+from hkt.train.tracking import NullTracker, make_tracker
 
 __all__ = ["train"]
 
