@@ -6,7 +6,7 @@ its parts:
 
 - :mod:`hkt.train.data`: the prepared data a run reads; :mod:`hkt.train.optim`: AdamW and the
   learning-rate schedule; :mod:`hkt.train.step`: the training step (shared with ``hkt bench``)
-  and evaluation;
+  and evaluation; :mod:`hkt.train.log_window`: the loss and accuracy since the last logged step;
 - :mod:`hkt.train.checkpoint`: atomic, ``weights_only``-safe checkpoints, the loop's state,
   and :class:`~hkt.train.checkpoint.Checkpoint`, the object a run resumes and saves with;
   :mod:`hkt.train.run_conditions`: how a run executed (precision, threads, GPU sharing);
