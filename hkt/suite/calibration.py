@@ -40,6 +40,7 @@ def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
 
 
 def calibration_file(results_dir: str | Path) -> Path:
+    """The cache of step times of a results directory (:func:`cached_timer` reads and writes it)."""
     return Path(results_dir) / "plan" / "calibration.json"
 
 

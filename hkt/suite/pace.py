@@ -28,6 +28,7 @@ HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\
 
 
 def _tail(path: Path, limit: int) -> list[str]:
+    """The lines of the last ``limit`` bytes of ``path`` (a log may be long)."""
     with open(path, "rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
