@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Headless-Chromium screenshots of the MLflow UI as a user sees an experiment: its runs list in the
 # comparison view (test accuracy, best validation accuracy, best step: the columns of
-# hkt.train.tracking.COMPARISON_VIEW, sorted by test accuracy) and, optionally, one run's page.
+# hkt.train.run_metadata.COMPARISON_VIEW, sorted by test accuracy) and, optionally, one run's page.
 #
 #   bash scripts/screenshot_mlflow.sh RESULTS_DIR RUNS.png [RUN.png [EXPERIMENT]]
 #
@@ -30,7 +30,7 @@ port=$("$py" -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0
 read -r exp_id run_id view <<<"$("$py" - "$db" "$experiment" <<'PY'
 import sys
 from mlflow.tracking import MlflowClient
-from hkt.train.tracking import COMPARISON_VIEW
+from hkt.train.run_metadata import COMPARISON_VIEW
 client = MlflowClient(f"sqlite:///{sys.argv[1]}")
 want = sys.argv[2]
 for exp in client.search_experiments():

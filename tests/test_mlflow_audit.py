@@ -17,7 +17,7 @@ from conftest import write_prepared_data
 from hkt.cli.main import main
 from hkt.models.serving import served_tokens
 from hkt.train.data import RunData
-from hkt.train.tracking import dataset_digest
+from hkt.train.run_metadata import dataset_digest
 
 TRAIN = ["task=listops", "profile=smoke", "--no-progress"]
 

@@ -329,7 +329,7 @@ def test_a_copied_model_trains_under_its_own_name(tmp_path, monkeypatch, prepare
 
     from hkt.train.run_config import load_config
     from hkt.train.loop import train
-    from hkt.train.tracking import run_tags
+    from hkt.train.run_metadata import run_tags
     from hkt.workflow.job_configs import check_analysable, config_digest
 
     monkeypatch.setenv("HKT_CONFIG_DIR", str(copy_model(tmp_path)))

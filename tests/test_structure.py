@@ -1,8 +1,12 @@
 """The package's shape: no import circle among ``hkt`` modules nor among its packages
 (function-level imports count), and every import points down the layers, which are the folders'
 (docs/design.md §6's table, read by tests/layer_table.py): a package has one layer, the root modules of ``hkt/`` are layer 0 and hold no command. A circle held by a function-level import
-still ties two modules together. There is no line cap: a module holds one concept, however long
-(a cap split modules by size, not by idea).
+still ties two modules together.
+
+Every module of ``hkt/`` fits :data:`MOST_MODULE_LINES` lines and every function or method
+:data:`MOST_FUNCTION_LINES`, none exempt: the Triton kernels (``hkt/mixers/kernels/tile.py`` and
+``tile_parts.py``) are modules like another and each kernel a function. A module over them is
+split by concept, not by line count.
 
 Nor many small modules: at most :data:`MOST_SMALL` modules have fewer than :data:`SMALL_LINES`
 lines, since a crowd of small files is usually one idea split in pieces. Counted: every
@@ -337,3 +341,78 @@ def test_few_small_modules() -> None:
     assert len(small) <= MOST_SMALL, (
         f"{len(small)} modules have fewer than {SMALL_LINES} lines (at most {MOST_SMALL}): "
         f"{small}; merge the ones that hold one idea with the module of that idea")
+
+
+#: The developers' convention (issue 75): a module holds one concept on a screen or two, a
+#: function one step on one screen. Lines as ``wc -l`` counts them; a function's from its ``def``
+#: to its last line, docstring and nested functions included, decorators not.
+MOST_MODULE_LINES = 500
+MOST_FUNCTION_LINES = 80
+
+
+def _functions(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """(qualified name, line of its ``def``, lines) of every function and method in ``tree``,
+    nested ones included (``Class.method``, ``outer.inner``)."""
+    found: list[tuple[str, int, int]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    found.append((name, child.lineno, child.end_lineno - child.lineno + 1))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return found
+
+
+def _too_long(path: Path, root: Path = ROOT) -> list[str]:
+    """What in ``path`` breaks :data:`MOST_MODULE_LINES` or :data:`MOST_FUNCTION_LINES`: the
+    file, or the file, line and function, with its line count and what to do."""
+    text = path.read_text("utf-8")
+    where = path.relative_to(root.parent)
+    found = []
+    lines = len(text.splitlines())
+    if lines > MOST_MODULE_LINES:
+        found.append(f"{where} has {lines} lines (at most {MOST_MODULE_LINES}): split it by "
+                     "concept into modules of one idea each, and update its importers")
+    for name, line, length in _functions(ast.parse(text, str(path))):
+        if length > MOST_FUNCTION_LINES:
+            found.append(f"{where}:{line}: {name} has {length} lines (at most "
+                         f"{MOST_FUNCTION_LINES}): split it into functions of one step each")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_and_functions_fit_on_a_screen(path: Path) -> None:
+    too_long = _too_long(path)
+    assert not too_long, "\n".join(too_long)
+
+
+def test_the_length_check_sees_a_long_module_and_a_long_function(tmp_path: Path) -> None:
+    """A module of one line too many and a method of one line too many are each named, with the
+    count and what to do; at the limits, nothing is."""
+    root = tmp_path / "hkt"
+    root.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(MOST_FUNCTION_LINES - 2))
+    fits = root / "fits.py"
+    fits.write_text(f"def f():\n    \"\"\"Doc.\"\"\"\n{body}\n"
+                    + "\n" * (MOST_MODULE_LINES - MOST_FUNCTION_LINES))
+    assert len(fits.read_text().splitlines()) == MOST_MODULE_LINES
+    assert _functions(ast.parse(fits.read_text())) == [("f", 1, MOST_FUNCTION_LINES)]
+    assert _too_long(fits, root) == []
+    nested = "class C:\n    def g(self):\n        def h():\n            pass\n"
+    assert _functions(ast.parse(nested)) == [("C.g", 2, 3), ("C.g.h", 3, 2)]
+    long = root / "long.py"
+    method_body = "\n".join(f"        x{i} = {i}" for i in range(MOST_FUNCTION_LINES))
+    long.write_text(f"class C:\n    def f(self):\n{method_body}\n" + "\n" * MOST_MODULE_LINES)
+    method = 1 + MOST_FUNCTION_LINES
+    lines = 1 + method + MOST_MODULE_LINES
+    assert _too_long(long, root) == [
+        f"hkt/long.py has {lines} lines (at most {MOST_MODULE_LINES}): split it by concept into "
+        "modules of one idea each, and update its importers",
+        f"hkt/long.py:2: C.f has {method} lines (at most {MOST_FUNCTION_LINES}): split it into "
+        "functions of one step each"]

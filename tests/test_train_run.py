@@ -151,14 +151,14 @@ def test_record_matches_mlflow(prepared_data, tmp_path, isolated_results):
     assert r.info.status == "FINISHED" and r.info.run_name == "listops-mha-main-s0"
     assert client.get_experiment(r.info.experiment_id).name == rec["mlflow_experiment"] == "hkt-smoke-listops"
     m = r.data.metrics
-    # the comparison of runs (the runs list's view, hkt.train.tracking.COMPARISON_VIEW): test
+    # the comparison of runs (the runs list's view, hkt.train.run_metadata.COMPARISON_VIEW): test
     # accuracy, the best validation accuracy (a tag: the one validation-accuracy metric is the
     # curve) and its step
     assert m["test_accuracy"] == rec["test_accuracy"] and m["best_step"] == rec["best_step"]
     assert float(r.data.tags["best_val_accuracy"]) == rec["val_accuracy"]
     assert m["n_params"] == rec["n_params"]
     assert [k for k in m if "val" in k and "acc" in k] == ["val_accuracy"]  # one, not two
-    from hkt.train.tracking import COMPARISON_VIEW  # the runs list's view: each column is there
+    from hkt.train.run_metadata import COMPARISON_VIEW  # the runs list's view: each column is there
 
     for kind, name in COMPARISON_VIEW["columns"]:
         assert kind == "attributes" or name in {"metrics": m, "tags": r.data.tags}[kind], name

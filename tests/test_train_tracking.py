@@ -174,7 +174,8 @@ def test_a_store_we_create_lists_only_the_experiments_runs_went_to(tmp_path, mon
     from mlflow.tracking import MlflowClient
 
     from hkt.mlflow_store import DEFAULT_EXPERIMENT_ID, open_client
-    from hkt.train.tracking import COMPARISON_VIEW, Tracker
+    from hkt.train.run_metadata import COMPARISON_VIEW
+    from hkt.train.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     assert open_client(uri).search_experiments() == []
@@ -260,7 +261,7 @@ def test_run_duration_starts_when_the_session_started(tmp_path):
 def test_params_and_tags_describe_the_data_actually_used():
     """task.prepare.* come from the data's metadata (what `hkt prepare` did), not the task
     config's defaults; data from an alternative archive tags the run with a warning."""
-    from hkt.train.tracking import data_tags, run_params
+    from hkt.train.run_metadata import data_tags, run_params
 
     cfg = {"task": {"family": "listops", "prepare": {"splits": {"train": 96000}, "seed": 0}},
            "tracking": {"uri": "x"}, "seed": 1}
@@ -308,7 +309,7 @@ def test_a_run_learns_its_suite_from_the_environment_only(tmp_path, monkeypatch)
     from hkt.errors import ConfigError
     from hkt.provenance import NO_SUITE, SuiteRun
     from hkt.train.run_config import load_config
-    from hkt.train.tracking import suite_run
+    from hkt.train.run_metadata import suite_run
 
     cfg = load_config(["profile=smoke", f"tracking.results_dir={tmp_path}"])
     assert "suite" not in cfg.tracking

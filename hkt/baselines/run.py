@@ -45,7 +45,7 @@ from hkt.predictions import (PREDICTIONS_NAME, SPLITS as PREDICTION_SPLITS, Spli
 from hkt.provenance import SuiteRun, code_digest, git_state
 from hkt.run_record import RECORD_NAME, make_record, write_history, write_record
 from hkt.mlflow_store import experiment_name
-from hkt.train.tracking import EXPERIMENT_ENV, RESULTS_ENV, data_tags, suite_run
+from hkt.train.run_metadata import EXPERIMENT_ENV, RESULTS_ENV, data_tags, suite_run
 
 __all__ = ["Splits", "Fit", "answers", "NO_PROFILE", "read_split", "run_baseline",
            "add_run_arguments", "run_command"]

@@ -11,9 +11,10 @@ A training job costs (:func:`train_cost`)
   and its imports, opening the prepared data, and MLflow tracking (run start, parameters, final
   metrics, the model artifact). ``config/plan.yaml`` ``job_overhead``, measured per device type.
 * ``step``: the measured seconds of one training step of the job's own shape (composed model, T,
-  batch; :class:`Shape`), timed once on this device with :func:`hkt.train.step_timing.measure_training_step`
-  at the task's mean training length and cached per device, torch version and shape in
-  ``RESULTS_DIR/plan/calibration.json`` (:func:`cached_timer`). Every distinct shape is timed: no
+  batch; :class:`~hkt.suite.calibration.Shape`), timed once on this device with
+  :func:`hkt.train.step_timing.measure_training_step` at the task's mean training length and
+  cached per device, torch version and shape in ``RESULTS_DIR/plan/calibration.json``
+  (:mod:`hkt.suite.calibration`, :func:`~hkt.suite.calibration.cached_timer`). Every distinct shape is timed: no
   shape is costed as another. Where ``calibration.budget_s`` stops the timing, the shapes left are
   named, their jobs counted as nothing and the total is a lower bound, said so wherever it is
   printed.
@@ -31,17 +32,17 @@ after the checkpoint, plus its overhead (:func:`checkpointed_step`).
 The jobs are packed by :func:`pack` (list scheduling): each takes its threads of the cores, a slot
 of its rule (the cores over its threads or, where the rule's jobs share GPUs, ``jobs_per_gpu`` per
 GPU) and its GPU slots, longest first within each rule, after the data is prepared; the aggregate
-last. Imports neither torch nor mlflow at module level (``hkt status`` reads it).
+last. What is left goes at the pace of what ran where asked (``hkt status``): the measured pace is
+:mod:`hkt.suite.pace`'s. Imports neither torch nor mlflow at module level (``hkt status`` reads it).
+
+This module holds a job's cost, the packing and the plan; the calibration (:mod:`hkt.suite.calibration`)
+and the measured pace (:mod:`hkt.suite.pace`) sit beside it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-import re
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,96 +51,17 @@ from pathlib import Path
 from typing import Any
 
 from hkt.fileio import atomic_write_text
-from hkt.run_record import HISTORY_NAME, RecordError, load_record
+from hkt.run_record import HISTORY_NAME
 from hkt.gpu_slots import GPU_COMMANDS
+# make_plan reads cached_timer from this module: a test fakes the calibration by replacing
+# hkt.suite.estimate.cached_timer
+from hkt.suite.calibration import Shape, cached_timer, calibration_file, shape_of
+from hkt.suite.pace import Pace, log_tail_bytes, measured_pace
 from hkt.workflow.grid import RULE_ORDER
 
-__all__ = ["HEADER", "last_attempt", "attempt_start", "took_s", "record_ratio", "history_ratio",
-           "Pace", "measured_pace", "settle_done", "Shape", "shape_of", "calibration_file", "cached_timer", "JobEstimate", "Plan",
-           "train_cost", "job_seconds", "eval_batches", "checkpointed_step", "other_cost", "other_jobs",
-           "estimate", "shared_gpu_slowdown", "gpu_takes", "pack", "make_plan", "write_plan",
-           "job_overhead", "other_costs"]
-
-
-# --------------------------------------------------------------------------- calibration
-@dataclass(frozen=True)
-class Shape:
-    """What a training step's time depends on: the composed model, the task's T, the batch."""
-
-    key: str          # digest of the model config, T and batch
-    label: str        # e.g. listops/hkt/levels1 (the first job that has it)
-    batch_size: int   # the job's batch
-
-
-def shape_of(cfg: Any, batch_size: int, label: str) -> Shape:
-    """The :class:`Shape` of a composed training config timed at ``batch_size``."""
-    from omegaconf import OmegaConf
-
-    model = OmegaConf.to_container(cfg.model, resolve=True)
-    text = json.dumps({"model": model, "T": int(cfg.task.max_length), "batch": batch_size,
-                       "classes": int(cfg.task.num_classes)}, sort_keys=True, default=str)
-    return Shape(hashlib.sha256(text.encode()).hexdigest()[:16], label, int(cfg.train.batch_size))
-
-
-def calibration_file(results_dir: str | Path) -> Path:
-    return Path(results_dir) / "plan" / "calibration.json"
-
-
-def cached_timer(cache: Path, device: Any, settings: Any, threads: int, *, fresh: bool = False,
-                 on_measure: Callable[[str, float], None] | None = None
-                 ) -> tuple[Callable[[Any, Shape], float | None], dict[str, Any]]:
-    """A ``step_seconds`` function for :func:`estimate` that times a shape once on ``device``
-    with ``threads`` CPU threads (cached in ``cache`` per device, torch version and shape), and
-    its statistics: ``cached`` (shapes read from the cache) and ``untimed`` (shapes met after
-    ``settings.budget_s`` seconds of timing: None, not timed, never another shape's time; a
-    ``budget_s`` of null times every shape)."""
-    import torch
-
-    from hkt.device import describe_device
-    from hkt.train.step_timing import measure_training_step
-
-    if device.type == "cpu":
-        torch.set_num_threads(threads)
-    where = f"{describe_device(device)}|torch {torch.__version__}"
-    store: dict[str, Any] = {}
-    if cache.is_file() and not fresh:
-        try:
-            store = json.loads(cache.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            store = {}
-    stats: dict[str, Any] = {"cached": 0, "untimed": [], "spent_s": 0.0}
-    kind = device.type if device.type in ("cpu", "cuda") else "cpu"
-    budget = (settings.get("budget_s") or {}).get(kind)
-
-    def step_seconds(cfg: Any, shape: Shape) -> float | None:
-        cap = settings.max_tokens.get(kind)
-        t = int(cfg.task.max_length)
-        n = min(t, int((settings.get("mean_length") or {}).get(str(cfg.task.id)) or t))
-        batch = shape.batch_size if cap is None else max(1, min(shape.batch_size, int(cap) // n))
-        key = f"{where}|length {n}|{shape_of(cfg, batch, shape.label).key}"
-        if key in store:
-            stats["cached"] += 1
-            entry = store[key]
-        elif budget is not None and stats["spent_s"] > float(budget):
-            stats["untimed"].append(shape.label)
-            return None
-        else:
-            start = time.perf_counter()
-            m = measure_training_step(cfg, device, steps=int(settings.steps[kind]),
-                                      warmup=int(settings.warmup[kind]), batch_size=batch,
-                                      vocab_size=int(settings.vocab_size), seed=int(settings.seed),
-                                      peak=False, length=n)
-            stats["spent_s"] += time.perf_counter() - start
-            entry = {"ms_per_step": m.ms_per_step, "batch": batch, "length": n, "shape": shape.label,
-                     "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            store[key] = entry
-            # whole or not at all: a full disk leaves the cache as it was, and no temporary file
-            atomic_write_text(cache, json.dumps(store, indent=1, sort_keys=True))
-            if on_measure:
-                on_measure(shape.label, m.ms_per_step)
-        return entry["ms_per_step"] / 1000 / entry["batch"] * shape.batch_size
-
-    return step_seconds, stats
+__all__ = ["settle_done", "JobEstimate", "Plan", "train_cost", "job_seconds", "eval_batches",
+           "checkpointed_step", "other_cost", "other_jobs", "estimate", "shared_gpu_slowdown",
+           "gpu_takes", "pack", "make_plan", "write_plan", "job_overhead", "other_costs"]
 
 
 # --------------------------------------------------------------------------- a job's cost
@@ -268,117 +190,6 @@ def settle_done(rules: Sequence[str], names: Sequence[str], done: Sequence[bool]
     return out
 
 
-# --------------------------------------------------------------------------- measured pace
-#: The header ``hkt --log`` writes at the start of each attempt of a job, in the job's log.
-HEADER = re.compile(r"^===== hkt (?P<cmd>.*) \| (?P<when>\S+) \| host (?P<host>\S+) "
-                    r"pid (?P<pid>\d+) =====$")
-
-
-def _tail(path: Path, limit: int) -> list[str]:
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        size = fh.tell()
-        fh.seek(max(0, size - limit))
-        text = fh.read().decode("utf-8", errors="replace")
-    return text.splitlines()
-
-
-def last_attempt(log: Path, limit: int) -> tuple[dict[str, str] | None, list[str]]:
-    """The header fields of the log's last attempt (None if it has none) and that attempt's
-    lines (the last ``limit`` bytes of the log are read)."""
-    lines = _tail(log, limit)
-    for i in range(len(lines) - 1, -1, -1):
-        m = HEADER.match(lines[i])
-        if m:
-            return m.groupdict(), lines[i + 1:]
-    return None, lines
-
-
-def attempt_start(header: Mapping[str, str], log: Path) -> float:
-    """When an attempt started (its header's time; the log's mtime if that does not parse)."""
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(header["when"]).timestamp()
-    except ValueError:
-        return log.stat().st_mtime
-
-
-def took_s(job: Mapping[str, Any], tail_bytes: int) -> float | None:
-    """What a done job's last attempt took: from its log's header to its output (None: no log)."""
-    log = Path(job.get("log") or "")
-    if not job.get("log") or not log.is_file() or not job.get("output"):
-        return None
-    header, _ = last_attempt(log, tail_bytes)
-    if header is None:
-        return None
-    return Path(job["output"]).stat().st_mtime - attempt_start(header, log)
-
-
-def record_ratio(job: Mapping[str, Any]) -> float | None:
-    """Measured / calibrated seconds per step of a finished training job (its record's
-    ``ms_per_step``; a record that does not load through its schema says nothing)."""
-    try:
-        rec = load_record(job["output"])
-    except (OSError, RecordError):
-        return None
-    ms = rec.get("ms_per_step")
-    return ms / 1000 / float(job["step_s"]) if ms and job.get("step_s") else None
-
-
-def history_ratio(job: Mapping[str, Any]) -> float | None:
-    """Measured / calibrated seconds per step of a training job's steps so far: the throughput
-    its checkpoints logged (``history.csv``'s samples_per_s, at its batch)."""
-    from hkt.run_record import read_history
-
-    if not (job.get("batch") and job.get("step_s") and job.get("output")):
-        return None
-    try:
-        rates = [r["samples_per_s"] for r in read_history(Path(job["output"]).parent)
-                 if r.get("samples_per_s")]
-    except (OSError, ValueError, KeyError):
-        return None
-    return int(job["batch"]) / statistics.median(rates) / float(job["step_s"]) if rates else None
-
-
-@dataclass
-class Pace:
-    """How the work that ran compares with the cost model: training steps (measured /
-    calibrated seconds per step; None: none ran) and each other rule (took / cost)."""
-
-    train: float | None = None
-    rules: dict[str, float] = field(default_factory=dict)
-
-
-def measured_pace(jobs: Sequence[Mapping[str, Any]], done: Sequence[bool], tail_bytes: int,
-                  live: Sequence[float] = ()) -> Pace:
-    """The pace of ``jobs`` (``plan/suite.json``'s dicts; ``done``: whether each one's output
-    exists) from what ran: training from ``live`` ratios (running jobs' ETAs, ``hkt status``)
-    and finished records, else the throughput checkpoints logged; another rule from how long its
-    finished jobs took against their cost."""
-    train = list(live) + [r for j, d in zip(jobs, done)
-                          if d and j["rule"] == "train" and (r := record_ratio(j))]
-    if not train:  # steps that ran, but no job finished nor gives an ETA: their checkpoints
-        train = [r for j, d in zip(jobs, done)
-                 if not d and j["rule"] == "train" and (r := history_ratio(j))]
-    rules: dict[str, list[float]] = {}
-    for j, d in zip(jobs, done):
-        cost = float(j.get("cost_s", j.get("seconds")) or 0.0)
-        if d and j["rule"] != "train" and cost > 0 and (t := took_s(j, tail_bytes)):
-            if t > 0:
-                rules.setdefault(j["rule"], []).append(t / cost)
-    return Pace(statistics.median(train) if train else None,
-                {r: statistics.median(v) for r, v in rules.items()})
-
-
-def log_tail_bytes() -> int:
-    """How much of a log's end is read for its last attempt (config/status.yaml ``tail_bytes``)."""
-    import yaml
-
-    from hkt.config_compose import config_dir
-
-    return int(yaml.safe_load((config_dir() / "status.yaml").read_text(encoding="utf-8"))
-               ["tail_bytes"])
 
 
 # --------------------------------------------------------------------------- packing

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hkt.suite.estimate import (Plan, Shape, cached_timer, calibration_file, job_overhead,
-                          job_seconds, make_plan, shape_of, write_plan)
+from hkt.suite.calibration import Shape, cached_timer, calibration_file, shape_of
+from hkt.suite.estimate import Plan, job_overhead, job_seconds, make_plan, write_plan
 from hkt.provenance import NO_SUITE
 from hkt.suite.busy import busy_line, plan_busy
 from hkt.workflow.grid import RULE_ORDER, suite_plan_file

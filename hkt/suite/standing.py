@@ -39,8 +39,8 @@ from typing import Any
 from hkt.errors import HKTError, did_you_mean
 from hkt.fileio import pid_alive
 from hkt.run_record import RECORD_NAME, RecordError, load_record
-from hkt.suite.estimate import (attempt_start, checkpointed_step, last_attempt, measured_pace,
-                                pack, settle_done, train_cost)
+from hkt.suite.estimate import checkpointed_step, pack, settle_done, train_cost
+from hkt.suite.pace import attempt_start, last_attempt, measured_pace
 from hkt.workflow.grid import suite_plan_file
 from hkt.workflow.sessions import duration, load_sessions, session_seconds
 
@@ -236,7 +236,7 @@ def _left(step: str, total: str) -> float:
 
 def scale_other_rules(jobs: list[JobState], paces: dict[str, float] | None = None) -> None:
     """The other rules' costs (config/plan.yaml) at the pace their finished jobs took
-    (``paces``, :func:`hkt.suite.estimate.measured_pace`; None: from the jobs' own elapsed times)."""
+    (``paces``, :func:`hkt.suite.pace.measured_pace`; None: from the jobs' own elapsed times)."""
     if paces is None:
         paces = {}
         for rule in {j.rule for j in jobs} - {"train"}:

@@ -6,13 +6,14 @@ its parts:
 
 - :mod:`hkt.train.data`: the prepared data a run reads; :mod:`hkt.train.optim`: AdamW and the
   learning-rate schedule; :mod:`hkt.train.step`: the training step (shared with ``hkt bench``)
-  and evaluation;
+  and evaluation; :mod:`hkt.train.log_window`: the loss and accuracy since the last logged step;
 - :mod:`hkt.train.checkpoint`: atomic, ``weights_only``-safe checkpoints, the loop's state,
   and :class:`~hkt.train.checkpoint.Checkpoint`, the object a run resumes and saves with;
   :mod:`hkt.train.run_conditions`: how a run executed (precision, threads, GPU sharing);
   :mod:`hkt.train.rundir`: one process per run directory, a run continues only with its own
   config and data;
-- :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.progress`: the progress line;
+- :mod:`hkt.train.tracking`: MLflow; :mod:`hkt.train.run_metadata`: what a run's MLflow run says
+  of itself (tags, params, suite run, model name); :mod:`hkt.train.progress`: the progress line;
   :mod:`hkt.train.finish`: the run record (written with :mod:`hkt.run_record`), the summary, and
   completing the MLflow run of a finished run whose store stopped answering.
 """

@@ -28,7 +28,8 @@ from hkt.train.data import RunData
 from hkt.train.run_conditions import execution_tags
 from hkt.train.progress import format_duration
 from hkt.train.rundir import CONFIG_NAME
-from hkt.train.tracking import NullTracker, make_tracker, run_params, suite_run
+from hkt.train.run_metadata import run_params, suite_run
+from hkt.train.tracking import NullTracker, make_tracker
 
 __all__ = ["training_record", "log_final", "publish", "summary_line", "complete_tracking",
            "GAP_FIELD"]

@@ -14,9 +14,11 @@ The run (:class:`_Run`) holds what it trains with: the model (built from the con
 model, :class:`~hkt.train.run_config.RunConfig`), the optimizer, the data stream, its
 :class:`~hkt.train.checkpoint.Checkpoint` and its MLflow tracker. The pieces live beside this
 file: :mod:`~hkt.train.optim` (AdamW and schedule), :mod:`~hkt.train.step` (the training step
-and evaluation, shared with the benchmarks), :mod:`~hkt.train.rundir` (locking, mismatch
-checks), :mod:`~hkt.train.run_conditions` (precision, threads, GPU sharing),
-:mod:`~hkt.train.tracking` (MLflow), :mod:`~hkt.train.finish` (the record).
+and evaluation, shared with the benchmarks), :mod:`~hkt.train.log_window` (the metrics between
+logged steps), :mod:`~hkt.train.rundir` (locking, mismatch checks),
+:mod:`~hkt.train.run_conditions` (precision, threads, GPU sharing), :mod:`~hkt.train.tracking`
+(MLflow) and :mod:`~hkt.train.run_metadata` (what the MLflow run says of itself),
+:mod:`~hkt.train.finish` (the record).
 """
 
 from __future__ import annotations
@@ -46,13 +48,15 @@ from hkt.train.checkpoint import (VAL_PREDICTIONS, Checkpoint, TrainState, load_
 from hkt.models import model_for
 from hkt.train.run_config import RunConfig
 from hkt.train.data import RunData
+from hkt.train.log_window import Window
 from hkt.train.finish import GAP_FIELD, complete_tracking, publish, summary_line, training_record
 from hkt.train.optim import build_optimizer
 from hkt.train.progress import Progress
 from hkt.train.run_conditions import execution, execution_tags, out_of_memory, sample_sharing
 from hkt.gpu_slots import held
 from hkt.train.step import autocast_dtype, evaluate, forward_backward, seed_everything, to_device
-from hkt.train.tracking import NullTracker, make_tracker, run_params, run_tags
+from hkt.train.run_metadata import run_params, run_tags
+from hkt.train.tracking import NullTracker, make_tracker
 
 __all__ = ["train"]
 
@@ -150,44 +154,6 @@ def _report_finished(cfg: DictConfig, data: RunData | None, data_dir: Path, run_
     print("run already finished; nothing to do.", file=stream, flush=True)
     print(summary_line(record, run_dir), file=stream, flush=True)
     return record
-
-
-class Window:
-    """The partial logging window (loss and correct answers since the last logged step),
-    accumulated on the device: no sync per step on CUDA. A checkpoint carries its
-    :meth:`state`, so that a resumed run logs the same rows."""
-
-    def __init__(self, saved: dict[str, Any], device: torch.device) -> None:
-        self.loss = torch.tensor(saved["loss"], dtype=torch.float64, device=device)
-        self.correct = torch.tensor(saved["correct"], dtype=torch.int64, device=device)
-        self.bad = torch.zeros((), dtype=torch.bool, device=device)  # a non-finite step
-        self.n, self.steps, self.time = int(saved["n"]), int(saved["steps"]), float(saved["time"])
-
-    def add(self, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
-            bad: torch.Tensor) -> None:
-        self.bad |= bad
-        self.loss += loss.detach().double() * labels.numel()
-        self.correct += (logits.detach().argmax(-1) == labels).sum()
-        self.n += labels.numel()
-        self.steps += 1
-
-    def samples_per_s(self, batch_size: int) -> float | None:
-        return self.steps * batch_size / self.time if self.time > 0 else None
-
-    def take(self, lr: float, batch_size: int) -> dict[str, Any]:
-        """The logged row's training metrics; the window starts afresh."""
-        row = {"train_loss": self.loss.item() / max(1, self.n),
-               "train_acc": self.correct.item() / max(1, self.n), "lr": lr,
-               "samples_per_s": self.samples_per_s(batch_size)}
-        self.loss.zero_()
-        self.correct.zero_()
-        self.n = self.steps = 0
-        self.time = 0.0
-        return row
-
-    def state(self) -> dict[str, Any]:
-        return {"loss": self.loss.item(), "correct": int(self.correct.item()), "n": self.n,
-                "steps": self.steps, "time": self.time}
 
 
 class _Run:

@@ -71,20 +71,18 @@ def check_config(cfg: dict[str, Any]) -> None:
 
 # ---- the generator -----------------------------------------------------------------------
 
-def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length: int, max_depth: int,
-                max_args: int, p_operator: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw ``m`` trees breadth-first; return the accepted ones as (flat uint8 tokens, offsets, labels).
+#: One level of drawn nodes, per node: its tree (its index in the chunk, or among the accepted
+#: trees once kept), whether it is an operator, the operator code, the argument count, the value
+Level = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
-    Level arrays hold, per node: its tree, whether it is an operator, the operator code, the
-    argument count and the leaf value. An operator's children are contiguous in the next level,
-    in order. A tree dies as soon as its committed size (decided nodes, 2 per operator and 1 per
-    leaf, plus one per argument slot not yet drawn) reaches ``max_length``.
 
-    One vectorised kernel in four commented phases (over 80 lines by design: the phases share
-    the level arrays): expand level by level, keep the accepted trees, values bottom-up, token
-    positions top-down.
-    """
-    # expand: one level of every live tree at a time, as the LRA generator draws a tree
+def _expand(rng: np.random.Generator, m: int, *, max_length: int, max_depth: int, max_args: int,
+            p_operator: float) -> tuple[list[Level], np.ndarray, np.ndarray]:
+    """Draw ``m`` trees one level of every live tree at a time, as the LRA generator draws a
+    tree: (the levels, whether each tree is still alive, its committed size). A tree dies as
+    soon as its committed size (decided nodes, 2 per operator and 1 per leaf, plus one per
+    argument slot not yet drawn) reaches ``max_length``. The only function here that draws from
+    ``rng``: the order of its draws is the data."""
     levels = []
     tree = np.arange(m, dtype=np.int32)
     is_op = np.ones(m, dtype=bool)                       # the root is an operator
@@ -114,21 +112,25 @@ def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length
         op = rng.integers(0, 4, n, dtype=np.int8)
         nargs = rng.integers(2, max_args + 1, n, dtype=np.int32)
         val = rng.integers(0, 10, n, dtype=np.int8)
-    accept = alive & (size > min_length)
-    n_acc = int(accept.sum())
-    if n_acc == 0:
-        return np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
-    new_index = np.cumsum(accept) - 1
+    return levels, alive, size
 
-    # keep the accepted trees' nodes (their operators were all expanded, so levels stay consistent)
+
+def _keep(levels: list[Level], accept: np.ndarray) -> list[Level]:
+    """The accepted trees' nodes, level by level, each tree renumbered among the accepted (their
+    operators were all expanded, so the levels stay consistent)."""
+    new_index = np.cumsum(accept) - 1
     kept = []
     for tree, is_op, op, nargs, val in levels:
         k = accept[tree]
         if not k.any():
             break
         kept.append((new_index[tree[k]], is_op[k], op[k], nargs[k].astype(np.int64), val[k].astype(np.int64)))
+    return kept
 
-    # bottom-up: subtree sizes and values
+
+def _bottom_up(kept: list[Level]) -> tuple[list[np.ndarray], list[np.ndarray], list[Any]]:
+    """Subtree sizes and values, from the deepest level up: per level (sizes, values, and where
+    it has operators, (their indices, argument counts, first child's index in the next level))."""
     sizes: list[np.ndarray] = [None] * len(kept)  # type: ignore[list-item]
     values: list[np.ndarray] = [None] * len(kept)  # type: ignore[list-item]
     groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [None] * len(kept)  # type: ignore[list-item]
@@ -158,8 +160,13 @@ def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length
             )
             groups[d] = (oi, counts, starts)
         sizes[d], values[d] = sz, vv
+    return sizes, values, groups
 
-    # top-down: position of each node in its tree's prefix order
+
+def _top_down(kept: list[Level], sizes: list[np.ndarray], groups: list[Any],
+              n_acc: int) -> tuple[np.ndarray, np.ndarray]:
+    """The accepted trees' tokens, each node at its position in its tree's prefix order, from
+    the root down: (flat uint8 tokens, offsets)."""
     offsets = offsets_from_lengths(sizes[0])
     flat = np.empty(int(offsets[-1]), dtype=np.uint8)
     pos = np.zeros(n_acc, dtype=np.int64)
@@ -173,6 +180,28 @@ def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length
             csum = np.cumsum(cs)
             before = csum - cs
             pos = np.repeat(pos[oi], counts) + 1 + before - np.repeat(before[starts], counts)
+    return flat, offsets
+
+
+def _draw_chunk(rng: np.random.Generator, m: int, *, min_length: int, max_length: int, max_depth: int,
+                max_args: int, p_operator: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw ``m`` trees breadth-first; return the accepted ones as (flat uint8 tokens, offsets, labels).
+
+    Level arrays hold, per node: its tree, whether it is an operator, the operator code, the
+    argument count and the leaf value (:data:`Level`). An operator's children are contiguous in
+    the next level, in order. Four phases: expand level by level (:func:`_expand`, the only
+    draws), keep the accepted trees (:func:`_keep`), values bottom-up (:func:`_bottom_up`), token
+    positions top-down (:func:`_top_down`).
+    """
+    levels, alive, size = _expand(rng, m, max_length=max_length, max_depth=max_depth,
+                                  max_args=max_args, p_operator=p_operator)
+    accept = alive & (size > min_length)
+    n_acc = int(accept.sum())
+    if n_acc == 0:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    kept = _keep(levels, accept)
+    sizes, values, groups = _bottom_up(kept)
+    flat, offsets = _top_down(kept, sizes, groups, n_acc)
     return flat, offsets, values[0]
 
 
