@@ -1,4 +1,4 @@
-"""Reference lines: the ListOps rule references (:mod:`hkt.baselines._listops_rules`,
+"""Rule lines: the ListOps rule references (:mod:`hkt.baselines._listops_rules`,
 docs/listops.md) as the tables, figures and claims show them.
 
 A rule reference is an external baseline whose record's ``model`` is a key of

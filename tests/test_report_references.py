@@ -145,7 +145,7 @@ def test_every_trained_variant_is_read_against_the_rules_too():
     short = claims.Budget(runs, claims.Minimum(1, 2), "main")
     assert claims.variant_rule_reach_claims(short)[0][3] == (
         f"{claims.AT_THIS_BUDGET} (1 seed)")
-    # the long suite: no rules of its own; those of its --reference records, named
+    # the long suite: no rules of its own; those of its --borrow records, named
     alone = claims.Budget(runs_from_records(variant), claims.Minimum(1, 1), "main")
     assert claims.variant_rule_reach_claims(alone) == []
     reference = records().with_columns(pl.lit("docs/results/cpu/runs").alias("source"))

@@ -14,7 +14,7 @@ warning; ``--suite-run`` logs the run of that suite (it needs ``--suite``). Writ
 ``--check-mlflow`` also checks that every record's MLflow run exists and holds the same final
 metrics (``DIR/tables/mlflow_check.{md,csv}``) and fails when one does not. The summary's
 claims read "cannot tell at this budget" below the minimum steps and seeds of
-``config/report.yaml``.
+``config/report/settings.yaml``.
 """
 
 from __future__ import annotations
@@ -67,9 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "sweep_gap tables, and their claims), e.g. a publication's runs at "
                              "the default setting (the profile's rate and budget) beside a "
                              "sensitivity suite's; repeatable")
-    # the option's name before issue 75, as workflows not yet renamed still pass it
-    parser.add_argument("--reference", action="append", dest="borrow", metavar="RECORDS",
-                        help=argparse.SUPPRESS)
     parser.add_argument("--leaderboard", metavar="YAML", default=None,
                         help="published figures (config/report/lra_listops.yaml's format) read "
                              "against the runs' rule references: tables/leaderboard.*")

@@ -8,7 +8,7 @@ model's accuracy lies, and HKT − MHA per bucket and on the one contrast declar
   (:func:`hkt.report.stats.paired_difference`: Welch over seeds plus the paired test-set
   variance), **exploratory**: Holm-adjusted within each (publication, variant, facet)
   (statsmodels' ``multipletests``), no reading of a bucket under ``min_bucket_examples``
-  (config/report.yaml), and no verdict rests on it;
+  (config/report/settings.yaml), and no verdict rests on it;
 * :func:`mechanism_table`: the contrast declared in config before the runs are read (the
   mechanism claim's): HKT − MHA on the deepest of ``depth_groups`` groups of test examples
   minus on the shallowest, with its own test over seeds plus the paired test-set error; by the
@@ -261,7 +261,7 @@ def gap_caption(settings: Settings) -> str:
             "by Holm within each task, variant and facet (statsmodels' multipletests), the "
             "significance read on the adjusted p; a bucket of fewer than "
             f"{settings.min_bucket_examples} test examples is listed, not read "
-            "(config/report.yaml).")
+            "(config/report/settings.yaml).")
 
 
 def breakdown_gap_display(t: pl.DataFrame, settings: Settings) -> Display:

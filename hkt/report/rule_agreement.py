@@ -30,7 +30,7 @@ AGREEMENT_SCHEMA = {
 
 
 def rule_columns(fact: pl.DataFrame) -> list[str]:
-    """The rules whose answers the task's facts hold (ListOps'), in the references' order."""
+    """The rules whose answers the task's facts hold (ListOps'), in the rule references' order."""
     return [rule for rule in RULE_REFERENCES if rule in fact.columns]
 
 

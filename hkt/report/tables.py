@@ -84,7 +84,7 @@ def main_table(runs: pl.DataFrame, variants: Sequence[str] = ("main",)) -> pl.Da
         ref = paper.paper_accuracy(task, length or -1, model)
         pm_.append(ref.mean if ref else None)
         ps.append(ref.std if ref else None)
-        ctx = paper.lra_reference(task, length or -1, model)
+        ctx = paper.lra_published(task, length or -1, model)
         lra.append(ctx.mean if ctx else None)
     t = t.with_columns(pl.Series("paper_mean", pm_, dtype=pl.Float64),
                        pl.Series("paper_std", ps, dtype=pl.Float64),

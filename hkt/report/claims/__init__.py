@@ -91,7 +91,7 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
     """The summary's section: one row per claim the tables can speak to. ``tables`` holds the
     analysis tables, the controls table, the learning-rate tables and the per-example readings
     by name, any of them absent. ``budget`` reads every verdict drawn from runs against the
-    minimum budget. ``borrowed``: the borrowed runs (``hkt aggregate --reference`` records), whose
+    minimum budget. ``borrowed``: the borrowed runs (``hkt aggregate --borrow`` records), whose
     rule references a suite without its own reads its variants against."""
     empty = pl.DataFrame()
     named = {"main": main, "gap": gap, "ablation": abl, **tables}

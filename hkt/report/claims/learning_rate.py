@@ -1,7 +1,7 @@
 """The learning rate (and the budget), from the learning-rate tables (present when the aggregate
 has runs at several settings): a model's plateau *moves* when its best setting by validation is
 not the default setting (the lowest rate, then the fewest steps, of the borrowed runs, the
-``hkt aggregate --reference`` records: the profile's rate and budget) and its test mean there
+``hkt aggregate --borrow`` records: the profile's rate and budget) and its test mean there
 exceeds the default's by more than the larger of the two seed stds; else it *does not move*; *cannot
 tell* when a side has one seed (no std). A plateau that moves is read again with the test set's
 error (each side's binomial error added): where that interval of the gain holds 0, the row reads

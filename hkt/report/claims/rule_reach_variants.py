@@ -1,7 +1,7 @@
 """Which rule reference every other trained variant reaches (ablations, learning-rate and budget
 variants: the suite's own runs), read as :mod:`~hkt.report.claims.rule_reach` reads a main-table
 row, so that every trained run of a task with rules gets its reading. The rules are the suite's
-own runs', else those among the borrowed runs (``hkt aggregate --reference`` records, which the
+own runs', else those among the borrowed runs (``hkt aggregate --borrow`` records, which the
 row names); where the per-example readings have the model and variant, the paired one."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the learning-rate rows share (learning_rate, tuned_gap, longer_budget): a setting in
 words, the default setting of each model (the profile's rate and budget, from the
-borrowed ``hkt aggregate --reference`` records), whether a task's budgets vary, the runs' precisions and the grid's
+borrowed ``hkt aggregate --borrow`` records), whether a task's budgets vary, the runs' precisions and the grid's
 edge."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def precisions(*sides: tuple[str, str | None]) -> str:
 
 def default_rows(sweep: pl.DataFrame) -> dict[tuple[str, int, str], dict[str, Any]]:
     """The learning-rate table's default row of each (task, T, model): of those read from
-    borrowed runs (``--reference`` records), the one at the lowest rate, then the fewest steps (the
+    borrowed runs (``--borrow`` records), the one at the lowest rate, then the fewest steps (the
     profile's)."""
     rows = sweep.filter(pl.col("source") != THIS_SUITE).sort(["task", "length", "model", *SETTING])
     return {key: group.row(0, named=True) for key, group in
