@@ -40,13 +40,15 @@ class Settings:
         return f"{100 * (1 - self.confidence):.3g}%"
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_mapping(path: Path, what: str = "the report's settings") -> dict[str, Any]:
+    """The YAML mapping of a report config (``what`` names it in errors): one reader for
+    settings.yaml and claims.yaml, whose errors name the file."""
     try:
         cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise AggregateError(f"cannot read the report's settings {path}: {e}") from e
+        raise AggregateError(f"cannot read {what} {path}: {e}") from e
     if not isinstance(cfg, dict):
-        raise AggregateError(f"{path} is not a mapping of the report's settings")
+        raise AggregateError(f"{path} is not a mapping of {what}")
     return cfg
 
 
@@ -56,7 +58,7 @@ def load_settings(path: Path | None = None) -> Settings:
     from hkt.config_compose import config_dir
 
     path = path or config_dir() / SETTINGS_FILE
-    cfg = _read(path)
+    cfg = read_mapping(path)
     each = cfg.get("per_example") or {}
     try:
         return Settings(

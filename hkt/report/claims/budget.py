@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import yaml
 
 from hkt import paper
 from hkt.errors import ConfigValueError
 from hkt.report.reading import ClaimRow, Verdict
-from hkt.report.report_settings import SETTINGS_FILE
+from hkt.report.report_settings import SETTINGS_FILE, read_mapping
 from hkt.runs_frame import AggregateError
 from hkt.value_checks import integer
 
@@ -58,11 +57,7 @@ def load_minimum(path: Path | None = None) -> Minimum:
     from hkt.config_compose import config_dir
 
     path = path or config_dir() / REPORT_CONFIG
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise AggregateError(f"cannot read the report's settings {path}: {e}") from e
-    cfg = cfg if isinstance(cfg, dict) else {}
+    cfg = read_mapping(path)
     try:
         return Minimum(steps=integer(cfg.get("verdict_min_steps"), "verdict_min_steps", lo=1),
                        seeds=integer(cfg.get("verdict_min_seeds"), "verdict_min_seeds", lo=1))

@@ -10,8 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from hkt.report.report_settings import read_mapping
 from hkt.runs_frame import AggregateError
 
 __all__ = ["CLAIMS_CONFIG", "SECTIONS", "load_claims_config", "claim_config", "check_entry"]
@@ -32,12 +31,7 @@ def load_claims_config(path: Path | None = None) -> dict[str, dict[str, Any]]:
     """Every claim's entry, in the file's order (``path``: config/report/claims.yaml), each a
     mapping with a ``section`` of :data:`SECTIONS` and a ``title``."""
     path = path or _path()
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise AggregateError(f"cannot read the claims' settings {path}: {e}") from e
-    if not isinstance(cfg, dict):
-        raise AggregateError(f"{path} is not a mapping of claim name -> its settings")
+    cfg = read_mapping(path, "the claims' settings (claim name -> its settings)")
     for name, entry in cfg.items():
         if not isinstance(entry, dict):
             raise AggregateError(f"{path}: claim '{name}' is not a mapping of its settings "
