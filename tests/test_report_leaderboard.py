@@ -15,7 +15,7 @@ import yaml
 
 from hkt.rule_references import figure_error, lines
 from hkt.report.leaderboard import (caption, leaderboard_display, leaderboard_table,
-                                    load_leaderboard, short_reading)
+                                    load_leaderboard)
 from hkt.runs_frame import AggregateError, load_records, runs_from_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,11 +124,6 @@ def test_a_spread_is_read_as_its_source_gives_it(tmp_path, runs, spread, seeds, 
     assert table["error_pp"][0] == pytest.approx(math.sqrt(seed_var + binomial))
     assert leaderboard_display(table)[1][0][1] == shown
     assert table["spread_kind"][0] == (next(iter(spread)) if spread else None)
-
-
-def test_short_reading_drops_the_differences():
-    assert short_reading("above the depth-1 rule (+10.95 ± 3.07 pp), below the depth-2 rule "
-                         "(-7.20 ± 2.98 pp)") == "above the depth-1 rule, below the depth-2 rule"
 
 
 @pytest.mark.parametrize("entry, top, message", [

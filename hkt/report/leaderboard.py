@@ -27,7 +27,7 @@ from hkt.report.report_settings import confidence
 from hkt.runs_frame import AggregateError
 
 __all__ = ["Entry", "Leaderboard", "load_leaderboard", "leaderboard_table", "leaderboard_display",
-           "short_reading", "figure_text", "write_leaderboard", "LEADERBOARD_SCHEMA",
+           "figure_text", "write_leaderboard", "LEADERBOARD_SCHEMA",
            "SPREAD_KINDS"]
 
 #: The table's columns and their types.
@@ -140,12 +140,6 @@ def load_leaderboard(path: str | Path) -> Leaderboard:
                                                      lo=1)),
                        int(_number(raw["test_examples"], path, "test_examples", whole=True, lo=1)),
                        entries)
-
-
-def short_reading(text: str) -> str:
-    """A reading without its differences: "at the root-operator prior", "above the depth-1
-    rule, below the depth-2 rule"."""
-    return re.sub(r" \([^)]*\)", "", text)
 
 
 def leaderboard_table(board: Leaderboard, runs: pl.DataFrame) -> pl.DataFrame:
