@@ -12,7 +12,6 @@ source gives one, plus the test set's binomial error; without a spread the binom
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
