@@ -3,6 +3,7 @@ out only what differs by nature between two runs of the same suite: timings, run
 creation times, commit and environment digests (and the measured rows of the cost table).
 
     .venv/bin/python scripts/identity_check.py RESULTS_A RESULTS_B
+    .venv/bin/python scripts/identity_check.py --runs PUBLISHED RERUNS
 
 The check of a change that must not alter a number (issue 22): run a suite before and after it,
 from clean results directories, and compare; the recipe, with the smoke suite and the cpu cut
@@ -14,6 +15,14 @@ A column that only one side's table has (a change that adds a column) is named, 
 so are the runs only B has (a change that adds jobs, e.g. a new model in the main grid): their
 histories and their rows (by the tables' key columns) are listed, and the rest compared.
 Exit status 1 if any value differs or a run of A (or its predictions) is missing in B.
+
+``--runs``: runs made again (a results directory holding some of a publication's runs, from
+another commit or machine: issue 72) against the published ones, run by run (hkt.run_identity):
+each rerun must reach its published run's outcome (task, model, variant, seed, steps, data,
+settings, best step, validation and test accuracy); its history is compared value by value and
+a difference in late digits is reported with how many digits agree (a CPU of another model
+rounds differently), not counted; predictions are compared where both have them. Exit status 1
+if a rerun's outcome differs or the publication lacks its run.
 """
 
 from __future__ import annotations
@@ -122,7 +131,55 @@ def main(a: Path, b: Path) -> int:
     return 1 if differ else 0
 
 
+def compare_runs(published: Path, reruns: Path) -> int:
+    """``--runs`` (module docstring): each run of ``reruns`` against ``published``'s; the
+    number whose outcome differs or that ``published`` lacks."""
+    from hkt.errors import HKTError
+    from hkt.predictions import read_checked
+    from hkt.run_identity import compare_histories, config_notes, outcome_differences
+    from hkt.run_record import load_record, read_history
+
+    records = sorted((reruns / "runs").glob("**/record.json"))
+    if not records:
+        print(f"{reruns} holds no run record (runs/TASK/MODEL/VARIANT/seedS/record.json)")
+        return 1
+    differ = 0
+    for rec in records:
+        run = rec.parent.relative_to(reruns / "runs")
+        old = published / "runs" / run
+        if not (old / "record.json").is_file():
+            print(f"not published  {run}")
+            differ += 1
+            continue
+        a, b = load_record(old / "record.json"), load_record(rec)
+        diffs = outcome_differences(a, b)
+        agreement = compare_histories(read_history(old), read_history(rec.parent))
+        notes = [str(agreement), *config_notes(a, b)]
+        try:
+            mine = read_checked(rec.parent, b)
+            theirs = read_checked(old, a)
+        except HKTError as exc:  # a predictions file that is not its record's
+            mine = theirs = None
+            diffs.append(str(exc))
+        if mine is not None and theirs is not None:
+            same = mine.equals(theirs)
+            notes.append("predictions identical" if same else "predictions DIFFER")
+            diffs += [] if same else ["predictions differ"]
+        elif mine is not None:
+            notes.append("predictions new (the published run kept none)")
+        elif a.get("predictions"):
+            diffs.append("the published run has predictions, this one none")
+        differ += bool(diffs)
+        print(f"{'DIFFERENT' if diffs else 'same outcome'}  {run}: best step {b.get('best_step')}, "
+              f"val {b.get('val_accuracy')}, test {b.get('test_accuracy')}; " + "; ".join(diffs + notes))
+    print(f"{'same outcome' if not differ else f'{differ} DIFFERENT'}: {len(records)} runs made again")
+    return differ
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python scripts/identity_check.py RESULTS_A RESULTS_B")
-    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    args = sys.argv[1:]
+    if args[:1] == ["--runs"] and len(args) == 3:
+        sys.exit(1 if compare_runs(Path(args[1]), Path(args[2])) else 0)
+    if len(args) != 2 or args[0].startswith("--"):
+        sys.exit("usage: python scripts/identity_check.py [--runs] RESULTS_A RESULTS_B")
+    sys.exit(main(Path(args[0]), Path(args[1])))

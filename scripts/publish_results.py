@@ -4,6 +4,7 @@ number without rerunning it, and nothing large.
     .venv/bin/python scripts/publish_results.py RESULTS DEST [--replace]
     .venv/bin/python scripts/publish_results.py --retable DEST
     .venv/bin/python scripts/publish_results.py --add RESULTS DEST
+    .venv/bin/python scripts/publish_results.py --redo RESULTS DEST
     .venv/bin/python scripts/publish_results.py --manifest DEST
 
 
@@ -55,7 +56,18 @@ is retabled. The published runs are untouched. RESULTS may be a directory a work
 running in (a long suite publishes each run as it lands while the next trains): ``--add`` then
 takes only its finished runs, those with a record (the last file a run writes), not one the
 suite also analyses (that waits for the workflow's end), and refuses, adding nothing, where a
-run's record changed while it was copied. Regenerating a publication (``--retable``,
+run's record changed while it was copied. ``--redo`` puts runs made again in place of the published ones (issue 72: the cpu suite's
+ListOps runs, made again to keep their predictions): each run RESULTS holds that DEST has
+published, finished, whose record reaches the published run's outcome (hkt.run_identity: task,
+model, variant, seed, steps, data, settings, best step, validation and test accuracy) replaces
+it, record, history, config and predictions, with its own ``environment.json`` where it ran in
+another; its history may differ in late digits (another CPU), and the script says how far.
+A run whose outcome differs, or that has no predictions where the published one has, is not
+published and is named with why; where none qualifies nothing changes. RESULTS' sessions join
+DEST's as ``redoes`` (``hkt plan`` reports them apart from the suite's own run), and DEST is
+retabled; its analyses, made from the same trained weights, stay. The replaced files remain in
+the repository's history. ``scripts/identity_check.py --runs DEST RESULTS`` is the same check as
+a report. Regenerating a publication (``--retable``,
 ``--add`` and the drift test) first checks each of its predictions files against its record.
 Every record is read through its schema (hkt.run_record.load_record), and its predictions as
 ``hkt aggregate`` reads them (hkt.predictions.read_checked: SHA-256, rows, accuracies); a run
@@ -536,6 +548,69 @@ def _add_runs(results: Path, dest: Path, stage: Path) -> list[str]:
     return [str(PurePosixPath(run)) for run in new]
 
 
+def redo_runs(results: Path, dest: Path) -> tuple[list[str], list[str]]:
+    """Put the runs ``results`` made again in place of ``dest``'s (module docstring, ``--redo``),
+    then retable it, swapped in whole (:func:`writing`); the runs replaced, and those left out
+    with why."""
+    with writing(dest) as stage:
+        return _redo_runs(results, dest, stage)
+
+
+def _redo_runs(results: Path, dest: Path, stage: Path) -> tuple[list[str], list[str]]:
+    """:func:`redo_runs`, checking ``dest`` (held) and writing its copy ``stage``."""
+    from hkt.run_identity import compare_histories, outcome_differences
+    from hkt.run_record import load_record, read_history
+
+    made = sorted(f.parent.relative_to(results / "runs") for f in results.glob("runs/**/record.json"))
+    again = [run for run in made if (dest / "runs" / run / "record.json").is_file()]
+    if not again:
+        raise SystemExit(f"{results} holds no run that {dest} has published (--add adds new ones)")
+    try:
+        claim_results_dir(results, Path(__file__).resolve().parents[1])
+        live = False
+    except ResultsInUse:  # runs still training there: those with a record are final
+        live = True
+    verify(dest)
+    unknown = [run for run in again if not (results / "runs" / run / "environment.json").is_file()]
+    if unknown:
+        raise SystemExit(f"runs that record no software environment ({', '.join(map(str, unknown))}): "
+                         f"{dest}'s readers could not tell what they ran in; rerun them with this code")
+    records = {run: (results / "runs" / run / "record.json").read_bytes() for run in again}
+    check_histories(results, again, schema=True)
+    take, left = [], []
+    for run in again:
+        old, new = load_record(dest / "runs" / run / "record.json"), load_record(results / "runs" / run / "record.json")
+        why = outcome_differences(old, new)
+        if old.get("predictions") and not new.get("predictions"):
+            why.append("the published run has predictions, this one none")
+        if why:
+            left.append(f"{run}: {'; '.join(why)}")
+            continue
+        run_files(results, run)  # its predictions checked against its record
+        agreement = compare_histories(read_history(dest / "runs" / run), read_history(results / "runs" / run))
+        print(f"{run}: same outcome as published; {agreement}")
+        take.append(run)
+    if not take:
+        raise SystemExit(f"no run of {results} reached its published run's outcome; {dest} is "
+                         "unchanged: " + " | ".join(left))
+    for run in take:  # the published run's files go, the rerun's come (environment.json too)
+        shutil.rmtree(stage / "runs" / run)
+    staged = _stage_runs(results, take, env_digest(dest / "environment.json"), stage)
+    if live and any((results / "runs" / run / "record.json").read_bytes() != records[run] for run in take):
+        raise SystemExit(f"a record in {results} changed while it was copied (the workflow runs it "
+                         f"again); {dest} is unchanged: redo once that run has finished")
+    for f in staged:
+        if f.name == "environment.json":
+            print(f"{f.parent.relative_to('runs')}: made in another software environment than "
+                  f"{dest}'s; its environment.json is published beside its record")
+    _add_sessions(results / "plan" / "sessions.json", stage / "plan" / "sessions.json",
+                  {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in take},
+                  key="redoes")
+    write_manifest(stage)
+    _retable(stage)
+    return [str(PurePosixPath(run)) for run in take], left
+
+
 def finished_runs(results: Path, new: list[PurePosixPath], grid: Any) -> list[PurePosixPath]:
     """The runs of ``new`` that ``--add`` may take from a results directory a workflow is
     running in (its lock names whose): a run whose record exists is finished and final (the
@@ -585,10 +660,11 @@ def run_span(run_dir: Path) -> tuple[float, float]:
     return end - float(rec.get("wall_time_s") or 0.0), end
 
 
-def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]]) -> None:
+def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]],
+                  key: str = "adds") -> None:
     """``src``'s workflow sessions joined to ``dest``'s (each once: by start time and pid), each
-    naming the runs it added (``adds``: its plan's estimate was of the whole suite, not of
-    these runs, so ``hkt plan`` reports them apart). A session adds the runs it worked on: those
+    naming the runs it added (``key``: ``adds``, or ``redoes`` for runs made again; its plan's
+    estimate was of the whole suite, not of these runs, so ``hkt plan`` reports them apart). A session adds the runs it worked on: those
     whose training (``spans``, :func:`run_span`) it overlaps, or that its command names as a
     target. Others are left out, and so is one still running here (another run's, in a copy of
     its results directory): it has no end yet."""
@@ -609,7 +685,7 @@ def _add_sessions(src: Path, dest: Path, spans: dict[str, tuple[float, float]]) 
         runs = [run for run, (a, b) in spans.items()
                 if (start < b and a < end) or f"runs/{run}/record.json" in named]
         if runs:
-            mine["sessions"].append({**s, "adds": runs})
+            mine["sessions"].append({**s, key: runs})
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(mine, indent=1) + "\n", "utf-8")
 
@@ -644,6 +720,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replace", action="store_true", help="replace what DEST holds, once the new copy is complete")
     ap.add_argument("--add", action="store_true",
                     help="add to DEST the runs of its suite it lacks that RESULTS holds, then retable")
+    ap.add_argument("--redo", action="store_true",
+                    help="put the runs RESULTS made again in place of DEST's, where each reaches its "
+                         "published outcome, then retable")
     ap.add_argument("--manifest", action="store_true",
                     help=f"no RESULTS: write DEST's {MANIFEST} anew from the files it holds (a "
                          "publication assembled by hand, a file added on purpose: review the diff)")
@@ -663,6 +742,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.results is None:
         ap.error("give RESULTS and DEST")
+    if args.redo:
+        done, left = redo_runs(args.results, args.dest)
+        print(f"made again in {args.dest}: {len(done)} runs: {', '.join(done)}")
+        for why in left:
+            print(f"not published (its published run stays): {why}")
+        return 0
     if args.add:
         added = add_runs(args.results, args.dest)
         print(f"added {len(added)} runs to {args.dest}: {', '.join(added)}")

@@ -338,6 +338,13 @@ def test_runs_added_to_a_publication_are_reported_apart_from_its_planned_run(tmp
     assert line.startswith("\npublished run (the publication's own, on the machine that made it): ")
     assert "took 60 min over 1 runs of the workflow, 1.20x the 50 min planned then" in line
     assert "; 2 runs added later took 15 min" in line
+    again = {**{k: v for k, v in added.items() if k != "adds"}, "started": 20000.0,
+             "ended": 21800.0, "last_seen": 21800.0, "pid": 3,
+             "redoes": added["adds"]}  # publish_results.py --redo: runs made again
+    (tmp_path / "plan" / "sessions.json").write_text(json.dumps({"sessions": [own, again]}))
+    line = published_line({"published": str(tmp_path)})
+    assert "took 60 min over 1 runs of the workflow, 1.20x the 50 min planned then" in line
+    assert "; 2 runs made again later took 30 min" in line and "runs added" not in line
 
 
 # --------------------------------------------------------------- the GPU line (issue 53)

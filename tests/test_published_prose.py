@@ -54,7 +54,7 @@ def wall_figures(root: Path) -> set[str]:
     sessions = root / "plan" / "sessions.json"
     if sessions.is_file():
         every = load_sessions(root)  # as hkt status and hkt plan sum a suite's wall time
-        runs = [s for s in every if not s.get("adds")]  # the suite's own; then runs added later
+        runs = [s for s in every if not s.get("adds") and not s.get("redoes")]  # the suite's own
         wall = sum(session_seconds(s, now=0.0, host="") for s in runs)
         added = sum(session_seconds(s, now=0.0, host="") for s in every if s.get("adds"))
         out |= {f"{wall / 3600:.2f}", f"{added / 3600:.2f}", f"{(wall + added) / 3600:.2f}"}

@@ -102,15 +102,18 @@ def published_line(config: Mapping[str, Any]) -> str:
 
     where = config.get("published")
     every = load_sessions(config_dir().parent / where) if where else []
-    sessions = [s for s in every if not s.get("adds")]  # the suite's own run, then runs added
+    sessions = [s for s in every if not s.get("adds") and not s.get("redoes")]  # the suite's own run
     if not sessions:
         return ""
     wall = sum(session_seconds(s, now=0.0, host="") for s in sessions)
     first = float(sessions[0].get("estimate_s") or 0.0)
     against = f", {wall / first:.2f}x the {duration(first)} planned then" if first else ""
     added = [s for s in every if s.get("adds")]
-    more = (f"; {len({r for s in added for r in s['adds']})} runs added later took "
-            f"{duration(sum(session_seconds(s, now=0.0, host='') for s in added))}") if added else ""
+    redone = [s for s in every if s.get("redoes")]  # published runs made again (publish --redo)
+    more = "".join(
+        f"; {len({r for s in those for r in s[key]})} runs {what} later took "
+        f"{duration(sum(session_seconds(s, now=0.0, host='') for s in those))}"
+        for those, key, what in ((added, "adds", "added"), (redone, "redoes", "made again")) if those)
     return (f"\npublished run (the publication's own, on the machine that made it): {where}/ "
             f"took {duration(wall)} over {len(sessions)} runs of the workflow{against}{more} "
             f"({where}/plan/sessions.json)")

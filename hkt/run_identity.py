@@ -1,0 +1,121 @@
+"""Is a run made again the run that was published? A rerun from another commit or on another
+machine (issue 72: the cpu suite's ListOps runs made again, to keep their predictions) may stand
+in for the published run only where it reached the same outcome: the same task, model, variant,
+seed and steps, on the same data, with the same settings, to the same best step and the same
+validation and test accuracy. Its losses may differ in their late digits (a CPU of another model
+rounds differently; ``record.device`` names the CPU since issue 59): :func:`compare_histories`
+says how far, and that is not a refusal.
+
+Read by ``scripts/identity_check.py --runs`` (the report) and ``scripts/publish_results.py
+--redo`` (which publishes only the runs :func:`outcome_differences` finds none in).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from hkt.run_record import STEP_METRICS
+
+#: The record fields a rerun must equal: what the run is, and what it reached.
+OUTCOME = ("task", "model", "variant", "seed", "profile", "steps", "n_params", "best_step",
+           "val_accuracy", "test_accuracy", "test_examples", "train_examples")
+
+#: Settings of the composed config that say where a run was written and tracked, not what it
+#: trained (paths, the MLflow run's name, the data mirror a task was read from): left out of
+#: the comparison of configs, by prefix.
+WHERE = ("tracking.", "task.prepare.mirror")
+
+#: A history's columns that are timings: not compared.
+TIMINGS = ("samples_per_s",)
+
+
+def flat(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as ``{"a.b.c": value}``."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def outcome_differences(published: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
+    """What keeps ``rerun`` (a record) from standing in for ``published``, in words (none: it
+    may): an :data:`OUTCOME` field, the data, or a setting of the config (:data:`WHERE` aside)
+    whose value differs."""
+    diff = [f"{k}: {published.get(k)!r} published, {rerun.get(k)!r} now" for k in OUTCOME
+            if published.get(k) != rerun.get(k)]
+    kind = "data_content_checksums" if published.get("data_content_checksums") and \
+        rerun.get("data_content_checksums") else "data_checksums"
+    if published.get(kind) != rerun.get(kind):
+        diff.append(f"{kind}: the data differ")
+    a, b = flat(published.get("config") or {}), flat(rerun.get("config") or {})
+    changed = [k for k in sorted(set(a) & set(b)) if a[k] != b[k] and not k.startswith(WHERE)]
+    diff += [f"config {k}: {a[k]!r} published, {b[k]!r} now" for k in changed]
+    return diff
+
+
+def config_notes(published: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
+    """Settings only one config has (code that added a setting since, with its default), by
+    name (:data:`WHERE` aside): named, not counted."""
+    a, b = flat(published.get("config") or {}), flat(rerun.get("config") or {})
+    only = lambda x, y: sorted(k for k in set(x) - set(y) if not k.startswith(WHERE))  # noqa: E731
+    return [f"config only {side}: {', '.join(keys)}"
+            for side, keys in (("published", only(a, b)), ("now", only(b, a))) if keys]
+
+
+@dataclass(frozen=True)
+class HistoryAgreement:
+    """How two histories of one run agree: values compared, equal as floats, and the largest
+    relative difference (0 where all are equal); ``steps_differ`` when their logged steps or
+    empty cells differ (then nothing else is compared)."""
+
+    values: int
+    equal: int
+    largest: float
+    steps_differ: str = ""
+
+    @property
+    def identical(self) -> bool:
+        return not self.steps_differ and self.equal == self.values
+
+    def digits(self) -> int:
+        """Significant digits the two agree to everywhere (at least), 17 when identical."""
+        if self.identical:
+            return 17
+        return max(0, math.floor(-math.log10(self.largest))) if self.largest > 0 else 17
+
+    def __str__(self) -> str:
+        if self.steps_differ:
+            return f"histories differ in their steps: {self.steps_differ}"
+        if self.identical:
+            return f"history identical ({self.values} values)"
+        return (f"history equal in {self.equal} of {self.values} values, the others in late "
+                f"digits (largest relative difference {self.largest:.2g}: {self.digits()} "
+                "significant digits agree; a CPU of another model rounds differently)")
+
+
+def compare_histories(published: list[dict[str, Any]], rerun: list[dict[str, Any]]) -> HistoryAgreement:
+    """Compare two histories (:func:`hkt.run_record.read_history` rows) value by value, timings
+    (:data:`TIMINGS`) aside."""
+    a, b = {r["step"]: r for r in published}, {r["step"]: r for r in rerun}
+    if list(a) != list(b):
+        gone, new = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        return HistoryAgreement(0, 0, 0.0, f"steps only published {gone[:5]}, only now {new[:5]}")
+    values = equal = 0
+    largest = 0.0
+    for step, row in a.items():
+        for col in (c for c in STEP_METRICS if c not in TIMINGS):
+            x, y = row.get(col), b[step].get(col)
+            if (x is None) != (y is None):
+                return HistoryAgreement(0, 0, 0.0, f"step {step} {col}: {x} published, {y} now")
+            if x is None:
+                continue
+            values += 1
+            equal += x == y
+            if x != y:
+                largest = max(largest, abs(x - y) / max(abs(x), 1e-30))
+    return HistoryAgreement(values, equal, largest)
