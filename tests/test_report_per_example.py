@@ -261,15 +261,19 @@ def test_a_publication_regenerates_its_readings_from_its_own_files(listops, tmp_
 def test_settings_come_from_the_report_config_and_a_bad_one_is_named(tmp_path):
     s = report_settings.load_settings()
     assert s.depth_groups == 3 and s.length_buckets == 4 and 0 < s.confidence < 1
-    assert s.min_bucket_examples == 30
+    assert s.min_bucket_examples == 30 and s.named_runs == 8
     bad = tmp_path / "report.yaml"
     bad.write_text("confidence: 0.95\nper_example: {depth_groups: 3, length_buckets: 4, "
-                   "min_bucket_examples: 0}\n")
+                   "min_bucket_examples: 0, named_runs: 8}\n")
     with pytest.raises(Exception, match="per_example.min_bucket_examples"):
         report_settings.load_settings(bad)
     bad.write_text("confidence: 95\nper_example: {depth_groups: 3, length_buckets: 4, "
-                   "min_bucket_examples: 30}\n")
+                   "min_bucket_examples: 30, named_runs: 8}\n")
     with pytest.raises(Exception, match="confidence"):
+        report_settings.load_settings(bad)
+    bad.write_text("confidence: 0.95\nper_example: {depth_groups: 3, length_buckets: 4, "
+                   "min_bucket_examples: 30}\n")
+    with pytest.raises(Exception, match="per_example.named_runs"):
         report_settings.load_settings(bad)
 
 
@@ -387,3 +391,15 @@ def test_a_table_with_paired_and_unpaired_rows_says_which_is_which(listops, tmp_
     alone = pl.read_csv(_aggregate(runs / "imdb", tmp_path / "imdb") / "tables" / "gap.csv")
     assert imdb["ts_ci_low_pp"] == alone["ts_ci_low_pp"][0]  # the unpaired interval, as it was
     assert imdb["paired_ci_low_pp"] is None
+
+
+def test_a_caption_names_as_many_unread_runs_as_the_settings_say():
+    """per_example.named_runs: the caption names that many runs without predictions, then counts."""
+    from dataclasses import replace
+
+    s = report_settings.load_settings()
+    missing = [f"listops/mha/main/seed{i}" for i in range(10)]
+    note = example_runs.Readings({}, {}, s, missing=missing).notes()
+    assert f"{', '.join(missing[:8])} and 2 more." in note and missing[8] not in note
+    note = example_runs.Readings({}, {}, replace(s, named_runs=3), missing=missing).notes()
+    assert note.endswith(f"read nowhere here: {', '.join(missing[:3])} and 7 more.")

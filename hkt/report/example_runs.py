@@ -76,8 +76,9 @@ class Readings:
                            (self.refused, "Runs whose predictions are missing or not their "
                                           "record's (each named in a warning of the aggregate)")):
             if runs:
-                more = f" and {len(runs) - 8} more" if len(runs) > 8 else ""
-                parts.append(f"{what}, read nowhere here: {', '.join(runs[:8])}{more}.")
+                most = self.settings.named_runs
+                more = f" and {len(runs) - most} more" if len(runs) > most else ""
+                parts.append(f"{what}, read nowhere here: {', '.join(runs[:most])}{more}.")
         if self.unfacted:
             parts.append("No per-example facts (examples.parquet, nor the prepared splits to "
                          f"make them from) for {'; '.join(self.unfacted)}: its runs are read "

@@ -28,6 +28,7 @@ class Settings:
     depth_groups: int
     length_buckets: int
     min_bucket_examples: int
+    named_runs: int
 
     @property
     def level(self) -> str:
@@ -67,7 +68,8 @@ def load_settings(path: Path | None = None) -> Settings:
             depth_groups=integer(each.get("depth_groups"), "per_example.depth_groups", 2),
             length_buckets=integer(each.get("length_buckets"), "per_example.length_buckets", 1),
             min_bucket_examples=integer(each.get("min_bucket_examples"),
-                                        "per_example.min_bucket_examples", 2))
+                                        "per_example.min_bucket_examples", 2),
+            named_runs=integer(each.get("named_runs"), "per_example.named_runs", 1))
     except (ConfigValueError, AttributeError) as e:
         raise AggregateError(f"{path}: {e}") from e
 

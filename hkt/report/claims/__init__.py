@@ -95,12 +95,12 @@ def claims_section(*, main: pl.DataFrame, gap: pl.DataFrame, abl: pl.DataFrame,
     rule references a suite without its own reads its variants against."""
     empty = pl.DataFrame()
     named = {"main": main, "gap": gap, "ablation": abl, **tables}
-    given = {name: named.get(name, empty) for module in (m for _, _, m in claim_modules())
-             for name in module.TABLES}
+    claims = claim_modules()  # config/report/claims.yaml read and checked once
+    given = {name: named.get(name, empty) for _, _, module in claims for name in module.TABLES}
     given["rule_readings"] = tables.get("rule_readings")
     given["borrowed"] = borrowed
     rows: dict[str, list[ClaimRow]] = {section: [] for section in SECTIONS}
-    for _, section, module in claim_modules():
+    for _, section, module in claims:
         rows[section] += module.rows(given, budget)
     paper_rows, limit_rows = rows["paper"], rows["limits"]
     if not paper_rows and not limit_rows:
