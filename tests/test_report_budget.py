@@ -15,6 +15,10 @@ import pytest
 from hkt.cli.main import main as hkt_main
 from hkt.figures import suite as figures
 from hkt.report import claims
+from hkt.report.claims.budget import Minimum
+from hkt.report.claims.decay import decay_claim
+from hkt.report.claims.kurtosis import kurtosis_claim
+from hkt.report.reading import Verdict
 from hkt.report.tables import (FEWER_EXAMPLES, NO_STEP, ablation_display, ablation_table,
                                main_display, main_notes, main_table)
 from hkt.runs_frame import AggregateError, curves_from_records, load_records, runs_from_records
@@ -49,7 +53,7 @@ def summary_of(tmp_path: Path, records: list[dict]) -> str:
 # ------------------------------------------------------------------ item 2: verdicts and budget
 
 def test_the_minimum_says_what_falls_short():
-    minimum = claims.Minimum(steps=1000, seeds=2)
+    minimum = Minimum(steps=1000, seeds=2)
     assert minimum.shortfall(steps=[12, 1000], seeds=[1, 3]) == "12 steps, 1 seed"
     assert minimum.shortfall(steps=[1000], seeds=[2, 3]) == ""
     assert minimum.shortfall(steps=[None], seeds=[None]) == ""  # unknown is not held against runs
@@ -64,10 +68,10 @@ def test_the_minimum_comes_from_the_config_and_a_bad_value_is_named(tmp_path):
     from hkt.config_compose import config_dir
 
     cfg = yaml.safe_load((config_dir() / "report" / "settings.yaml").read_text())
-    assert claims.load_minimum() == claims.Minimum(cfg["verdict_min_steps"], cfg["verdict_min_seeds"])
+    assert claims.load_minimum() == Minimum(cfg["verdict_min_steps"], cfg["verdict_min_seeds"])
     other = tmp_path / "other.yaml"
     other.write_text("verdict_min_steps: 500\nverdict_min_seeds: 3\n")
-    assert claims.load_minimum(other) == claims.Minimum(steps=500, seeds=3)
+    assert claims.load_minimum(other) == Minimum(steps=500, seeds=3)
     bad = tmp_path / "report.yaml"
     bad.write_text("verdict_min_steps: 1000\nverdict_min_seeds: two\n")
     with pytest.raises(AggregateError, match=r"verdict_min_seeds' = 'two': must be an integer"):
@@ -83,20 +87,20 @@ def test_a_smoke_budget_summary_reads_cannot_tell_in_every_claim(tmp_path):
         if claim.startswith(COST_CLAIM):  # an operation count: the same at any budget
             assert reading == "supports (as an operation count)"
             continue
-        assert reading.startswith(claims.AT_THIS_BUDGET + " (12 steps)"), (claim, reading)
+        assert reading.startswith(Verdict.AT_THIS_BUDGET + " (12 steps)"), (claim, reading)
     one_seed = claim_rows(summary_of(tmp_path / "one", at_budget(1000, seeds=1)))
     assert {r[3] for r in one_seed if not r[0].startswith(COST_CLAIM)} == {
-        f"{claims.AT_THIS_BUDGET} (1 seed)"}
+        f"{Verdict.AT_THIS_BUDGET} (1 seed)"}
 
 
 def test_a_quick_budget_summary_gives_real_verdicts(tmp_path):
     summary = summary_of(tmp_path, at_budget(1000))
     rows = {r[0]: r[3] for r in claim_rows(summary)}
-    assert rows["HKT beats MHA on listops (T=512)"].startswith(claims.SUPPORTS)
+    assert rows["HKT beats MHA on listops (T=512)"].startswith(Verdict.SUPPORTS)
     assert rows["Removing the hierarchy (L = 1) hurts on listops (T=512)"].startswith(
-        claims.SUPPORTS)  # −20 pp over seeds: the paper's −18.4 lies in our interval
-    assert not any(v.startswith(claims.AT_THIS_BUDGET) for v in rows.values())
-    assert claims.Minimum(1000, 2).note() in summary  # the minima, stated beside the table
+        Verdict.SUPPORTS)  # −20 pp over seeds: the paper's −18.4 lies in our interval
+    assert not any(v.startswith(Verdict.AT_THIS_BUDGET) for v in rows.values())
+    assert Minimum(1000, 2).note() in summary  # the minima, stated beside the table
 
 
 def test_the_hierarchy_row_reads_the_budget_of_its_two_sides_only(tmp_path):
@@ -106,7 +110,7 @@ def test_the_hierarchy_row_reads_the_budget_of_its_two_sides_only(tmp_path):
              if r["model"] == "hkt" and r["variant"] == "main"]
     rows = {r[0]: r[3] for r in claim_rows(summary_of(tmp_path, at_budget(1000) + short))}
     assert rows["Removing the hierarchy (L = 1) hurts on listops (T=512)"].startswith(
-        claims.SUPPORTS)
+        Verdict.SUPPORTS)
 
 
 def test_analysis_claims_read_the_budget_of_the_runs_they_analysed():
@@ -120,26 +124,26 @@ def test_analysis_claims_read_the_budget_of_the_runs_they_analysed():
     approx = pl.DataFrame({"state": ["trained"], "task": ["listops"], "length": [512],
                            "variant": ["main"], "levels": [3], "seeds": [2],
                            "rho_mean": [0.37], "rho_max": [0.5]})
-    smoke = claims.Budget(runs, claims.Minimum(1000, 2))
-    assert claims.kurtosis_claim(kurt, smoke)[0][3] == f"{claims.AT_THIS_BUDGET} (12 steps)"
-    assert claims.decay_claim(approx, smoke)[0][3] == f"{claims.AT_THIS_BUDGET} (12 steps)"
-    quick = claims.Budget(runs.with_columns(pl.lit(1000).alias("steps")), claims.Minimum(1000, 2))
-    assert claims.kurtosis_claim(kurt, quick)[0][3].startswith(claims.REFUTES)
-    assert claims.decay_claim(approx, quick)[0][3] == claims.SUPPORTS
+    smoke = claims.Budget(runs, Minimum(1000, 2))
+    assert kurtosis_claim(kurt, smoke)[0].reading == f"{Verdict.AT_THIS_BUDGET} (12 steps)"
+    assert decay_claim(approx, smoke)[0].reading == f"{Verdict.AT_THIS_BUDGET} (12 steps)"
+    quick = claims.Budget(runs.with_columns(pl.lit(1000).alias("steps")), Minimum(1000, 2))
+    assert kurtosis_claim(kurt, quick)[0].reading.startswith(Verdict.REFUTES)
+    assert decay_claim(approx, quick)[0].reading == Verdict.SUPPORTS
     # issue 58: a verdict read above the minimum names the budget it holds at, as the accuracy
     # rows do (the quick suite's "refutes" at 1000 steps read as if at the paper's)
     cpu = claims.Budget(quick.runs.with_columns(pl.lit("cpu").alias("profile")),
-                        claims.Minimum(1000, 2))
+                        Minimum(1000, 2))
     at = (" at our `cpu` profile (1,000 steps), not the paper's budget: the reading of that "
           "budget only")
-    assert claims.kurtosis_claim(kurt, cpu)[0][3] == (
-        f"{claims.REFUTES} the value{at}; the scores are Gaussian-like in places (κ ≤ 1 in some "
-        "heads)")
-    assert claims.decay_claim(approx, cpu)[0][3] == claims.SUPPORTS + at
+    assert kurtosis_claim(kurt, cpu)[0].reading == (
+        f"{Verdict.REFUTES} the value{at}; the scores are Gaussian-like in places (κ ≤ 1 in "
+        "some heads)")
+    assert decay_claim(approx, cpu)[0].reading == Verdict.SUPPORTS + at
     ours = claims.Budget(quick.runs.with_columns(pl.lit("paper").alias("profile")),
-                         claims.Minimum(1000, 2))
-    assert claims.decay_claim(approx, ours)[0][3] == (
-        f"{claims.SUPPORTS} at our `paper` profile (the paper's budget is not public)")
+                         Minimum(1000, 2))
+    assert decay_claim(approx, ours)[0].reading == (
+        f"{Verdict.SUPPORTS} at our `paper` profile (the paper's budget is not public)")
 
 
 # ------------------------------------------------------------------ item 3: tables and figures

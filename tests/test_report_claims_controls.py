@@ -9,7 +9,11 @@ import polars as pl
 import pytest
 
 from hkt.report import claims
+from hkt.report.claims.controls import control_claims
+from hkt.report.claims.learning_rate import learning_rate_claims
+from hkt.report.claims.tuned_gap import tuned_gap_claims
 from hkt.report.controls import CONTROLS_SCHEMA
+from hkt.report.reading import Verdict
 from hkt.report.sweep import EACH_AT_BEST, ONE_RATE, SWEEP_GAP_SCHEMA, SWEEP_SCHEMA, THIS_SUITE
 
 REF = "docs/results/cpu/runs"
@@ -45,10 +49,10 @@ CLAIM = ("Our data allow more than the Transformers reach on listops (T=512): a 
                 "this budget (the runs cannot tell which)"),
     (-8.0, -2.0, "S4D stops below the better Transformer (HKT) at this budget: it says nothing "
                  "about the data (S4D needs its own recipe)"),
-    (None, None, claims.CANNOT_TELL),
+    (None, None, Verdict.CANNOT_TELL),
 ])
 def test_s4d_is_read_against_the_better_transformer_by_its_interval(low, high, reading):
-    (row,) = claims.control_claims(controls(low, high), main_rows())
+    (row,) = control_claims(controls(low, high), main_rows())
     interval = ("+5.00 pp (no interval: yes (p < 5%))" if low is None else
                 f"+5.00 pp, Welch over seeds 95% CI [{low:+.2f}, {high:+.2f}], p = 0.01")
     assert row.cells() == [CLAIM, "HKT 55.10, MHA 50.33",
@@ -59,11 +63,11 @@ def test_s4d_is_read_against_the_better_transformer_by_its_interval(low, high, r
 
 
 def test_a_control_read_at_another_budget_says_so_and_other_controls_give_no_row():
-    (row,) = claims.control_claims(controls(2.0, 8.0), main_rows("cpu"))
-    assert row[3].endswith("(their recipe); at a cpu budget, 0.33 epochs, not the paper's: the "
-                           "direction at that budget, not the paper's value")
-    assert claims.control_claims(controls(2.0, 8.0, model="conv"), main_rows()) == []
-    assert claims.control_claims(pl.DataFrame(schema=CONTROLS_SCHEMA), main_rows()) == []
+    (row,) = control_claims(controls(2.0, 8.0), main_rows("cpu"))
+    assert row.reading.endswith("(their recipe); at a cpu budget, 0.33 epochs, not the paper's: "
+                                "the direction at that budget, not the paper's value")
+    assert control_claims(controls(2.0, 8.0, model="conv"), main_rows()) == []
+    assert control_claims(pl.DataFrame(schema=CONTROLS_SCHEMA), main_rows()) == []
 
 
 def sweep(model: str, rates: dict[float | tuple[float, int], tuple[float, float, float | None]],
@@ -87,7 +91,7 @@ def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_
         sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, best=1e-3)
         + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 33.6, 0.5)}, best=1e-3),
         schema=SWEEP_SCHEMA)
-    hkt, mha = claims.learning_rate_claims(table)
+    hkt, mha = learning_rate_claims(table)
     assert hkt.cells() == [
         "The Transformers' plateau on listops (T=512) is set by the learning rate (HKT)",
         "HKT 55.10",
@@ -95,7 +99,7 @@ def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_
         "difference +2.30 pp (rates: 1e-4, 1e-3)",
         "moves: 1e-3 − 1e-4 is +2.30 pp, more than the seed spread (1.30); at its best rate "
         "still 17.30 pp below the paper's 55.10 (it closes +2.30 of the default rate's 19.60 pp)"]
-    assert mha[3] == (
+    assert mha.reading == (
         "does not move: 1e-3 − 1e-4 is +0.30 pp, not more than the seed spread (0.50); at its "
         "best rate still 16.73 pp below the paper's 50.33 (it closes +0.30 of the default "
         "rate's 17.03 pp)")
@@ -104,12 +108,13 @@ def test_the_plateau_moves_only_past_the_seed_spread_and_says_how_far_the_paper_
 def test_the_plateau_does_not_move_when_the_default_rate_is_best_and_one_seed_cannot_tell():
     at_ref = pl.DataFrame(sweep("mha", {1e-4: (36.0, 33.3, 0.4), 1e-3: (35.0, 33.9, 0.5)},
                                 best=1e-4), schema=SWEEP_SCHEMA)
-    (row,) = claims.learning_rate_claims(at_ref)
-    assert row[3].startswith("does not move: the default rate 1e-4 is the best by validation;")
+    (row,) = learning_rate_claims(at_ref)
+    assert row.reading.startswith(
+        "does not move: the default rate 1e-4 is the best by validation;")
     one_seed = pl.DataFrame(sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 36.0, None)},
                                   best=1e-3), schema=SWEEP_SCHEMA)
-    (row,) = claims.learning_rate_claims(one_seed)
-    assert row[3].startswith("cannot tell: one seed at 1e-3 or 1e-4 gives no seed spread;")
+    (row,) = learning_rate_claims(one_seed)
+    assert row.reading.startswith("cannot tell: one seed at 1e-3 or 1e-4 gives no seed spread;")
 
 
 def test_longer_training_is_read_as_a_setting_against_the_lowest_default_rate():
@@ -119,21 +124,22 @@ def test_longer_training_is_read_as_a_setting_against_the_lowest_default_rate():
                                        (1e-3, 20_000): (41.0, 39.0, 0.5),
                                        3e-3: (36.0, 34.0, 0.6)},
                                best=(1e-3, 20_000), reference=[1e-4, 1e-3]), schema=SWEEP_SCHEMA)
-    (row,) = claims.learning_rate_claims(table)
-    assert row[0] == ("The Transformers' plateau on listops (T=512) is set by the learning rate "
-                      "or the budget (MHA)")
-    assert row[2] == (
+    (row,) = learning_rate_claims(table)
+    assert row.title == ("The Transformers' plateau on listops (T=512) is set by the learning "
+                         "rate or the budget (MHA)")
+    assert row.ours == (
         f"best by validation 1e-3 for 20,000 steps: test 39.00 ± 0.50; default 1e-4 for 10,000 "
         f"steps ({REF}): 33.30 ± 0.40; difference +5.70 pp (settings: 1e-4 for 10,000 steps, "
         "1e-3 for 10,000 steps, 1e-3 for 20,000 steps, 3e-3 for 10,000 steps)")
-    assert row[3].startswith("moves: 1e-3 for 20,000 steps − 1e-4 for 10,000 steps is +5.70 pp, "
-                             "more than the seed spread (0.50); at its best setting still")
+    assert row.reading.startswith("moves: 1e-3 for 20,000 steps − 1e-4 for 10,000 steps is "
+                                  "+5.70 pp, more than the seed spread (0.50); at its best "
+                                  "setting still")
 
 def test_no_plateau_row_without_reference_runs_or_a_learning_rate_table():
     own = pl.DataFrame(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)},
                              best=1e-3, reference=-1.0), schema=SWEEP_SCHEMA)
-    assert claims.learning_rate_claims(own) == []
-    assert claims.learning_rate_claims(pl.DataFrame(schema=SWEEP_SCHEMA)) == []
+    assert learning_rate_claims(own) == []
+    assert learning_rate_claims(pl.DataFrame(schema=SWEEP_SCHEMA)) == []
 
 
 def gap(low: float, high: float) -> pl.DataFrame:
@@ -150,15 +156,15 @@ def gap(low: float, high: float) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("low, high, verdict, size", [
-    (3.0, 6.0, claims.SUPPORTS, "inside"), (0.5, 1.5, claims.DIRECTION_ONLY, "outside"),
-    (-0.4, 5.4, claims.CANNOT_TELL, "inside"), (-3.0, -1.0, claims.REFUTES, "outside"),
+    (3.0, 6.0, Verdict.SUPPORTS, "inside"), (0.5, 1.5, Verdict.DIRECTION_ONLY, "outside"),
+    (-0.4, 5.4, Verdict.CANNOT_TELL, "inside"), (-3.0, -1.0, Verdict.REFUTES, "outside"),
 ])
 def test_hkt_against_mha_each_at_its_best_rate_is_read_as_an_accuracy_difference(
         low, high, verdict, size):
     table = pl.DataFrame(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, 1e-3)
                          + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 3e-4: (37.9, 35.6, 0.5)}, 3e-4),
                          schema=SWEEP_SCHEMA)
-    (row,) = claims.tuned_gap_claims(gap(low, high), table)
+    (row,) = tuned_gap_claims(gap(low, high), table)
     assert row.cells() == [
         "HKT beats MHA with each model at its best learning rate (listops, T=512)", "+4.77 pp",
         f"{(low + high) / 2:+.2f} pp, Welch over seeds 95% CI [{low:+.2f}, {high:+.2f}], p = 0.05 "
@@ -167,8 +173,8 @@ def test_hkt_against_mha_each_at_its_best_rate_is_read_as_an_accuracy_difference
         "p = 0.05; the best rate is an edge of the "
         "grid tried (HKT 1e-3): rates beyond it are untested",
         verdict]
-    (alone,) = claims.tuned_gap_claims(gap(low, high), pl.DataFrame(schema=SWEEP_SCHEMA))
-    assert "default rate" not in alone[2] and alone[3] == verdict
+    (alone,) = tuned_gap_claims(gap(low, high), pl.DataFrame(schema=SWEEP_SCHEMA))
+    assert "default rate" not in alone.ours and alone.reading == verdict
 
 
 def test_a_best_rate_inside_the_grid_is_no_edge_and_the_test_sets_error_is_read_beside():
@@ -181,12 +187,13 @@ def test_a_best_rate_inside_the_grid_is_no_edge_and_the_test_sets_error_is_read_
     wide = gap(0.5, 1.5).with_columns(pl.lit(-0.8).alias("ts_ci_low_pp"),
                                       pl.lit(2.8).alias("ts_ci_high_pp"),
                                       pl.lit(0.3).alias("ts_p_value"))
-    (row,) = claims.tuned_gap_claims(wide, table)
-    assert "edge of the grid" not in row[2]
-    assert "seeds + test set, binomial [-0.80, +2.80], p = 0.3" in row[2]
+    (row,) = tuned_gap_claims(wide, table)
+    assert "edge of the grid" not in row.ours
+    assert "seeds + test set, binomial [-0.80, +2.80], p = 0.3" in row.ours
     assert ("the paper's +4.77 pp lies outside our interval over seeds, outside the seeds + test "
-            "set, binomial one;") in row[2]
-    assert row[3] == "cannot tell (seeds + test set, binomial; over seeds alone: direction only)"
+            "set, binomial one;") in row.ours
+    assert row.reading == ("cannot tell (seeds + test set, binomial; over seeds alone: "
+                           "direction only)")
 
 
 def test_the_section_holds_these_rows_only_where_their_tables_are():
@@ -214,17 +221,17 @@ def test_a_plateau_that_moves_over_seeds_is_read_again_with_the_test_sets_error(
     n = {1e-4: 2000, 1e-3: 2000}
     small = pl.DataFrame(_with(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)},
                                      best=1e-3), test_examples=n), schema=SWEEP_SCHEMA)
-    (row,) = claims.learning_rate_claims(small)
-    assert row[3].startswith(
+    (row,) = learning_rate_claims(small)
+    assert row.reading.startswith(
         "moves over seeds; cannot tell with the test set's error (the verdict changes): 1e-3 − "
         "1e-4 is +2.30 pp, more than the seed spread (1.30), but its 95% CI with the test set's "
         "error is [-")
     large = pl.DataFrame(_with(sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (45.1, 43.5, 1.3)},
                                      best=1e-3), test_examples=n), schema=SWEEP_SCHEMA)
-    (row,) = claims.learning_rate_claims(large)
-    assert row[3].startswith("moves: 1e-3 − 1e-4 is +8.00 pp, more than the seed spread (1.30); "
-                             "with the test set's error its 95% CI [+")
-    assert "lies above 0 too; at its best rate" in row[3]
+    (row,) = learning_rate_claims(large)
+    assert row.reading.startswith("moves: 1e-3 − 1e-4 is +8.00 pp, more than the seed spread "
+                                  "(1.30); with the test set's error its 95% CI [+")
+    assert "lies above 0 too; at its best rate" in row.reading
 
 
 def test_settings_of_different_precision_are_said_to_differ_in_it_too():
@@ -235,20 +242,20 @@ def test_settings_of_different_precision_are_said_to_differ_in_it_too():
         + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 1e-3: (37.9, 35.4, 0.3)}, best=1e-3)
     mixed = pl.DataFrame(_with(rows, precision={1e-4: "fp32", 1e-3: "bf16 autocast"}),
                          schema=SWEEP_SCHEMA)
-    hkt, mha = claims.learning_rate_claims(mixed)
+    hkt, mha = learning_rate_claims(mixed)
     said = ("; the runs compared differ in precision (1e-3: bf16 autocast, 1e-4: fp32): the "
             "difference holds that change too")
-    assert said in hkt[3] and said in mha[3]
+    assert said in hkt.reading and said in mha.reading
     unknown = pl.DataFrame(_with(rows, precision={1e-4: None, 1e-3: "bf16 autocast"}),
                            schema=SWEEP_SCHEMA)
-    assert all("precision" not in row[3] for row in claims.learning_rate_claims(unknown))
+    assert all("precision" not in row.reading for row in learning_rate_claims(unknown))
     same = pl.DataFrame(_with(rows, precision={1e-4: "fp32", 1e-3: "fp32"}), schema=SWEEP_SCHEMA)
-    assert all("precision" not in row[3] for row in claims.learning_rate_claims(same))
+    assert all("precision" not in row.reading for row in learning_rate_claims(same))
     # HKT at its best rate in bf16, MHA at its own in fp32: the gap row says so
     rows = sweep("hkt", {1e-4: (37.5, 35.5, 0.7), 1e-3: (40.1, 37.8, 1.3)}, 1e-3) \
         + sweep("mha", {1e-4: (35.3, 33.3, 0.4), 3e-4: (37.9, 35.6, 0.5)}, 3e-4)
     table = pl.DataFrame(_with(rows, precision={1e-4: "fp32", 3e-4: "fp32",
                                                 1e-3: "bf16 autocast"}), schema=SWEEP_SCHEMA)
-    (row,) = claims.tuned_gap_claims(gap(3.0, 6.0), table)
-    assert row[2].endswith("; the runs compared differ in precision (HKT at 1e-3: bf16 autocast, "
-                           "MHA at 3e-4: fp32): the difference holds that change too")
+    (row,) = tuned_gap_claims(gap(3.0, 6.0), table)
+    assert row.ours.endswith("; the runs compared differ in precision (HKT at 1e-3: bf16 "
+                             "autocast, MHA at 3e-4: fp32): the difference holds that change too")

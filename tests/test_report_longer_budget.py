@@ -17,9 +17,9 @@ from test_report_per_example import RULES, _predictions, listops  # noqa: F401 (
 from hkt.cli.main import main as hkt_main
 from hkt.facts.examples import load_examples
 from hkt.predictions import RECORD_FIELD
-from hkt.report import claims
+from hkt.report.claims.budget import Budget, Minimum
+from hkt.report.claims.longer_budget import longer_budget_claims
 from hkt.report.stats import ONE_SEED
-from hkt.report.claims import Budget, Minimum
 from hkt.report.sweep import ONE_RATE, SWEEP_GAP_SCHEMA
 
 LONG = "lr1e3_steps20k"
@@ -188,25 +188,25 @@ NOT_0 = "cannot tell (the interval holds 0: MHA may have caught up, or the runs 
 def test_the_lead_at_the_longer_budget_is_read_against_the_shorter_ones(long, paired, reading):
     """The error model's interval (paired here) gives the verdict; Welch's over seeds, never
     wider, is said beside it where it reads otherwise."""
-    (row,) = claims.longer_budget_claims(_rows(long, paired=paired))
-    assert row[0] == ("HKT's lead over MHA holds at twice the budget (listops, T=512; lr 1e-3: "
-                      "20,000 against 10,000 steps)")
-    assert row[3] == reading
+    (row,) = longer_budget_claims(_rows(long, paired=paired))
+    assert row.title == ("HKT's lead over MHA holds at twice the budget (listops, T=512; lr "
+                         "1e-3: 20,000 against 10,000 steps)")
+    assert row.reading == reading
     assert (f"The lead moves {long[0] - 2.5:+.2f} pp (a difference of means; no test compares "
-            "the two budgets' leads)") in row[2]
+            "the two budgets' leads)") in row.ours
 
 
 def test_no_lead_at_the_shorter_budget_or_one_budget_reads_nothing_to_hold():
-    (row,) = claims.longer_budget_claims(_rows((1.0, 0.5, 1.5), short=-0.5, paired=(0.2, 1.8)))
-    assert row[3] == "cannot tell (no lead to hold: HKT − MHA is -0.50 pp at 10,000 steps)"
+    (row,) = longer_budget_claims(_rows((1.0, 0.5, 1.5), short=-0.5, paired=(0.2, 1.8)))
+    assert row.reading == "cannot tell (no lead to hold: HKT − MHA is -0.50 pp at 10,000 steps)"
     # no lead measured at the shorter budget (issue 75: its format met None)
-    (row,) = claims.longer_budget_claims(_rows((1.0, 0.5, 1.5), short=None, paired=(0.2, 1.8)))
-    assert row[3] == "cannot tell (no lead to hold: HKT − MHA is none at 10,000 steps)"
+    (row,) = longer_budget_claims(_rows((1.0, 0.5, 1.5), short=None, paired=(0.2, 1.8)))
+    assert row.reading == "cannot tell (no lead to hold: HKT − MHA is none at 10,000 steps)"
     one = _rows((1.0, 0.5, 1.5)).filter(pl.col("steps_a") == 20_000)
-    assert claims.longer_budget_claims(one) == []
+    assert longer_budget_claims(one) == []
     # without predictions: the test set's error, unpaired, and why; below two seeds: the minimum
-    (row,) = claims.longer_budget_claims(_rows((2.4, 1.0, 3.8), why="no predictions for MHA "
-                                               "lr1e3_steps20k seed 0", seeds=1),
-                                         Budget(minimum=Minimum(steps=1000, seeds=2)))
-    assert "(not paired: no predictions for MHA lr1e3_steps20k seed 0)" in row[2]
-    assert row[3] == "cannot tell at this budget (1 seed)"
+    (row,) = longer_budget_claims(_rows((2.4, 1.0, 3.8), why="no predictions for MHA "
+                                        "lr1e3_steps20k seed 0", seeds=1),
+                                  Budget(minimum=Minimum(steps=1000, seeds=2)))
+    assert "(not paired: no predictions for MHA lr1e3_steps20k seed 0)" in row.ours
+    assert row.reading == "cannot tell at this budget (1 seed)"

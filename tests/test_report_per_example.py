@@ -210,10 +210,10 @@ def test_one_depth_at_both_ends_reads_cannot_tell_and_says_why():
     assert tree["difference_pp"] is None
     assert tree["reason"].startswith("60 of the 60 test examples are depth 9")
     assert t.filter(pl.col("measure") == "answer depth")["difference_pp"][0] == 0.0
-    from hkt.report.claims import mechanism_claim
+    from hkt.report.claims.mechanism import mechanism_claim
 
     rows = mechanism_claim(t)
-    assert rows[0][-1] == "cannot tell" and "no reading: 60 of the 60" in rows[0][2]
+    assert rows[0].reading == "cannot tell" and "no reading: 60 of the 60" in rows[0].ours
 
 
 def test_runs_without_predictions_leave_every_table_as_it_was(listops, tmp_path):

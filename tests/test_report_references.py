@@ -14,6 +14,10 @@ from scipy import stats
 from hkt.rule_references import Line, lines, lines_note, reading
 from hkt.report import claims
 from hkt.report.build import write_all
+from hkt.report.claims.budget import Minimum
+from hkt.report.claims.rule_reach import rule_reach_claims
+from hkt.report.claims.rule_reach_variants import variant_rule_reach_claims
+from hkt.report.reading import Verdict
 from hkt.report.stats import difference_with_test_set, mean_error, binomial_variance
 from hkt.report.tables import main_table
 from hkt.runs_frame import curves_from_records, runs_from_records
@@ -116,15 +120,15 @@ def test_the_main_table_names_each_rule_for_what_it_means(tmp_path):
 
 def test_the_claims_read_each_model_and_the_papers_figure_against_the_rules():
     main = main_table(records())
-    (row,) = claims.rule_reach_claims(main)
-    assert row[0] == "Which rule reference HKT reaches on listops (T=512)"
+    (row,) = rule_reach_claims(main)
+    assert row.title == "Which rule reference HKT reaches on listops (T=512)"
     # HKT 36.00 ± 1.00 over 3 seeds: +3.00 over the prior, within 1.96·sqrt(1/3 + 2.30 + 1.11)
-    assert row[2].startswith("36.00 ± 1.00 (3 seeds): at the root-operator prior (+3.00 ± ")
-    assert row[3] == "at the root-operator prior"
+    assert row.ours.startswith("36.00 ± 1.00 (3 seeds): at the root-operator prior (+3.00 ± ")
+    assert row.reading == "at the root-operator prior"
     # the paper's 55.10 ± 0.29: above the depth-1 rule, below the depth-2 rule
-    assert row[1].startswith("HKT 55.10: above the depth-1 rule (+5.10 ± ")
-    assert "below the depth-2 rule (-14.90 ± " in row[1]
-    assert claims.rule_reach_claims(main.filter(pl.col("model") == "hkt")) == []
+    assert row.paper.startswith("HKT 55.10: above the depth-1 rule (+5.10 ± ")
+    assert "below the depth-2 rule (-14.90 ± " in row.paper
+    assert rule_reach_claims(main.filter(pl.col("model") == "hkt")) == []
 
 
 def test_every_trained_variant_is_read_against_the_rules_too():
@@ -135,23 +139,23 @@ def test_every_trained_variant_is_read_against_the_rules_too():
     variant = [make_record(model="hkt", variant="stride4", seed=0, test=0.40, val=0.40,
                            test_examples=2000)]
     runs = pl.concat([records(), runs_from_records(variant)], how="diagonal_relaxed")
-    budget = claims.Budget(runs, claims.Minimum(1, 1), "main")
-    (row,) = claims.variant_rule_reach_claims(budget)
-    assert row[0] == "Which rule reference HKT (stride4) reaches on listops (T=512)"
+    budget = claims.Budget(runs, Minimum(1, 1), "main")
+    (row,) = variant_rule_reach_claims(budget)
+    assert row.title == "Which rule reference HKT (stride4) reaches on listops (T=512)"
     # 40.00 on one seed: 7 pp over the prior, past 1.96·sqrt(1.2 + 1.1) ≈ 2.97
-    assert row[2].startswith("40.00 (1 seed): above the root-operator prior (+7.00 ± ")
-    assert row[3] == "above the root-operator prior"
+    assert row.ours.startswith("40.00 (1 seed): above the root-operator prior (+7.00 ± ")
+    assert row.reading == "above the root-operator prior"
     # one seed below the minimum of two: the budget rule holds the verdict back, as elsewhere
-    short = claims.Budget(runs, claims.Minimum(1, 2), "main")
-    assert claims.variant_rule_reach_claims(short)[0][3] == (
-        f"{claims.AT_THIS_BUDGET} (1 seed)")
+    short = claims.Budget(runs, Minimum(1, 2), "main")
+    assert variant_rule_reach_claims(short)[0].reading == (
+        f"{Verdict.AT_THIS_BUDGET} (1 seed)")
     # the long suite: no rules of its own; those of its --borrow records, named
-    alone = claims.Budget(runs_from_records(variant), claims.Minimum(1, 1), "main")
-    assert claims.variant_rule_reach_claims(alone) == []
+    alone = claims.Budget(runs_from_records(variant), Minimum(1, 1), "main")
+    assert variant_rule_reach_claims(alone) == []
     reference = records().with_columns(pl.lit("docs/results/cpu/runs").alias("source"))
-    (row,) = claims.variant_rule_reach_claims(alone, reference)
-    assert row[2].endswith("; the rules' records: docs/results/cpu/runs")
-    assert row[3] == "above the root-operator prior"
+    (row,) = variant_rule_reach_claims(alone, reference)
+    assert row.ours.endswith("; the rules' records: docs/results/cpu/runs")
+    assert row.reading == "above the root-operator prior"
 
 
 
@@ -164,10 +168,10 @@ def test_a_variants_rule_row_gives_its_mean_as_the_tables_do():
     two = [make_record(model="hkt", variant="lr1e3_steps20k", seed=s, test=t, val=0.42,
                        test_examples=2000) for s, t in ((0, 0.3925), (1, 0.401))]
     runs = pl.concat([records(), runs_from_records(two)], how="diagonal_relaxed")
-    (row,) = claims.variant_rule_reach_claims(claims.Budget(runs, claims.Minimum(1, 1), "main"))
+    (row,) = variant_rule_reach_claims(claims.Budget(runs, Minimum(1, 1), "main"))
     table = main_table(runs_from_records(two), variants=("lr1e3_steps20k",)).row(0, named=True)
     assert pm(table["test_mean"], table["test_std"]) == "39.68 ± 0.60"
-    assert row[2].startswith("39.68 ± 0.60 (2 seeds): ")
+    assert row.ours.startswith("39.68 ± 0.60 (2 seeds): ")
 
 
 def test_the_curves_name_each_rule_in_the_legend_not_on_the_panel(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ verdict is parsed back out of its prose.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -92,12 +92,6 @@ class ClaimRow:
     def judged(self, verdict: Verdict, said: str) -> ClaimRow:
         """The row with another verdict (the budget's)."""
         return replace(self, verdict=verdict, said=said)
-
-    def __getitem__(self, i: int) -> str:
-        return self.cells()[i]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.cells())
 
 
 def render(rows: Sequence[ClaimRow]) -> list[list[str]]:

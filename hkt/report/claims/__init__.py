@@ -27,36 +27,13 @@ from types import ModuleType
 
 import polars as pl
 
-from hkt.report.claims.accuracy import accuracy_claims
-from hkt.report.claims.budget import NO_BUDGET, Budget, Minimum, load_minimum
+from hkt.report.claims.budget import NO_BUDGET, Budget, load_minimum
 from hkt.report.claims.config import SECTIONS, check_entry, load_claims_config
-from hkt.report.claims.controls import control_claims
-from hkt.report.claims.cost import cost_claim
-from hkt.report.claims.decay import decay_claim
-from hkt.report.claims.differences import difference_verdict
-from hkt.report.claims.hierarchy import hierarchy_claim
-from hkt.report.claims.kernel import kernel_claim
-from hkt.report.claims.kurtosis import kurtosis_claim
-from hkt.report.claims.learning_rate import learning_rate_claims
-from hkt.report.claims.longer_budget import LEAD_READINGS, longer_budget_claims
-from hkt.report.claims.mechanism import mechanism_claim
-from hkt.report.claims.rule_reach import rule_reach_claims
-from hkt.report.claims.rule_reach_variants import variant_rule_reach_claims
-from hkt.report.claims.tuned_gap import tuned_gap_claims
-from hkt.report.reading import ClaimRow, Verdict, render
+from hkt.report.reading import ClaimRow, render
 from hkt.report.writers import markdown
 from hkt.runs_frame import AggregateError
 
-__all__ = ["Budget", "Minimum", "load_minimum", "NO_BUDGET", "claims_section", "claim_modules",
-           "ClaimRow", "Verdict", "SUPPORTS", "DIRECTION_ONLY", "REFUTES", "CANNOT_TELL",
-           "AT_THIS_BUDGET", "difference_verdict", "accuracy_claims", "hierarchy_claim",
-           "cost_claim", "kurtosis_claim", "decay_claim", "kernel_claim", "mechanism_claim",
-           "rule_reach_claims", "variant_rule_reach_claims", "control_claims",
-           "learning_rate_claims", "tuned_gap_claims", "longer_budget_claims", "LEAD_READINGS"]
-
-SUPPORTS, DIRECTION_ONLY, REFUTES, CANNOT_TELL = (Verdict.SUPPORTS, Verdict.DIRECTION_ONLY,
-                                                  Verdict.REFUTES, Verdict.CANNOT_TELL)
-AT_THIS_BUDGET = Verdict.AT_THIS_BUDGET
+__all__ = ["Budget", "load_minimum", "NO_BUDGET", "claims_section", "claim_modules"]
 
 
 def _claim_files() -> list[str]:
