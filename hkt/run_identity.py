@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from hkt.run_record import STEP_METRICS
+from hkt.run_record import HISTORY_NAME, STEP_METRICS, read_history
 
 #: The record fields a rerun must equal: what the run is, and what it reached.
 OUTCOME = ("task", "model", "variant", "seed", "profile", "steps", "n_params", "best_step",
@@ -96,6 +97,16 @@ class HistoryAgreement:
         return (f"history equal in {self.equal} of {self.values} values, the others in late "
                 f"digits (largest relative difference {self.largest:.2g}: {self.digits()} "
                 "significant digits agree; a CPU of another model rounds differently)")
+
+
+def compare_run_histories(published: Path, rerun: Path) -> HistoryAgreement | str:
+    """:func:`compare_histories` of two run folders' ``history.csv``, or what is missing, in
+    words (an external baseline writes none)."""
+    lacking = [f"{side} run has no {HISTORY_NAME}" for side, d in (("the published", published),
+               ("the rerun", rerun)) if not (d / HISTORY_NAME).is_file()]
+    if lacking:
+        return "; ".join(lacking)
+    return compare_histories(read_history(published), read_history(rerun))
 
 
 def compare_histories(published: list[dict[str, Any]], rerun: list[dict[str, Any]]) -> HistoryAgreement:

@@ -136,8 +136,8 @@ def compare_runs(published: Path, reruns: Path) -> int:
     number whose outcome differs or that ``published`` lacks."""
     from hkt.errors import HKTError
     from hkt.predictions import read_checked
-    from hkt.run_identity import compare_histories, config_notes, outcome_differences
-    from hkt.run_record import load_record, read_history
+    from hkt.run_identity import compare_run_histories, config_notes, outcome_differences
+    from hkt.run_record import load_record
 
     records = sorted((reruns / "runs").glob("**/record.json"))
     if not records:
@@ -153,7 +153,7 @@ def compare_runs(published: Path, reruns: Path) -> int:
             continue
         a, b = load_record(old / "record.json"), load_record(rec)
         diffs = outcome_differences(a, b)
-        agreement = compare_histories(read_history(old), read_history(rec.parent))
+        agreement = compare_run_histories(old, rec.parent)
         notes = [str(agreement), *config_notes(a, b)]
         try:
             mine = read_checked(rec.parent, b)

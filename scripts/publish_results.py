@@ -65,7 +65,8 @@ another; its history may differ in late digits (another CPU), and the script say
 A run whose outcome differs, or that has no predictions where the published one has, is not
 published and is named with why; where none qualifies nothing changes. RESULTS' sessions join
 DEST's as ``redoes`` (``hkt plan`` reports them apart from the suite's own run), and DEST is
-retabled; its analyses, made from the same trained weights, stay. The replaced files remain in
+retabled; its analyses stay (made from the published run's weights, which a rerun at the same
+outcome equals, or differs from in late digits as its history does). The replaced files remain in
 the repository's history. ``scripts/identity_check.py --runs DEST RESULTS`` is the same check as
 a report. Regenerating a publication (``--retable``,
 ``--add`` and the drift test) first checks each of its predictions files against its record.
@@ -558,8 +559,8 @@ def redo_runs(results: Path, dest: Path) -> tuple[list[str], list[str]]:
 
 def _redo_runs(results: Path, dest: Path, stage: Path) -> tuple[list[str], list[str]]:
     """:func:`redo_runs`, checking ``dest`` (held) and writing its copy ``stage``."""
-    from hkt.run_identity import compare_histories, outcome_differences
-    from hkt.run_record import load_record, read_history
+    from hkt.run_identity import compare_run_histories, outcome_differences
+    from hkt.run_record import load_record
 
     made = sorted(f.parent.relative_to(results / "runs") for f in results.glob("runs/**/record.json"))
     again = [run for run in made if (dest / "runs" / run / "record.json").is_file()]
@@ -587,7 +588,7 @@ def _redo_runs(results: Path, dest: Path, stage: Path) -> tuple[list[str], list[
             left.append(f"{run}: {'; '.join(why)}")
             continue
         run_files(results, run)  # its predictions checked against its record
-        agreement = compare_histories(read_history(dest / "runs" / run), read_history(results / "runs" / run))
+        agreement = compare_run_histories(dest / "runs" / run, results / "runs" / run)
         print(f"{run}: same outcome as published; {agreement}")
         take.append(run)
     if not take:

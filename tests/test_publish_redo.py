@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 from conftest import load_script
 
-from hkt.run_identity import HistoryAgreement, compare_histories, config_notes, outcome_differences
+from hkt.run_identity import (HistoryAgreement, compare_histories, compare_run_histories, config_notes,
+                              outcome_differences)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "docs" / "results" / "quick"
@@ -166,3 +167,13 @@ def test_history_agreement_counts_values_and_digits():
     gap = compare_histories(rows, [rows[0], {**rows[1], "val_acc": None}])
     assert gap.steps_differ == "step 2 val_acc: 0.5 published, None now"
     assert HistoryAgreement(4, 4, 0.0).digits() == 17
+
+
+def test_a_run_without_a_history_is_said_to_have_none(tmp_path):
+    """An external baseline writes no history.csv: the comparison says so, it does not fail."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "history.csv").write_text("step,train_loss\n1,2.0\n")
+    assert compare_run_histories(tmp_path / "a", tmp_path / "b") == "the published run has no history.csv"
+    shutil.copy(tmp_path / "b" / "history.csv", tmp_path / "a")
+    assert compare_run_histories(tmp_path / "a", tmp_path / "b").identical
