@@ -1,4 +1,4 @@
-"""Prepared data with out-of-range values fail before step 1, through ``hkt train`` (issue 11: 1)."""
+"""Prepared data with out-of-range values fail before step 1, through ``hkt train`` (issue 11: 1), and before a baseline fits."""
 
 from __future__ import annotations
 
@@ -221,3 +221,25 @@ def test_analyze_checks_the_split_it_reads(tmp_path, capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hkt: error")]
     assert code == 2 and len(lines) == 1 and "test.parquet" in lines[0] and repr(row_id) in lines[0]
     assert not (tmp_path / "an").exists()
+
+
+@pytest.mark.parametrize("split,column,value,allowed", [
+    ("test", "label", 10, "0..9"),              # a class the task has not: counted as wrong before
+    ("train", "label", -1, "0..9"),
+    ("val", "tokens", 16, "0..15"),
+])
+def test_a_baseline_refuses_out_of_range_values_before_it_fits(tmp_path, capsys, split, column,
+                                                               value, allowed):
+    """The baselines read the same splits (hkt.baselines.run.read_split) and check them as
+    training does (hkt.data.ranges), before fitting: no record."""
+    data = write_prepared_data(tmp_path / "data", "listops")
+    row_id = _rewrite(data / f"{split}.parquet", column, 5, value)
+    capsys.readouterr()
+    code = main(["baseline", "majority", "--data", str(data), "--out", str(tmp_path / "run"),
+])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    msg = err.strip().splitlines()[-1]
+    assert msg.startswith("hkt: error: ") and f"{split}.parquet" in msg
+    assert f"column '{column}'" in msg and repr(row_id) in msg and allowed in msg
+    assert not (tmp_path / "run" / "record.json").exists()

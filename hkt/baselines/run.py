@@ -38,6 +38,7 @@ from hkt.baselines import BASELINES
 from hkt.config_compose import flatten
 from hkt.data_layout import SPLITS, split_file
 from hkt.data.parquet import SplitData, content_checksums, read_metadata
+from hkt.data.ranges import check_ranges
 from hkt.errors import DataError
 from hkt.fileio import atomic_write_text, sha256_file
 from hkt.predictions import (PREDICTIONS_NAME, SPLITS as PREDICTION_SPLITS, SplitPredictions,
@@ -117,16 +118,22 @@ def answers(split: SplitData, preds: np.ndarray, num_classes: int,
 def read_split(data_dir: str | Path, split: str) -> SplitData:
     """Read ``DATA_DIR/<split>.parquet`` as written by ``hkt prepare`` (id, tokens, label)."""
     path = Path(data_dir) / split_file(split)
-    read_metadata(path)  # a clear DataError unless `hkt prepare` wrote this file
+    meta = read_metadata(path)  # a clear DataError unless `hkt prepare` wrote this file
     try:
         table = pq.read_table(path, columns=["id", "tokens", "label"])
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path} is not a readable Parquet file: {exc}") from None
     tokens = table.column("tokens").combine_chunks()
     offsets = np.asarray(tokens.offsets, dtype=np.int64)
-    flat = np.asarray(tokens.values, dtype=np.uint16)[offsets[0]: offsets[-1]]
-    return SplitData(table.column("id").to_pylist(), flat, offsets - offsets[0],
-                     np.asarray(table.column("label"), dtype=np.int64))
+    values = np.asarray(tokens.values)[offsets[0]: offsets[-1]]
+    labels = np.asarray(table.column("label"), dtype=np.int64)
+    # the task's ranges, as training checks them, before any cast: a label outside
+    # 0..num_classes-1 would otherwise be counted or one-hot encoded silently wrong
+    check_ranges(path, values, offsets[:-1] - offsets[0], np.diff(offsets), labels,
+                 vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
+                 max_length=int(meta["max_length"]))
+    return SplitData(table.column("id").to_pylist(), values.astype(np.uint16, copy=False),
+                     offsets - offsets[0], labels)
 
 
 def run_baseline(name: str, data_dir: str | Path, out: str | Path, *, seed: int = 0,

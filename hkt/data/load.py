@@ -40,6 +40,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from hkt.data_layout import split_file
 from hkt.data.parquet import read_metadata
+from hkt.data.ranges import check_ranges
 from hkt.errors import DataError
 
 __all__ = ["TokenDataset", "BucketBatchSampler", "Loader", "make_loader", "pad_batch", "read_split_metadata"]
@@ -82,50 +83,10 @@ class TokenDataset(Dataset):
 
     def check_ranges(self, vocab_size: int, num_classes: int, max_length: int | None = None) -> None:
         """Refuse token ids outside ``0..vocab_size-1``, rows longer than ``max_length`` and
-        labels outside ``0..num_classes-1``.
-
-        Vectorised over the Arrow buffers (tens of milliseconds for IMDB's 22,500 reviews, see
-        docs/faults.md), so that bad data fail when they are opened, before step 1, naming the
-        file, column, row and range, not as an index error deep in training or, for the test
-        split, only after it (labels of -100 would even be skipped silently by
-        ``cross_entropy``'s ``ignore_index``; a negative id needs a tokens column wider than the
-        contract's uint16).
-        """
-        values = self.values
-        if values.dtype.kind not in "iu":
-            raise DataError(f"{self.path}: column 'tokens' holds {values.dtype} values, not token ids "
-                            "(the contract's list<uint16>); these are not data `hkt prepare` wrote: "
-                            "prepare them again")
-        # one pass for the extremes (bounded by memory bandwidth); rows are located only on failure
-        signed = values.dtype.kind == "i"
-        if values.size and (int(values.max()) >= vocab_size or (signed and int(values.min()) < 0)):
-            first = int(np.flatnonzero((values >= vocab_size) | (values < 0))[0])
-            row = int(np.searchsorted(self.starts, first, side="right") - 1)
-            self._range_error("tokens", row, int(values[first]),
-                              f"0..{vocab_size - 1} (vocab_size {vocab_size})")
-        if max_length is not None and self.lengths.size and int(self.lengths.max()) > max_length:
-            long_rows = np.flatnonzero(self.lengths > max_length)
-            if long_rows.size:
-                row = int(long_rows[0])
-                self._range_error("length", row, int(self.lengths[row]),
-                                  f"0..{max_length} (max_length {max_length}, the model's context)",
-                                  long_rows.size)
-        bad_labels = np.flatnonzero((self.labels < 0) | (self.labels >= num_classes))
-        if bad_labels.size:
-            row = int(bad_labels[0])
-            self._range_error("label", row, int(self.labels[row]),
-                              f"0..{num_classes - 1} (num_classes {num_classes})", bad_labels.size)
-
-    def _range_error(self, column: str, row: int, value: int, allowed: str, count: int | None = None) -> None:
-        try:
-            ids = pq.read_table(self.path, columns=["id"]).column("id")
-            which = f"row {row} (id {ids[row].as_py()!r})"
-        except (pa.ArrowInvalid, KeyError, OSError):
-            which = f"row {row}"
-        more = f"; {count} rows are out of range" if count and count > 1 else ""
-        raise DataError(f"{self.path}: column '{column}' of {which} holds {value}, outside the allowed "
-                        f"range {allowed}{more}; these are not data `hkt prepare` wrote for this task: "
-                        "prepare them again")
+        labels outside ``0..num_classes-1`` (:func:`hkt.data.ranges.check_ranges`), when the
+        split is opened, before step 1."""
+        check_ranges(self.path, self.values, self.starts, self.lengths, self.labels,
+                     vocab_size=vocab_size, num_classes=num_classes, max_length=max_length)
 
     # workers started with "spawn" re-open the file instead of pickling the arrays
     def __getstate__(self) -> dict[str, Any]:
