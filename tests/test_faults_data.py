@@ -1,4 +1,5 @@
-"""Prepared data with out-of-range values fail before step 1, through ``hkt train`` (issue 11: 1), and before a baseline fits."""
+"""Prepared data with out-of-range values fail before step 1, through ``hkt train`` (issue 11: 1),
+and before a baseline fits."""
 
 from __future__ import annotations
 
