@@ -2,11 +2,12 @@
 machine (issue 72: the cpu suite's ListOps runs made again, to keep their predictions) may stand
 in for the published run only where it reached the same outcome: the same task, model, variant,
 seed and steps, on the same data, with the same settings, to the same best step and the same
-validation and test accuracy. Its logged losses may differ in their late digits: a CPU of
-another model rounds differently (``record.device`` names the CPU since issue 59), and code
-that sums a logged mean in another precision or order writes it otherwise (the cpu suite's
-ListOps runs of ``ce393f8``, made again at ``f3a8152``: in HKT's first 1,500 steps every
-accuracy and learning rate equal, the training and validation losses within 2e-8). :func:`compare_histories` says how far, and that is not a
+validation and test accuracy. Its losses may differ in their late digits: a CPU of another
+model rounds the same sums differently (``record.device`` names the CPU since issue 59; the cpu
+suite's ListOps runs, published from an AMD EPYC, made again on an Intel Xeon: every accuracy
+equal over HKT's first 2,000 steps, the losses apart from the 8th significant digit). Over
+thousands of steps such differences can grow into another trajectory, and then into another
+outcome, which is a refusal (the long suite's README shows one). :func:`compare_histories` says how far, and that is not a
 refusal.
 
 Read by ``scripts/identity_check.py --runs`` (the report) and ``scripts/publish_results.py
@@ -99,8 +100,7 @@ class HistoryAgreement:
             return f"history identical ({self.values} values)"
         return (f"history equal in {self.equal} of {self.values} values, the others in late "
                 f"digits (largest relative difference {self.largest:.2g}: {self.digits()} "
-                "significant digits agree: rounding, as on another CPU or where a logged mean is "
-                "summed in another precision)")
+                "significant digits agree: rounding, as on a CPU of another model)")
 
 
 def compare_run_histories(published: Path, rerun: Path) -> HistoryAgreement | str:

@@ -20,8 +20,8 @@ Exit status 1 if any value differs or a run of A (or its predictions) is missing
 another commit or machine: issue 72) against the published ones, run by run (hkt.run_identity):
 each rerun must reach its published run's outcome (task, model, variant, seed, steps, data,
 settings, best step, validation and test accuracy); its history is compared value by value and
-a difference in late digits is reported with how many digits agree (rounding: another CPU,
-or a logged mean summed in another precision), not counted; predictions are compared where both have them. Exit status 1
+a difference in late digits is reported with how many digits agree (rounding, as on a CPU of
+another model), not counted; predictions are compared where both have them. Exit status 1
 if a rerun's outcome differs or the publication lacks its run.
 """
 

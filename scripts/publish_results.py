@@ -61,8 +61,8 @@ ListOps runs, made again to keep their predictions): each run RESULTS holds that
 published, finished, whose record reaches the published run's outcome (hkt.run_identity: task,
 model, variant, seed, steps, data, settings, best step, validation and test accuracy) replaces
 it, record, history, config and predictions, with its own ``environment.json`` where it ran in
-another; its history may differ in late digits (rounding: another CPU, or a logged mean summed
-in another precision), and the script says how far.
+another; its history may differ in late digits (a CPU of another model rounds differently),
+and the script says how far.
 A run whose outcome differs, or that has no predictions where the published one has, is not
 published and is named with why; where none qualifies nothing changes. RESULTS' sessions join
 DEST's as ``redoes`` (``hkt plan`` reports them apart from the suite's own run), and DEST is

@@ -123,7 +123,7 @@ def test_identity_check_runs_reports_each_rerun_against_its_published_run(redo, 
     assert check.compare_runs(dest, results) == 2
     out = capsys.readouterr().out
     assert f"same outcome  {FIXED}: best step " in out and "predictions new" in out
-    assert "7 significant digits agree: rounding, as on another CPU or where a logged mean" in out
+    assert "7 significant digits agree: rounding, as on a CPU of another model" in out
     assert f"DIFFERENT  {CHANGED}: " in out and "config optim.lr" in out
     assert f"DIFFERENT  {BARE}: " in out and "the published run has predictions, this one none" in out
     assert "2 DIFFERENT: 3 runs made again" in out
