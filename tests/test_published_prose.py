@@ -57,7 +57,9 @@ def wall_figures(root: Path) -> set[str]:
         runs = [s for s in every if not s.get("adds") and not s.get("redoes")]  # the suite's own
         wall = sum(session_seconds(s, now=0.0, host="") for s in runs)
         added = sum(session_seconds(s, now=0.0, host="") for s in every if s.get("adds"))
-        out |= {f"{wall / 3600:.2f}", f"{added / 3600:.2f}", f"{(wall + added) / 3600:.2f}"}
+        redone = sum(session_seconds(s, now=0.0, host="") for s in every if s.get("redoes"))
+        out |= {f"{wall / 3600:.2f}", f"{added / 3600:.2f}", f"{(wall + added) / 3600:.2f}",
+                f"{redone / 3600:.2f}"}  # runs made again (publish_results.py --redo)
         if runs:  # a publication grown by added runs alone (a partial one) has no plan of its own
             out.add(f"{wall / runs[0]['estimate_s']:.2f}")
     stamps = root / "segments.log"
