@@ -17,10 +17,12 @@ Read by ``scripts/identity_check.py --runs`` (the report) and ``scripts/publish_
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hkt.errors import DataError
 from hkt.run_record import HISTORY_NAME, STEP_METRICS, read_history
 
 #: The record fields a rerun must equal: what the run is, and what it reached.
@@ -47,16 +49,56 @@ def flat(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def outcome_differences(published: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
+def known_data(dirs: Sequence[str | Path]) -> list[dict[str, dict[str, str]]]:
+    """For each prepared data directory, its split files' SHA-256 (``files``) and their
+    content's (``content``, :func:`hkt.data.parquet.content_checksums`): the published data
+    made again at the published commit, whose files equal those a record of before content
+    checksums names, give that record's content checksums (:func:`outcome_differences`)."""
+    from hkt.data.parquet import content_checksums
+    from hkt.data_layout import SPLITS, split_file
+    from hkt.fileio import sha256_file
+
+    out = []
+    for d in map(Path, dirs):
+        missing = [s for s in SPLITS if not (d / split_file(s)).is_file()]
+        if missing:
+            raise DataError(f"{d} is not a prepared data directory (no {split_file(missing[0])}): "
+                            "give the directory `hkt prepare` wrote")
+        out.append({"files": {s: sha256_file(d / split_file(s)) for s in SPLITS},
+                    "content": content_checksums(d)})
+    return out
+
+
+def _data_difference(published: dict[str, Any], rerun: dict[str, Any],
+                     known: Sequence[dict[str, dict[str, str]]]) -> str:
+    """Whether two records' data differ, in words ("" where they are the same): by content
+    where both records have content checksums, or where ``known`` (:func:`known_data`) holds
+    data whose files the published record names; else by the files."""
+    theirs, mine = published.get("data_content_checksums"), rerun.get("data_content_checksums")
+    if not theirs:
+        theirs = next((k["content"] for k in known if k["files"] == published.get("data_checksums")),
+                      None)
+    if theirs and mine:
+        return "" if theirs == mine else "data_content_checksums: the data differ"
+    if published.get("data_checksums") == rerun.get("data_checksums"):
+        return ""
+    if mine:  # the files differ; a release may write the same rows in other bytes
+        return ("data_checksums: the split files differ, and the published record has no content "
+                "checksums to tell whether what they hold does (prepare the data again at the "
+                "published run's commit and give that directory as --published-data DIR)")
+    return "data_checksums: the data differ"
+
+
+def outcome_differences(published: dict[str, Any], rerun: dict[str, Any],
+                        known: Sequence[dict[str, dict[str, str]]] = ()) -> list[str]:
     """What keeps ``rerun`` (a record) from standing in for ``published``, in words (none: it
-    may): an :data:`OUTCOME` field, the data, or a setting of the config (:data:`WHERE` aside)
-    whose value differs."""
+    may): an :data:`OUTCOME` field, the data (:func:`_data_difference`; ``known``: data made
+    again at the published commit, :func:`known_data`), or a setting of the config
+    (:data:`WHERE` aside) whose value differs."""
     diff = [f"{k}: {published.get(k)!r} published, {rerun.get(k)!r} now" for k in OUTCOME
             if published.get(k) != rerun.get(k)]
-    kind = "data_content_checksums" if published.get("data_content_checksums") and \
-        rerun.get("data_content_checksums") else "data_checksums"
-    if published.get(kind) != rerun.get(kind):
-        diff.append(f"{kind}: the data differ")
+    if data := _data_difference(published, rerun, known):
+        diff.append(data)
     a, b = flat(published.get("config") or {}), flat(rerun.get("config") or {})
     changed = [k for k in sorted(set(a) & set(b)) if a[k] != b[k] and not k.startswith(WHERE)]
     diff += [f"config {k}: {a[k]!r} published, {b[k]!r} now" for k in changed]

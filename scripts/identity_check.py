@@ -22,7 +22,11 @@ each rerun must reach its published run's outcome (task, model, variant, seed, s
 settings, best step, validation and test accuracy); its history is compared value by value and
 a difference in late digits is reported with how many digits agree (rounding, as on a CPU of
 another model), not counted; predictions are compared where both have them. Exit status 1
-if a rerun's outcome differs or the publication lacks its run.
+if a rerun's outcome differs or the publication lacks its run. A record of before content
+checksums (``data_content_checksums``) names only its split files' SHA-256, which a later
+release of hkt writes otherwise for the same rows: ``--published-data DIR`` gives the published
+data prepared again at the published commit (its files must equal those the record names), whose
+content checksums then stand for the record's.
 """
 
 from __future__ import annotations
@@ -131,13 +135,16 @@ def main(a: Path, b: Path) -> int:
     return 1 if differ else 0
 
 
-def compare_runs(published: Path, reruns: Path) -> int:
+def compare_runs(published: Path, reruns: Path, data: list[Path] = ()) -> int:
     """``--runs`` (module docstring): each run of ``reruns`` against ``published``'s; the
-    number whose outcome differs or that ``published`` lacks."""
+    number whose outcome differs or that ``published`` lacks. ``data``: the published runs'
+    data prepared again at their commit (``--published-data``: hkt.run_identity.known_data)."""
     from hkt.errors import HKTError
     from hkt.predictions import read_checked
-    from hkt.run_identity import compare_run_histories, config_notes, outcome_differences
+    from hkt.run_identity import compare_run_histories, config_notes, known_data, outcome_differences
     from hkt.run_record import load_record
+
+    known = known_data(data)
 
     records = sorted((reruns / "runs").glob("**/record.json"))
     if not records:
@@ -152,7 +159,7 @@ def compare_runs(published: Path, reruns: Path) -> int:
             differ += 1
             continue
         a, b = load_record(old / "record.json"), load_record(rec)
-        diffs = outcome_differences(a, b)
+        diffs = outcome_differences(a, b, known)
         agreement = compare_run_histories(old, rec.parent)
         notes = [str(agreement), *config_notes(a, b)]
         try:
@@ -176,10 +183,15 @@ def compare_runs(published: Path, reruns: Path) -> int:
     return differ
 
 
+USAGE = ("usage: python scripts/identity_check.py RESULTS_A RESULTS_B\n"
+         "       python scripts/identity_check.py --runs PUBLISHED RERUNS [--published-data DIR ...]")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if args[:1] == ["--runs"] and len(args) == 3:
-        sys.exit(1 if compare_runs(Path(args[1]), Path(args[2])) else 0)
+    if args[:1] == ["--runs"] and len(args) >= 3 and len(args) % 2 == 1 \
+            and all(flag == "--published-data" for flag in args[3::2]):
+        sys.exit(1 if compare_runs(Path(args[1]), Path(args[2]), [Path(d) for d in args[4::2]]) else 0)
     if len(args) != 2 or args[0].startswith("--"):
-        sys.exit("usage: python scripts/identity_check.py [--runs] RESULTS_A RESULTS_B")
+        sys.exit(USAGE)
     sys.exit(main(Path(args[0]), Path(args[1])))

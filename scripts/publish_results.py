@@ -64,7 +64,11 @@ it, record, history, config and predictions, with its own ``environment.json`` w
 another; its history may differ in late digits (a CPU of another model rounds differently),
 and the script says how far.
 A run whose outcome differs, or that has no predictions where the published one has, is not
-published and is named with why; where none qualifies nothing changes. RESULTS' sessions join
+published and is named with why; where none qualifies nothing changes. A record of before
+content checksums names only its split files' SHA-256, which a later release writes otherwise
+for the same rows: ``--published-data DIR`` (repeatable) gives the published data prepared again
+at the published commit, its files checked against the record's, whose content checksums stand
+for the record's. RESULTS' sessions join
 DEST's as ``redoes`` (``hkt plan`` reports them apart from the suite's own run), and DEST is
 retabled; its analyses stay (made from the published run's weights, which a rerun at the same
 outcome equals, or differs from in late digits as its history does). The replaced files remain in
@@ -550,15 +554,23 @@ def _add_runs(results: Path, dest: Path, stage: Path) -> list[str]:
     return [str(PurePosixPath(run)) for run in new]
 
 
-def redo_runs(results: Path, dest: Path) -> tuple[list[str], list[str]]:
+def redo_runs(results: Path, dest: Path, data: list[Path] = ()) -> tuple[list[str], list[str]]:
     """Put the runs ``results`` made again in place of ``dest``'s (module docstring, ``--redo``),
     then retable it, swapped in whole (:func:`writing`); the runs replaced, and those left out
-    with why."""
+    with why. ``data``: the published runs' data prepared again at their commit
+    (``--published-data``, hkt.run_identity.known_data)."""
+    from hkt.errors import DataError
+    from hkt.run_identity import known_data
+
+    try:
+        known = known_data(data)
+    except DataError as exc:
+        raise SystemExit(str(exc)) from None
     with writing(dest) as stage:
-        return _redo_runs(results, dest, stage)
+        return _redo_runs(results, dest, stage, known)
 
 
-def _redo_runs(results: Path, dest: Path, stage: Path) -> tuple[list[str], list[str]]:
+def _redo_runs(results: Path, dest: Path, stage: Path, known: list[dict]) -> tuple[list[str], list[str]]:
     """:func:`redo_runs`, checking ``dest`` (held) and writing its copy ``stage``."""
     from hkt.run_identity import compare_run_histories, outcome_differences
     from hkt.run_record import load_record
@@ -582,7 +594,7 @@ def _redo_runs(results: Path, dest: Path, stage: Path) -> tuple[list[str], list[
     take, left = [], []
     for run in again:
         old, new = load_record(dest / "runs" / run / "record.json"), load_record(results / "runs" / run / "record.json")
-        why = outcome_differences(old, new)
+        why = outcome_differences(old, new, known)
         if old.get("predictions") and not new.get("predictions"):
             why.append("the published run has predictions, this one none")
         if why:
@@ -725,6 +737,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redo", action="store_true",
                     help="put the runs RESULTS made again in place of DEST's, where each reaches its "
                          "published outcome, then retable")
+    ap.add_argument("--published-data", type=Path, action="append", default=[], metavar="DIR",
+                    help="with --redo: the published runs' data prepared again at their commit, for "
+                         "records of before content checksums (its files must equal theirs)")
     ap.add_argument("--manifest", action="store_true",
                     help=f"no RESULTS: write DEST's {MANIFEST} anew from the files it holds (a "
                          "publication assembled by hand, a file added on purpose: review the diff)")
@@ -744,8 +759,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.results is None:
         ap.error("give RESULTS and DEST")
+    if args.published_data and not args.redo:
+        ap.error("--published-data goes with --redo")
     if args.redo:
-        done, left = redo_runs(args.results, args.dest)
+        done, left = redo_runs(args.results, args.dest, args.published_data)
         print(f"made again in {args.dest}: {len(done)} runs: {', '.join(done)}")
         for why in left:
             print(f"not published (its published run stays): {why}")

@@ -177,3 +177,43 @@ def test_a_run_without_a_history_is_said_to_have_none(tmp_path):
     assert compare_run_histories(tmp_path / "a", tmp_path / "b") == "the published run has no history.csv"
     shutil.copy(tmp_path / "b" / "history.csv", tmp_path / "a")
     assert compare_run_histories(tmp_path / "a", tmp_path / "b").identical
+
+
+def test_data_made_again_at_the_published_commit_stands_for_a_record_without_content_checksums(tmp_path):
+    """A record of before content checksums names its split files' SHA-256, which a later release
+    writes otherwise for the same rows (the metadata's code_version): the published data made
+    again, whose files equal the record's, give its content to compare."""
+    from conftest import write_prepared_data
+
+    from hkt.data.parquet import content_checksums
+    from hkt.errors import DataError
+    from hkt.fileio import sha256_file
+    from hkt.run_identity import known_data
+
+    data = write_prepared_data(tmp_path / "data", "listops")
+    files = {s: sha256_file(data / f"{s}.parquet") for s in ("train", "val", "test")}
+    published = {"data_checksums": files}
+    rerun = {"data_checksums": {**files, "train": "0" * 64},  # a later release's bytes
+             "data_content_checksums": content_checksums(data)}
+    assert outcome_differences(published, rerun) == [
+        "data_checksums: the split files differ, and the published record has no content checksums "
+        "to tell whether what they hold does (prepare the data again at the published run's commit "
+        "and give that directory as --published-data DIR)"]
+    known = known_data([data])
+    assert outcome_differences(published, rerun, known) == []
+    other = {**rerun, "data_content_checksums": {**rerun["data_content_checksums"], "test": "1" * 64}}
+    assert outcome_differences(published, other, known) == ["data_content_checksums: the data differ"]
+    unrelated = {"data_checksums": {**files, "val": "2" * 64}}  # known data that is not the record's
+    assert outcome_differences(unrelated, rerun, known)[0].startswith("data_checksums: the split files differ")
+    (data / "val.parquet").unlink()
+    with pytest.raises(DataError, match=r"is not a prepared data directory \(no val.parquet\)"):
+        known_data([data])
+
+
+def test_published_data_goes_with_redo(tmp_path, capsys):
+    publish = load_script("publish_results")
+    with pytest.raises(SystemExit) as exit_:
+        publish.main([str(tmp_path / "r"), str(tmp_path / "d"), "--published-data", str(tmp_path)])
+    assert exit_.value.code == 2 and "--published-data goes with --redo" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"is not a prepared data directory \(no train.parquet\)"):
+        publish.redo_runs(tmp_path / "r", tmp_path / "d", [tmp_path])
