@@ -167,9 +167,10 @@ def known_counts(root: Path) -> set[tuple[int, str]]:
     sessions = root / "plan" / "sessions.json"
     if sessions.is_file():
         every = json.loads(sessions.read_text("utf-8"))["sessions"]
-        own = [s for s in every if not s.get("adds")]
-        out |= {(len(own), "sessions"), (len(every) - len(own), "sessions"),
-                (len(every), "sessions")}
+        own = [s for s in every if not s.get("adds") and not s.get("redoes")]
+        redone = [s for s in every if s.get("redoes")]  # runs made again (publish --redo)
+        out |= {(len(own), "sessions"), (len(every) - len(own) - len(redone), "sessions"),
+                (len(redone), "sessions"), (len(every), "sessions")}
         out |= {(round(s["estimate_s"] / 3600), "hours") for s in every if s.get("estimate_s")}
     out |= {(round(float(h)), "hours") for h in wall_figures(root)}
     return out
