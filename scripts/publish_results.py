@@ -579,6 +579,13 @@ def _redo_runs(results: Path, dest: Path, stage: Path, known: list[dict]) -> tup
     again = [run for run in made if (dest / "runs" / run / "record.json").is_file()]
     if not again:
         raise SystemExit(f"{results} holds no run that {dest} has published (--add adds new ones)")
+    done = [run for run in again  # made again and put in place by an earlier --redo
+            if (dest / "runs" / run / "record.json").read_bytes()
+            == (results / "runs" / run / "record.json").read_bytes()]
+    again = [run for run in again if run not in done]
+    if not again:
+        raise SystemExit(f"every run of {results} that {dest} has published is there as made again "
+                         "already; nothing to do")
     try:
         claim_results_dir(results, Path(__file__).resolve().parents[1])
         live = False
@@ -618,8 +625,8 @@ def _redo_runs(results: Path, dest: Path, stage: Path, known: list[dict]) -> tup
             print(f"{f.parent.relative_to('runs')}: made in another software environment than "
                   f"{dest}'s; its environment.json is published beside its record")
     _add_sessions(results / "plan" / "sessions.json", stage / "plan" / "sessions.json",
-                  {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in take},
-                  key="redoes")
+                  {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in take + done},
+                  key="redoes")  # a session still running at an earlier --redo joins now
     write_manifest(stage)
     _retable(stage)
     return [str(PurePosixPath(run)) for run in take], left

@@ -97,6 +97,11 @@ def test_redo_replaces_the_runs_that_reach_their_published_outcome_and_names_the
     now, then = (pl.read_csv(d / "tables" / "rule_agreement.csv") for d in (dest, QUICK))
     assert now.filter(pl.col("model") == "hkt").equals(then.filter(pl.col("model") == "hkt"))
     assert now.filter(pl.col("model") == "mha").is_empty() and not then.filter(pl.col("model") == "mha").is_empty()
+    # a second --redo leaves a run already put in place alone
+    for run in (CHANGED, BARE):
+        shutil.rmtree(results / "runs" / run)
+    with pytest.raises(SystemExit, match="has published is there as made again already; nothing to do"):
+        publish.redo_runs(results, dest)
 
 
 def test_redo_publishes_nothing_where_no_run_qualifies(redo):
