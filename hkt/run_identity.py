@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hkt.errors import DataError
 from hkt.run_record import HISTORY_NAME, STEP_METRICS, read_history
 
 #: The record fields a rerun must equal: what the run is, and what it reached.
@@ -49,31 +48,12 @@ def flat(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def known_data(dirs: Sequence[str | Path]) -> list[dict[str, dict[str, str]]]:
-    """For each prepared data directory, its split files' SHA-256 (``files``) and their
-    content's (``content``, :func:`hkt.data.parquet.content_checksums`): the published data
-    made again at the published commit, whose files equal those a record of before content
-    checksums names, give that record's content checksums (:func:`outcome_differences`)."""
-    from hkt.data.parquet import content_checksums
-    from hkt.data_layout import SPLITS, split_file
-    from hkt.fileio import sha256_file
-
-    out = []
-    for d in map(Path, dirs):
-        missing = [s for s in SPLITS if not (d / split_file(s)).is_file()]
-        if missing:
-            raise DataError(f"{d} is not a prepared data directory (no {split_file(missing[0])}): "
-                            "give the directory `hkt prepare` wrote")
-        out.append({"files": {s: sha256_file(d / split_file(s)) for s in SPLITS},
-                    "content": content_checksums(d)})
-    return out
-
-
 def _data_difference(published: dict[str, Any], rerun: dict[str, Any],
                      known: Sequence[dict[str, dict[str, str]]]) -> str:
     """Whether two records' data differ, in words ("" where they are the same): by content
-    where both records have content checksums, or where ``known`` (:func:`known_data`) holds
-    data whose files the published record names; else by the files."""
+    where both records have content checksums, or where ``known``
+    (:func:`hkt.data.parquet.prepared_checksums` of data prepared again) holds data whose files
+    the published record names; else by the files."""
     theirs, mine = published.get("data_content_checksums"), rerun.get("data_content_checksums")
     if not theirs:
         theirs = next((k["content"] for k in known if k["files"] == published.get("data_checksums")),
@@ -93,7 +73,7 @@ def outcome_differences(published: dict[str, Any], rerun: dict[str, Any],
                         known: Sequence[dict[str, dict[str, str]]] = ()) -> list[str]:
     """What keeps ``rerun`` (a record) from standing in for ``published``, in words (none: it
     may): an :data:`OUTCOME` field, the data (:func:`_data_difference`; ``known``: data made
-    again at the published commit, :func:`known_data`), or a setting of the config
+    again at the published commit, :func:`hkt.data.parquet.prepared_checksums`), or a setting of the config
     (:data:`WHERE` aside) whose value differs."""
     diff = [f"{k}: {published.get(k)!r} published, {rerun.get(k)!r} now" for k in OUTCOME
             if published.get(k) != rerun.get(k)]

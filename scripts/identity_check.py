@@ -138,13 +138,14 @@ def main(a: Path, b: Path) -> int:
 def compare_runs(published: Path, reruns: Path, data: list[Path] = ()) -> int:
     """``--runs`` (module docstring): each run of ``reruns`` against ``published``'s; the
     number whose outcome differs or that ``published`` lacks. ``data``: the published runs'
-    data prepared again at their commit (``--published-data``: hkt.run_identity.known_data)."""
+    data prepared again at their commit (``--published-data``: hkt.data.parquet.prepared_checksums)."""
     from hkt.errors import HKTError
     from hkt.predictions import read_checked
-    from hkt.run_identity import compare_run_histories, config_notes, known_data, outcome_differences
+    from hkt.data.parquet import prepared_checksums
+    from hkt.run_identity import compare_run_histories, config_notes, outcome_differences
     from hkt.run_record import load_record
 
-    known = known_data(data)
+    known = [prepared_checksums(d) for d in data]
 
     records = sorted((reruns / "runs").glob("**/record.json"))
     if not records:

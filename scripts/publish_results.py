@@ -558,12 +558,12 @@ def redo_runs(results: Path, dest: Path, data: list[Path] = ()) -> tuple[list[st
     """Put the runs ``results`` made again in place of ``dest``'s (module docstring, ``--redo``),
     then retable it, swapped in whole (:func:`writing`); the runs replaced, and those left out
     with why. ``data``: the published runs' data prepared again at their commit
-    (``--published-data``, hkt.run_identity.known_data)."""
+    (``--published-data``, hkt.data.parquet.prepared_checksums)."""
+    from hkt.data.parquet import prepared_checksums
     from hkt.errors import DataError
-    from hkt.run_identity import known_data
 
     try:
-        known = known_data(data)
+        known = [prepared_checksums(d) for d in data]
     except DataError as exc:
         raise SystemExit(str(exc)) from None
     with writing(dest) as stage:

@@ -193,7 +193,7 @@ def test_data_made_again_at_the_published_commit_stands_for_a_record_without_con
     from hkt.data.parquet import content_checksums
     from hkt.errors import DataError
     from hkt.fileio import sha256_file
-    from hkt.run_identity import known_data
+    from hkt.data.parquet import prepared_checksums
 
     data = write_prepared_data(tmp_path / "data", "listops")
     files = {s: sha256_file(data / f"{s}.parquet") for s in ("train", "val", "test")}
@@ -204,7 +204,7 @@ def test_data_made_again_at_the_published_commit_stands_for_a_record_without_con
         "data_checksums: the split files differ, and the published record has no content checksums "
         "to tell whether what they hold does (prepare the data again at the published run's commit "
         "and give that directory as --published-data DIR)"]
-    known = known_data([data])
+    known = [prepared_checksums(data)]
     assert outcome_differences(published, rerun, known) == []
     other = {**rerun, "data_content_checksums": {**rerun["data_content_checksums"], "test": "1" * 64}}
     assert outcome_differences(published, other, known) == ["data_content_checksums: the data differ"]
@@ -212,7 +212,7 @@ def test_data_made_again_at_the_published_commit_stands_for_a_record_without_con
     assert outcome_differences(unrelated, rerun, known)[0].startswith("data_checksums: the split files differ")
     (data / "val.parquet").unlink()
     with pytest.raises(DataError, match=r"is not a prepared data directory \(no val.parquet\)"):
-        known_data([data])
+        prepared_checksums(data)
 
 
 def test_published_data_goes_with_redo(tmp_path, capsys):

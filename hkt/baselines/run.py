@@ -130,8 +130,8 @@ def read_split(data_dir: str | Path, split: str) -> SplitData:
     # the task's ranges, as training checks them, before any cast: a label outside
     # 0..num_classes-1 would otherwise be counted or one-hot encoded silently wrong
     check_ranges(path, values, offsets[:-1] - offsets[0], np.diff(offsets), labels,
-                 vocab_size=int(meta["vocab_size"]), num_classes=int(meta["num_classes"]),
-                 max_length=int(meta["max_length"]))
+                 **{k: None if meta.get(k) is None else int(meta[k])
+                    for k in ("vocab_size", "num_classes", "max_length")})
     return SplitData(table.column("id").to_pylist(), values.astype(np.uint16, copy=False),
                      offsets - offsets[0], labels)
 

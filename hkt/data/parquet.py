@@ -247,6 +247,20 @@ def content_checksums(data_dir: str | os.PathLike) -> dict[str, str]:
     return {s: content_sha256(Path(data_dir) / split_file(s)) for s in SPLITS}
 
 
+def prepared_checksums(data_dir: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """A prepared directory's split files' SHA-256 (``files``) and their content's (``content``,
+    :func:`content_checksums`), or a :class:`DataError` naming a missing split. Data prepared
+    again at a published run's commit, whose files equal those its record names, give that
+    record's content checksums where it has none (hkt.run_identity, ``--published-data``)."""
+    d = Path(data_dir)
+    missing = [s for s in SPLITS if not (d / split_file(s)).is_file()]
+    if missing:
+        raise DataError(f"{d} is not a prepared data directory (no {split_file(missing[0])}): "
+                        "give the directory `hkt prepare` wrote")
+    return {"files": {s: sha256_file(d / split_file(s)) for s in SPLITS},
+            "content": content_checksums(d)}
+
+
 def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The ``hkt`` metadata (a dict) of a prepared Parquet file."""
     path = Path(path)

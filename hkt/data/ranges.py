@@ -21,18 +21,20 @@ from hkt.errors import DataError
 
 
 def check_ranges(path: Path, values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-                 labels: np.ndarray, *, vocab_size: int, num_classes: int,
+                 labels: np.ndarray, *, vocab_size: int | None, num_classes: int | None,
                  max_length: int | None = None) -> None:
     """Refuse (:class:`DataError`) token ids (``values``, every row's tokens end to end, each
     row from its ``starts``) outside ``0..vocab_size-1``, rows (``lengths``) longer than
     ``max_length`` and ``labels`` outside ``0..num_classes-1``, naming the first bad row of
-    ``path`` and how many there are."""
+    ``path`` and how many there are. A bound that is None is not checked (a reader that takes
+    the split's metadata as it comes: the metadata's own checks are `hkt prepare`'s)."""
     if values.dtype.kind not in "iu":
         raise DataError(f"{path}: column 'tokens' holds {values.dtype} values, not token ids "
                         "(the contract's list<uint16>); these are not data `hkt prepare` wrote: "
                         "prepare them again")
     signed = values.dtype.kind == "i"  # a negative id needs a tokens column wider than uint16
-    if values.size and (int(values.max()) >= vocab_size or (signed and int(values.min()) < 0)):
+    if vocab_size is not None and values.size and (int(values.max()) >= vocab_size
+                                                   or (signed and int(values.min()) < 0)):
         first = int(np.flatnonzero((values >= vocab_size) | (values < 0))[0])
         row = int(np.searchsorted(starts, first, side="right") - 1)
         _range_error(path, "tokens", row, int(values[first]),
@@ -42,6 +44,8 @@ def check_ranges(path: Path, values: np.ndarray, starts: np.ndarray, lengths: np
         row = int(long_rows[0])
         _range_error(path, "length", row, int(lengths[row]),
                      f"0..{max_length} (max_length {max_length}, the model's context)", long_rows.size)
+    if num_classes is None:
+        return
     bad_labels = np.flatnonzero((labels < 0) | (labels >= num_classes))
     if bad_labels.size:
         row = int(bad_labels[0])
