@@ -2,16 +2,16 @@
 machine (issue 72: the cpu suite's ListOps runs made again, to keep their predictions) may stand
 in for the published run only where it reached the same outcome: the same task, model, variant,
 seed and steps, on the same data, with the same settings, to the same best step and the same
-validation and test accuracy. Its losses may differ in their late digits: a CPU of another
-model rounds the same sums differently (``record.device`` names the CPU since issue 59; the cpu
-suite's ListOps runs, published from an AMD EPYC, made again on an Intel Xeon: every accuracy
-equal over HKT's first 2,000 steps, the losses apart from the 8th significant digit). Over
-thousands of steps such differences can grow into another trajectory, and then into another
-outcome, which is a refusal (the long suite's README shows one). :func:`compare_histories` says how far, and that is not a
-refusal.
+validation and test accuracy, and the same predictions where both kept them. Its losses may
+differ in their late digits: a CPU of another model rounds the same sums differently
+(``record.device`` names the CPU since issue 59; the cpu suite's ListOps runs, published from an
+AMD EPYC, made again on an Intel Xeon: every accuracy of their histories equal over the 10,000
+steps, the losses apart from the 8th significant digit). :func:`compare_histories` says how far,
+and that is not a refusal; a difference that grew into another outcome is (the long suite's
+README shows one).
 
 Read by ``scripts/identity_check.py --runs`` (the report) and ``scripts/publish_results.py
---redo`` (which publishes only the runs :func:`outcome_differences` finds none in).
+--redo`` (which publishes only the runs :func:`rerun_differences` finds none in).
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hkt.run_record import HISTORY_NAME, STEP_METRICS, read_history
+from hkt.config_compose import flatten
+from hkt.errors import HKTError
+from hkt.predictions import read_checked
+from hkt.run_record import HISTORY_NAME, STEP_METRICS, load_record, read_history
 
 #: The record fields a rerun must equal: what the run is, and what it reached.
 OUTCOME = ("task", "model", "variant", "seed", "profile", "steps", "n_params", "best_step",
@@ -35,17 +38,6 @@ WHERE = ("tracking.", "task.prepare.mirror")
 
 #: A history's columns that are timings: not compared.
 TIMINGS = ("samples_per_s",)
-
-
-def flat(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config as ``{"a.b.c": value}``."""
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        if isinstance(value, dict):
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _data_difference(published: dict[str, Any], rerun: dict[str, Any],
@@ -79,7 +71,7 @@ def outcome_differences(published: dict[str, Any], rerun: dict[str, Any],
             if published.get(k) != rerun.get(k)]
     if data := _data_difference(published, rerun, known):
         diff.append(data)
-    a, b = flat(published.get("config") or {}), flat(rerun.get("config") or {})
+    a, b = flatten(published.get("config") or {}), flatten(rerun.get("config") or {})
     changed = [k for k in sorted(set(a) & set(b)) if a[k] != b[k] and not k.startswith(WHERE)]
     diff += [f"config {k}: {a[k]!r} published, {b[k]!r} now" for k in changed]
     return diff
@@ -88,7 +80,7 @@ def outcome_differences(published: dict[str, Any], rerun: dict[str, Any],
 def config_notes(published: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
     """Settings only one config has (code that added a setting since, with its default), by
     name (:data:`WHERE` aside): named, not counted."""
-    a, b = flat(published.get("config") or {}), flat(rerun.get("config") or {})
+    a, b = flatten(published.get("config") or {}), flatten(rerun.get("config") or {})
     only = lambda x, y: sorted(k for k in set(x) - set(y) if not k.startswith(WHERE))  # noqa: E731
     return [f"config only {side}: {', '.join(keys)}"
             for side, keys in (("published", only(a, b)), ("now", only(b, a))) if keys]
@@ -111,8 +103,6 @@ class HistoryAgreement:
 
     def digits(self) -> int:
         """Significant digits the two agree to everywhere (at least), 17 when identical."""
-        if self.identical:
-            return 17
         return max(0, math.floor(-math.log10(self.largest))) if self.largest > 0 else 17
 
     def __str__(self) -> str:
@@ -156,3 +146,27 @@ def compare_histories(published: list[dict[str, Any]], rerun: list[dict[str, Any
             if x != y:
                 largest = max(largest, abs(x - y) / max(abs(x), 1e-30))
     return HistoryAgreement(values, equal, largest)
+
+
+def rerun_differences(published: Path, rerun: Path, known: Sequence[dict[str, dict[str, str]]] = ()
+                      ) -> tuple[list[str], list[str]]:
+    """A rerun's folder against its published run's: what keeps it from standing in
+    (:func:`outcome_differences`, predictions that differ or are not their record's, none where
+    the published run kept some) and what is only said of it (its history's agreement first,
+    then the settings only one config has, and whether its predictions are new)."""
+    a, b = load_record(published / "record.json"), load_record(rerun / "record.json")
+    diffs = outcome_differences(a, b, known)
+    notes = [str(compare_run_histories(published, rerun)), *config_notes(a, b)]
+    try:
+        mine, theirs = read_checked(rerun, b), read_checked(published, a)
+    except HKTError as exc:  # a predictions file that is not its record's
+        return [*diffs, str(exc)], notes
+    if mine is not None and theirs is not None:
+        same = mine.equals(theirs)
+        notes.append("predictions identical" if same else "predictions DIFFER")
+        diffs += [] if same else ["predictions differ"]
+    elif mine is not None:
+        notes.append("predictions new (the published run kept none)")
+    elif theirs is not None:
+        diffs.append("the published run has predictions, this one none")
+    return diffs, notes

@@ -31,6 +31,7 @@ content checksums then stand for the record's.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -139,14 +140,10 @@ def compare_runs(published: Path, reruns: Path, data: list[Path] = ()) -> int:
     """``--runs`` (module docstring): each run of ``reruns`` against ``published``'s; the
     number whose outcome differs or that ``published`` lacks. ``data``: the published runs'
     data prepared again at their commit (``--published-data``: hkt.data.parquet.prepared_checksums)."""
-    from hkt.errors import HKTError
-    from hkt.predictions import read_checked
     from hkt.data.parquet import prepared_checksums
-    from hkt.run_identity import compare_run_histories, config_notes, outcome_differences
-    from hkt.run_record import load_record
+    from hkt.run_identity import rerun_differences
 
     known = [prepared_checksums(d) for d in data]
-
     records = sorted((reruns / "runs").glob("**/record.json"))
     if not records:
         print(f"{reruns} holds no run record (runs/TASK/MODEL/VARIANT/seedS/record.json)")
@@ -159,25 +156,9 @@ def compare_runs(published: Path, reruns: Path, data: list[Path] = ()) -> int:
             print(f"not published  {run}")
             differ += 1
             continue
-        a, b = load_record(old / "record.json"), load_record(rec)
-        diffs = outcome_differences(a, b, known)
-        agreement = compare_run_histories(old, rec.parent)
-        notes = [str(agreement), *config_notes(a, b)]
-        try:
-            mine = read_checked(rec.parent, b)
-            theirs = read_checked(old, a)
-        except HKTError as exc:  # a predictions file that is not its record's
-            mine = theirs = None
-            diffs.append(str(exc))
-        if mine is not None and theirs is not None:
-            same = mine.equals(theirs)
-            notes.append("predictions identical" if same else "predictions DIFFER")
-            diffs += [] if same else ["predictions differ"]
-        elif mine is not None:
-            notes.append("predictions new (the published run kept none)")
-        elif a.get("predictions"):
-            diffs.append("the published run has predictions, this one none")
+        diffs, notes = rerun_differences(old, rec.parent, known)
         differ += bool(diffs)
+        b = json.loads(rec.read_text("utf-8"))
         print(f"{'DIFFERENT' if diffs else 'same outcome'}  {run}: best step {b.get('best_step')}, "
               f"val {b.get('val_accuracy')}, test {b.get('test_accuracy')}; " + "; ".join(diffs + notes))
     print(f"{'same outcome' if not differ else f'{differ} DIFFERENT'}: {len(records)} runs made again")

@@ -572,8 +572,7 @@ def redo_runs(results: Path, dest: Path, data: list[Path] = ()) -> tuple[list[st
 
 def _redo_runs(results: Path, dest: Path, stage: Path, known: list[dict]) -> tuple[list[str], list[str]]:
     """:func:`redo_runs`, checking ``dest`` (held) and writing its copy ``stage``."""
-    from hkt.run_identity import compare_run_histories, outcome_differences
-    from hkt.run_record import load_record
+    from hkt.run_identity import rerun_differences
 
     made = sorted(f.parent.relative_to(results / "runs") for f in results.glob("runs/**/record.json"))
     again = [run for run in made if (dest / "runs" / run / "record.json").is_file()]
@@ -596,20 +595,15 @@ def _redo_runs(results: Path, dest: Path, stage: Path, known: list[dict]) -> tup
     if unknown:
         raise SystemExit(f"runs that record no software environment ({', '.join(map(str, unknown))}): "
                          f"{dest}'s readers could not tell what they ran in; rerun them with this code")
-    records = {run: (results / "runs" / run / "record.json").read_bytes() for run in again}
+    records = {run: (results / "runs" / run / "record.json").read_bytes() for run in again} if live else {}
     check_histories(results, again, schema=True)
     take, left = [], []
-    for run in again:
-        old, new = load_record(dest / "runs" / run / "record.json"), load_record(results / "runs" / run / "record.json")
-        why = outcome_differences(old, new, known)
-        if old.get("predictions") and not new.get("predictions"):
-            why.append("the published run has predictions, this one none")
+    for run in again:  # outcome, data, settings and predictions (each file checked against its record)
+        why, notes = rerun_differences(dest / "runs" / run, results / "runs" / run, known)
         if why:
             left.append(f"{run}: {'; '.join(why)}")
             continue
-        run_files(results, run)  # its predictions checked against its record
-        agreement = compare_run_histories(dest / "runs" / run, results / "runs" / run)
-        print(f"{run}: same outcome as published; {agreement}")
+        print(f"{run}: same outcome as published; {notes[0]}")
         take.append(run)
     if not take:
         raise SystemExit(f"no run of {results} reached its published run's outcome; {dest} is "
