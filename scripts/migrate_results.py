@@ -130,12 +130,38 @@ def _added_keys_of(cfg: dict[str, Any]) -> list[tuple[list[str], str, Any, Any]]
     return found
 
 
+def _field_order(cfg: dict[str, Any], parents: list[str]) -> list[str]:
+    """The keys of the node at ``parents`` in the order the current code writes them: the fields
+    of its dataclass (``model``: the encoder's, ``model.mixer``: the model's mixer's)."""
+    import dataclasses
+
+    from hkt.mixers.catalog import mixer_class
+    from hkt.models.encoder import EncoderConfig
+
+    cls = EncoderConfig if parents == ["model"] else mixer_class(cfg["model"]["name"]).config_class
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _insert(node: dict[str, Any], leaf: str, value: Any, order: list[str]) -> dict[str, Any]:
+    """``node`` with ``leaf`` where ``order`` puts it: after the last key of ``node`` that comes
+    before it there (first when none does), so a migrated file reads as the current code writes."""
+    earlier = set(order[:order.index(leaf)])
+    items = list(node.items())
+    items.insert(max((i + 1 for i, (k, _) in enumerate(items) if k in earlier), default=0),
+                 (leaf, value))
+    return dict(items)
+
+
 def _add_missing(cfg: dict[str, Any]) -> dict[str, Any]:
     """``cfg`` with each :data:`ADDED_KEYS` key that an encoder's config lacks, at its value of
-    before it existed (appended to its node)."""
-    for parents, leaf, before, node in _added_keys_of(cfg):
+    before it existed, in the place the current code writes it (:func:`_field_order`)."""
+    for parents, leaf, before, _ in _added_keys_of(cfg):
+        node: Any = cfg
+        for p in parents:  # as it is now, with the keys added before this one
+            node = node.get(p) if isinstance(node, dict) else None
         if isinstance(node, dict) and leaf not in node:
-            cfg = _set(cfg, parents, leaf, before)
+            placed = _insert(node, leaf, before, _field_order(cfg, parents))
+            cfg = _set(cfg, parents[:-1], parents[-1], placed)
     return cfg
 
 
