@@ -537,10 +537,7 @@ def _add_runs(results: Path, dest: Path, stage: Path) -> list[str]:
             print(f"{f.parent.relative_to('runs')}: made in another software environment "
                   f"than {dest}'s ({env_digest(stage / f)[:12]}, not {ours[:12]}); its "
                   "environment.json is published beside its record")
-    for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):  # what the added runs are read by
-        target = stage / facts.relative_to(results)
-        if target.parent.is_dir() and not target.is_file():
-            shutil.copy2(facts, target)
+    _copy_facts(results, stage)
     _add_sessions(results / "plan" / "sessions.json", stage / "plan" / "sessions.json",
                   {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in new})
     pending, why = _pending(stage)
@@ -618,6 +615,7 @@ def _redo_runs(results: Path, dest: Path, stage: Path, known: list[dict]) -> tup
         if f.name == "environment.json":
             print(f"{f.parent.relative_to('runs')}: made in another software environment than "
                   f"{dest}'s; its environment.json is published beside its record")
+    _copy_facts(results, stage)
     _add_sessions(results / "plan" / "sessions.json", stage / "plan" / "sessions.json",
                   {str(PurePosixPath(run)): run_span(results / "runs" / run) for run in take + done},
                   key="redoes")  # a session still running at an earlier --redo joins now
@@ -644,6 +642,16 @@ def finished_runs(results: Path, new: list[PurePosixPath], grid: Any) -> list[Pu
         raise SystemExit(f"{results}: every run it has finished is one the suite also analyses, "
                          "and the workflow still runs there; add them when it has finished")
     return take
+
+
+def _copy_facts(results: Path, stage: Path) -> None:
+    """The per-example facts of ``results``' data (``data/TASK/examples.parquet``) that the
+    publication ``stage`` lacks for a task it holds: what the runs' predictions are read by (the
+    report checks each run's labels against them)."""
+    for facts in sorted(results.glob(f"data/*/{EXAMPLES}")):
+        target = stage / facts.relative_to(results)
+        if target.parent.is_dir() and not target.is_file():
+            shutil.copy2(facts, target)
 
 
 def _stage_runs(results: Path, new: list[PurePosixPath], ours: str, stage: Path) -> list[Path]:

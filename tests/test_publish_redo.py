@@ -29,8 +29,9 @@ def _edit(path: Path, **fields) -> dict:
 
 @pytest.fixture
 def redo(tmp_path):
-    """A copy of docs/results/quick whose HKT and MHA runs kept no predictions (as the cpu suite's
-    ListOps runs were published), and a results directory that made three runs again: HKT's
+    """A copy of docs/results/quick whose HKT and MHA runs kept no predictions and whose data
+    has no per-example facts (as the cpu suite's ListOps runs were published), and a results
+    directory (with the facts) that made three runs again: HKT's
     with predictions at the same outcome, one loss off in its 8th digit; MHA's at ten times the
     learning rate; S4D's without the predictions its published run has."""
     if not (QUICK / "runs" / FIXED / "predictions.parquet").is_file():
@@ -66,6 +67,10 @@ def redo(tmp_path):
     (results / "plan" / "sessions.json").write_text(json.dumps({"sessions": [
         {"started": end - 2000, "ended": end + 10, "last_seen": end + 10, "host": "elsewhere",
          "pid": 4242, "estimate_s": 9999.0, "ok": True, "argv": ["snakemake"]}]}))
+    # published without per-example facts (as the cpu suite was); the reruns' data has them
+    facts = Path("data") / "listops" / "examples.parquet"
+    (results / facts).parent.mkdir(parents=True)
+    shutil.move(dest / facts, results / facts)
     publish.write_manifest(dest)
     return publish, dest, results
 
@@ -92,7 +97,10 @@ def test_redo_replaces_the_runs_that_reach_their_published_outcome_and_names_the
     sessions = json.loads((dest / "plan" / "sessions.json").read_text())["sessions"]
     assert [s.get("redoes") for s in sessions if s.get("pid") == 4242] == [[FIXED]]
     assert not any(s.get("adds") for s in sessions if s.get("pid") == 4242)
-    # the accuracies as published; HKT's rule readings back from its predictions, MHA's not
+    # the facts come with the rerun (what its predictions are read by): HKT's rule readings
+    # are back as published from its predictions, MHA's not
+    facts = dest / "data" / "listops" / "examples.parquet"
+    assert facts.read_bytes() == (QUICK / "data" / "listops" / "examples.parquet").read_bytes()
     assert (dest / "tables" / "main.csv").read_bytes() == (QUICK / "tables" / "main.csv").read_bytes()
     now, then = (pl.read_csv(d / "tables" / "rule_agreement.csv") for d in (dest, QUICK))
     assert now.filter(pl.col("model") == "hkt").equals(then.filter(pl.col("model") == "hkt"))

@@ -165,6 +165,28 @@ def test_the_gap_reads_paired_and_says_so(aggregated, listops, tmp_path):
     assert "comes from the hierarchy of operations" in summary
 
 
+
+def test_the_ablation_reads_paired_as_the_gap_does(listops, tmp_path):
+    """The no-hierarchy row (derived: the MHA runs) and MHA's row read the MHA runs'
+    predictions against HKT's: the gap's paired interval, mirrored; the full model has none;
+    the hierarchy claim reads it."""
+    out = _aggregate(_suite(tmp_path, listops), tmp_path / "results", "--derived", "levels1=mha")
+    gap = pl.read_csv(out / "tables" / "gap.csv").row(0, named=True)
+    abl = pl.read_csv(out / "tables" / "ablation.csv")
+    rows = {(r["model"], r["variant"]): r for r in abl.iter_rows(named=True)}
+    assert rows[("hkt", "main")]["paired_ci_low_pp"] is None
+    for key in (("hkt", "levels1"), ("mha", "main")):
+        assert rows[key]["paired_ci_low_pp"] == pytest.approx(-gap["paired_ci_high_pp"])
+        assert rows[key]["paired_ci_high_pp"] == pytest.approx(-gap["paired_ci_low_pp"])
+        assert rows[key]["paired_p_value"] == pytest.approx(gap["paired_p_value"])
+    md = (out / "tables" / "ablation.md").read_text()
+    assert "'seeds + test set, paired' (the primary reading where present; listops T=512)" in md
+    assert "95% CI, seeds + test set, paired (pp)" in md.splitlines()[2]
+    claim = next(line for line in (out / "summary.md").read_text().splitlines()
+                 if line.startswith("| Removing the hierarchy"))
+    assert "seeds + test set, paired [" in claim
+
+
 def test_the_rule_rows_read_example_by_example(aggregated):
     """MHA answers the prior on every example: paired, it sits at the prior with a zero-width
     interval, agreeing on 100% and right nowhere the prior is wrong."""

@@ -304,7 +304,8 @@ def write_all(runs: pl.DataFrame, curves: pl.DataFrame, out: Path, *, main_varia
     learning-rate gap's rows."""
     tables = out / "tables"
     compared = result_tables.Compared(runs, main_variant, readings)
-    abl = result_tables.Ablation(runs, ablation_task, ablation_length, derived, main_variant)
+    abl = result_tables.Ablation(runs, ablation_task, ablation_length, derived, main_variant,
+                                 readings)
     notes = result_tables.caveats(data_warnings or {})
     refs = lines_note(runs)  # the ListOps rule references, which every table reads against
     written = result_tables.write_comparisons(compared, runs, tables, notes, refs, main_variant)

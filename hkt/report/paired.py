@@ -6,7 +6,8 @@ test-set variance; docs/per-example.md).
 * :func:`paired_table`: HKT − MHA in every variant both trained, and every control against HKT
   and MHA, with the paired error beside Welch's over seeds, the binomial reading and the
   reading given these runs (``given_runs_*``, on which no verdict rests);
-* :func:`with_paired` fills the gap and controls tables' ``paired_*`` columns, and
+* :func:`with_paired` fills the gap and controls tables' ``paired_*`` columns,
+  :func:`ablation_with_paired` the ablation table's (each variant against the full model), and
   :func:`paired_note` says in their captions where it did;
 * :func:`paired_or_why`: one difference's paired reading, or why it has none (the
   learning-rate gap and the claims name the runs without predictions).
@@ -27,11 +28,11 @@ from hkt import paper
 from hkt.report.example_runs import Readings, run_name
 from hkt.report.report_settings import Settings
 from hkt.report.stats import given_runs_difference, paired_difference
-from hkt.report.tables import difference_columns
+from hkt.report.tables import DERIVED, difference_columns, runs_of
 from hkt.runs_frame import KEY
 
 __all__ = ["PAIRED_SCHEMA", "PAIRED_COLUMNS", "NAMES_PREDICTIONS", "NOT_READ", "finite_or_none",
-           "paired_or_why", "paired_table", "with_paired", "paired_note"]
+           "paired_or_why", "paired_table", "with_paired", "ablation_with_paired", "paired_note"]
 
 
 PAIRED_SCHEMA = {
@@ -173,6 +174,29 @@ def with_paired(table: pl.DataFrame, paired: pl.DataFrame, variant: str = "main"
                     versus or row.get("versus")))
         rows.append(row if p is None else {**row, **{k: p[k] for k in PAIRED_COLUMNS}})
     return pl.DataFrame(rows, schema=table.schema)
+
+
+def ablation_with_paired(abl: pl.DataFrame, runs: pl.DataFrame, r: Readings, *,
+                         subject: str, full_variant: str, main_variant: str) -> pl.DataFrame:
+    """The ablation table ``abl`` (one task and T) with its ``paired_*`` columns filled where
+    a variant's runs and the full model's (``subject``'s ``full_variant``) both have predictions
+    on the same examples. ``runs``: the ablation's, derived rows among them; a derived row
+    (``levels1``: the MHA runs) reads its source runs' predictions."""
+    if abl.is_empty():
+        return abl
+    task, length = abl["task"][0], abl["length"][0]
+    sel = runs.filter((pl.col("task") == task) & (pl.col("length") == length))
+    full = runs_of(sel, model=subject, variant=full_variant)
+    rows = []
+    for row in abl.iter_rows(named=True):
+        side = runs_of(sel, model=row["model"], variant=row["variant"])
+        source = side[DERIVED].drop_nulls() if DERIVED in side.columns else pl.Series([])
+        if len(source):
+            side = runs_of(sel, model=source[0], variant=main_variant)
+        got = (None if (row["model"], row["variant"]) == (subject, full_variant)
+               else _pair(r, side, full))
+        rows.append(row if got is None else {**row, **{k: got[k] for k in PAIRED_COLUMNS}})
+    return pl.DataFrame(rows, schema=abl.schema)
 
 
 def paired_note(paired: pl.DataFrame, settings: Settings | None) -> str:

@@ -82,7 +82,8 @@ class Ablation:
     from a model's main runs: :func:`hkt.report.build.derived_spec`)."""
 
     def __init__(self, runs: pl.DataFrame, task: str, length: int | None,
-                 derived: dict[str, tuple[str, int | None]] | None, main_variant: str) -> None:
+                 derived: dict[str, tuple[str, int | None]] | None, main_variant: str,
+                 readings: Readings | None = None) -> None:
         self.task = task
         self.with_derived = with_derived = pl.concat(
             [runs, derived_runs(runs, derived or {}, task, main_variant)],
@@ -90,6 +91,13 @@ class Ablation:
         self.table = ablation_table(with_derived, task, length, full_variant=main_variant,
                                     main_variant=main_variant,
                                     notes=setting_notes(with_derived, task, main_variant))
+        if readings is not None:  # each variant against the full HKT, paired where it can be
+            self.table = paired_readings.ablation_with_paired(
+                self.table, with_derived, readings, subject=COMPARED_MODELS[0],
+                full_variant=main_variant, main_variant=main_variant)
+        paired = self.table.filter(pl.col("paired_ci_low_pp").is_not_null())
+        self.paired_note = paired_readings.paired_note(
+            paired, None if readings is None else readings.settings)
         self.length = self.table["length"][0] if len(self.table) else length
         sel = with_derived.filter(pl.col("task") == task)
         self.runs = sel if self.length is None else sel.filter(pl.col("length") == self.length)
@@ -127,7 +135,8 @@ def write_ablation(a: Ablation, tables: Path, notes: Notes, refs: str) -> list[P
     return write_table(a.table, ablation_display(a.table), tables / "ablation",
                        f"Ablations on {a.task} (T={a.length}): Δ = test accuracy − "
                        f"the full HKT's; paper Δ: removing the hierarchy (L=1). "
-                       + " ".join(filter(None, (notes(a.runs), difference_note(), refs))))
+                       + " ".join(filter(None, (notes(a.runs), difference_note(), a.paired_note,
+                                                refs))))
 
 
 def write_run_tables(runs: pl.DataFrame, curves: pl.DataFrame, unreadable: pl.DataFrame | None,

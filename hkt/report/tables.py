@@ -435,11 +435,11 @@ def ablation_label(row: dict[str, Any]) -> str:
 
 def ablation_display(abl: pl.DataFrame) -> Display:
     header = ["model/variant", "setting", "seeds", "val acc (%)", "test acc (%)",
-              "Δ vs HKT (pp)", *seeds_header(), *test_set_header(),
+              "Δ vs HKT (pp)", *seeds_header(), *test_set_header(True),
               "test examples", "paper Δ (pp)", "params", "ms/step"]
     rows = [[ablation_label(r), r["setting"], str(r["seeds"]), pm(r["val_mean"], r["val_std"]),
              pm(r["test_mean"], r["test_std"]), signed(r["delta_pp"]), ci_text(r), p_text(r["p_value"]),
-             r["significant"] or "", *test_set_cells(r), examples_text(r) or "",
+             r["significant"] or "", *test_set_cells(r, True), examples_text(r) or "",
              signed(r["paper_delta_pp"]), fmt(r["n_params"]), fmt(r["ms_per_step"], 1)]
             for r in abl.iter_rows(named=True)]
     return header, rows
