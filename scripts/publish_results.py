@@ -772,13 +772,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--published-data goes with --redo")
     if args.redo:
         done, left = redo_runs(args.results, args.dest, args.published_data)
-        print(f"made again in {args.dest}: {len(done)} runs: {', '.join(done)}")
+        print(f"made again in {args.dest}: {len(done)} run{'' if len(done) == 1 else 's'}: "
+              f"{', '.join(done)}")
         for why in left:
             print(f"not published (its published run stays): {why}")
         return 0
     if args.add:
         added = add_runs(args.results, args.dest)
-        print(f"added {len(added)} runs to {args.dest}: {', '.join(added)}")
+        print(f"added {len(added)} run{'' if len(added) == 1 else 's'} to {args.dest}: "
+              f"{', '.join(added)}")
         return 0
     n, left = publish(args.results, args.dest, args.replace)
     print(f"published {n} files from {args.results} to {args.dest}")

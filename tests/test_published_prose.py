@@ -6,7 +6,9 @@ in the published tables or summaries (a README may set another publication's row
 own), be a run's accuracy in runs.csv, be one of the paper's figures (config/report/paper.yaml), or be a
 suite's measured wall time (plan/sessions.json, segments.log) or its ratio to the plan. A record
 that a rerun replaced stays published under ``replaced/`` (its accuracies, steps and session), so
-that a README can say what the rerun changed.
+that a README can say what the rerun changed; a rerun that did not reach its published outcome
+is kept under ``not_reproduced/`` (its accuracies and steps), so that a README can say how it
+differs.
 
 So must every count with a unit (issue 48: "27 training runs" stayed after S4D made them 36):
 training runs, seeds, sessions ("runs of the same command"), steps and hours, as integers, are
@@ -71,6 +73,13 @@ def wall_figures(root: Path) -> set[str]:
     return out
 
 
+def kept_records(root: Path) -> list[Path]:
+    """The records a publication keeps beside its runs: those reruns replaced (``replaced/``)
+    and reruns that did not reach their published outcome (``not_reproduced/``)."""
+    return sorted(p for kept in ("replaced", "not_reproduced")
+                  for p in (root / kept).glob("runs/*/*/*/seed*/record.json"))
+
+
 def published_figures(root: Path) -> set[str]:
     """The figures of a publication's summary and tables, and each run's accuracies (%)."""
     files = [root / "summary.md", *sorted((root / "tables").glob("*.md")),
@@ -80,8 +89,8 @@ def published_figures(root: Path) -> set[str]:
     if runs.is_file():
         for row in csv.DictReader(runs.open(encoding="utf-8")):
             out |= {f"{100 * float(row[k]):.2f}" for k in ("val_accuracy", "test_accuracy") if row[k]}
-    for path in sorted((root / "replaced").glob("runs/*/*/*/seed*/record.json")):
-        rec = json.loads(path.read_text("utf-8"))  # what a rerun replaced
+    for path in kept_records(root):  # what a rerun replaced, or a rerun that differs
+        rec = json.loads(path.read_text("utf-8"))
         out |= {f"{100 * float(rec[k]):.2f}" for k in ("val_accuracy", "test_accuracy") if rec.get(k)}
     return out | wall_figures(root) | wall_figures(root / "replaced")
 
@@ -147,8 +156,8 @@ def known_counts(root: Path) -> set[tuple[int, str]]:
         out |= {(int(rec[k]), "steps") for k in ("steps", "best_step") if rec.get(k)}
         if not rec.get("external"):
             trained.append(rec)
-    for path in sorted((root / "replaced").glob("runs/*/*/*/seed*/record.json")):
-        rec = json.loads(path.read_text("utf-8"))  # a record a rerun replaced: its steps
+    for path in kept_records(root):  # a record a rerun replaced, or a rerun's: its steps
+        rec = json.loads(path.read_text("utf-8"))
         out |= {(int(rec[k]), "steps") for k in ("steps", "best_step") if rec.get(k)}
     groups: dict[tuple, set] = {}
     for rec in trained:
