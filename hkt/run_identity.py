@@ -110,9 +110,10 @@ class HistoryAgreement:
             return f"histories differ in their steps: {self.steps_differ}"
         if self.identical:
             return f"history identical ({self.values} values)"
-        return (f"history equal in {self.equal} of {self.values} values, the others in late "
-                f"digits (largest relative difference {self.largest:.2g}: {self.digits()} "
-                "significant digits agree: rounding, as on a CPU of another model)")
+        digits = self.digits()  # few where training grew a rounding difference (S4D, issue 72)
+        return (f"history equal in {self.equal} of {self.values} values, the others differ "
+                f"(largest relative difference {self.largest:.2g}: {digits} significant "
+                f"digit{'' if digits == 1 else 's'} agree everywhere)")
 
 
 def compare_run_histories(published: Path, rerun: Path) -> HistoryAgreement | str:

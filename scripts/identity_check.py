@@ -20,8 +20,9 @@ Exit status 1 if any value differs or a run of A (or its predictions) is missing
 another commit or machine: issue 72) against the published ones, run by run (hkt.run_identity):
 each rerun must reach its published run's outcome (task, model, variant, seed, steps, data,
 settings, best step, validation and test accuracy); its history is compared value by value and
-a difference in late digits is reported with how many digits agree (rounding, as on a CPU of
-another model), not counted; predictions are compared where both have them. Exit status 1
+a difference is reported with how many significant digits agree everywhere (late digits:
+rounding, as on a CPU of another model; few: training grew it, as S4D's did), not counted on
+its own: the outcome decides; predictions are compared where both have them. Exit status 1
 if a rerun's outcome differs or the publication lacks its run. A record of before content
 checksums (``data_content_checksums``) names only its split files' SHA-256, which a later
 release of hkt writes otherwise for the same rows: ``--published-data DIR`` gives the published

@@ -86,7 +86,7 @@ def test_redo_replaces_the_runs_that_reach_their_published_outcome_and_names_the
     assert left[1] == f"{BARE}: the published run has predictions, this one none"
     out = capsys.readouterr().out
     assert f"{FIXED}: same outcome as published; history equal in " in out
-    assert "the others in late digits (largest relative difference 3e-08: 7 significant digits" in out
+    assert "the others differ (largest relative difference 3e-08: 7 significant digits" in out
     run = dest / "runs" / FIXED
     assert (run / "record.json").read_bytes() == (results / "runs" / FIXED / "record.json").read_bytes()
     assert (run / "predictions.parquet").read_bytes() == (QUICK / "runs" / FIXED / "predictions.parquet").read_bytes()
@@ -136,7 +136,7 @@ def test_identity_check_runs_reports_each_rerun_against_its_published_run(redo, 
     assert check.compare_runs(dest, results) == 2
     out = capsys.readouterr().out
     assert f"same outcome  {FIXED}: best step " in out and "predictions new" in out
-    assert "7 significant digits agree: rounding, as on a CPU of another model" in out
+    assert "the others differ (largest relative difference 3e-08: 7 significant digits agree everywhere)" in out
     assert f"DIFFERENT  {CHANGED}: " in out and "config optim.lr" in out
     assert f"DIFFERENT  {BARE}: " in out and "the published run has predictions, this one none" in out
     assert "2 DIFFERENT: 3 runs made again" in out
