@@ -32,7 +32,6 @@ content checksums then stand for the record's.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -143,6 +142,7 @@ def compare_runs(published: Path, reruns: Path, data: list[Path] = ()) -> int:
     data prepared again at their commit (``--published-data``: hkt.data.parquet.prepared_checksums)."""
     from hkt.data.parquet import prepared_checksums
     from hkt.run_identity import rerun_differences
+    from hkt.run_record import load_record
 
     known = [prepared_checksums(d) for d in data]
     records = sorted((reruns / "runs").glob("**/record.json"))
@@ -159,7 +159,7 @@ def compare_runs(published: Path, reruns: Path, data: list[Path] = ()) -> int:
             continue
         diffs, notes = rerun_differences(old, rec.parent, known)
         differ += bool(diffs)
-        b = json.loads(rec.read_text("utf-8"))
+        b = load_record(rec)  # checked, as every reader of a record checks it
         print(f"{'DIFFERENT' if diffs else 'same outcome'}  {run}: best step {b.get('best_step')}, "
               f"val {b.get('val_accuracy')}, test {b.get('test_accuracy')}; " + "; ".join(diffs + notes))
     print(f"{'same outcome' if not differ else f'{differ} DIFFERENT'}: {len(records)} runs made again")

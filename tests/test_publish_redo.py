@@ -198,10 +198,9 @@ def test_data_made_again_at_the_published_commit_stands_for_a_record_without_con
     again, whose files equal the record's, give its content to compare."""
     from conftest import write_prepared_data
 
-    from hkt.data.parquet import content_checksums
+    from hkt.data.parquet import content_checksums, prepared_checksums
     from hkt.errors import DataError
     from hkt.fileio import sha256_file
-    from hkt.data.parquet import prepared_checksums
 
     data = write_prepared_data(tmp_path / "data", "listops")
     files = {s: sha256_file(data / f"{s}.parquet") for s in ("train", "val", "test")}
